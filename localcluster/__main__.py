@@ -1,0 +1,60 @@
+"""Command line for the local cluster: ``python -m localcluster up|down|status|env|build``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from localcluster import build
+from localcluster.launcher import DEFAULT_API_PORT, DEFAULT_STATE_DIR, ClusterConfig, ClusterError, LocalCluster
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "env", "build"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR, help="state directory of this cluster")
+    parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
+                        help="API server port; etcd, controller-manager and scheduler use the next four")
+    parser.add_argument("--nodes", type=int, default=3, help="simulated nodes")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        build.main([])
+        return 0
+    state_port = _recorded_port(args.dir)
+    api_port = state_port if state_port and args.command != "up" else args.api_port
+    cluster = LocalCluster(ClusterConfig(state_dir=args.dir, api_port=api_port, nodes=args.nodes))
+    if args.command == "up":
+        started = time.monotonic()
+        if cluster.running():
+            print(f"already running at {cluster.config.server}", file=sys.stderr)
+        else:
+            try:
+                cluster.up()
+            except ClusterError as error:
+                print(f"local cluster failed to start: {error}", file=sys.stderr)
+                return 1
+            print(f"ready in {time.monotonic() - started:.1f}s at {cluster.config.server}", file=sys.stderr)
+        print(cluster.env())
+    elif args.command == "down":
+        cluster.down()
+        print("stopped", file=sys.stderr)
+    elif args.command == "status":
+        print(json.dumps(cluster.status(), indent=2))
+        return 0 if cluster.running() else 3
+    else:
+        print(cluster.env())
+    return 0
+
+
+def _recorded_port(state_dir: Path) -> int | None:
+    state = state_dir / "state.json"
+    if state.exists():
+        return int(json.loads(state.read_text())["api_port"])
+    return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,384 @@
+"""Start and stop a local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, simulator.
+
+Everything a cluster owns lives in one state directory (certificates, tokens, kubeconfigs, etcd data, logs and
+``state.json`` with the PIDs it started), so two clusters on different ports coexist and ``down`` stops exactly
+the processes that ``up`` started, by PID, after checking each PID still runs the binary we launched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from localcluster import build, pki
+from localcluster.simulator.config import DRIVER_NAME
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STATE_DIR = REPO_ROOT / ".localcluster" / "default"
+DEFAULT_API_PORT = 17443
+SERVICE_CIDR = "10.96.0.0/16"
+DEFAULT_STORAGE_CLASS = "csibench-sim"
+DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not start or is not running; the message carries the failing component's log tail."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where a cluster lives and which ports it uses (all on 127.0.0.1)."""
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    api_port: int = DEFAULT_API_PORT
+    nodes: int = 3
+    # Client rate limits of the controller-manager and scheduler: their defaults (20/30) throttle the PV binder
+    # at thousands of PVCs, and then the cluster, not the storage, is what gets measured.
+    control_plane_qps: int = 500
+    control_plane_burst: int = 1000
+    ready_timeout_seconds: float = 90.0
+
+    @property
+    def etcd_client_port(self) -> int:
+        return self.api_port + 1
+
+    @property
+    def etcd_peer_port(self) -> int:
+        return self.api_port + 2
+
+    @property
+    def controller_manager_port(self) -> int:
+        return self.api_port + 3
+
+    @property
+    def scheduler_port(self) -> int:
+        return self.api_port + 4
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "admin.kubeconfig"
+
+    @property
+    def ground_truth(self) -> Path:
+        return self.state_dir / "ground-truth.jsonl"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def ports(self) -> list[int]:
+        return [self.api_port, self.etcd_client_port, self.etcd_peer_port, self.controller_manager_port,
+                self.scheduler_port]
+
+
+@dataclass
+class ProcessRecord:
+    name: str
+    pid: int
+    executable: str
+    log: str
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` wrote to ``state.json``: enough for ``down`` and ``status`` in another process."""
+
+    api_port: int
+    kubeconfig: str
+    processes: list[ProcessRecord] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ClusterState | None:
+        path = state_dir / "state.json"
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        return cls(raw["api_port"], raw["kubeconfig"], [ProcessRecord(**p) for p in raw["processes"]])
+
+    def save(self, state_dir: Path) -> None:
+        (state_dir / "state.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+
+def _pid_runs(record: ProcessRecord) -> bool:
+    """True when the PID is alive and still runs what we launched (PIDs get reused)."""
+    try:
+        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().split(b"\0")
+        status = Path(f"/proc/{record.pid}/stat").read_text()
+    except OSError:
+        return False
+    if status.split(") ", 1)[-1].startswith("Z"):
+        return False
+    return any(record.executable.encode() in part for part in cmdline[:3])
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalCluster:
+    """A local control plane with simulated storage; ``up()`` is idempotent, ``down()`` stops what it started."""
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self.binaries = build.expected_binaries()
+        self._processes: list[ProcessRecord] = []
+
+    # -- public API ---------------------------------------------------------------------------------------
+    def up(self) -> None:
+        """Build binaries if needed, start every component and wait until the cluster is usable."""
+        if self.running():
+            return
+        self.binaries = build.ensure_binaries()
+        config = self.config
+        busy = [port for port in config.ports() if _port_in_use(port)]
+        if busy:
+            raise ClusterError(f"ports already in use on 127.0.0.1: {busy}; pick another api port")
+        if config.state_dir.exists():
+            shutil.rmtree(config.state_dir)
+        config.log_dir.mkdir(parents=True)
+        self._write_credentials()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._wait_http(f"{config.server}/readyz", "kube-apiserver", authenticated=True)
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._wait_http(f"https://127.0.0.1:{config.controller_manager_port}/healthz", "kube-controller-manager")
+            self._wait_http(f"https://127.0.0.1:{config.scheduler_port}/healthz", "kube-scheduler")
+            self._install_snapshot_api()
+            self._start_simulator()
+            self._wait_nodes_ready()
+            self._wait_default_service_account()
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        """Stop every process this cluster started, newest first; SIGKILL what ignores SIGTERM for 10 s."""
+        state = ClusterState.load(self.config.state_dir)
+        records = list(state.processes) if state else []
+        records += [r for r in self._processes if r.pid not in {s.pid for s in records}]
+        for record in reversed(records):
+            if _pid_runs(record):
+                os.kill(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for record in reversed(records):
+            while _pid_runs(record) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _pid_runs(record):
+                os.kill(record.pid, signal.SIGKILL)
+        self._processes = []
+        state_file = self.config.state_dir / "state.json"
+        if state_file.exists():
+            state_file.unlink()
+
+    def running(self) -> bool:
+        state = ClusterState.load(self.config.state_dir)
+        return bool(state and state.processes and all(_pid_runs(p) for p in state.processes))
+
+    def status(self) -> dict[str, object]:
+        state = ClusterState.load(self.config.state_dir)
+        components = {p.name: ("running" if _pid_runs(p) else "stopped") for p in (state.processes if state else [])}
+        return {"server": self.config.server, "kubeconfig": str(self.config.kubeconfig), "components": components}
+
+    def env(self) -> str:
+        return f"export KUBECONFIG={self.config.kubeconfig}"
+
+    def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
+        completed = subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.config.kubeconfig}", *args],
+            input=input_text, capture_output=True, text=True,
+        )
+        if check and completed.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {completed.stderr.strip()}")
+        return completed.stdout
+
+    def component_logs(self, lines: int = 30) -> str:
+        """The tail of every component's log, for failure messages."""
+        parts = []
+        for log in sorted(self.config.log_dir.glob("*.log")):
+            parts.append(f"--- {log.name} (last {lines} lines)\n{log_tail(log, lines)}")
+        return "\n".join(parts)
+
+    # -- steps of up() --------------------------------------------------------------------------------------
+    def _write_credentials(self) -> None:
+        config = self.config
+        pki_dir = config.state_dir / "pki"
+        pki.generate_pki(pki_dir)
+        tokens = pki.write_token_file(config.state_dir / "tokens.csv")
+        self._tokens = tokens
+        for identity in pki.IDENTITIES:
+            text = pki.build_kubeconfig(config.server, pki_dir / "ca.crt", identity.user, tokens[identity.name],
+                                        f"csibench-local-{config.api_port}")
+            path = config.state_dir / f"{identity.name}.kubeconfig"
+            path.write_text(text)
+            path.chmod(0o600)
+        (config.state_dir / "scheduler.yaml").write_text(json.dumps({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(config.state_dir / "scheduler.kubeconfig"),
+                                 "qps": config.control_plane_qps, "burst": config.control_plane_burst},
+            "leaderElection": {"leaderElect": False},
+        }, indent=2))
+
+    def _spawn(self, name: str, executable: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        log_path = self.config.log_dir / f"{name}.log"
+        with log_path.open("ab") as log:
+            process = subprocess.Popen([executable, *args], stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.config.state_dir,
+                                       env={**os.environ, **(env or {})})
+        self._processes.append(ProcessRecord(name, process.pid, executable, str(log_path)))
+        ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
+
+    def _start_etcd(self) -> None:
+        c = self.config
+        client, peer = f"http://127.0.0.1:{c.etcd_client_port}", f"http://127.0.0.1:{c.etcd_peer_port}"
+        self._spawn("etcd", str(self.binaries.etcd), [
+            "--name=local", f"--data-dir={c.state_dir / 'etcd'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}", "--unsafe-no-fsync", "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ])
+
+    def _start_apiserver(self) -> None:
+        c, p = self.config, self.config.state_dir / "pki"
+        self._spawn("kube-apiserver", str(self.binaries.kube_apiserver), [
+            f"--etcd-servers=http://127.0.0.1:{c.etcd_client_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={c.api_port}",
+            f"--tls-cert-file={p / 'apiserver.crt'}", f"--tls-private-key-file={p / 'apiserver.key'}",
+            f"--client-ca-file={p / 'ca.crt'}", f"--token-auth-file={c.state_dir / 'tokens.csv'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC",
+            "--endpoint-reconciler-type=none", "--profiling=false", "--max-requests-inflight=1000",
+            "--max-mutating-requests-inflight=500",
+        ])
+
+    def _start_controller_manager(self) -> None:
+        c, p = self.config, self.config.state_dir / "pki"
+        kubeconfig = c.state_dir / "controller-manager.kubeconfig"
+        self._spawn("kube-controller-manager", str(self.binaries.kube_controller_manager), [
+            f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", "--leader-elect=false", "--controllers=*",
+            "--use-service-account-credentials", f"--service-account-private-key-file={p / 'sa.key'}",
+            f"--root-ca-file={p / 'ca.crt'}", "--bind-address=127.0.0.1",
+            f"--secure-port={c.controller_manager_port}", f"--cert-dir={c.state_dir / 'kcm-certs'}",
+            f"--kube-api-qps={c.control_plane_qps}", f"--kube-api-burst={c.control_plane_burst}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+        ])
+
+    def _start_scheduler(self) -> None:
+        c = self.config
+        kubeconfig = c.state_dir / "scheduler.kubeconfig"
+        self._spawn("kube-scheduler", str(self.binaries.kube_scheduler), [
+            f"--config={c.state_dir / 'scheduler.yaml'}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1",
+            f"--secure-port={c.scheduler_port}", f"--cert-dir={c.state_dir / 'scheduler-certs'}",
+        ])
+
+    def _start_simulator(self) -> None:
+        c = self.config
+        self._spawn("simulator", sys.executable, [
+            "-m", "localcluster.simulator", f"--kubeconfig={c.kubeconfig}", f"--nodes={c.nodes}",
+            f"--ground-truth={c.ground_truth}",
+        ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
+
+    def _install_snapshot_api(self) -> None:
+        crd_dir = self.binaries.kubernetes_source / "cluster" / "addons" / "volumesnapshots" / "crd"
+        self.kubectl("apply", "-f", str(crd_dir))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     "crd/volumesnapshots.snapshot.storage.k8s.io",
+                     "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
+                     "crd/volumesnapshotclasses.snapshot.storage.k8s.io")
+        self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": DEFAULT_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "parameters": {}},
+            {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+             "metadata": {"name": DEFAULT_SNAPSHOT_CLASS,
+                          "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+             "driver": DRIVER_NAME, "deletionPolicy": "Delete"},
+        ]}))
+
+    def _wait_nodes_ready(self) -> None:
+        """Nodes are usable once Ready and the node lifecycle controller has lifted the not-ready taint."""
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        while time.monotonic() < deadline:
+            self._check_alive()
+            nodes = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+            usable = [n for n in nodes if _node_usable(n)]
+            if len(usable) >= self.config.nodes:
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"nodes not Ready within {self.config.ready_timeout_seconds:.0f}s\n"
+                           + self.component_logs())
+
+    def _wait_default_service_account(self) -> None:
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        while time.monotonic() < deadline:
+            if self.kubectl("get", "serviceaccount", "default", "-n", "default", "--ignore-not-found",
+                            "-o", "name").strip():
+                return
+            time.sleep(0.3)
+        raise ClusterError("controller-manager never created the default ServiceAccount\n" + self.component_logs())
+
+    def _check_alive(self) -> None:
+        for record in self._processes:
+            if not _pid_runs(record):
+                raise ClusterError(f"{record.name} exited during start-up; log tail:\n"
+                                   f"{log_tail(Path(record.log), 40)}")
+
+    def _wait_http(self, url: str, component: str, authenticated: bool = False) -> None:
+        context = ssl.create_default_context(cafile=str(self.config.state_dir / "pki" / "ca.crt"))
+        if not authenticated:
+            # Controller-manager and scheduler serve /healthz with a self-signed certificate of their own.
+            context = ssl._create_unverified_context()
+        request = urllib.request.Request(url)
+        if authenticated:
+            request.add_header("Authorization", f"Bearer {self._tokens['admin']}")
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        last_error = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as error:
+                last_error = str(error)
+            time.sleep(0.2)
+        raise ClusterError(f"{component} not ready at {url} within {self.config.ready_timeout_seconds:.0f}s "
+                           f"({last_error})\n" + self.component_logs())
+
+
+def _node_usable(node: dict[str, object]) -> bool:
+    status = node.get("status") or {}
+    spec = node.get("spec") or {}
+    assert isinstance(status, dict) and isinstance(spec, dict)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    tainted = any("not-ready" in t.get("key", "") or "unreachable" in t.get("key", "") for t in spec.get("taints") or [])
+    return ready and not tainted
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -1,0 +1,71 @@
+"""The simulated storage array behind one StorageClass, and the ground-truth record of what it did.
+
+Each operation waits for a slot (the class's concurrency limit; "1" serializes everything, like a driver with a
+global lock), then takes its latency +/- jitter, then succeeds, fails (injected, transiently) or never returns
+(hang mode). Every operation is appended to a JSON-lines file with the wall-clock times it was queued, started
+and finished, so tests and benchmarks can check what the operator measured against what the storage did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+from typing import IO
+
+from localcluster.simulator.config import BackendModel, Operation
+
+
+class InjectedFailure(RuntimeError):
+    """The backend model decided this operation fails; the caller reports it the way a CSI sidecar would."""
+
+
+class GroundTruth:
+    """Appends one JSON object per finished (or failed) backend operation."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._file: IO[str] | None = path.open("a", buffering=1) if path else None
+
+    def record(self, **fields: object) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(fields, separators=(",", ":")) + "\n")
+
+
+class Backend:
+    def __init__(self, storage_class: str, model: BackendModel, truth: GroundTruth) -> None:
+        self.storage_class = storage_class
+        self.model = model
+        self._truth = truth
+        self._slots = asyncio.Semaphore(model.concurrency) if model.concurrency > 0 else None
+        self._random = random.Random(model.seed)
+
+    async def run(self, operation: Operation, obj: str) -> None:
+        """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record)."""
+        queued = time.time()
+        if self._slots is None:
+            await self._perform(operation, obj, queued)
+        else:
+            async with self._slots:
+                await self._perform(operation, obj, queued)
+
+    async def _perform(self, operation: Operation, obj: str, queued: float) -> None:
+        started = time.time()
+        if operation in self.model.hang_operations:
+            self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
+                               start=started, finish=None, result="hang")
+            await asyncio.Event().wait()
+        delay = self.model.latency(operation)
+        if self.model.jitter:
+            delay += self._random.uniform(-self.model.jitter, self.model.jitter)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        failed = (operation in self.model.failure_operations and self.model.failure_rate > 0
+                  and self._random.random() < self.model.failure_rate)
+        finished = time.time()
+        self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
+                           start=started, finish=finished, result="error" if failed else "ok")
+        if failed:
+            raise InjectedFailure(f"rpc error: code = Internal desc = injected failure of {operation.value} "
+                                  f"on array {self.storage_class}")

@@ -1,0 +1,140 @@
+"""The simulated driver's name and its backend model, read from StorageClass parameters (pure, unit-tested).
+
+A StorageClass of the simulator describes one storage array. Its parameters (all strings, as Kubernetes
+requires) set how that array behaves:
+
+``latency``            base latency of every operation ("100ms", "1.5s", "0")
+``<operation>Latency`` per-operation override, e.g. ``createVolumeLatency``, ``attachLatency``
+``jitter``             uniform +/- jitter added to each latency ("20ms")
+``concurrency``        operations in flight at once on this array; "1" is a global lock, "0"/absent unlimited
+``failureRate``        probability in [0, 1] that an operation fails (transiently: it is retried, like CSI)
+``failureOperations``  comma list of operations the failure rate applies to (default: all)
+``hangOperations``     comma list of operations that never complete ("all" for every one)
+``seed``               seed of the jitter/failure random generator, for repeatable runs
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+DRIVER_NAME: Final = "sim.csibench.io"
+# What the real CSI sidecars put on objects, with the driver name in them.
+ATTACHER_FINALIZER: Final = "external-attacher/sim-csibench-io"
+CONTENT_FINALIZER: Final = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
+SNAPSHOT_FINALIZER: Final = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"
+
+
+class Operation(StrEnum):
+    """Backend operations, named after the CSI calls they stand for."""
+
+    CREATE_VOLUME = "createVolume"  # CreateVolume
+    CLONE_VOLUME = "cloneVolume"  # CreateVolume with a snapshot content source
+    DELETE_VOLUME = "deleteVolume"  # DeleteVolume
+    ATTACH = "attach"  # ControllerPublishVolume
+    DETACH = "detach"  # ControllerUnpublishVolume
+    MOUNT = "mount"  # NodeStageVolume + NodePublishVolume
+    UNMOUNT = "unmount"  # NodeUnpublishVolume + NodeUnstageVolume
+    CREATE_SNAPSHOT = "createSnapshot"  # CreateSnapshot
+    DELETE_SNAPSHOT = "deleteSnapshot"  # DeleteSnapshot
+
+
+class ParameterError(ValueError):
+    """A StorageClass parameter of the simulator cannot be parsed."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """'100ms' -> 0.1, '1.5s' -> 1.5, '2m' -> 120, '0' -> 0 (a bare number means seconds)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ParameterError(f"not a duration: {text!r} (use e.g. '100ms', '1.5s', '0')")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _parse_operations(text: str, name: str) -> frozenset[Operation]:
+    if text.strip() == "all":
+        return frozenset(Operation)
+    chosen = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            chosen.add(Operation(part))
+        except ValueError:
+            valid = ", ".join(o.value for o in Operation)
+            raise ParameterError(f"{name}: unknown operation {part!r} (valid: all, {valid})") from None
+    return frozenset(chosen)
+
+
+@dataclass(frozen=True)
+class BackendModel:
+    """How one simulated array behaves."""
+
+    latencies: dict[Operation, float]
+    jitter: float = 0.0
+    concurrency: int = 0  # 0 = unlimited
+    failure_rate: float = 0.0
+    failure_operations: frozenset[Operation] = frozenset(Operation)
+    hang_operations: frozenset[Operation] = frozenset()
+    seed: int | None = None
+
+    def latency(self, operation: Operation) -> float:
+        return self.latencies.get(operation, 0.0)
+
+
+def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
+    """Build the model from StorageClass parameters; unknown keys are ignored (real drivers have many)."""
+    params = parameters or {}
+    base = parse_duration(params.get("latency", "0"))
+    latencies = {op: parse_duration(params.get(f"{op.value}Latency", "")) if params.get(f"{op.value}Latency")
+                 else base for op in Operation}
+    try:
+        concurrency = int(params.get("concurrency", "0"))
+        failure_rate = float(params.get("failureRate", "0"))
+        seed = int(params["seed"]) if "seed" in params else None
+    except ValueError as error:
+        raise ParameterError(str(error)) from None
+    if concurrency < 0:
+        raise ParameterError(f"concurrency must be >= 0, got {concurrency}")
+    if not 0.0 <= failure_rate <= 1.0:
+        raise ParameterError(f"failureRate must be within [0, 1], got {failure_rate}")
+    return BackendModel(
+        latencies=latencies,
+        jitter=parse_duration(params.get("jitter", "0")),
+        concurrency=concurrency,
+        failure_rate=failure_rate,
+        failure_operations=_parse_operations(params.get("failureOperations", "all"), "failureOperations"),
+        hang_operations=_parse_operations(params.get("hangOperations", ""), "hangOperations"),
+        seed=seed,
+    )
+
+
+def volume_handle(pvc_uid: str, storage_class: str) -> str:
+    """Volume handles carry the class (= the array) so later operations find their backend without a lookup."""
+    return f"{pvc_uid}@{storage_class}"
+
+
+def pv_name_of_handle(handle: str) -> str:
+    """The PV the provisioner created for a handle (it names PVs ``pvc-<claim uid>``)."""
+    return f"pvc-{handle.partition('@')[0]}"
+
+
+def class_of_handle(handle: str) -> str:
+    return handle.rpartition("@")[2] if "@" in handle else ""
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]i?|[mk])?$")
+_FACTORS = {None: 1, "k": 10**3, "m": 10**-3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity_bytes(quantity: str) -> int:
+    """'1Gi' -> 1073741824 (the subset of Kubernetes quantities that storage requests use)."""
+    match = _QUANTITY.match(quantity.strip())
+    if not match:
+        raise ParameterError(f"not a quantity: {quantity!r}")
+    return int(float(match.group(1)) * _FACTORS[match.group(2)])

@@ -1,0 +1,127 @@
+"""Simulated nodes: Node objects that stay Ready (Lease heartbeats), their CSINode, and the CSIDriver.
+
+What a kubelet registers so that the real scheduler places pods and the real attach/detach controller creates
+VolumeAttachments: the controller-managed-attach-detach annotation, capacity, Ready with the pressure
+conditions False, a Lease renewed every 10 s (otherwise the node lifecycle controller taints the node
+unreachable after ~40 s), and a CSINode listing the driver. Only status fields a kubelet owns are patched: the
+attach/detach controller writes ``status.volumesAttached`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from localcluster.simulator import api
+from localcluster.simulator.config import DRIVER_NAME
+from localcluster.versions import KUBERNETES_VERSION
+
+log = logging.getLogger("simulator.nodes")
+LEASE_RENEW_SECONDS = 10.0
+STATUS_HEARTBEAT_SECONDS = 30.0
+# Enough for 10,000 single-volume pods spread over a few nodes.
+PODS_PER_NODE = "20000"
+
+
+def node_address(index: int) -> str:
+    """Loopback addresses: the simulated nodes are never contacted, and nothing leaves this machine."""
+    return f"127.0.1.{index + 1}"
+
+
+def build_node(name: str, index: int) -> api.Obj:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "csibench.io/simulated": "true"},
+            "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+        },
+        "spec": {},
+    }
+
+
+def build_node_status(index: int) -> api.Obj:
+    stamp = api.now_rfc3339()
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": PODS_PER_NODE, "ephemeral-storage": "1Ti"}
+    conditions = [
+        {"type": kind, "status": "False", "reason": f"KubeletHas{reason}", "message": reason,
+         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+        for kind, reason in (("MemoryPressure", "SufficientMemory"), ("DiskPressure", "NoDiskPressure"),
+                             ("PIDPressure", "SufficientPID"))
+    ] + [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "simulated kubelet is ready",
+          "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}]
+    return {"status": {
+        "capacity": capacity, "allocatable": capacity, "conditions": conditions,
+        "addresses": [{"type": "InternalIP", "address": node_address(index)},
+                      {"type": "Hostname", "address": f"node-{index}"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {"machineID": f"sim-{index}", "systemUUID": f"sim-{index}", "bootID": f"sim-{index}",
+                     "kernelVersion": "6.1.0-sim", "osImage": "csibench simulated node",
+                     "containerRuntimeVersion": "sim://1.0", "kubeletVersion": KUBERNETES_VERSION,
+                     "kubeProxyVersion": KUBERNETES_VERSION, "operatingSystem": "linux", "architecture": "amd64"},
+    }}
+
+
+def build_csi_node(name: str, node_uid: str) -> api.Obj:
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": name, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}]},
+        "spec": {"drivers": [{"name": DRIVER_NAME, "nodeID": name, "topologyKeys": []}]},
+    }
+
+
+def build_csi_driver() -> api.Obj:
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": {"name": DRIVER_NAME},
+        "spec": {"attachRequired": True, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"],
+                 "fsGroupPolicy": "File"},
+    }
+
+
+def build_lease(name: str) -> api.Obj:
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": api.now_rfc3339(micro=True)},
+    }
+
+
+class Nodes:
+    def __init__(self, client: api.Client, names: list[str]) -> None:
+        self.client = client
+        self.names = names
+
+    async def register(self) -> None:
+        await self.client.create(api.CSI_DRIVER, build_csi_driver())
+        for index, name in enumerate(self.names):
+            await self.client.create(api.NODE, build_node(name, index))
+            node = await self.client.get(api.NODE.path(name=name))
+            assert node is not None
+            await self.client.patch(api.NODE.path(name=name, subresource="status"), build_node_status(index),
+                                    strategic=True)
+            await self.client.create(api.CSI_NODE, build_csi_node(name, node["metadata"]["uid"]))
+            await self.client.create(api.LEASE, build_lease(name), "kube-node-lease")
+        log.info("registered %d nodes", len(self.names))
+
+    async def heartbeat(self) -> None:
+        """Renew leases every 10 s and refresh the Ready condition every 30 s, until cancelled."""
+        last_status = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(LEASE_RENEW_SECONDS)
+            for index, name in enumerate(self.names):
+                try:
+                    path = api.LEASE.path("kube-node-lease", name)
+                    renewed = await self.client.patch(path, {"spec": {"renewTime": api.now_rfc3339(micro=True)}})
+                    if renewed is None:
+                        await self.client.create(api.LEASE, build_lease(name), "kube-node-lease")
+                    if loop.time() - last_status >= STATUS_HEARTBEAT_SECONDS:
+                        await self.client.patch(api.NODE.path(name=name, subresource="status"),
+                                                build_node_status(index), strategic=True)
+                except (api.ApiError, OSError) as error:
+                    log.warning("heartbeat of %s failed: %s", name, error)
+            if loop.time() - last_status >= STATUS_HEARTBEAT_SECONDS:
+                last_status = loop.time()

@@ -1,0 +1,1 @@
+"""csibench: benchmark CSI storage from inside Kubernetes, as BenchmarkRun custom resources."""
