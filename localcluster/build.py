@@ -115,7 +115,7 @@ def build_go_mod(module_name: str, requires: dict[str, str], replaces: list[str]
     lines += [f"\t{name} {version}" for name, version in sorted(requires.items())]
     lines.append(")")
     if replaces:
-        lines += ["", "replace ("] + replaces + [")"]
+        lines += ["", "replace (", *replaces, ")"]
     return "\n".join(lines) + "\n"
 
 
@@ -137,10 +137,8 @@ def _go_build(workdir: Path, out_dir: Path, packages: list[str], ldflags: str, l
     process = subprocess.Popen(args, cwd=workdir, env=_go_env(), stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     tail: list[str] = []
-    compiled = 0
-    for line in process.stderr:
-        compiled += 1
-        tail = (tail + [line.rstrip()])[-40:]
+    for compiled, line in enumerate(process.stderr, start=1):
+        tail = ([*tail, line.rstrip()])[-40:]
         if compiled % 200 == 0:
             _log(f"{label}: {compiled} packages compiled ({time.monotonic() - started:.0f}s)")
     if process.wait() != 0:

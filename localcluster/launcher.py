@@ -375,7 +375,8 @@ def _node_usable(node: dict[str, object]) -> bool:
     spec = node.get("spec") or {}
     assert isinstance(status, dict) and isinstance(spec, dict)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    tainted = any("not-ready" in t.get("key", "") or "unreachable" in t.get("key", "") for t in spec.get("taints") or [])
+    taints = [t.get("key", "") for t in spec.get("taints") or []]
+    tainted = any("not-ready" in key or "unreachable" in key for key in taints)
     return ready and not tainted
 
 

@@ -59,9 +59,7 @@ def wants_provisioning(pvc: api.Obj, storage_class: api.Obj | None) -> bool:
         return False
     if not any(annotations.get(a) == DRIVER_NAME for a in PROVISIONER_ANNOTATIONS):
         return False
-    if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and SELECTED_NODE not in annotations:
-        return False
-    return True
+    return not (storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and SELECTED_NODE not in annotations)
 
 
 class Provisioner:

@@ -1,0 +1,36 @@
+"""Manifests used by the local-cluster tests (pure builders)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localcluster.simulator.config import DRIVER_NAME
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def storage_class(name: str, binding: str = "Immediate", **parameters: str) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": DRIVER_NAME, "reclaimPolicy": "Delete", "volumeBindingMode": binding,
+            "parameters": parameters}
+
+
+def pvc(name: str, storage_class_name: str, size: str = "1Gi", snapshot: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class_name,
+                            "resources": {"requests": {"storage": size}}}
+    if snapshot:
+        spec["dataSource"] = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+
+def pod(name: str, claims: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "pause", "image": PAUSE_IMAGE}],
+        "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)],
+    }}
+
+
+def snapshot(name: str, claim: str, snapshot_class: str = "csibench-sim-snapclass") -> dict[str, Any]:
+    return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": name},
+            "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}

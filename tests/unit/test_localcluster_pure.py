@@ -1,0 +1,102 @@
+"""Pure parts of the local cluster: backend parameters, manifests and the build recipe's go.mod."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcluster import build
+from localcluster.simulator.config import (
+    Operation,
+    ParameterError,
+    class_of_handle,
+    parse_backend_model,
+    parse_duration,
+    pv_name_of_handle,
+    quantity_bytes,
+    volume_handle,
+)
+from localcluster.simulator.provisioner import build_pv, wants_provisioning
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("100ms", 0.1), ("1.5s", 1.5), ("2m", 120.0), ("0", 0.0), ("3", 3.0)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["fast", "-1s", "1h", ""])
+def test_bad_durations_are_rejected(bad: str) -> None:
+    with pytest.raises(ParameterError):
+        parse_duration(bad)
+
+
+def test_backend_model_from_parameters() -> None:
+    model = parse_backend_model({"latency": "100ms", "attachLatency": "2s", "concurrency": "1",
+                                 "failureRate": "0.1", "failureOperations": "createVolume,attach",
+                                 "hangOperations": "deleteSnapshot", "seed": "3"})
+    assert model.latency(Operation.CREATE_VOLUME) == pytest.approx(0.1)
+    assert model.latency(Operation.ATTACH) == pytest.approx(2.0)
+    assert model.concurrency == 1 and model.failure_rate == pytest.approx(0.1) and model.seed == 3
+    assert model.failure_operations == {Operation.CREATE_VOLUME, Operation.ATTACH}
+    assert model.hang_operations == {Operation.DELETE_SNAPSHOT}
+
+
+def test_backend_model_defaults_are_instant_and_unlimited() -> None:
+    model = parse_backend_model(None)
+    assert all(model.latency(op) == 0 for op in Operation)
+    assert model.concurrency == 0 and model.failure_rate == 0 and not model.hang_operations
+    assert parse_backend_model({"hangOperations": "all"}).hang_operations == set(Operation)
+
+
+@pytest.mark.parametrize("params", [{"failureRate": "1.5"}, {"concurrency": "-1"}, {"concurrency": "x"},
+                                    {"hangOperations": "format"}])
+def test_bad_backend_parameters_are_rejected(params: dict[str, str]) -> None:
+    with pytest.raises(ParameterError):
+        parse_backend_model(params)
+
+
+def test_handles_carry_class_and_pv_name() -> None:
+    handle = volume_handle("1234-abcd", "fast-array")
+    assert class_of_handle(handle) == "fast-array"
+    assert pv_name_of_handle(handle) == "pvc-1234-abcd"
+    assert class_of_handle("foreign-handle") == ""
+
+
+@pytest.mark.parametrize(("quantity", "expected"), [("1Gi", 2**30), ("500M", 5 * 10**8), ("10", 10), ("1.5Ki", 1536)])
+def test_quantities(quantity: str, expected: int) -> None:
+    assert quantity_bytes(quantity) == expected
+
+
+def _claim(**annotations: str) -> dict[str, object]:
+    return {"metadata": {"name": "c", "namespace": "ns", "uid": "u-1", "annotations": annotations},
+            "spec": {"storageClassName": "sc", "resources": {"requests": {"storage": "1Gi"}},
+                     "accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Pending"}}
+
+
+def test_only_claims_handed_to_the_driver_are_provisioned() -> None:
+    immediate = {"metadata": {"name": "sc"}, "provisioner": "sim.csibench.io", "volumeBindingMode": "Immediate"}
+    late = {**immediate, "volumeBindingMode": "WaitForFirstConsumer"}
+    handed = {"volume.kubernetes.io/storage-provisioner": "sim.csibench.io"}
+    assert not wants_provisioning(_claim(), immediate)
+    assert wants_provisioning(_claim(**handed), immediate)
+    assert not wants_provisioning(_claim(**handed), late)
+    assert wants_provisioning(_claim(**handed, **{"volume.kubernetes.io/selected-node": "n"}), late)
+
+
+def test_pv_carries_claim_uid_and_driver() -> None:
+    pv = build_pv(_claim(), {"metadata": {"name": "sc"}, "reclaimPolicy": "Delete"})
+    assert pv["metadata"]["name"] == "pvc-u-1"
+    assert pv["spec"]["claimRef"] == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": "ns",
+                                      "name": "c", "uid": "u-1"}
+    assert pv["spec"]["csi"]["volumeHandle"] == "u-1@sc"
+
+
+def test_go_mod_replaces_every_staging_module() -> None:
+    upstream = ("replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n"
+                "\tk8s.io/kubectl => ./staging/src/k8s.io/kubectl\n)")
+    replaces = build.staging_replaces(upstream, "v0.36.3")
+    assert replaces == ["\tk8s.io/api => k8s.io/api v0.36.3", "\tk8s.io/kubectl => k8s.io/kubectl v0.36.3"]
+    text = build.build_go_mod("m", {"k8s.io/kubernetes": "v1.36.3"}, replaces)
+    assert "require (\n\tk8s.io/kubernetes v1.36.3\n)" in text and "k8s.io/kubectl v0.36.3" in text
+    with pytest.raises(build.BuildError):
+        build.staging_replaces("module k8s.io/kubernetes", "v0.36.3")
