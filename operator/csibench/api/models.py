@@ -1,0 +1,247 @@
+"""The BenchmarkRun API (csibench.io/v1alpha1): pydantic models are the single source of truth.
+
+The CRD schema in ``crds/`` is generated from these models (``csibench crd``), so every field's description
+appears in ``kubectl explain`` and every status field the operator writes is declared (the API server silently
+drops undeclared ones). Field names are the API's camelCase names, so models and YAML read alike.
+Status stays small and bounded at any scale: aggregates only; per-object data goes to the report store.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GROUP = "csibench.io"
+VERSION = "v1alpha1"
+KIND = "BenchmarkRun"
+PLURAL = "benchmarkruns"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+MAX_FAILURE_REASONS = 5
+
+
+class StepName(StrEnum):
+    """The CSI volume lifecycle, in the order the steps run."""
+
+    CREATE_VOLUME = "createVolume"
+    PUBLISH = "publish"
+    UNPUBLISH = "unpublish"
+    CREATE_SNAPSHOT = "createSnapshot"
+    CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
+    DELETE_CLONE = "deleteClone"
+    DELETE_SNAPSHOT = "deleteSnapshot"
+    DELETE_VOLUME = "deleteVolume"
+
+
+class CleanupPolicy(StrEnum):
+    ALWAYS = "Always"
+    ON_SUCCESS = "OnSuccess"
+    NEVER = "Never"
+
+
+class AccessMode(StrEnum):
+    READ_WRITE_ONCE = "ReadWriteOnce"
+    READ_ONLY_MANY = "ReadOnlyMany"
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+
+class VolumeMode(StrEnum):
+    FILESYSTEM = "Filesystem"
+    BLOCK = "Block"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    CLEANING_UP = "CleaningUp"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class StepState(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INTERRUPTED = "Interrupted"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, populate_by_name=True)
+
+
+class Toleration(_Model):
+    """A pod toleration (the Kubernetes shape)."""
+
+    key: str | None = Field(None, description="Taint key the toleration applies to.")
+    operator: str | None = Field(None, description="Exists or Equal.")
+    value: str | None = Field(None, description="Taint value when operator is Equal.")
+    effect: str | None = Field(None, description="NoSchedule, PreferNoSchedule or NoExecute.")
+    tolerationSeconds: int | None = Field(None, description="How long a NoExecute taint is tolerated.")
+
+
+class Resources(_Model):
+    """Container resources of the benchmark pods."""
+
+    requests: dict[str, str] = Field(default_factory=dict, description="Resource requests, e.g. {cpu: 10m}.")
+    limits: dict[str, str] = Field(default_factory=dict, description="Resource limits, e.g. {memory: 16Mi}.")
+
+
+class PodSpec(_Model):
+    """How the publish step's pods look. They meet Pod Security "restricted"."""
+
+    image: str = Field("registry.k8s.io/pause:3.10", min_length=1,
+                       description="Container image of the benchmark pods (a pause image by default).")
+    nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector of the benchmark pods.")
+    tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations of the benchmark pods.")
+    resources: Resources = Field(default_factory=Resources, description="Resources of the benchmark container.")
+
+
+class Timeouts(_Model):
+    """Per-step timeouts in seconds. A step still running at its timeout ends; pending objects count as failed."""
+
+    default: int = Field(1800, ge=1, le=604800, description="Timeout of any step without its own, in seconds.")
+    createVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of createVolume, in seconds.")
+    publish: int | None = Field(None, ge=1, le=604800, description="Timeout of publish, in seconds.")
+    unpublish: int | None = Field(None, ge=1, le=604800, description="Timeout of unpublish, in seconds.")
+    createSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of createSnapshot, in seconds.")
+    cloneFromSnapshot: int | None = Field(None, ge=1, le=604800,
+                                          description="Timeout of cloneFromSnapshot, in seconds.")
+    deleteClone: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteClone, in seconds.")
+    deleteSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteSnapshot, in seconds.")
+    deleteVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteVolume, in seconds.")
+
+    def for_step(self, step: StepName) -> int:
+        value: int | None = getattr(self, step.value)
+        return value if value is not None else self.default
+
+
+class ClientSettings(_Model):
+    """The operator's API client for this run. Throttled clients distort results, so they are recorded."""
+
+    qps: float = Field(100.0, ge=1, le=10000, description="Client-side rate limit: requests per second.")
+    burst: int = Field(200, ge=1, le=20000, description="Client-side rate limit: burst size.")
+    maxInFlight: int = Field(16, ge=1, le=256, description="Requests the run sends concurrently (threads).")
+
+
+class BenchmarkRunSpec(_Model):
+    """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
+
+    storageClassName: str = Field(..., min_length=1, max_length=253,
+                                  description="StorageClass under test (must exist before the run starts).")
+    volumeSnapshotClassName: str | None = Field(
+        None, min_length=1, max_length=253,
+        description="VolumeSnapshotClass for createSnapshot and cloneFromSnapshot; required when they run.")
+    volumes: int = Field(10, ge=1, le=100000, description="Number of volumes (PVCs) in the batch.")
+    pvcsPerPod: int = Field(1, ge=1, le=128,
+                            description="PVCs mounted by each publish pod; pods = ceil(volumes / pvcsPerPod).")
+    size: str = Field("1Gi", pattern=QUANTITY_PATTERN, description="Requested size of each volume, e.g. 1Gi.")
+    accessModes: list[AccessMode] = Field(default_factory=lambda: [AccessMode.READ_WRITE_ONCE], min_length=1,
+                                          description="Access modes of each PVC.")
+    volumeMode: VolumeMode = Field(VolumeMode.FILESYSTEM, description="Filesystem or Block.")
+    steps: list[StepName] | None = Field(
+        None, min_length=1,
+        description="Ordered subset of the lifecycle to run. Default: all steps the given classes allow "
+                    "(the snapshot steps only with volumeSnapshotClassName).")
+    targetNamespace: str | None = Field(
+        None, min_length=1, max_length=63,
+        description="Namespace for the benchmark objects. Default: a fresh namespace created and removed by the run.")
+    pod: PodSpec = Field(default_factory=PodSpec, description="Shape of the publish step's pods.")
+    timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
+    client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
+    cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
+                                   description="Remove the run's objects: Always, OnSuccess or Never.")
+    labels: dict[str, str] = Field(default_factory=dict,
+                                   description="Extra labels put on every object the run creates.")
+
+
+class Condition(_Model):
+    """A condition in the Kubernetes shape."""
+
+    type: str = Field(..., description="Condition type, e.g. Ready.")
+    status: str = Field(..., description="True, False or Unknown.")
+    reason: str = Field(..., description="One-word CamelCase reason.")
+    message: str = Field("", description="Human-readable detail.")
+    lastTransitionTime: str = Field(..., description="When the status last changed (RFC 3339).")
+    observedGeneration: int | None = Field(None, description="Generation of the spec this condition is about.")
+
+
+class Latency(_Model):
+    """Per-object latency of a step, in seconds (submit to terminal watch event, on the operator's clock)."""
+
+    p50: float = Field(..., description="Median.")
+    p90: float = Field(..., description="90th percentile.")
+    p99: float = Field(..., description="99th percentile.")
+    max: float = Field(..., description="Slowest object.")
+    mean: float = Field(..., description="Arithmetic mean.")
+
+
+class FailureReason(_Model):
+    """One failure reason and how many objects it hit."""
+
+    reason: str = Field(..., description="Event reason, status error or Timeout.")
+    count: int = Field(..., description="Objects that failed for this reason.")
+    message: str = Field("", description="One example message.")
+
+
+class StepStatus(_Model):
+    """Aggregates of one step."""
+
+    name: StepName = Field(..., description="Step name.")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    objects: int = Field(0, description="Objects the step submits.")
+    succeeded: int = Field(0, description="Objects that reached their terminal state.")
+    failed: int = Field(0, description="Objects that failed (error event, status error or timeout).")
+    skipped: int = Field(0, description="Objects not submitted because their prerequisite failed.")
+    startTime: str | None = Field(None, description="When the clock started (RFC 3339).")
+    completionTime: str | None = Field(None, description="When the clock stopped (RFC 3339).")
+    durationSeconds: float | None = Field(None, description="Clock time of the step, in seconds.")
+    throughput: float | None = Field(None, description="Succeeded objects per second of step time.")
+    latency: Latency | None = Field(None, description="Per-object latency percentiles, in seconds.")
+    failureReasons: list[FailureReason] = Field(default_factory=list,
+                                                description=f"Top {MAX_FAILURE_REASONS} failure reasons.")
+    note: str | None = Field(None, description="How to read this step's numbers, e.g. WaitForFirstConsumer.")
+
+
+class ClientUsed(_Model):
+    """The client limits the run used, and how long it waited on them."""
+
+    qps: float = Field(..., description="Requests per second allowed.")
+    burst: int = Field(..., description="Burst allowed.")
+    maxInFlight: int = Field(..., description="Concurrent requests allowed.")
+    throttledSeconds: float = Field(0.0, description="Total time requests waited for the client-side rate limit.")
+    requests: int = Field(0, description="API requests the run sent (creates, deletes, status writes, watches).")
+
+
+class Environment(_Model):
+    """Facts about the cluster the run measured."""
+
+    serverVersion: str | None = Field(None, description="Kubernetes API server version.")
+    provisioner: str | None = Field(None, description="Provisioner of the StorageClass.")
+    volumeBindingMode: str | None = Field(None, description="Immediate or WaitForFirstConsumer.")
+    storageClassParameters: dict[str, str] = Field(default_factory=dict, description="Parameters of the class.")
+    nodeCount: int | None = Field(None, description="Nodes in the cluster.")
+
+
+class BenchmarkRunStatus(_Model):
+    """Where the run is and what it measured so far (aggregates only)."""
+
+    phase: Phase | None = Field(None, description="Pending, Running, CleaningUp, Succeeded or Failed.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready and Failed conditions.")
+    observedGeneration: int | None = Field(None, description="Generation of the spec this status is about.")
+    currentStep: str | None = Field(None, description="The step running now.")
+    progress: str | None = Field(None, description="Terminal objects / submitted objects of the current step.")
+    startTime: str | None = Field(None, description="When the run started.")
+    completionTime: str | None = Field(None, description="When the run ended.")
+    duration: str | None = Field(None, description="Sum of step times, human readable.")
+    totalStepSeconds: float | None = Field(None, description="Sum of step times, in seconds.")
+    targetNamespace: str | None = Field(None, description="Namespace holding the run's objects.")
+    objectSelector: str | None = Field(None, description="Label selector matching every object the run created.")
+    steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step.")
+    client: ClientUsed | None = Field(None, description="Client limits used.")
+    environment: Environment | None = Field(None, description="Cluster facts.")
+    reportConfigMap: str | None = Field(None, description="ConfigMap (run namespace) holding the full report.")
+    cleanup: str | None = Field(None, description="What cleanup did, or where objects were left.")
+    message: str | None = Field(None, description="Why the run ended as it did.")
+

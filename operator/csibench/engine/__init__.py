@@ -1,0 +1,1 @@
+"""The run engine: plan the steps, submit batches, watch for terminal states, time them, clean up."""

@@ -1,0 +1,145 @@
+"""One clock per step: start, submit the whole batch, wait for every object's terminal state, stop.
+
+The tracker records, per object, when its request left (monotonic, stamped right before submission) and when
+the watch event that made it terminal arrived (stamped in the watch thread). Latency is the difference. The
+step's clock stops at the last terminal event, or at the timeout; objects still pending then count as failed
+with reason Timeout (quoting the last warning seen for them, if any).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepName, StepState, StepStatus
+from csibench.engine.steps import Verdict
+from csibench.engine.timing import Anchor, rfc3339, summarize
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    at: float  # monotonic time of the terminal event
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class StepTracker:
+    name: StepName
+    objects: list[str]  # every object of the step, in index order
+    skipped: set[str] = field(default_factory=set)
+    note: str | None = None
+    submitted: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    started: float | None = None
+    anchor: Anchor | None = None
+    stopped: float | None = None
+    interrupted: bool = False
+    _all_done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def active(self) -> list[str]:
+        return [name for name in self.objects if name not in self.skipped]
+
+    def start(self) -> None:
+        self.anchor = Anchor.now()
+        self.started = self.anchor.mono
+        self._check_all_done()
+
+    def mark_submitted(self, name: str, at: float | None = None) -> None:
+        self.submitted.setdefault(name, at if at is not None else time.monotonic())
+
+    def record(self, name: str, verdict: Verdict, at: float) -> None:
+        if name in self.outcomes or name not in self.submitted:
+            return
+        self.outcomes[name] = Outcome(verdict.ok, max(at, self.submitted[name]), verdict.reason, verdict.message)
+        self._check_all_done()
+
+    def _check_all_done(self) -> None:
+        if self.started is not None and len(self.outcomes) >= len(self.active):
+            self._all_done.set()
+
+    async def wait(self, timeout: float, last_warning: dict[str, str]) -> None:
+        """Wait for every object; at the timeout, fail the rest. Sets the stop time."""
+        try:
+            await asyncio.wait_for(self._all_done.wait(), timeout)
+            ends = [o.at for o in self.outcomes.values()]
+            self.stopped = max(ends) if ends else time.monotonic()
+        except TimeoutError:
+            self.stopped = time.monotonic()
+            for name in self.active:
+                if name not in self.outcomes:
+                    self.submitted.setdefault(name, self.stopped)
+                    hint = last_warning.get(name)
+                    message = f"no terminal state within {timeout:.0f}s" + (f"; last warning: {hint}" if hint else "")
+                    self.outcomes[name] = Outcome(False, self.stopped, "Timeout", message)
+
+    # -- aggregates ----------------------------------------------------------------------------------------
+    def latencies(self) -> list[float]:
+        return [o.at - self.submitted[n] for n, o in self.outcomes.items() if o.ok]
+
+    def counts(self) -> tuple[int, int]:
+        succeeded = sum(1 for o in self.outcomes.values() if o.ok)
+        return succeeded, len(self.outcomes) - succeeded
+
+    def failure_reasons(self) -> list[FailureReason]:
+        counter: Counter[str] = Counter()
+        example: dict[str, str] = {}
+        for outcome in self.outcomes.values():
+            if not outcome.ok:
+                counter[outcome.reason] += 1
+                example.setdefault(outcome.reason, outcome.message[:300])
+        return [FailureReason(reason=r, count=c, message=example[r]) for r, c in counter.most_common(
+            MAX_FAILURE_REASONS)]
+
+    def progress(self) -> str:
+        return f"{len(self.outcomes)}/{len(self.active)}"
+
+    def status(self) -> StepStatus:
+        succeeded, failed = self.counts()
+        duration = (self.stopped if self.stopped is not None else time.monotonic()) - self.started \
+            if self.started is not None else None
+        if self.started is None:
+            state = StepState.PENDING
+        elif self.interrupted:
+            state = StepState.INTERRUPTED
+        elif self.stopped is None:
+            state = StepState.RUNNING
+        else:
+            state = StepState.FAILED if failed else StepState.SUCCEEDED
+        finished = self.stopped is not None and not self.interrupted
+        assert self.anchor is not None or self.started is None
+        return StepStatus(
+            name=self.name, state=state, objects=len(self.objects), succeeded=succeeded, failed=failed,
+            skipped=len(self.skipped),
+            startTime=rfc3339(self.anchor.wall) if self.anchor else None,
+            completionTime=rfc3339(self.anchor.wall_of(self.stopped)) if self.anchor and finished and
+            self.stopped is not None else None,
+            durationSeconds=round(duration, 3) if duration is not None else None,
+            throughput=round(succeeded / duration, 3) if finished and duration else None,
+            latency=summarize(self.latencies()) if finished else None,
+            failureReasons=self.failure_reasons(),
+            note=self.note,
+        )
+
+    def per_object(self) -> dict[str, list[float | None] | list[str]]:
+        """Compact per-object record for the report: offsets and latencies in ms, in object order."""
+        assert self.started is not None
+        submit_ms: list[float | None] = []
+        latency_ms: list[float | None] = []
+        result: list[str] = []
+        for name in self.objects:
+            sent = self.submitted.get(name)
+            outcome = self.outcomes.get(name)
+            submit_ms.append(round((sent - self.started) * 1000, 1) if sent is not None else None)
+            latency_ms.append(round((outcome.at - sent) * 1000, 1) if outcome and sent is not None else None)
+            if name in self.skipped:
+                result.append("Skipped")
+            elif outcome is None:
+                result.append("Pending")
+            else:
+                result.append("ok" if outcome.ok else outcome.reason)
+        return {"submitMs": submit_ms, "latencyMs": latency_ms, "result": result}

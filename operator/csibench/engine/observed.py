@@ -1,0 +1,206 @@
+"""What the run has seen of its objects, kept small (a few fields each) so that 10,000 volumes fit easily.
+
+Fed by watch events. Each event is mapped to the run's own objects it concerns: a PV event to its claim
+(through claimRef), a VolumeAttachment to the pods using that volume on that node, a snapshot content to its
+snapshot, a Warning event to its involved object (by uid). Objects of other runs or users in a shared
+namespace never enter: claims, pods and snapshots come from label-selected watches, and cluster-scoped objects
+are kept only when they point back at one of ours.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from csibench.kube.watch import WatchEvent
+
+CLAIM, POD, SNAPSHOT = "claim", "pod", "snapshot"
+Key = tuple[str, str]  # (kind, name) of one of the run's objects
+
+
+@dataclass
+class ClaimState:
+    uid: str = ""
+    phase: str = "Pending"
+    volume: str | None = None
+    exists: bool = True
+
+
+@dataclass
+class PodState:
+    uid: str = ""
+    ready: bool = False
+    phase: str = "Pending"
+    node: str | None = None
+    claims: list[str] = field(default_factory=list)
+    exists: bool = True
+
+
+@dataclass
+class SnapshotState:
+    uid: str = ""
+    ready: bool = False
+    content: str | None = None
+    error: str | None = None
+    exists: bool = True
+
+
+@dataclass(frozen=True)
+class Warning:
+    reason: str
+    message: str
+    at: float
+
+
+class Observed:
+    def __init__(self, namespace: str, prefix: str) -> None:
+        self.namespace = namespace
+        self._prefix = prefix + "-"
+        self.claims: dict[str, ClaimState] = {}
+        self.pods: dict[str, PodState] = {}
+        self.snapshots: dict[str, SnapshotState] = {}
+        self.pv_claim: dict[str, str] = {}  # existing PV -> claim
+        self.attachments: dict[str, tuple[str, str]] = {}  # existing VolumeAttachment -> (PV, node)
+        self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
+        self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot
+        self.warnings: dict[Key, Warning] = {}
+        self._by_uid: dict[str, Key] = {}
+        self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
+        self._claim_of_pv: dict[str, str] = {}  # every PV ever bound to one of our claims (survives deletion)
+
+    def ours(self, name: str) -> bool:
+        return name.startswith(self._prefix)
+
+    def apply(self, event: WatchEvent) -> list[Key]:
+        """Update state from one event; return the run's objects whose state may have changed."""
+        handler = getattr(self, f"_on_{event.source}")
+        if event.type == "SYNC":
+            return self._sync(event)
+        affected: list[Key] = handler(event)
+        return affected
+
+    # -- namespaced objects of the run (label-selected) ------------------------------------------------------
+    def _on_claims(self, event: WatchEvent) -> list[Key]:
+        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
+        state = self.claims.setdefault(name, ClaimState())
+        state.uid = meta.get("uid", state.uid)
+        self._by_uid[state.uid] = (CLAIM, name)
+        state.phase = (event.obj.get("status") or {}).get("phase", "Pending")
+        state.volume = (event.obj.get("spec") or {}).get("volumeName") or state.volume
+        if state.volume:
+            self._claim_of_pv[state.volume] = name
+        state.exists = event.type != "DELETED"
+        return [(CLAIM, name)]
+
+    def _on_pods(self, event: WatchEvent) -> list[Key]:
+        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
+        state = self.pods.setdefault(name, PodState())
+        state.uid = meta.get("uid", state.uid)
+        self._by_uid[state.uid] = (POD, name)
+        spec, status = event.obj.get("spec") or {}, event.obj.get("status") or {}
+        state.node = spec.get("nodeName") or state.node
+        state.phase = status.get("phase", "Pending")
+        state.ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                          for c in status.get("conditions") or [])
+        if not state.claims:
+            state.claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
+                            if v.get("persistentVolumeClaim")]
+            for claim in state.claims:
+                self._pods_of_claim[claim].add(name)
+        state.exists = event.type != "DELETED"
+        return [(POD, name)]
+
+    def _on_snapshots(self, event: WatchEvent) -> list[Key]:
+        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
+        state = self.snapshots.setdefault(name, SnapshotState())
+        state.uid = meta.get("uid", state.uid)
+        self._by_uid[state.uid] = (SNAPSHOT, name)
+        status = event.obj.get("status") or {}
+        state.ready = bool(status.get("readyToUse"))
+        state.content = status.get("boundVolumeSnapshotContentName") or state.content
+        error = status.get("error") or {}
+        state.error = error.get("message") if error else None
+        state.exists = event.type != "DELETED"
+        return [(SNAPSHOT, name)]
+
+    def _on_events(self, event: WatchEvent) -> list[Key]:
+        involved = event.obj.get("involvedObject") or {}
+        key = self._by_uid.get(involved.get("uid", ""))
+        if key is None or event.type == "DELETED" or event.obj.get("type") != "Warning":
+            return []
+        self.warnings[key] = Warning(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
+        return [key]
+
+    # -- cluster-scoped objects that point back at the run's ------------------------------------------------
+    def _on_pvs(self, event: WatchEvent) -> list[Key]:
+        name = event.obj["metadata"]["name"]
+        ref = (event.obj.get("spec") or {}).get("claimRef") or {}
+        if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
+            return []
+        claim = ref["name"]
+        self._claim_of_pv[name] = claim
+        if event.type == "DELETED":
+            self.pv_claim.pop(name, None)
+        else:
+            self.pv_claim[name] = claim
+        return [(CLAIM, claim)]
+
+    def _on_attachments(self, event: WatchEvent) -> list[Key]:
+        name = event.obj["metadata"]["name"]
+        spec = event.obj.get("spec") or {}
+        pv = (spec.get("source") or {}).get("persistentVolumeName") or ""
+        claim = self.pv_claim.get(pv)
+        if claim is None and name not in self.attachments:
+            return []
+        if event.type == "DELETED":
+            pair = self.attachments.pop(name, None)
+            if pair is not None:
+                self.attached[pair] -= 1
+        elif name not in self.attachments:
+            self.attachments[name] = (pv, spec.get("nodeName", ""))
+            self.attached[self.attachments[name]] += 1
+        claim = claim or self._claim_of_volume(pv)
+        return [(POD, pod) for pod in self._pods_of_claim.get(claim or "", ())]
+
+    def _on_contents(self, event: WatchEvent) -> list[Key]:
+        name = event.obj["metadata"]["name"]
+        ref = (event.obj.get("spec") or {}).get("volumeSnapshotRef") or {}
+        if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
+            return []
+        if event.type == "DELETED":
+            self.contents.pop(name, None)
+        else:
+            self.contents[name] = ref["name"]
+        return [(SNAPSHOT, ref["name"])]
+
+    def _claim_of_volume(self, pv: str) -> str | None:
+        return self._claim_of_pv.get(pv)
+
+    def _sync(self, event: WatchEvent) -> list[Key]:
+        """After a relist: whatever we track that the list no longer has was deleted while we were away."""
+        present = {key.split("/", 1)[1] for key in event.obj["present"]}
+        affected: list[Key] = []
+        if event.source in ("claims", "pods", "snapshots"):
+            kind = {"claims": CLAIM, "pods": POD, "snapshots": SNAPSHOT}[event.source]
+            states: dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]
+            states = self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
+            for name, state in states.items():
+                if state.exists and name not in present:
+                    state.exists = False
+                    affected.append((kind, name))
+        elif event.source == "pvs":
+            for pv in [pv for pv in self.pv_claim if pv not in present]:
+                affected.append((CLAIM, self.pv_claim.pop(pv)))
+        elif event.source == "contents":
+            for content in [c for c in self.contents if c not in present]:
+                affected.append((SNAPSHOT, self.contents.pop(content)))
+        elif event.source == "attachments":
+            for name in [a for a in self.attachments if a not in present]:
+                pair = self.attachments.pop(name)
+                self.attached[pair] -= 1
+                claim = self.pv_claim.get(pair[0]) or self._claim_of_volume(pair[0])
+                affected.extend((POD, pod) for pod in self._pods_of_claim.get(claim or "", ()))
+        return affected
+
+    def volume_attached(self, pv: str | None, node: str | None) -> bool:
+        return bool(pv and node and self.attached[(pv, node)] > 0)

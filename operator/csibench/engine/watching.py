@@ -1,0 +1,52 @@
+"""Start the set of watches a run (or its cleanup) needs, all feeding one ``Observed``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from csibench.engine.observed import Key, Observed
+from csibench.kube import resources as r
+from csibench.kube.client import KubeClient
+from csibench.kube.watch import Watch, WatchEvent
+
+
+class RunWatches:
+    """Label-selected watches in the target namespace plus cluster-scoped PVs, attachments and contents."""
+
+    def __init__(self, client: KubeClient, observed: Observed, selector: str, snapshots: bool,
+                 on_change: Callable[[list[Key], float], None] | None = None) -> None:
+        self.observed = observed
+        self._on_change = on_change
+        loop = asyncio.get_running_loop()
+        ns = observed.namespace
+        labelled = {"labelSelector": selector}
+        specs: list[tuple[str, r.Resource, str | None, dict[str, str]]] = [
+            ("claims", r.PVCS, ns, labelled),
+            ("pods", r.PODS, ns, labelled),
+            ("events", r.EVENTS, ns, {"fieldSelector": "type=Warning"}),
+            ("pvs", r.PVS, None, {}),
+            ("attachments", r.VOLUME_ATTACHMENTS, None, {}),
+        ]
+        if snapshots:
+            specs += [("snapshots", r.SNAPSHOTS, ns, labelled), ("contents", r.SNAPSHOT_CONTENTS, None, {})]
+        self.watches = [Watch(client, source, resource, namespace, query, loop, self._sink)
+                        for source, resource, namespace, query in specs]
+
+    def _sink(self, event: WatchEvent) -> None:
+        affected = self.observed.apply(event)
+        if affected and self._on_change is not None:
+            self._on_change(affected, event.at)
+
+    async def start(self, timeout: float = 60.0) -> None:
+        for watch in self.watches:
+            watch.start()
+        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in self.watches)), timeout)
+
+    def stop(self) -> None:
+        for watch in self.watches:
+            watch.stop()
+
+    @property
+    def errors(self) -> int:
+        return sum(w.errors for w in self.watches)

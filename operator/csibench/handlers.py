@@ -1,0 +1,93 @@
+"""kopf handlers, and nothing else: each one delegates to the engine.
+
+A run is a kopf daemon: it starts when a BenchmarkRun appears (or when the operator restarts while one exists)
+and is cancelled when the run is deleted; the delete handler then removes what the run created, behind
+csibench's own finalizer. The engine patches status itself, so progress shows while a step runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, Phase
+from csibench.engine.cleanup import cleanup
+from csibench.engine.plan import Names, PlanError
+from csibench.engine.run import RunEngine, RunRef
+from csibench.kube.client import KubeClient, load_configuration
+from csibench.kube.ownership import selector
+
+FINALIZER = "csibench.io/finalizer"
+ANNOTATION_PREFIX = "csibench.io"
+TERMINAL = {Phase.SUCCEEDED.value, Phase.FAILED.value}
+DELETE_CLEANUP_SECONDS = 50.0
+log = logging.getLogger(__name__)
+
+
+def plain(value: Any) -> Any:
+    """kopf hands out read-only views; pydantic wants plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _client_for(spec: BenchmarkRunSpec) -> KubeClient:
+    return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=2.0)
+async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    phase = status.get("phase")
+    if phase in TERMINAL:
+        return
+    ref = RunRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    try:
+        spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
+    except ValidationError as error:
+        engine = RunEngine(ref, BenchmarkRunSpec(storageClassName="-"), KubeClient(load_configuration(), 5, 10, 1))
+        await engine.fail("InvalidSpec", f"spec is invalid: {error}")
+        return
+    client = _client_for(spec)
+    try:
+        engine = RunEngine(ref, spec, client)
+        if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
+            await engine.recover_after_restart(plain(status))
+        else:
+            await engine.execute()
+    finally:
+        client.close()
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def handle_delete_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    target = status.get("targetNamespace")
+    if not target:
+        return  # never got past its preconditions: nothing was created
+    try:
+        spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
+        names = Names.for_run(meta["name"], meta["uid"])
+    except (ValidationError, PlanError):
+        return
+    client = _client_for(spec)
+    try:
+        result = await cleanup(client, None, target, names.prefix, selector(meta["uid"]),
+                               own_namespace=spec.targetNamespace is None, deadline_seconds=DELETE_CLEANUP_SECONDS)
+        log.info("run %s/%s deleted: %s", meta["namespace"], meta["name"], result.describe())
+    finally:
+        client.close()

@@ -1,0 +1,193 @@
+"""The run's API client: plain JSON over the kubernetes client's connection pool, rate-limited, in threads.
+
+Why not the generated API classes: at 10,000 objects, model deserialization costs more than the storage
+under test on a fast array, and the engine only needs a few fields. Why threads: the ``kubernetes`` client is
+synchronous and must never block the event loop, so each request runs on a bounded pool of worker threads
+(``maxInFlight``). Every request first takes a token from a QPS/burst bucket, like client-go's limiter; the
+time spent waiting is summed, because a throttled client distorts results and the report must say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+Json = dict[str, Any]
+T = TypeVar("T")
+
+
+class ApiError(RuntimeError):
+    """A non-2xx answer from the API server, with its status code and message."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """In-cluster service account when running in a pod, else the kubeconfig (``KUBECONFIG`` or the given path)."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig is None:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return configuration
+        except k8s_config.ConfigException:
+            pass
+    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, client_configuration=configuration)
+    return configuration
+
+
+class TokenBucket:
+    """client-go's flowcontrol: ``qps`` tokens per second, at most ``burst`` saved up. Thread-safe."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+        self.throttled_seconds = 0.0
+
+    def reserve(self) -> float:
+        """Take one token; return how long the caller must wait before using it."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+            self.throttled_seconds += wait
+            return wait
+
+    def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            time.sleep(wait)
+
+
+@dataclass
+class RequestCounter:
+    total: int = 0
+
+
+class KubeClient:
+    """Async facade: ``await client.request(...)`` runs the HTTP call on a worker thread after rate limiting."""
+
+    def __init__(self, configuration: k8s_client.Configuration, qps: float, burst: int, max_in_flight: int) -> None:
+        configuration.connection_pool_maxsize = max_in_flight + 8
+        self.configuration = configuration
+        self._pool = k8s_client.rest.RESTClientObject(configuration).pool_manager
+        self._host = configuration.host.rstrip("/")
+        self.limiter = TokenBucket(qps, burst)
+        self.max_in_flight = max_in_flight
+        self._executor = ThreadPoolExecutor(max_in_flight, thread_name_prefix="csibench-api")
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "csibench"}
+        token = self.configuration.get_api_key_with_prefix("BearerToken")  # refreshes rotated SA tokens
+        if token:
+            headers["Authorization"] = token
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def url(self, path: str, query: dict[str, str] | None = None) -> str:
+        return self._host + path + (f"?{urlencode(query)}" if query else "")
+
+    def count_request(self) -> None:
+        with self._lock:
+            self.requests += 1
+
+    def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
+                     content_type: str = "application/json", on_send: Callable[[float], None] | None = None,
+                     timeout: float = 60.0) -> Json:
+        """One request on the calling thread; ``on_send`` gets the monotonic time it leaves (after throttling)."""
+        self.limiter.acquire()
+        self.count_request()
+        if on_send is not None:
+            on_send(time.monotonic())
+        payload = json.dumps(body).encode() if body is not None else None
+        response = self._pool.request(method, self.url(path, query), body=payload,
+                                      headers=self.headers(content_type if body is not None else None),
+                                      timeout=urllib3.Timeout(connect=10, read=timeout), preload_content=True)
+        data = response.data
+        if response.status >= 400:
+            try:
+                parsed = json.loads(data)
+                message, reason = parsed.get("message", ""), parsed.get("reason", "")
+            except ValueError:
+                message, reason = data.decode(errors="replace")[:500], ""
+            raise ApiError(response.status, reason, message)
+        return json.loads(data) if data else {}
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def request(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
+                      content_type: str = "application/json",
+                      on_send: Callable[[float], None] | None = None) -> Json:
+        return await self.run(self.request_sync, method, path, body, query, content_type, on_send)
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
+        try:
+            return await self.request("GET", path, query=query)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def create(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> bool:
+        """Create; a 409 (it already exists: a restarted run re-submitting) counts as success. True if new."""
+        try:
+            await self.request("POST", path, body, on_send=on_send)
+            return True
+        except ApiError as error:
+            if error.status == 409 and error.reason == "AlreadyExists":
+                return False
+            raise
+
+    async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
+                     on_send: Callable[[float], None] | None = None) -> bool:
+        """Delete (one object, or a collection with a query); a 404 counts as success. True if it deleted."""
+        try:
+            await self.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                "propagationPolicy": propagation}, query=query, on_send=on_send)
+            return True
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+
+    async def merge_patch(self, path: str, body: Json) -> Json | None:
+        try:
+            return await self.request("PATCH", path, body, content_type="application/merge-patch+json")
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def stream(self, path: str, query: dict[str, str]) -> urllib3.BaseHTTPResponse:
+        """Open a streaming GET (a watch) on the calling thread; the caller reads and closes it."""
+        self.limiter.acquire()
+        self.count_request()
+        return self._pool.request("GET", self.url(path, query), headers=self.headers(), preload_content=False,
+                                  timeout=urllib3.Timeout(connect=10, read=None))

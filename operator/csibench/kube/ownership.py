@@ -1,0 +1,22 @@
+"""Labels that mark what a run created: the run never reads, counts or deletes objects without them.
+
+Selection is by the run's uid (unique even when two runs share a name in different namespaces, and stable
+across operator restarts); the name label is for humans (``kubectl get pvc -l csibench.io/run=seed-1000``).
+"""
+
+from __future__ import annotations
+
+RUN_UID_LABEL = "csibench.io/run-uid"
+RUN_NAME_LABEL = "csibench.io/run"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+REPORT_OF_LABEL = "csibench.io/report-of"
+MANAGER = "csibench"
+
+
+def run_labels(run_name: str, run_uid: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Labels for every object a run creates; the user's extra labels cannot override ownership."""
+    return {**(extra or {}), RUN_UID_LABEL: run_uid, RUN_NAME_LABEL: run_name, MANAGED_BY_LABEL: MANAGER}
+
+
+def selector(run_uid: str) -> str:
+    return f"{RUN_UID_LABEL}={run_uid}"
