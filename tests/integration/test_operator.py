@@ -1,0 +1,233 @@
+"""The operator end to end on the local cluster: runs, timings, failures, deletion, cleanup policies."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.launcher import REPO_ROOT, LocalCluster
+from tests.integration.conftest import OperatorProcess
+from tests.support import manifests
+from tests.support.kube import Kube, wait_until
+from tests.support.runs import (
+    benchmark_run,
+    create_run,
+    get_run,
+    leftovers,
+    read_report,
+    run_to_end,
+    step,
+    unique,
+    wait_for_phase,
+)
+
+pytestmark = pytest.mark.integration
+ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
+             "deleteSnapshot", "deleteVolume"]
+
+
+@pytest.fixture
+def storage_class(kube: Kube) -> Iterator[Any]:
+    created: list[str] = []
+
+    def make(binding: str = "Immediate", **parameters: str) -> str:
+        name = f"op-{uuid.uuid4().hex[:8]}"
+        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        kube.storage.delete_storage_class(name)
+
+
+def quickstart(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / "quickstart.yaml").read_text())
+    body["metadata"]["name"] = name
+    return body
+
+
+def assert_percentiles_ordered(step_status: dict[str, Any]) -> None:
+    latency = step_status["latency"]
+    assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"], latency
+
+
+def test_quickstart_runs_all_eight_steps_and_leaves_nothing(kube: Kube, namespace: str,
+                                                           operator: OperatorProcess) -> None:
+    run = run_to_end(kube, namespace, quickstart("quickstart"))
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    assert [s["name"] for s in status["steps"]] == ALL_STEPS
+    expected_objects = {"publish": 5, "unpublish": 5}  # 20 volumes, 4 per pod
+    for s in status["steps"]:
+        objects = expected_objects.get(s["name"], 20)
+        assert (s["state"], s["objects"], s["succeeded"], s["failed"]) == ("Succeeded", objects, objects, 0), s
+        assert s["durationSeconds"] > 0 and s["throughput"] > 0
+        assert_percentiles_ordered(s)
+    assert status["totalStepSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in status["steps"]), abs=0.01)
+    assert status["conditions"][0]["type"] == "Ready" and status["conditions"][0]["status"] == "True"
+    assert "currentStep" not in status and "progress" not in status
+    assert status["client"]["qps"] == 100 and status["client"]["burst"] == 200
+    assert status["environment"]["provisioner"] == "sim.csibench.io"
+    assert leftovers(kube, run) == {}
+    assert "csibench.io/finalizer" in run["metadata"]["finalizers"]
+    assert not [f for f in run["metadata"]["finalizers"] if "kopf" in f]
+    reasons = [e.reason for e in kube.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={run['metadata']['name']}").items]
+    assert reasons.count("StepStarted") == 8 and reasons.count("StepCompleted") == 8
+
+
+def test_seed_shaped_run_of_100_volumes_in_25_pods(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    body = yaml.safe_load((REPO_ROOT / "examples" / "seed-100.yaml").read_text())
+    run = run_to_end(kube, namespace, body, timeout=300)
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+    assert step(run, "createVolume")["succeeded"] == 100
+    assert step(run, "publish")["objects"] == 25 and step(run, "publish")["succeeded"] == 25
+    assert step(run, "deleteVolume")["succeeded"] == 100
+    assert leftovers(kube, run) == {}
+
+
+def _ground_truth(cluster: LocalCluster, storage_class: str) -> dict[str, dict[str, Any]]:
+    records = [json.loads(line) for line in Path(cluster.config.ground_truth).read_text().splitlines() if line]
+    return {r["object"]: r for r in records if r["storageClass"] == storage_class and r["op"] == "createVolume"}
+
+
+def test_serialized_storage_is_measured_as_n_times_latency_and_matches_ground_truth(
+        kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any) -> None:
+    latency, volumes = 0.1, 20
+    serial = storage_class(latency="100ms", concurrency="1")
+    run = run_to_end(kube, namespace, benchmark_run("serial", storageClassName=serial, volumes=volumes,
+                                                    steps=["createVolume", "deleteVolume"]))
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+    duration = step(run, "createVolume")["durationSeconds"]
+    assert duration == pytest.approx(volumes * latency, rel=0.25)
+
+    report = read_report(kube, run)
+    create = next(s for s in report["steps"] if s["status"]["name"] == "createVolume")
+    truth = _ground_truth(cluster, serial)
+    target = run["status"]["targetNamespace"]
+    gaps = []
+    for name, submit_ms, latency_ms in zip(create["objects"], create["submitMs"], create["latencyMs"], strict=True):
+        bound_at = create["startWall"] + (submit_ms + latency_ms) / 1000
+        backend = truth[f"{target}/{name}"]
+        assert backend["start"] >= create["startWall"] + submit_ms / 1000 - 0.01  # not provisioned before submit
+        gaps.append(bound_at - backend["finish"])
+    # Bound is seen after the backend finished, by about the PV controller's bind time.
+    assert min(gaps) >= -0.01, gaps
+    assert max(gaps) < 0.5 and statistics.median(gaps) < 0.2, gaps
+
+
+def test_printer_columns_and_explain(cluster: LocalCluster, crd: None) -> None:
+    explained = cluster.kubectl("explain", "benchmarkrun.spec.volumes")
+    assert "Number of volumes (PVCs) in the batch." in explained
+    columns = json.loads(cluster.kubectl("get", "crd", "benchmarkruns.csibench.io", "-o", "json"))
+    printed = [c["name"] for c in columns["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert printed == ["Phase", "Step", "Progress", "Duration", "Age"]
+    assert set(columns["spec"]["names"]["shortNames"]) == {"br", "bench"}
+
+
+def test_printer_columns_show_a_run(kube: Kube, namespace: str, operator: OperatorProcess,
+                                    cluster: LocalCluster) -> None:
+    run_to_end(kube, namespace, benchmark_run("columns", storageClassName="csibench-sim", volumes=2,
+                                              steps=["createVolume", "deleteVolume"]))
+    lines = cluster.kubectl("get", "br", "-n", namespace).splitlines()
+    assert lines[0].split() == ["NAME", "PHASE", "STEP", "PROGRESS", "DURATION", "AGE"]
+    assert lines[1].split()[:2] == ["columns", "Succeeded"]
+
+
+def _assert_failed_without_objects(kube: Kube, namespace: str, name: str, reason: str, words: str) -> None:
+    run = wait_for_phase(kube, namespace, name, {"Failed", "Succeeded"}, 60)
+    status = run["status"]
+    assert status["phase"] == "Failed"
+    condition = status["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Ready", "False", reason)
+    assert words in condition["message"]
+    label = f"csibench.io/run-uid={run['metadata']['uid']}"
+    assert kube.core.list_namespace(label_selector=label).items == []
+    assert kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items == []
+    assert "targetNamespace" not in status
+
+
+def test_missing_storage_class_fails_clearly_and_creates_nothing(kube: Kube, namespace: str,
+                                                                 operator: OperatorProcess) -> None:
+    create_run(kube, namespace, benchmark_run("nosc", storageClassName="does-not-exist", volumes=3))
+    _assert_failed_without_objects(kube, namespace, "nosc", "StorageClassNotFound", "'does-not-exist' does not exist")
+
+
+def test_clones_without_snapshots_fail_clearly_and_create_nothing(kube: Kube, namespace: str,
+                                                                  operator: OperatorProcess) -> None:
+    create_run(kube, namespace, benchmark_run("noclone", storageClassName="csibench-sim", volumes=3,
+                                              volumeSnapshotClassName="csibench-sim-snapclass",
+                                              steps=["createVolume", "cloneFromSnapshot"]))
+    _assert_failed_without_objects(kube, namespace, "noclone", "InvalidSteps",
+                                   "cloneFromSnapshot needs step createSnapshot")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"volumes": 0}, "spec.volumes in body should be greater than or equal to 1"),
+    ({"size": "abc"}, "spec.size in body should match"),
+    ({"steps": ["createVolume", "teleport"]}, 'Unsupported value: "teleport"'),
+])
+def test_schema_invalid_specs_are_rejected_by_the_api_server(kube: Kube, namespace: str, crd: None,
+                                                            spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ApiException) as rejected:
+        create_run(kube, namespace, benchmark_run("invalid", storageClassName="csibench-sim", **spec))
+    assert rejected.value.status == 422
+    assert message in json.loads(rejected.value.body)["message"]
+
+
+def test_deleting_a_run_mid_step_removes_everything_within_60s(kube: Kube, namespace: str,
+                                                               operator: OperatorProcess, storage_class: Any) -> None:
+    slow = storage_class(latency="300ms", concurrency="1")
+    name = unique("doomed")
+    create_run(kube, namespace, benchmark_run(name, storageClassName=slow, volumes=60,
+                                              steps=["createVolume", "deleteVolume"]))
+
+    def midway() -> dict[str, Any] | None:
+        run = get_run(kube, namespace, name)
+        status = (run or {}).get("status") or {}
+        done = int((status.get("progress") or "0/1").split("/")[0])
+        return run if status.get("currentStep") == "createVolume" and done >= 3 else None
+
+    run = wait_until(midway, 60, "the run midway through createVolume", interval=0.2)
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", name)
+    started = time.monotonic()
+    wait_until(lambda: get_run(kube, namespace, name) is None, 60, "the run itself gone")
+    wait_until(lambda: leftovers(kube, run) == {}, 60 - (time.monotonic() - started),
+               "every object the run created gone")
+    assert time.monotonic() - started < 60, operator.log()
+
+
+def test_cleanup_never_leaves_objects_and_says_where(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    run = run_to_end(kube, namespace, benchmark_run("keep", storageClassName="csibench-sim", volumes=3,
+                                                    steps=["createVolume"], cleanup="Never"))
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    target = status["targetNamespace"]
+    assert target in status["cleanup"] and status["objectSelector"] in status["cleanup"]
+    claims = kube.core.list_namespaced_persistent_volume_claim(target, label_selector=status["objectSelector"])
+    assert len(claims.items) == 3 and all(c.status.phase == "Bound" for c in claims.items)
+    # Deleting the run still removes what it created.
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "keep")
+    wait_until(lambda: leftovers(kube, run) == {}, 60, "objects removed once the run is deleted")
+
+
+def test_wait_for_first_consumer_provisions_during_publish(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                           storage_class: Any) -> None:
+    late = storage_class("WaitForFirstConsumer")
+    run = run_to_end(kube, namespace, benchmark_run("late", storageClassName=late, volumes=8, pvcsPerPod=2,
+                                                    steps=["createVolume", "publish", "unpublish", "deleteVolume"]))
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+    assert "WaitForFirstConsumer" in step(run, "createVolume")["note"]
+    assert "provisioning" in step(run, "publish")["note"]
+    assert step(run, "publish")["succeeded"] == 4
+    assert leftovers(kube, run) == {}

@@ -1,0 +1,68 @@
+"""The models and the CRD generated from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from csibench.api.crd import build_crd, render_crd
+from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
+from localcluster.launcher import REPO_ROOT
+
+CRD_FILE = REPO_ROOT / "crds" / "benchmarkrun.yaml"
+
+
+def test_crds_directory_matches_the_models() -> None:
+    assert CRD_FILE.read_text() == render_crd(), "crds/ drifted: run `csibench crd -o crds/benchmarkrun.yaml`"
+
+
+def _walk(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, schema)]
+    for name, sub in (schema.get("properties") or {}).items():
+        found += _walk(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        found += _walk(schema["items"], f"{path}[]")
+    return found
+
+
+def test_schema_is_structural_and_described() -> None:
+    version = build_crd()["spec"]["versions"][0]
+    root = version["schema"]["openAPIV3Schema"]
+    for path, node in _walk(root["properties"]["spec"], "spec") + _walk(root["properties"]["status"], "status"):
+        assert "$ref" not in node and "anyOf" not in node and "title" not in node, path
+        if not path.endswith("[]"):  # list items are explained by their field's description
+            assert node.get("description"), f"{path} has no description (kubectl explain would be empty)"
+        assert not ("properties" in node and "additionalProperties" in node), path
+    assert version["subresources"] == {"status": {}}
+
+
+def test_every_status_field_is_declared() -> None:
+    status = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert set(status["properties"]) == set(BenchmarkRunStatus.model_fields)
+    step_fields = status["properties"]["steps"]["items"]["properties"]
+    assert {"durationSeconds", "throughput", "latency", "failureReasons", "skipped", "note"} <= set(step_fields)
+
+
+def test_validation_bounds_are_in_the_schema() -> None:
+    spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["storageClassName"]
+    assert spec["properties"]["volumes"]["minimum"] == 1
+    assert spec["properties"]["steps"]["items"]["enum"] == [s.value for s in StepName]
+    assert spec["properties"]["cleanup"]["enum"] == ["Always", "OnSuccess", "Never"]
+    assert "pattern" in spec["properties"]["size"]
+
+
+def test_crd_file_is_yaml_with_a_do_not_edit_header() -> None:
+    text = CRD_FILE.read_text()
+    assert text.startswith("# Generated")
+    assert yaml.safe_load(text)["metadata"]["name"] == "benchmarkruns.csibench.io"
+
+
+@pytest.mark.parametrize("bad", [{"volumes": 0}, {"size": "lots"}, {"steps": ["fly"]}, {"unknown": 1},
+                                 {"client": {"qps": 0}}, {"cleanup": "Sometimes"}])
+def test_models_reject_what_the_schema_rejects(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sc", **bad})
