@@ -1,4 +1,4 @@
-"""The ``csibench`` command: run the operator, print the CRD (reports and comparison come with the results work)."""
+"""The ``csibench`` command: run the operator, print the CRD, print a run's report."""
 
 from __future__ import annotations
 
@@ -36,6 +36,28 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import BENCHMARK_RUNS
+    from csibench.report.render import render_table
+
+    async def fetch() -> dict[str, object] | None:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            return await client.get(BENCHMARK_RUNS.path(args.namespace, args.run))
+        finally:
+            client.close()
+
+    run = asyncio.run(fetch())
+    if run is None:
+        print(f"csibench: BenchmarkRun {args.namespace}/{args.run} not found", file=sys.stderr)
+        return 1
+    sys.stdout.write(render_table(run))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="csibench", description="Benchmark CSI storage with BenchmarkRuns.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -47,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     crd = commands.add_parser("crd", help="print the BenchmarkRun CRD generated from the models")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
     crd.set_defaults(func=_crd)
+    report = commands.add_parser("report", help="print a run's step table")
+    report.add_argument("run", help="BenchmarkRun name")
+    report.add_argument("-n", "--namespace", default="default")
+    report.add_argument("--kubeconfig", default=None)
+    report.set_defaults(func=_report)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

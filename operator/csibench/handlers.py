@@ -7,6 +7,7 @@ csibench's own finalizer. The engine patches status itself, so progress shows wh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -37,8 +38,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _client_for(spec: BenchmarkRunSpec) -> KubeClient:
-    return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight)
+async def _client_for(spec: BenchmarkRunSpec) -> KubeClient:
+    """Loading a kubeconfig reads files and may run an exec auth plugin: never on the event loop."""
+    def build() -> KubeClient:
+        return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight)
+    return await asyncio.to_thread(build)
 
 
 @kopf.on.startup()
@@ -60,10 +64,14 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
     except ValidationError as error:
-        engine = RunEngine(ref, BenchmarkRunSpec(storageClassName="-"), KubeClient(load_configuration(), 5, 10, 1))
-        await engine.fail("InvalidSpec", f"spec is invalid: {error}")
+        placeholder = BenchmarkRunSpec(storageClassName="-")
+        client = await _client_for(placeholder)
+        try:
+            await RunEngine(ref, placeholder, client).fail("InvalidSpec", f"spec is invalid: {error}")
+        finally:
+            client.close()
         return
-    client = _client_for(spec)
+    client = await _client_for(spec)
     try:
         engine = RunEngine(ref, spec, client)
         if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
@@ -84,7 +92,7 @@ async def handle_delete_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: k
         names = Names.for_run(meta["name"], meta["uid"])
     except (ValidationError, PlanError):
         return
-    client = _client_for(spec)
+    client = await _client_for(spec)
     try:
         result = await cleanup(client, None, target, names.prefix, selector(meta["uid"]),
                                own_namespace=spec.targetNamespace is None, deadline_seconds=DELETE_CLEANUP_SECONDS)

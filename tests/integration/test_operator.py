@@ -231,3 +231,20 @@ def test_wait_for_first_consumer_provisions_during_publish(kube: Kube, namespace
     assert "provisioning" in step(run, "publish")["note"]
     assert step(run, "publish")["succeeded"] == 4
     assert leftovers(kube, run) == {}
+
+
+def test_hung_storage_times_out_the_step_and_fails_with_counts(kube: Kube, namespace: str,
+                                                               operator: OperatorProcess, storage_class: Any) -> None:
+    stuck = storage_class(hangOperations="createVolume")
+    run = run_to_end(kube, namespace, benchmark_run("hung", storageClassName=stuck, volumes=3,
+                                                    steps=["createVolume", "deleteVolume"],
+                                                    timeouts={"createVolume": 3}))
+    status = run["status"]
+    assert status["phase"] == "Failed", status
+    create = step(run, "createVolume")
+    assert (create["state"], create["succeeded"], create["failed"]) == ("Failed", 0, 3)
+    assert create["failureReasons"][0]["reason"] == "Timeout" and create["failureReasons"][0]["count"] == 3
+    assert create["durationSeconds"] == pytest.approx(3, abs=0.5)
+    assert "createVolume: 3 of 3 failed (Timeout)" in status["conditions"][0]["message"]
+    assert step(run, "deleteVolume")["succeeded"] == 3  # pending claims are still deleted
+    assert leftovers(kube, run) == {}

@@ -339,6 +339,7 @@ class RunEngine:
             progress.cancel()
             self._current, self._definition = None, None
             self._publish_step(context)
+            self.status.progress = tracker.progress()
         status = tracker.status()
         await self.write_status()
         throughput = f"{status.throughput:.2f} obj/s" if status.throughput is not None else "n/a"
@@ -498,6 +499,7 @@ class RunEngine:
             return
         self.status.phase = Phase.CLEANING_UP
         self.status.currentStep = None
+        self.status.progress = None
         await self.write_status()
         result: CleanupResult = await cleanup(
             self.client, self.observed, context.target_namespace, context.names.prefix, selector(self.ref.uid),

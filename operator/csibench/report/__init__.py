@@ -1,0 +1,1 @@
+"""Reading results: render a run's step table (more formats and comparison come with the results work)."""
