@@ -1,27 +1,124 @@
-"""The ``csibench`` command: run the operator, print the CRD, print a run's report."""
+"""The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
+
+``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``crd`` prints
+the CRD generated from the models. Runs are named ``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+EXIT_NOT_FOUND = 2
+EXIT_NOT_READY = 3
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _split(run: str, namespace: str) -> tuple[str, str]:
+    return tuple(run.split("/", 1)) if "/" in run else (namespace, run)  # type: ignore[return-value]
+
+
+def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:
+    """Read runs through the same rate-limited client the operator uses (in its threads, not on a loop)."""
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import BENCHMARK_RUNS
+
+    async def fetch() -> list[dict[str, Any] | None]:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            return [await client.get(BENCHMARK_RUNS.path(*_split(run, args.namespace))) for run in runs]
+        finally:
+            client.close()
+
+    found = asyncio.run(fetch())
+    missing = [run for run, obj in zip(runs, found, strict=True) if obj is None]
+    if missing:
+        names = ", ".join("/".join(_split(run, args.namespace)) for run in missing)
+        raise CliError(f"BenchmarkRun {names} not found", EXIT_NOT_FOUND)
+    return [obj for obj in found if obj is not None]
+
+
+def _report(args: argparse.Namespace) -> int:
+    from csibench.report.render import render_json, render_markdown, render_table
+
+    (run,) = _fetch(args, args.run)
+    if args.output == "json":
+        sys.stdout.write(render_json(run, _load_report(args, run)))
+    elif args.output == "markdown":
+        sys.stdout.write(render_markdown(run))
+    else:
+        sys.stdout.write(render_table(run))
+    return 0
+
+
+def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any] | None:
+    from csibench.engine.report_store import load_report
+    from csibench.kube.client import KubeClient, load_configuration
+
+    name = (run.get("status") or {}).get("reportConfigMap")
+    if not name:
+        return None
+
+    async def load() -> dict[str, Any] | None:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            return await load_report(client, run["metadata"]["namespace"], name)
+        finally:
+            client.close()
+
+    return asyncio.run(load())
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from csibench.report.compare import CompareError, render_compare
+
+    run_a, run_b = _fetch(args, args.run_a, args.run_b)
+    try:
+        sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown"))
+    except CompareError as error:
+        raise CliError(str(error), EXIT_NOT_READY) from None
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from csibench.report.render import render_table
+
+    interactive = sys.stdout.isatty()
+    last = ""
+    while True:
+        (run,) = _fetch(args, args.run)
+        text = render_table(run)
+        if text != last:
+            sys.stdout.write(("\033[H\033[2J" if interactive else "\n") + text)
+            sys.stdout.flush()
+            last = text
+        if (run.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return 0
+        time.sleep(args.interval)
 
 
 def _operator(args: argparse.Namespace) -> int:
     import kopf
 
     import csibench.handlers  # noqa: F401 - registers the handlers with kopf
+    from csibench.metrics import serve
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     namespaces = args.namespace or []
-    kopf.run(
-        standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
-    )
+    serve(args.metrics_port)
+    kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
+             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")
     return 0
 
 
@@ -36,46 +133,51 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from csibench.kube.client import KubeClient, load_configuration
-    from csibench.kube.resources import BENCHMARK_RUNS
-    from csibench.report.render import render_table
-
-    async def fetch() -> dict[str, object] | None:
-        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
-        try:
-            return await client.get(BENCHMARK_RUNS.path(args.namespace, args.run))
-        finally:
-            client.close()
-
-    run = asyncio.run(fetch())
-    if run is None:
-        print(f"csibench: BenchmarkRun {args.namespace}/{args.run} not found", file=sys.stderr)
-        return 1
-    sys.stdout.write(render_table(run))
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="csibench", description="Benchmark CSI storage with BenchmarkRuns.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    def reader(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("-n", "--namespace", default="default", help="namespace of the run(s)")
+        sub.add_argument("--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG or in-cluster)")
+        return sub
+
+    report = reader("report", "print a run's step table with per-object latency percentiles")
+    report.add_argument("run", help="NAME or NAMESPACE/NAME")
+    report.add_argument("-o", "--output", choices=["table", "json", "markdown"], default="table")
+    report.set_defaults(func=_report)
+    compare = reader("compare", "two finished runs side by side, with the per-step speed-up of B over A")
+    compare.add_argument("run_a", help="baseline run (A)")
+    compare.add_argument("run_b", help="run compared with it (B)")
+    compare.add_argument("-o", "--output", choices=["table", "markdown"], default="table")
+    compare.set_defaults(func=_compare)
+    watch = reader("watch", "live progress per step until the run ends")
+    watch.add_argument("run", help="NAME or NAMESPACE/NAME")
+    watch.add_argument("--interval", type=float, default=1.0)
+    watch.set_defaults(func=_watch)
+
     operator = commands.add_parser("operator", help="run the operator (in-cluster or with KUBECONFIG)")
     operator.add_argument("--namespace", action="append", help="watch only this namespace (repeatable)")
     operator.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port")
+    operator.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print the BenchmarkRun CRD generated from the models")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
     crd.set_defaults(func=_crd)
-    report = commands.add_parser("report", help="print a run's step table")
-    report.add_argument("run", help="BenchmarkRun name")
-    report.add_argument("-n", "--namespace", default="default")
-    report.add_argument("--kubeconfig", default=None)
-    report.set_defaults(func=_report)
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except CliError as error:
+        print(f"csibench: {error}", file=sys.stderr)
+        return error.code
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

@@ -18,9 +18,11 @@ from pydantic import ValidationError
 from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, Phase
 from csibench.engine.cleanup import cleanup
 from csibench.engine.plan import Names, PlanError
+from csibench.engine.report_store import load_report, restore_run_metrics
 from csibench.engine.run import RunEngine, RunRef
 from csibench.kube.client import KubeClient, load_configuration
 from csibench.kube.ownership import selector
+from csibench.metrics import METRICS
 
 FINALIZER = "csibench.io/finalizer"
 ANNOTATION_PREFIX = "csibench.io"
@@ -38,10 +40,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-async def _client_for(spec: BenchmarkRunSpec) -> KubeClient:
+async def _client_for(spec: BenchmarkRunSpec, run_label: str = "") -> KubeClient:
     """Loading a kubeconfig reads files and may run an exec auth plugin: never on the event loop."""
     def build() -> KubeClient:
-        return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight)
+        return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight,
+                          run_label)
     return await asyncio.to_thread(build)
 
 
@@ -58,9 +61,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=2.0)
 async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
     phase = status.get("phase")
-    if phase in TERMINAL:
-        return
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    if phase in TERMINAL:
+        await _restore_metrics(ref, body, plain(status))
+        return
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
     except ValidationError as error:
@@ -71,7 +75,7 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
         finally:
             client.close()
         return
-    client = await _client_for(spec)
+    client = await _client_for(spec, f"{ref.namespace}/{ref.name}")
     try:
         engine = RunEngine(ref, spec, client)
         if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
@@ -82,8 +86,24 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
         client.close()
 
 
+async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any]) -> None:
+    """After an operator restart, a finished run's series come back from its status and stored report."""
+    run_label = f"{ref.namespace}/{ref.name}"
+    storage_class = str((body.get("spec") or {}).get("storageClassName", ""))
+    METRICS.set_phase(run_label, str(status["phase"]))
+    report = None
+    if status.get("reportConfigMap"):
+        client = await _client_for(BenchmarkRunSpec(storageClassName=storage_class or "-"))
+        try:
+            report = await load_report(client, ref.namespace, str(status["reportConfigMap"]))
+        finally:
+            client.close()
+    restore_run_metrics(run_label, storage_class, status, report)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 async def handle_delete_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    METRICS.forget_run(f"{meta['namespace']}/{meta['name']}")
     target = status.get("targetNamespace")
     if not target:
         return  # never got past its preconditions: nothing was created

@@ -29,13 +29,15 @@ class OperatorProcess:
         self.cluster = cluster
         self.log_path = log_path
         self.health_port = _free_port()
+        self.metrics_port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.cluster.config.kubeconfig), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "csibench", "operator", f"--health-port={self.health_port}"],
+                [sys.executable, "-m", "csibench", "operator", f"--health-port={self.health_port}",
+                 f"--metrics-port={self.metrics_port}"],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -57,6 +59,11 @@ class OperatorProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def scrape(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+            text: str = response.read().decode()
+            return text
 
     def log(self, lines: int = 60) -> str:
         return log_tail(self.log_path, lines)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from csibench.engine.report_store import object_names
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.integration.conftest import OperatorProcess
 from tests.support import manifests
@@ -116,7 +117,9 @@ def test_serialized_storage_is_measured_as_n_times_latency_and_matches_ground_tr
     truth = _ground_truth(cluster, serial)
     target = run["status"]["targetNamespace"]
     gaps = []
-    for name, submit_ms, latency_ms in zip(create["objects"], create["submitMs"], create["latencyMs"], strict=True):
+    names = object_names(create)
+    assert len(names) == volumes and names[0].endswith("-v00000")
+    for name, submit_ms, latency_ms in zip(names, create["submitMs"], create["latencyMs"], strict=True):
         bound_at = create["startWall"] + (submit_ms + latency_ms) / 1000
         backend = truth[f"{target}/{name}"]
         assert backend["start"] >= create["startWall"] + submit_ms / 1000 - 0.01  # not provisioned before submit

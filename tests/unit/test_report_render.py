@@ -36,4 +36,4 @@ def test_step_table_reads_like_published_tables() -> None:
     publish = next(line for line in lines if line.startswith("Publish (Attach)"))
     assert "23m 04s · 0.18 pod/s" in publish and "249/250 (1 failed)" in publish
     assert next(line for line in lines if line.startswith("Sum of step times")).endswith("57m 31s")
-    assert "failures (publish): 1 x FailedMount: mount timed out" in lines
+    assert "failures (publish): 1× FailedMount: mount timed out" in lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepName, StepState, StepStatus
@@ -38,6 +39,7 @@ class StepTracker:
     anchor: Anchor | None = None
     stopped: float | None = None
     interrupted: bool = False
+    on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -55,8 +57,13 @@ class StepTracker:
     def record(self, name: str, verdict: Verdict, at: float) -> None:
         if name in self.outcomes or name not in self.submitted:
             return
-        self.outcomes[name] = Outcome(verdict.ok, max(at, self.submitted[name]), verdict.reason, verdict.message)
+        self._set(name, Outcome(verdict.ok, max(at, self.submitted[name]), verdict.reason, verdict.message))
         self._check_all_done()
+
+    def _set(self, name: str, outcome: Outcome) -> None:
+        self.outcomes[name] = outcome
+        if self.on_outcome is not None:
+            self.on_outcome(outcome.ok, outcome.at - self.submitted[name])
 
     def _check_all_done(self) -> None:
         if self.started is not None and len(self.outcomes) >= len(self.active):
@@ -75,7 +82,7 @@ class StepTracker:
                     self.submitted.setdefault(name, self.stopped)
                     hint = last_warning.get(name)
                     message = f"no terminal state within {timeout:.0f}s" + (f"; last warning: {hint}" if hint else "")
-                    self.outcomes[name] = Outcome(False, self.stopped, "Timeout", message)
+                    self._set(name, Outcome(False, self.stopped, "Timeout", message))
 
     # -- aggregates ----------------------------------------------------------------------------------------
     def latencies(self) -> list[float]:

@@ -4,7 +4,8 @@ Status holds aggregates only; the report holds everything (spec, environment, pe
 per-object submit offsets, latencies and results). It is gzip-compressed JSON in a ConfigMap's binaryData,
 in the run's namespace, owned by the run (garbage-collected with it) and labelled ``csibench.io/report-of``
 rather than with the run's ownership label, so cleanup never removes the results it just produced.
-Per-object arrays are in object-index order (names are deterministic), which keeps 10,000 volumes small.
+Per-object arrays are in object-index order (names are deterministic), which keeps 10,000 volumes small
+(about 650 KB compressed for 8 steps); larger reports are split over numbered ConfigMaps, each under 1 MiB.
 """
 
 from __future__ import annotations
@@ -18,42 +19,81 @@ from csibench.api.models import GROUP, KIND, VERSION
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
 from csibench.kube.ownership import REPORT_OF_LABEL
+from csibench.metrics import METRICS
 
 REPORT_KEY = "report.json.gz"
 REPORT_FORMAT = "csibench.io/report-v1"
 
 
-def encode_report(report: dict[str, Any]) -> str:
-    raw = json.dumps(report, separators=(",", ":")).encode()
-    return base64.b64encode(gzip.compress(raw, compresslevel=6)).decode()
+def object_names(step: dict[str, Any]) -> list[str]:
+    """The names of a report step's objects, in index order (stored as a prefix and a count)."""
+    return [f"{step['objectPrefix']}{index:05d}" for index in range(step["objectCount"])]
 
 
-def decode_report(encoded: str) -> dict[str, Any]:
-    decoded: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(encoded)))
+CHUNK_BYTES = 700 * 1024  # gzip bytes per ConfigMap: base64 makes ~933 KiB, under the 1 MiB object limit
+CHUNKS_ANNOTATION = "csibench.io/report-chunks"
+
+
+def encode_report(report: dict[str, Any]) -> bytes:
+    return gzip.compress(json.dumps(report, separators=(",", ":")).encode(), compresslevel=9)
+
+
+def decode_report(encoded: bytes) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(gzip.decompress(encoded))
     return decoded
 
 
-def build_report_configmap(name: str, run_name: str, run_uid: str, report: dict[str, Any]) -> dict[str, Any]:
-    return {
+def chunk_name(name: str, index: int) -> str:
+    return name if index == 0 else f"{name}-{index}"
+
+
+def build_report_configmaps(name: str, run_name: str, run_uid: str, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One ConfigMap per 700 KiB of compressed report; the first names how many there are."""
+    data = encode_report({"format": REPORT_FORMAT, **report})
+    chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+    return [{
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {
-            "name": name, "labels": {REPORT_OF_LABEL: run_name},
+            "name": chunk_name(name, index), "labels": {REPORT_OF_LABEL: run_name},
+            "annotations": {CHUNKS_ANNOTATION: str(len(chunks))},
             "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": run_name,
                                  "uid": run_uid, "controller": True, "blockOwnerDeletion": False}],
         },
-        "binaryData": {REPORT_KEY: encode_report({"format": REPORT_FORMAT, **report})},
-    }
+        "binaryData": {REPORT_KEY: base64.b64encode(chunk).decode()},
+    } for index, chunk in enumerate(chunks)]
 
 
-async def save_report(client: KubeClient, namespace: str, configmap: dict[str, Any]) -> None:
-    path = r.CONFIGMAPS.path(namespace)
-    if not await client.create(path, configmap):
-        await client.merge_patch(r.CONFIGMAPS.path(namespace, configmap["metadata"]["name"]),
-                                 {"binaryData": configmap["binaryData"]})
+async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[str, Any]]) -> None:
+    for configmap in configmaps:
+        if not await client.create(r.CONFIGMAPS.path(namespace), configmap):
+            await client.merge_patch(r.CONFIGMAPS.path(namespace, configmap["metadata"]["name"]),
+                                     {"metadata": {"annotations": configmap["metadata"]["annotations"]},
+                                      "binaryData": configmap["binaryData"]})
 
 
 async def load_report(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
-    configmap = await client.get(r.CONFIGMAPS.path(namespace, name))
-    if configmap is None:
+    first = await client.get(r.CONFIGMAPS.path(namespace, name))
+    if first is None:
         return None
-    return decode_report(configmap["binaryData"][REPORT_KEY])
+    count = int((first["metadata"].get("annotations") or {}).get(CHUNKS_ANNOTATION, "1"))
+    parts = [first]
+    for index in range(1, count):
+        part = await client.get(r.CONFIGMAPS.path(namespace, chunk_name(name, index)))
+        if part is None:
+            raise ValueError(f"report {namespace}/{name} is missing part {index} of {count}")
+        parts.append(part)
+    return decode_report(b"".join(base64.b64decode(p["binaryData"][REPORT_KEY]) for p in parts))
+
+
+def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, Any],
+                        report: dict[str, Any] | None) -> None:
+    """Re-create a finished run's series: step gauges from status, latency histograms from the report."""
+    for step in status.get("steps") or []:
+        METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
+                            step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),
+                            step.get("skipped", 0))
+    for step in (report or {}).get("steps", []):
+        name = step["status"]["name"]
+        for latency_ms, result in zip(step["latencyMs"], step["result"], strict=True):
+            if latency_ms is not None and result not in ("Skipped", "Pending"):
+                METRICS.observe_object(run_label, name, storage_class, result == "ok", latency_ms / 1000)

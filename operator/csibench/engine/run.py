@@ -30,7 +30,7 @@ from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.clock import StepTracker
 from csibench.engine.observed import Key, Observed
 from csibench.engine.plan import SNAPSHOT_STEPS, Names, PlanError, pod_count, resolve_steps, volumes_of_pod
-from csibench.engine.report_store import build_report_configmap, save_report
+from csibench.engine.report_store import build_report_configmaps, save_report
 from csibench.engine.steps import (
     StepDefinition,
     Verdict,
@@ -47,6 +47,7 @@ from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.ownership import run_labels, selector
+from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 2.0
@@ -104,7 +105,13 @@ class RunEngine:
             lastTransitionTime=now() if changed or previous is None else previous.lastTransitionTime,
             observedGeneration=self.ref.generation)]
 
+    @property
+    def run_label(self) -> str:
+        return f"{self.ref.namespace}/{self.ref.name}"
+
     async def write_status(self) -> None:
+        if self.status.phase is not None:
+            METRICS.set_phase(self.run_label, self.status.phase.value)
         self.status.client = ClientUsed(qps=self.spec.client.qps, burst=self.spec.client.burst,
                                         maxInFlight=self.spec.client.maxInFlight,
                                         throttledSeconds=round(self.client.limiter.throttled_seconds, 3),
@@ -295,8 +302,11 @@ class RunEngine:
             StepName.DELETE_SNAPSHOT: [names.snapshot(i) for i in range(spec.volumes)],
             StepName.DELETE_VOLUME: [names.volume(i) for i in range(spec.volumes)],
         }
+        storage_class = self.spec.storageClassName
         for step in context.steps:
-            context.trackers[step] = StepTracker(step, objects[step])
+            def observe(ok: bool, seconds: float, step: StepName = step) -> None:
+                METRICS.observe_object(self.run_label, step.value, storage_class, ok, seconds)
+            context.trackers[step] = StepTracker(step, objects[step], on_outcome=observe)
         self.status.steps = [t.status() for t in context.trackers.values()]
 
     # -- one step ----------------------------------------------------------------------------------------------
@@ -341,6 +351,8 @@ class RunEngine:
             self._publish_step(context)
             self.status.progress = tracker.progress()
         status = tracker.status()
+        METRICS.record_step(self.run_label, step.value, self.spec.storageClassName, status.durationSeconds,
+                            status.throughput, status.succeeded, status.failed, status.skipped)
         await self.write_status()
         throughput = f"{status.throughput:.2f} obj/s" if status.throughput is not None else "n/a"
         await self.event("StepCompleted", f"{step.value}: {status.succeeded}/{len(tracker.active)} succeeded in "
@@ -475,21 +487,40 @@ class RunEngine:
         for tracker in context.trackers.values():
             if tracker.started is None or tracker.anchor is None:
                 continue
+            first = tracker.objects[0] if tracker.objects else ""
             steps.append({"status": tracker.status().model_dump(mode="json", exclude_none=True),
-                          "objects": tracker.objects, "startWall": tracker.anchor.wall, **tracker.per_object()})
+                          "objectPrefix": first[:-5], "objectCount": len(tracker.objects),
+                          "startWall": tracker.anchor.wall, **tracker.per_object()})
         report = {"run": {"namespace": self.ref.namespace, "name": self.ref.name, "uid": self.ref.uid},
                   "spec": self.spec.model_dump(mode="json", exclude_none=True),
                   "environment": context.environment.model_dump(mode="json"),
                   "client": {"qps": self.spec.client.qps, "burst": self.spec.client.burst,
                              "maxInFlight": self.spec.client.maxInFlight,
                              "throttledSeconds": round(self.client.limiter.throttled_seconds, 3)},
+                  "manifests": self._representative_manifests(context),
                   "steps": steps}
-        configmap = build_report_configmap(context.names.report, self.ref.name, self.ref.uid, report)
+        configmaps = build_report_configmaps(context.names.report, self.ref.name, self.ref.uid, report)
         try:
-            await save_report(self.client, self.ref.namespace, configmap)
+            await save_report(self.client, self.ref.namespace, configmaps)
             self.status.reportConfigMap = context.names.report
         except ApiError as error:
             log.warning("could not store the report: %s", error)
+
+    def _representative_manifests(self, context: RunContext) -> dict[str, Any]:
+        """The first object of each kind as submitted (the rest differ only in their index)."""
+        names, spec, labels = context.names, self.spec, context.labels
+        used: dict[str, Any] = {"pvc": manifests.build_pvc(names.volume(0), spec, labels)}
+        if StepName.PUBLISH in context.steps:
+            claims = [names.volume(i) for i in volumes_of_pod(0, spec.volumes, spec.pvcsPerPod)]
+            used["pod"] = manifests.build_pod(names.pod(0), claims, spec, labels, spec.volumeMode.value == "Block")
+        if spec.volumeSnapshotClassName and StepName.CREATE_SNAPSHOT in context.steps:
+            used["volumeSnapshot"] = manifests.build_snapshot(names.snapshot(0), names.volume(0),
+                                                              spec.volumeSnapshotClassName, labels)
+        if StepName.CLONE_FROM_SNAPSHOT in context.steps:
+            used["clone"] = manifests.build_clone_pvc(names.clone(0), names.snapshot(0), spec, labels)
+        if context.own_namespace:
+            used["namespace"] = manifests.build_namespace(context.target_namespace, labels)
+        return used
 
     async def _cleanup(self, context: RunContext, succeeded: bool) -> None:
         policy = self.spec.cleanup

@@ -23,6 +23,8 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from csibench.metrics import METRICS
+
 Json = dict[str, Any]
 T = TypeVar("T")
 
@@ -73,11 +75,6 @@ class TokenBucket:
             self.throttled_seconds += wait
             return wait
 
-    def acquire(self) -> None:
-        wait = self.reserve()
-        if wait > 0:
-            time.sleep(wait)
-
 
 @dataclass
 class RequestCounter:
@@ -87,8 +84,10 @@ class RequestCounter:
 class KubeClient:
     """Async facade: ``await client.request(...)`` runs the HTTP call on a worker thread after rate limiting."""
 
-    def __init__(self, configuration: k8s_client.Configuration, qps: float, burst: int, max_in_flight: int) -> None:
+    def __init__(self, configuration: k8s_client.Configuration, qps: float, burst: int, max_in_flight: int,
+                 run_label: str = "") -> None:
         configuration.connection_pool_maxsize = max_in_flight + 8
+        self.run_label = run_label
         self.configuration = configuration
         self._pool = k8s_client.rest.RESTClientObject(configuration).pool_manager
         self._host = configuration.host.rstrip("/")
@@ -117,11 +116,18 @@ class KubeClient:
         with self._lock:
             self.requests += 1
 
+    def _throttle(self) -> None:
+        wait = self.limiter.reserve()
+        if wait > 0:
+            if self.run_label:
+                METRICS.add_throttle(self.run_label, wait)
+            time.sleep(wait)
+
     def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                      content_type: str = "application/json", on_send: Callable[[float], None] | None = None,
                      timeout: float = 60.0) -> Json:
         """One request on the calling thread; ``on_send`` gets the monotonic time it leaves (after throttling)."""
-        self.limiter.acquire()
+        self._throttle()
         self.count_request()
         if on_send is not None:
             on_send(time.monotonic())
@@ -130,6 +136,7 @@ class KubeClient:
                                       headers=self.headers(content_type if body is not None else None),
                                       timeout=urllib3.Timeout(connect=10, read=timeout), preload_content=True)
         data = response.data
+        METRICS.count_request(method, path, response.status)
         if response.status >= 400:
             try:
                 parsed = json.loads(data)
@@ -187,7 +194,9 @@ class KubeClient:
 
     def stream(self, path: str, query: dict[str, str]) -> urllib3.BaseHTTPResponse:
         """Open a streaming GET (a watch) on the calling thread; the caller reads and closes it."""
-        self.limiter.acquire()
+        self._throttle()
         self.count_request()
-        return self._pool.request("GET", self.url(path, query), headers=self.headers(), preload_content=False,
-                                  timeout=urllib3.Timeout(connect=10, read=None))
+        response = self._pool.request("GET", self.url(path, query), headers=self.headers(), preload_content=False,
+                                      timeout=urllib3.Timeout(connect=10, read=None))
+        METRICS.count_request("WATCH", path, response.status)
+        return response

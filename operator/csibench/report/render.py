@@ -6,6 +6,7 @@ cluster. Durations read "10m 30s", rates "1.59 vol/s", latencies are per-object 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from csibench.engine.timing import human_duration
@@ -41,15 +42,49 @@ def step_row(step: dict[str, Any]) -> list[str]:
             step.get("state", "")]
 
 
-def render_table(run: dict[str, Any]) -> str:
+HEADERS = ["Operation", "Time · throughput", "p50 s", "p90 s", "p99 s", "max s", "Objects", "State"]
+
+
+def _rows(run: dict[str, Any]) -> list[list[str]]:
     status = run.get("status") or {}
-    headers = ["Operation", "Time · throughput", "p50 s", "p90 s", "p99 s", "max s", "Objects", "State"]
     rows = [step_row(s) for s in status.get("steps", [])]
     total = status.get("totalStepSeconds")
     rows.append(["Sum of step times", "-" if total is None else human_duration(total), "", "", "", "", "", ""])
+    return rows
+
+
+def align(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Plain-text columns, padded to the widest cell."""
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in [headers, *rows]]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in [headers, *rows]]
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+
+
+def render_markdown(run: dict[str, Any]) -> str:
+    header, trailer = _context(run)
+    lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "", *markdown_table(HEADERS, _rows(run))]
+    notes = [f"- {line}" for line in trailer if line]
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
+
+
+def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
+    """Everything: the run as the API returns it and the stored full report (per-object data included)."""
+    return json.dumps({"run": run, "report": report}, indent=2, sort_keys=True) + "\n"
+
+
+def render_table(run: dict[str, Any]) -> str:
+    header, trailer = _context(run)
+    return "\n".join([*header, "", *align(HEADERS, _rows(run)), *trailer]) + "\n"
+
+
+def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The lines above the table (run, cluster, client) and below it (notes, failures, cleanup)."""
+    status = run.get("status") or {}
     meta = run.get("metadata") or {}
     client = status.get("client") or {}
     environment = status.get("environment") or {}
@@ -62,13 +97,15 @@ def render_table(run: dict[str, Any]) -> str:
         f"client qps {client.get('qps', '?')} burst {client.get('burst', '?')} "
         f"in flight {client.get('maxInFlight', '?')}, throttled {client.get('throttledSeconds', 0)}s, "
         f"{client.get('requests', 0)} requests",
-        "",
     ]
     notes = [f"note ({s['name']}): {s['note']}" for s in status.get("steps", []) if s.get("note")]
-    failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']} x {r['reason']}: {r.get('message', '')}"
+    failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
     trailer = ["", *notes, *failures] if notes or failures else []
     if status.get("cleanup"):
         trailer += ["", f"cleanup: {status['cleanup']}"]
-    return "\n".join(header + lines + trailer) + "\n"
+    if status.get("phase") not in ("Succeeded", "Failed"):
+        trailer += ["", f"run still in progress (phase {status.get('phase', 'Pending')}, "
+                        f"step {status.get('currentStep') or '-'}, progress {status.get('progress') or '-'})"]
+    return header, trailer

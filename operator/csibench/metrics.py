@@ -1,0 +1,116 @@
+"""Prometheus metrics of the operator (DESIGN §5): names ``csibench_*``, base units, bounded labels.
+
+Labels are run ("namespace/name"), step, storage class, result, and for API traffic verb/resource/code: never
+an object name, so cardinality is bounded by the number of runs. A run's series stay after it finishes (Grafana
+shows finished runs) and are removed when the run is deleted. This module is a leaf: it imports nothing of
+csibench but the step names, and the engine and the kube adapter report into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections import defaultdict
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+# 10 ms to 1 h: a fast array's attach and a slow array's 1000-volume clone fall in the same histogram.
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+                   1200.0, 1800.0, 3600.0)
+_RESOURCE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/([^/?]+)")
+
+
+def resource_of(path: str) -> str:
+    """'/api/v1/namespaces/ns/persistentvolumeclaims/x' -> 'persistentvolumeclaims' (a bounded label)."""
+    match = _RESOURCE.match(path)
+    if not match:
+        return "other"
+    resource = match.group(1)
+    # "/api/v1/namespaces/x" itself (no sub-resource) is the namespaces resource.
+    return resource if not path.rstrip("/").endswith(f"/namespaces/{resource}") else "namespaces"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.object_latency = Histogram(
+            "csibench_object_latency_seconds",
+            "Per-object latency of a step: submit to terminal watch event, on the operator's clock.",
+            ["run", "step", "storage_class", "result"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.step_duration = Gauge("csibench_step_duration_seconds", "Clock time of a step (start to last terminal "
+                                   "event).", ["run", "step", "storage_class"], registry=registry)
+        self.step_throughput = Gauge("csibench_step_throughput_objects_per_second",
+                                     "Succeeded objects per second of step time.", ["run", "step", "storage_class"],
+                                     registry=registry)
+        self.step_objects = Gauge("csibench_step_objects", "Objects of a step by result.",
+                                  ["run", "step", "storage_class", "result"], registry=registry)
+        self.runs = Gauge("csibench_runs", "BenchmarkRuns known to the operator, by phase.", ["phase"],
+                          registry=registry)
+        self.api_requests = Counter("csibench_api_requests_total", "API requests sent by runs.",
+                                    ["verb", "resource", "code"], registry=registry)
+        self.throttled = Counter("csibench_client_throttled_seconds_total",
+                                 "Time requests waited for the client-side rate limit.", ["run"], registry=registry)
+        self._lock = threading.Lock()
+        self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
+        self._phases: dict[str, str] = {}
+
+    def _remember(self, run: str, metric: str, labels: tuple[str, ...]) -> None:
+        with self._lock:
+            self._series[run].add((metric, labels))
+
+    def observe_object(self, run: str, step: str, storage_class: str, ok: bool, seconds: float) -> None:
+        labels = (run, step, storage_class, "succeeded" if ok else "failed")
+        self.object_latency.labels(*labels).observe(max(seconds, 0.0))
+        self._remember(run, "object_latency", labels)
+
+    def record_step(self, run: str, step: str, storage_class: str, duration: float | None,
+                    throughput: float | None, succeeded: int, failed: int, skipped: int) -> None:
+        labels = (run, step, storage_class)
+        if duration is not None:
+            self.step_duration.labels(*labels).set(duration)
+            self._remember(run, "step_duration", labels)
+        if throughput is not None:
+            self.step_throughput.labels(*labels).set(throughput)
+            self._remember(run, "step_throughput", labels)
+        for result, count in (("succeeded", succeeded), ("failed", failed), ("skipped", skipped)):
+            self.step_objects.labels(*labels, result).set(count)
+            self._remember(run, "step_objects", (*labels, result))
+
+    def set_phase(self, run: str, phase: str) -> None:
+        with self._lock:
+            previous = self._phases.get(run)
+            self._phases[run] = phase
+        if previous != phase:
+            if previous is not None:
+                self.runs.labels(previous).dec()
+            self.runs.labels(phase).inc()
+
+    def count_request(self, verb: str, path: str, code: int) -> None:
+        self.api_requests.labels(verb, resource_of(path), str(code)).inc()
+
+    def add_throttle(self, run: str, seconds: float) -> None:
+        if seconds > 0:
+            self.throttled.labels(run).inc(seconds)
+            self._remember(run, "throttled", (run,))
+
+    def forget_run(self, run: str) -> None:
+        """The run was deleted: its series disappear."""
+        with self._lock:
+            series = self._series.pop(run, set())
+            phase = self._phases.pop(run, None)
+        metrics = {"object_latency": self.object_latency, "step_duration": self.step_duration,
+                   "step_throughput": self.step_throughput, "step_objects": self.step_objects,
+                   "throttled": self.throttled}
+        for name, labels in series:
+            with contextlib.suppress(KeyError):
+                metrics[name].remove(*labels)
+        if phase is not None:
+            self.runs.labels(phase).dec()
+
+
+METRICS = Metrics()
+
+
+def serve(port: int) -> None:
+    """Serve /metrics on all interfaces in a background thread."""
+    start_http_server(port)

@@ -1,0 +1,129 @@
+"""Results on the local cluster: Prometheus metrics during and after a run, and `csibench compare` on real runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from localcluster.launcher import REPO_ROOT, LocalCluster
+from tests.integration.conftest import OperatorProcess
+from tests.support import manifests
+from tests.support.kube import Kube, wait_until
+from tests.support.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def storage_class(kube: Kube) -> Iterator[Any]:
+    created: list[str] = []
+
+    def make(**parameters: str) -> str:
+        name = f"res-{uuid.uuid4().hex[:8]}"
+        kube.storage.create_storage_class(manifests.storage_class(name, **parameters))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        kube.storage.delete_storage_class(name)
+
+
+def samples(text: str, metric: str, **labels: str) -> list[tuple[dict[str, str], float]]:
+    found = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
+                found.append((sample.labels, sample.value))
+    return found
+
+
+def total(text: str, metric: str, **labels: str) -> float:
+    return sum(value for _, value in samples(text, metric, **labels))
+
+
+def test_metrics_follow_a_run_and_vanish_with_it(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                 storage_class: Any) -> None:
+    slow = storage_class(latency="100ms", concurrency="2")
+    run_label = f"{namespace}/metered"
+    create_run(kube, namespace, benchmark_run("metered", storageClassName=slow, volumes=20, pvcsPerPod=5,
+                                              steps=["createVolume", "publish", "unpublish", "deleteVolume"]))
+
+    def during() -> str | None:
+        text = operator.scrape()
+        partial = total(text, "csibench_object_latency_seconds_count", run=run_label, step="createVolume")
+        running = total(text, "csibench_runs", phase="Running")
+        return text if 0 < partial < 20 and running >= 1 else None
+
+    wait_until(during, 60, "metrics while createVolume is under way", interval=0.1)
+    run = wait_for_phase(kube, namespace, "metered", {"Succeeded", "Failed"}, 120)
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+
+    text = operator.scrape()
+    for status in run["status"]["steps"]:
+        labels = {"run": run_label, "step": status["name"], "storage_class": slow}
+        assert total(text, "csibench_object_latency_seconds_count", **labels) == status["objects"], status["name"]
+        assert total(text, "csibench_step_objects", result="succeeded", **labels) == status["succeeded"]
+        duration = samples(text, "csibench_step_duration_seconds", **labels)
+        assert duration and duration[0][1] == pytest.approx(status["durationSeconds"], abs=0.01)
+    buckets = samples(text, "csibench_object_latency_seconds_bucket", run=run_label, step="createVolume")
+    assert {labels["le"] for labels, _ in buckets} >= {"0.01", "3600.0", "+Inf"}
+    assert total(text, "csibench_runs", phase="Succeeded") >= 1
+    assert total(text, "csibench_api_requests_total", verb="POST", resource="persistentvolumeclaims",
+                 code="201") >= 20
+
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "metered")
+    wait_until(lambda: get_run(kube, namespace, "metered") is None, 60, "run deleted")
+    after = operator.scrape()
+    assert not [s for s in after.splitlines() if f'run="{run_label}"' in s]
+
+
+def test_compare_shows_the_concurrent_class_faster(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                   cluster: LocalCluster, storage_class: Any) -> None:
+    serial = storage_class(latency="100ms", concurrency="1")
+    concurrent = storage_class(latency="100ms", concurrency="16")
+    shape = {"volumes": 16, "pvcsPerPod": 4, "volumeSnapshotClassName": "csibench-sim-snapclass"}
+    for name, storage in (("serial", serial), ("concurrent", concurrent)):
+        run = run_to_end(kube, namespace, benchmark_run(name, storageClassName=storage, **shape), timeout=300)
+        assert run["status"]["phase"] == "Succeeded", run["status"]
+        assert step(run, "createVolume")["succeeded"] == 16
+    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
+    completed = subprocess.run([sys.executable, "-m", "csibench", "compare", "serial", "concurrent", "-n", namespace],
+                               capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=True)
+    ratios = {}
+    for line in completed.stdout.splitlines():
+        match = re.match(r"^(\S.*?\S)\s{2,}.*\s(\d+\.\d)×$", line)
+        if match:
+            ratios[match.group(1)] = float(match.group(2))
+    for operation in ("Create Volume", "Create Snapshot", "Clone from Snapshot", "Delete Clone", "Delete Snapshot",
+                      "Delete Volume"):
+        assert ratios.get(operation, 0) > 1.5, (operation, completed.stdout)
+    assert "overall" in completed.stdout.splitlines()[-1]
+
+
+def test_cli_messages_for_missing_runs_and_runs_in_progress(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                            cluster: LocalCluster, storage_class: Any) -> None:
+    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
+                              cwd=REPO_ROOT)
+
+    missing = cli("report", "nope", "-n", namespace)
+    assert missing.returncode == 2 and f"BenchmarkRun {namespace}/nope not found" in missing.stderr
+    slow = storage_class(latency="200ms", concurrency="1")
+    create_run(kube, namespace, benchmark_run("slow", storageClassName=slow, volumes=30,
+                                              steps=["createVolume", "deleteVolume"]))
+    wait_for_phase(kube, namespace, "slow", {"Running"}, 30)
+    pending = cli("compare", "slow", f"{namespace}/slow", "-n", namespace)
+    assert pending.returncode == 3 and "still Running" in pending.stderr
+    report = cli("report", f"{namespace}/slow", "-o", "markdown")
+    assert report.returncode == 0 and "run still in progress" in report.stdout

@@ -1,0 +1,54 @@
+"""The metrics module and the Grafana dashboard built on it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from csibench.metrics import LATENCY_BUCKETS, Metrics, resource_of
+from localcluster.launcher import REPO_ROOT
+
+
+def test_resources_are_bounded_labels() -> None:
+    assert resource_of("/api/v1/namespaces/ns/persistentvolumeclaims/x") == "persistentvolumeclaims"
+    assert resource_of("/apis/snapshot.storage.k8s.io/v1/namespaces/ns/volumesnapshots") == "volumesnapshots"
+    assert resource_of("/api/v1/persistentvolumes") == "persistentvolumes"
+    assert resource_of("/api/v1/namespaces/csibench-run-1") == "namespaces"
+    assert resource_of("/version") == "other"
+
+
+def test_buckets_span_10ms_to_1h() -> None:
+    assert LATENCY_BUCKETS[0] == 0.01 and LATENCY_BUCKETS[-1] == 3600
+
+
+def test_forgetting_a_run_removes_every_series_of_it() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    for run in ("ns/a", "ns/b"):
+        metrics.set_phase(run, "Running")
+        metrics.observe_object(run, "createVolume", "fast", True, 0.2)
+        metrics.record_step(run, "createVolume", "fast", 1.5, 10.0, 15, 0, 0)
+        metrics.add_throttle(run, 0.5)
+    metrics.set_phase("ns/a", "Succeeded")
+    metrics.forget_run("ns/a")
+    text = generate_latest(registry).decode()
+    assert 'run="ns/a"' not in text and 'run="ns/b"' in text
+    assert 'csibench_runs{phase="Running"} 1.0' in text and 'csibench_runs{phase="Succeeded"} 0.0' in text
+
+
+def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.observe_object("r", "s", "c", True, 1)
+    metrics.record_step("r", "s", "c", 1, 1, 1, 0, 0)
+    metrics.set_phase("r", "Running")
+    metrics.count_request("GET", "/api/v1/pods", 200)
+    metrics.add_throttle("r", 1)
+    served = {line.split("{")[0].split(" ")[0] for line in generate_latest(registry).decode().splitlines()
+              if line and not line.startswith("#")}
+    dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "csibench-dashboard.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\bcsibench_[a-z_]+", target["expr"])}
+    assert queried and queried <= served, queried - served
