@@ -92,6 +92,8 @@ class ProcessRecord:
     pid: int
     executable: str
     log: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -190,6 +192,23 @@ class LocalCluster:
         if state_file.exists():
             state_file.unlink()
 
+    def restart(self, component: str, downtime_seconds: float = 0.0) -> float:
+        """Stop one component (SIGTERM, by PID), wait ``downtime_seconds``, start it again with the same command
+        line; return how long it was down. For failure tests: e.g. an API server restart mid-run."""
+        record = next(p for p in self._processes if p.name == component)
+        stopped_at = time.monotonic()
+        os.kill(record.pid, signal.SIGTERM)
+        while _pid_runs(record) and time.monotonic() - stopped_at < 15:
+            time.sleep(0.05)
+        if _pid_runs(record):
+            os.kill(record.pid, signal.SIGKILL)
+        time.sleep(downtime_seconds)
+        self._processes.remove(record)
+        self._spawn(record.name, record.executable, record.args, record.env)
+        if component == "kube-apiserver":
+            self._wait_http(f"{self.config.server}/readyz", component, authenticated=True)
+        return time.monotonic() - stopped_at
+
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)
         return bool(state and state.processes and all(_pid_runs(p) for p in state.processes))
@@ -245,7 +264,7 @@ class LocalCluster:
             process = subprocess.Popen([executable, *args], stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.config.state_dir,
                                        env={**os.environ, **(env or {})})
-        self._processes.append(ProcessRecord(name, process.pid, executable, str(log_path)))
+        self._processes.append(ProcessRecord(name, process.pid, executable, str(log_path), args, env or {}))
         ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
 
     def _start_etcd(self) -> None:
@@ -341,6 +360,13 @@ class LocalCluster:
             time.sleep(0.3)
         raise ClusterError("controller-manager never created the default ServiceAccount\n" + self.component_logs())
 
+    def _admin_token(self) -> str:
+        tokens = getattr(self, "_tokens", None)
+        if tokens:
+            return str(tokens["admin"])
+        config = json.loads(self.config.kubeconfig.read_text())
+        return str(config["users"][0]["user"]["token"])
+
     def _check_alive(self) -> None:
         for record in self._processes:
             if not _pid_runs(record):
@@ -354,7 +380,7 @@ class LocalCluster:
             context = ssl._create_unverified_context()
         request = urllib.request.Request(url)
         if authenticated:
-            request.add_header("Authorization", f"Bearer {self._tokens['admin']}")
+            request.add_header("Authorization", f"Bearer {self._admin_token()}")
         deadline = time.monotonic() + self.config.ready_timeout_seconds
         last_error = ""
         while time.monotonic() < deadline:

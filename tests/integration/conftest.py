@@ -25,19 +25,23 @@ def _free_port() -> int:
 
 
 class OperatorProcess:
-    def __init__(self, cluster: LocalCluster, log_path: Path) -> None:
+    def __init__(self, cluster: LocalCluster, log_path: Path, kubeconfig: Path | None = None,
+                 command: list[str] | None = None, extra_args: list[str] | None = None) -> None:
         self.cluster = cluster
         self.log_path = log_path
+        self.kubeconfig = kubeconfig or cluster.config.kubeconfig
+        self.command = command or [sys.executable, "-m", "csibench"]
+        self.extra_args = extra_args or []
         self.health_port = _free_port()
         self.metrics_port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.cluster.config.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "csibench", "operator", f"--health-port={self.health_port}",
-                 f"--metrics-port={self.metrics_port}"],
+                [*self.command, "operator", f"--health-port={self.health_port}",
+                 f"--metrics-port={self.metrics_port}", *self.extra_args],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

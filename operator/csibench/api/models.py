@@ -111,6 +111,9 @@ class Timeouts(_Model):
     deleteClone: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteClone, in seconds.")
     deleteSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteSnapshot, in seconds.")
     deleteVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteVolume, in seconds.")
+    cleanup: int = Field(600, ge=1, le=86400,
+                         description="How long cleanup waits for the run's objects and volumes to be gone, in "
+                                     "seconds; what is left then is listed in status.cleanup.")
 
     def for_step(self, step: StepName) -> int:
         value: int | None = getattr(self, step.value)

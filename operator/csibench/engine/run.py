@@ -29,7 +29,15 @@ from csibench.engine import manifests
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.clock import StepTracker
 from csibench.engine.observed import Key, Observed
-from csibench.engine.plan import SNAPSHOT_STEPS, Names, PlanError, pod_count, resolve_steps, volumes_of_pod
+from csibench.engine.plan import (
+    SNAPSHOT_STEPS,
+    Names,
+    PlanError,
+    pod_count,
+    resolve_steps,
+    validate_labels,
+    volumes_of_pod,
+)
 from csibench.engine.report_store import build_report_configmaps, save_report
 from csibench.engine.steps import (
     StepDefinition,
@@ -51,7 +59,6 @@ from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 2.0
-CLEANUP_DEADLINE_SECONDS = 600.0
 WFFC = "WaitForFirstConsumer"
 
 
@@ -147,7 +154,8 @@ class RunEngine:
 
     async def recover_after_restart(self, previous: dict[str, Any]) -> BenchmarkRunStatus:
         """The operator died mid-run. A half-measured step is never reported as a measurement: mark it
-        Interrupted, remove what the run created (per policy) and fail with the reason."""
+        Interrupted, remove what the run created (per policy) and fail with the reason. If every step had
+        already finished, only cleanup was cut short: resume it and keep the run's own verdict."""
         try:
             self.status = BenchmarkRunStatus.model_validate(previous)
         except ValueError:
@@ -157,17 +165,32 @@ class RunEngine:
             if step.state == StepState.RUNNING:
                 step.state = StepState.INTERRUPTED
                 step.latency, step.throughput, step.completionTime = None, None, None
-        where = f"during step {interrupted[0]}" if interrupted else "during cleanup"
+        finished = bool(self.status.steps) and all(
+            s.state in (StepState.SUCCEEDED, StepState.FAILED) for s in self.status.steps)
         target = self.status.targetNamespace
         if target and self.spec.cleanup != CleanupPolicy.NEVER:
             self.status.phase = Phase.CLEANING_UP
             await self.write_status()
             names = Names.for_run(self.ref.name, self.ref.uid)
             result = await cleanup(self.client, None, target, names.prefix, selector(self.ref.uid),
-                                   self.spec.targetNamespace is None, CLEANUP_DEADLINE_SECONDS)
-            self.status.cleanup = result.describe()
+                                   self.spec.targetNamespace is None, float(self.spec.timeouts.cleanup))
+            self.status.cleanup = result.describe() + " (resumed after an operator restart)"
         self.status.currentStep = None
         self.status.progress = None
+        if finished:
+            failed = [s for s in self.status.steps if s.state == StepState.FAILED]
+            if not failed:
+                self.status.phase = Phase.SUCCEEDED
+                self.status.completionTime = now()
+                self.status.message = (f"{len(self.status.steps)} steps succeeded; sum of step times "
+                                       f"{self.status.duration}; cleanup resumed after an operator restart")
+                self._condition("True", "Succeeded", self.status.message)
+                await self.write_status()
+                return self.status
+            detail = "; ".join(f"{s.name.value}: {s.failed} of {s.objects - s.skipped} failed" for s in failed)
+            return await self.fail("ObjectsFailed", f"objects failed in {detail}; cleanup resumed after an "
+                                   "operator restart")
+        where = f"during step {interrupted[0]}" if interrupted else "between steps"
         return await self.fail("OperatorRestarted", f"the operator restarted {where}; an interrupted step is not "
                                "a measurement, so the run was stopped and cleaned up instead of resumed")
 
@@ -201,13 +224,18 @@ class RunEngine:
                                       on_change=self._on_change)
             await self.watches.start()
             for step in context.steps:
+                await self._check_still_there(context)
                 await self._run_step(context, step)
+        except PlanError as error:
+            self.status.message = str(error)
+            abort_reason: str | None = error.reason
         except (ApiError, TimeoutError, OSError) as error:
             self.status.message = f"run aborted: {error}"
             log.exception("run %s/%s aborted", self.ref.namespace, self.ref.name)
-            aborted = True
+            abort_reason = "RunAborted"
         else:
-            aborted = False
+            abort_reason = None
+        aborted = abort_reason is not None
         await self._save_report(context)
         failed_steps = [t for t in context.trackers.values() if t.counts()[1] or t.interrupted]
         succeeded = not aborted and not failed_steps
@@ -230,7 +258,7 @@ class RunEngine:
                 + (f" ({t.failure_reasons()[0].reason})" if t.failure_reasons() else "")
                 for t in failed_steps)
             message = self.status.message if aborted else f"objects failed in {detail}"
-            await self.fail("RunAborted" if aborted else "ObjectsFailed", message or "run failed")
+            await self.fail(abort_reason or "ObjectsFailed", message or "run failed")
 
     def _summarize_total(self, context: RunContext) -> None:
         durations = [s.durationSeconds for s in self.status.steps if s.durationSeconds is not None]
@@ -243,6 +271,7 @@ class RunEngine:
         spec = self.spec
         names = Names.for_run(self.ref.name, self.ref.uid)
         steps = resolve_steps(spec)
+        validate_labels(spec.labels)
         storage_class = await self.client.get(r.STORAGE_CLASSES.path(name=spec.storageClassName))
         if storage_class is None:
             raise PlanError("StorageClassNotFound", f"StorageClass {spec.storageClassName!r} does not exist")
@@ -288,6 +317,16 @@ class RunEngine:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {context.target_namespace} never got its default ServiceAccount")
             await asyncio.sleep(0.2)
+
+    async def _check_still_there(self, context: RunContext) -> None:
+        """Between steps: a deleted target namespace or StorageClass ends the run cleanly, with the reason."""
+        namespace = await self.client.get(r.NAMESPACES.path(name=context.target_namespace))
+        if namespace is None or namespace["metadata"].get("deletionTimestamp"):
+            raise PlanError("TargetNamespaceDeleted",
+                            f"target namespace {context.target_namespace!r} was deleted during the run")
+        if await self.client.get(r.STORAGE_CLASSES.path(name=self.spec.storageClassName)) is None:
+            raise PlanError("StorageClassDeleted",
+                            f"StorageClass {self.spec.storageClassName!r} was deleted during the run")
 
     def _init_trackers(self, context: RunContext) -> None:
         names, spec = context.names, self.spec
@@ -534,5 +573,5 @@ class RunEngine:
         await self.write_status()
         result: CleanupResult = await cleanup(
             self.client, self.observed, context.target_namespace, context.names.prefix, selector(self.ref.uid),
-            context.own_namespace, CLEANUP_DEADLINE_SECONDS)
+            context.own_namespace, float(self.spec.timeouts.cleanup))
         self.status.cleanup = result.describe()

@@ -53,6 +53,22 @@ def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuratio
     return configuration
 
 
+RETRY_SECONDS = 90.0
+
+
+def _parse(response: urllib3.BaseHTTPResponse) -> Json:
+    data = response.data
+    if response.status >= 400:
+        try:
+            parsed = json.loads(data)
+            message, reason = parsed.get("message", ""), parsed.get("reason", "")
+        except ValueError:
+            message, reason = data.decode(errors="replace")[:500], ""
+        raise ApiError(response.status, reason, message)
+    parsed_ok: Json = json.loads(data) if data else {}
+    return parsed_ok
+
+
 class TokenBucket:
     """client-go's flowcontrol: ``qps`` tokens per second, at most ``burst`` saved up. Thread-safe."""
 
@@ -126,25 +142,39 @@ class KubeClient:
     def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                      content_type: str = "application/json", on_send: Callable[[float], None] | None = None,
                      timeout: float = 60.0) -> Json:
-        """One request on the calling thread; ``on_send`` gets the monotonic time it leaves (after throttling)."""
-        self._throttle()
-        self.count_request()
-        if on_send is not None:
-            on_send(time.monotonic())
+        """One request on the calling thread; ``on_send`` gets the monotonic time it first leaves (after throttling).
+
+        Connection failures and 429/503 answers (an API server restarting or shedding load) are retried with
+        backoff for up to ``RETRY_SECONDS``; a create retried after a lost answer then meets 409, which callers
+        treat as success. The send time stays the first attempt's, so retries count in the object's latency.
+        """
         payload = json.dumps(body).encode() if body is not None else None
-        response = self._pool.request(method, self.url(path, query), body=payload,
-                                      headers=self.headers(content_type if body is not None else None),
-                                      timeout=urllib3.Timeout(connect=10, read=timeout), preload_content=True)
-        data = response.data
-        METRICS.count_request(method, path, response.status)
-        if response.status >= 400:
+        deadline = time.monotonic() + RETRY_SECONDS
+        delay = 0.2
+        while True:
+            self._throttle()
+            self.count_request()
+            if on_send is not None:
+                on_send(time.monotonic())
+                on_send = None
             try:
-                parsed = json.loads(data)
-                message, reason = parsed.get("message", ""), parsed.get("reason", "")
-            except ValueError:
-                message, reason = data.decode(errors="replace")[:500], ""
-            raise ApiError(response.status, reason, message)
-        return json.loads(data) if data else {}
+                response = self._pool.request(method, self.url(path, query), body=payload,
+                                              headers=self.headers(content_type if body is not None else None),
+                                              timeout=urllib3.Timeout(connect=10, read=timeout),
+                                              preload_content=True, retries=False)
+            except urllib3.exceptions.HTTPError as error:
+                METRICS.count_request(method, path, 0)
+                if time.monotonic() + delay > deadline:
+                    raise ApiError(0, "ConnectionFailed", str(error)) from error
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            METRICS.count_request(method, path, response.status)
+            if response.status in (429, 503) and time.monotonic() + delay < deadline:
+                time.sleep(max(delay, float(response.headers.get("Retry-After", "0") or 0)))
+                delay = min(delay * 2, 5.0)
+                continue
+            return _parse(response)
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

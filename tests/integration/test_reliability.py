@@ -1,0 +1,290 @@
+"""Reliability on the local cluster: restarts, stuck and flaky storage, bad input, isolation, and no leaks.
+
+Figures from these tests are recorded in docs/reliability.md; the kill trials also append a JSON line per
+trial to $CSIBENCH_RELIABILITY_LOG when it is set, so the table there can be regenerated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.launcher import LocalCluster
+from tests.integration.conftest import OperatorProcess
+from tests.support import manifests
+from tests.support.kube import Kube, wait_until
+from tests.support.runs import (
+    TERMINAL,
+    benchmark_run,
+    create_run,
+    get_run,
+    leftovers,
+    run_to_end,
+    step,
+    wait_for_phase,
+)
+
+pytestmark = pytest.mark.integration
+ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
+             "deleteSnapshot", "deleteVolume"]
+
+
+@pytest.fixture
+def storage_class(kube: Kube) -> Iterator[Any]:
+    created: list[str] = []
+
+    def make(binding: str = "Immediate", **parameters: str) -> str:
+        name = f"rel-{uuid.uuid4().hex[:8]}"
+        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        try:
+            kube.storage.delete_storage_class(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def _record(entry: dict[str, Any]) -> None:
+    path = os.environ.get("CSIBENCH_RELIABILITY_LOG")
+    if path:
+        with Path(path).open("a") as log:
+            log.write(json.dumps(entry) + "\n")
+
+
+TRIALS = int(os.environ.get("CSIBENCH_KILL_TRIALS", "10"))
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_operator_killed_at_a_random_point_ends_honestly_and_leaks_nothing(
+        kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
+        seed: int) -> None:
+    rng = random.Random(seed)
+    array = storage_class(latency="50ms", concurrency="4")
+    name = f"kill-{seed}"
+    create_run(kube, namespace, benchmark_run(name, storageClassName=array, volumes=60, pvcsPerPod=4,
+                                              volumeSnapshotClassName="csibench-sim-snapclass"))
+    delay = rng.uniform(0.5, 9.0)
+    time.sleep(delay)
+    before = (get_run(kube, namespace, name) or {}).get("status") or {}
+    operator.stop(signal.SIGKILL)
+    operator.start()
+    run = wait_for_phase(kube, namespace, name, TERMINAL, 240)
+    status = run["status"]
+    assert status["phase"] in TERMINAL and status["conditions"][0]["message"], status
+    if status["phase"] == "Failed":
+        assert status["conditions"][0]["reason"] in ("OperatorRestarted", "ObjectsFailed"), status
+    for entry in status["steps"]:
+        if entry["state"] == "Interrupted":
+            assert "latency" not in entry and "throughput" not in entry, entry  # never a clean measurement
+        if entry["state"] == "Succeeded":
+            assert entry["succeeded"] == entry["objects"] and entry["latency"]["p50"] > 0
+    assert status["phase"] != "Succeeded" or all(s["state"] == "Succeeded" for s in status["steps"])
+    if "targetNamespace" in status:
+        wait_until(lambda: leftovers(kube, run) == {}, 120, "nothing of the run left")
+        # Deterministic names and 409-tolerant creates: never more volumes than the spec asked for.
+        provisioned = {json.loads(line)["object"] for line in cluster.config.ground_truth.read_text().splitlines()
+                       if f'"{status["targetNamespace"]}/' in line and '"createVolume"' in line}
+        assert len(provisioned) <= 60
+    _record({"seed": seed, "killAfterSeconds": round(delay, 2), "phaseAtKill": before.get("phase"),
+             "stepAtKill": before.get("currentStep"), "outcome": status["phase"],
+             "reason": status["conditions"][0]["reason"], "leftovers": 0})
+
+
+def test_api_server_restart_mid_run_is_survived(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                cluster: LocalCluster, storage_class: Any) -> None:
+    array = storage_class(latency="100ms", concurrency="1")
+    create_run(kube, namespace, benchmark_run("survivor", storageClassName=array, volumes=40,
+                                              steps=["createVolume", "deleteVolume"]))
+
+    def midway() -> bool:
+        status = (get_run(kube, namespace, "survivor") or {}).get("status") or {}
+        done = int((status.get("progress") or "0/1").split("/")[0])
+        return status.get("currentStep") == "createVolume" and done >= 5
+
+    wait_until(midway, 60, "createVolume under way", interval=0.2)
+    downtime = cluster.restart("kube-apiserver", downtime_seconds=2.0)
+    run = wait_for_phase(kube, namespace, "survivor", TERMINAL, 180)
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+    assert step(run, "createVolume")["succeeded"] == 40 and step(run, "deleteVolume")["succeeded"] == 40
+    assert leftovers(kube, run) == {}
+    _record({"test": "apiserver-restart", "downtimeSeconds": round(downtime, 1), "outcome": "Succeeded"})
+
+
+def test_storage_that_hangs_times_out_and_reports_what_it_could_not_remove(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
+    stuck = storage_class(hangOperations="deleteVolume")
+    run = run_to_end(kube, namespace, benchmark_run("stuck", storageClassName=stuck, volumes=4,
+                                                    steps=["createVolume", "deleteVolume"],
+                                                    timeouts={"deleteVolume": 3, "cleanup": 5}))
+    status = run["status"]
+    assert status["phase"] == "Failed"
+    delete = step(run, "deleteVolume")
+    assert (delete["succeeded"], delete["failed"]) == (0, 4)
+    assert delete["failureReasons"] == [{"reason": "Timeout", "count": 4, "message": delete["failureReasons"][0][
+        "message"]}]
+    assert "cleanup incomplete" in status["cleanup"] and "4 persistentvolumes" in status["cleanup"]
+    assert "deleteVolume: 4 of 4 failed (Timeout)" in status["conditions"][0]["message"]
+
+
+def test_ten_percent_injected_failures_are_counted_with_reasons(kube: Kube, namespace: str,
+                                                                operator: OperatorProcess, storage_class: Any) -> None:
+    flaky = storage_class(failureRate="0.1", failureOperations="createVolume", seed="11")
+    run = run_to_end(kube, namespace, benchmark_run("flaky", storageClassName=flaky, volumes=100,
+                                                    steps=["createVolume", "deleteVolume"]), timeout=240)
+    create = step(run, "createVolume")
+    assert create["state"] == "Failed" and create["succeeded"] + create["failed"] == 100
+    assert 3 <= create["failed"] <= 20, create  # binomial(100, 0.1): ~10, the simulator's retries do not hide it
+    reason = create["failureReasons"][0]
+    assert reason["reason"] == "ProvisioningFailed" and "injected failure" in reason["message"]
+    assert step(run, "deleteVolume")["succeeded"] == 100  # every claim is still deleted
+    assert leftovers(kube, run) == {}
+    _record({"test": "failure-rate-10%", "objects": 100, "failed": create["failed"]})
+
+
+def test_runs_sharing_a_cluster_and_a_namespace_never_touch_each_other(kube: Kube, namespace: str,
+                                                                        operator: OperatorProcess,
+                                                                        storage_class: Any) -> None:
+    array = storage_class(latency="20ms", concurrency="4")
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))
+    wait_until(lambda: kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).status.phase
+               == "Bound", 30, "the user's claim Bound")
+    other = f"{namespace}-b"[:63]
+    kube.core.create_namespace({"metadata": {"name": other}})
+    try:
+        steps = ["createVolume", "publish", "unpublish", "deleteVolume"]
+        bodies = [
+            (namespace, benchmark_run("iso", storageClassName=array, volumes=12, pvcsPerPod=3,
+                                      targetNamespace=namespace, steps=steps)),
+            (other, benchmark_run("iso", storageClassName=array, volumes=8, pvcsPerPod=2,
+                                  targetNamespace=namespace, steps=steps)),
+            (other, benchmark_run("own", storageClassName=array, volumes=10, steps=steps)),
+        ]
+        for run_namespace, body in bodies:
+            create_run(kube, run_namespace, body)
+        runs = [wait_for_phase(kube, ns, body["metadata"]["name"], TERMINAL, 180) for ns, body in bodies]
+        for run, expected in zip(runs, (12, 8, 10), strict=True):
+            assert run["status"]["phase"] == "Succeeded", run["status"]
+            assert step(run, "createVolume")["objects"] == expected == step(run, "createVolume")["succeeded"]
+            assert step(run, "deleteVolume")["succeeded"] == expected
+            assert leftovers(kube, run) == {}
+        user = kube.core.read_namespaced_persistent_volume_claim("users-data", namespace)
+        assert user.status.phase == "Bound" and user.metadata.deletion_timestamp is None
+        assert not [k for k in (user.metadata.labels or {}) if k.startswith("csibench.io")]
+    finally:
+        kube.core.delete_namespace(other)
+
+
+BAD_AT_ADMISSION: list[tuple[dict[str, Any], str]] = [
+    ({"volumes": 0}, "greater than or equal to 1"),
+    ({"volumes": -5}, "greater than or equal to 1"),
+    ({"volumes": 10_000_000}, "less than or equal to 100000"),
+    ({"volumes": "ten"}, "must be of type integer"),
+    ({"volumes": 2.5}, "must be of type integer"),
+    ({"pvcsPerPod": 0}, "greater than or equal to 1"),
+    ({"pvcsPerPod": 500}, "less than or equal to 128"),
+    ({"size": "abc"}, "should match"),
+    ({"size": "-1Gi"}, "should match"),
+    ({"size": "1 Gi"}, "should match"),
+    ({"steps": ["createVolume", "teleport"]}, "Unsupported value"),
+    ({"steps": []}, "should have at least 1 items"),
+    ({"steps": "createVolume"}, "must be of type array"),
+    ({"cleanup": "Sometimes"}, "Unsupported value"),
+    ({"accessModes": ["ReadWriteSometimes"]}, "Unsupported value"),
+    ({"accessModes": []}, "should have at least 1 items"),
+    ({"volumeMode": "Tape"}, "Unsupported value"),
+    ({"client": {"qps": 0}}, "greater than or equal to 1"),
+    ({"client": {"maxInFlight": 1000}}, "less than or equal to 256"),
+    ({"timeouts": {"default": 0}}, "greater than or equal to 1"),
+    ({"timeouts": {"createVolume": -1}}, "greater than or equal to 1"),
+    ({"storageClassName": ""}, "at least 1 chars"),
+    ({"targetNamespace": "x" * 64}, "may not be longer than 63"),
+    ({"labels": {"team": 7}}, "must be of type string"),
+    ({"unknownField": True}, 'unknown field "spec.unknownField"'),
+]
+FAILED_BY_OPERATOR: list[tuple[dict[str, Any], str]] = [
+    ({"storageClassName": "no-such-class"}, "StorageClassNotFound"),
+    ({"steps": ["createVolume", "createSnapshot"]}, "MissingVolumeSnapshotClass"),
+    ({"steps": ["publish", "createVolume"]}, "InvalidSteps"),
+    ({"steps": ["createVolume", "cloneFromSnapshot"], "volumeSnapshotClassName": "csibench-sim-snapclass"},
+     "InvalidSteps"),
+    ({"steps": ["createVolume", "createSnapshot"], "volumeSnapshotClassName": "no-such-snapclass"},
+     "VolumeSnapshotClassNotFound"),
+    ({"targetNamespace": "no-such-namespace"}, "TargetNamespaceNotFound"),
+    ({"labels": {"bad label!": "x"}}, "InvalidLabels"),
+    ({"labels": {"team": "not a valid value"}}, "InvalidLabels"),
+]
+
+
+def test_bad_input_corpus_is_rejected_or_fails_clearly_and_creates_nothing(kube: Kube, namespace: str,
+                                                                            operator: OperatorProcess) -> None:
+    assert len(BAD_AT_ADMISSION) + len(FAILED_BY_OPERATOR) >= 25
+    for index, (spec, message) in enumerate(BAD_AT_ADMISSION):
+        body = benchmark_run(f"bad-{index}", **{"storageClassName": "csibench-sim", **spec})
+        with pytest.raises(ApiException) as rejected:  # Strict, as kubectl: unknown fields are errors
+            kube.custom.create_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", body,
+                                                        field_validation="Strict")
+        text = json.loads(rejected.value.body)["message"]
+        assert message in text, (spec, text)
+    names = []
+    for index, (spec, reason) in enumerate(FAILED_BY_OPERATOR):
+        name = f"fails-{index}"
+        names.append((name, reason))
+        create_run(kube, namespace, benchmark_run(name, **{"storageClassName": "csibench-sim", "volumes": 2,
+                                                           **spec}))
+    for name, reason in names:
+        run = wait_for_phase(kube, namespace, name, TERMINAL, 60)
+        condition = run["status"]["conditions"][0]
+        assert (run["status"]["phase"], condition["reason"]) == ("Failed", reason), run["status"]
+        assert len(condition["message"]) > 20
+        label = f"csibench.io/run-uid={run['metadata']['uid']}"
+        assert kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items == []
+        assert kube.core.list_namespace(label_selector=label).items == []
+    assert operator.process is not None and operator.process.poll() is None, operator.log()
+
+
+def test_deleting_the_target_namespace_mid_run_fails_cleanly(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                              storage_class: Any) -> None:
+    array = storage_class(latency="100ms", concurrency="1")
+    create_run(kube, namespace, benchmark_run("orphaned", storageClassName=array, volumes=20,
+                                              steps=["createVolume", "publish", "unpublish", "deleteVolume"]))
+    run = wait_until(lambda: (r := get_run(kube, namespace, "orphaned")) and (r.get("status") or {}).get(
+        "currentStep") == "createVolume" and r, 60, "createVolume under way", interval=0.2)
+    kube.core.delete_namespace(run["status"]["targetNamespace"])
+    run = wait_for_phase(kube, namespace, "orphaned", TERMINAL, 120)
+    status = run["status"]
+    assert status["phase"] == "Failed", status
+    assert status["conditions"][0]["reason"] in ("TargetNamespaceDeleted", "ObjectsFailed"), status
+    assert leftovers(kube, run) == {}
+    assert operator.process is not None and operator.process.poll() is None
+
+
+def test_deleting_the_storage_class_mid_run_fails_cleanly(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                          storage_class: Any) -> None:
+    array = storage_class(latency="100ms", concurrency="1")
+    create_run(kube, namespace, benchmark_run("classless", storageClassName=array, volumes=15,
+                                              steps=["createVolume", "publish", "unpublish", "deleteVolume"]))
+    wait_until(lambda: ((get_run(kube, namespace, "classless") or {}).get("status") or {}).get("currentStep")
+               == "createVolume", 60, "createVolume under way", interval=0.2)
+    deleter = threading.Timer(0.5, lambda: kube.storage.delete_storage_class(array))
+    deleter.start()
+    run = wait_for_phase(kube, namespace, "classless", TERMINAL, 120)
+    deleter.join()
+    assert run["status"]["phase"] == "Failed", run["status"]
+    assert run["status"]["conditions"][0]["reason"] == "StorageClassDeleted", run["status"]
+    assert leftovers(kube, run) == {}
+    assert operator.process is not None and operator.process.poll() is None

@@ -1,0 +1,166 @@
+"""Shipping: deploy/ applies cleanly, its RBAC is enough and no more, and the wheel runs from a fresh venv."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localcluster import pki
+from localcluster.launcher import REPO_ROOT, LocalCluster
+from tests.integration.conftest import OperatorProcess
+from tests.support import manifests
+from tests.support.kube import Kube, wait_until
+from tests.support.runs import benchmark_run, leftovers, run_to_end
+
+pytestmark = pytest.mark.integration
+OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster: LocalCluster, crd: None) -> None:
+    output = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO_ROOT / "deploy"))
+    assert "serverside-applied" in output
+
+
+def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
+    rendered = list(yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO_ROOT / "deploy"))))
+    kinds = sorted(obj["kind"] for obj in rendered)
+    assert kinds == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+                            "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                            "Deployment", "Service"])
+    for obj in rendered:
+        namespace = obj["metadata"].get("namespace")
+        args = ["get", obj["kind"].lower(), obj["metadata"]["name"], "-o", "name"]
+        assert cluster.kubectl(*args, *(["-n", namespace] if namespace else [])).strip()
+    deployment = next(o for o in rendered if o["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {p["name"] for p in container["ports"]} == {"metrics", "health"}
+    rules = next(o for o in rendered if o["kind"] == "ClusterRole")["rules"]
+    assert not [r for r in rules if "*" in r["verbs"] or "*" in r["resources"] or "secrets" in r["resources"]]
+
+
+def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "default") -> bool:
+    # "pods/exec" would read as TYPE/NAME (a pod named exec): subresources go in --subresource.
+    kind, _, subresource = resource.partition("/")
+    extra = [f"--subresource={subresource}"] if subresource else []
+    answer = cluster.kubectl("auth", "can-i", verb, kind, *extra, f"--as={OPERATOR_SA}", "-n", namespace,
+                             check=False)
+    return answer.strip() == "yes"
+
+
+@pytest.mark.parametrize(("verb", "resource"), [
+    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("delete", "persistentvolumes"),
+    ("delete", "nodes"), ("delete", "storageclasses"), ("delete", "volumeattachments"),
+    ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"), ("create", "deployments"),
+    ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
+    ("create", "clusterrolebindings"), ("patch", "pods"), ("create", "pods/exec"),
+])
+def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deployed: None, verb: str,
+                                                   resource: str) -> None:
+    assert not _can(cluster, verb, resource)
+
+
+@pytest.mark.parametrize(("verb", "resource"), [
+    ("create", "persistentvolumeclaims"), ("deletecollection", "pods"), ("watch", "persistentvolumes"),
+    ("create", "volumesnapshots.snapshot.storage.k8s.io"), ("patch", "benchmarkruns.csibench.io/status"),
+    ("create", "namespaces"), ("create", "configmaps"),
+])
+def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
+    assert _can(cluster, verb, resource)
+
+
+def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube: Kube, namespace: str,
+                                                                         cluster: LocalCluster,
+                                                                         deployed: None) -> None:
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))
+    denied = subprocess.run(
+        [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
+         "delete", "pvc", "users-data", "-n", namespace], capture_output=True, text=True)
+    assert denied.returncode != 0
+    assert "created by a BenchmarkRun" in denied.stderr, denied.stderr
+    unlabelled = subprocess.run(
+        [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
+         "create", "-n", namespace, "-f", "-"], input=json.dumps(manifests.pvc("sneaky", "csibench-sim")),
+        capture_output=True, text=True)
+    assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
+    assert kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).metadata.name == "users-data"
+
+
+@pytest.fixture
+def operator_as_service_account(cluster: LocalCluster, deployed: None, operator: OperatorProcess,
+                                tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The shared operator steps aside; one with the ServiceAccount's token takes over, then hands back."""
+    token = cluster.kubectl("create", "token", "csibench-operator", "-n", "csibench-system", "--duration=1h").strip()
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    kubeconfig.write_text(pki.build_kubeconfig(cluster.config.server, cluster.config.state_dir / "pki" / "ca.crt",
+                                               "csibench-operator", token, "sa"))
+    operator.stop()
+    restricted = OperatorProcess(cluster, tmp_path / "operator-sa.log", kubeconfig=kubeconfig)
+    try:
+        restricted.start()
+        yield restricted
+    finally:
+        restricted.stop()
+        operator.start()
+
+
+def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, namespace: str,
+                                                                   operator_as_service_account: OperatorProcess
+                                                                   ) -> None:
+    body: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / "quickstart.yaml").read_text())
+    run = run_to_end(kube, namespace, body)
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
+    assert leftovers(kube, run) == {}
+    forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "403" in line]
+    assert not forbidden, forbidden
+
+
+def test_a_target_namespace_enforcing_restricted_pod_security(kube: Kube, namespace: str,
+                                                             operator: OperatorProcess) -> None:
+    kube.core.patch_namespace(namespace, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    run = run_to_end(kube, namespace, benchmark_run(
+        "restricted", storageClassName="csibench-sim", volumes=6, pvcsPerPod=3, targetNamespace=namespace,
+        steps=["createVolume", "publish", "unpublish", "deleteVolume"]))
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert run["status"]["steps"][1]["succeeded"] == 2
+    assert leftovers(kube, run) == {}
+    assert kube.core.read_namespace(namespace).status.phase == "Active"  # a given namespace is never deleted
+
+
+def test_the_wheel_installs_into_a_fresh_venv_and_the_operator_starts(cluster: LocalCluster, crd: None,
+                                                                     kube: Kube, namespace: str,
+                                                                     tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO_ROOT)], check=True,
+                   capture_output=True)
+    (wheel,) = dist.glob("csibench-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "-r", str(REPO_ROOT / "requirements.lock")], check=True)
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    entry = venv / "bin" / "csibench"
+    crd_text = subprocess.run([str(entry), "crd"], check=True, capture_output=True, text=True).stdout
+    assert crd_text == (REPO_ROOT / "crds" / "benchmarkrun.yaml").read_text()
+    assert (venv / "bin" / "kubectl-csibench").exists()
+    # Watch one empty namespace only, so it does not compete with the shared operator.
+    installed = OperatorProcess(cluster, tmp_path / "installed.log", command=[str(entry)],
+                                extra_args=["--namespace", namespace])
+    installed.start()
+    try:
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{installed.metrics_port}/metrics", timeout=5).read()
+        assert b"# TYPE csibench_object_latency_seconds histogram" in metrics
+        wait_until(lambda: "Initial authentication has finished" in installed.log(), 30, "the operator logged in")
+    finally:
+        installed.stop()
