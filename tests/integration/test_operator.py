@@ -16,9 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from csibench.engine.report_store import object_names
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.integration.conftest import OperatorProcess
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
+from tests.support.operator import OperatorProcess
 from tests.support.runs import (
     benchmark_run,
     create_run,

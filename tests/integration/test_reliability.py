@@ -21,9 +21,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.launcher import LocalCluster
-from tests.integration.conftest import OperatorProcess
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
+from tests.support.operator import OperatorProcess
 from tests.support.runs import (
     TERMINAL,
     benchmark_run,
@@ -212,7 +212,7 @@ BAD_AT_ADMISSION: list[tuple[dict[str, Any], str]] = [
     ({"timeouts": {"default": 0}}, "greater than or equal to 1"),
     ({"timeouts": {"createVolume": -1}}, "greater than or equal to 1"),
     ({"storageClassName": ""}, "at least 1 chars"),
-    ({"targetNamespace": "x" * 64}, "may not be longer than 63"),
+    ({"targetNamespace": "x" * 64}, "may not be more than 63 bytes"),
     ({"labels": {"team": 7}}, "must be of type string"),
     ({"unknownField": True}, 'unknown field "spec.unknownField"'),
 ]

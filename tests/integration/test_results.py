@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.integration.conftest import OperatorProcess
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
+from tests.support.operator import OperatorProcess
 from tests.support.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
 
 pytestmark = pytest.mark.integration

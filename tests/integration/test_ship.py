@@ -15,9 +15,9 @@ import yaml
 
 from localcluster import pki
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.integration.conftest import OperatorProcess
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
+from tests.support.operator import OperatorProcess
 from tests.support.runs import benchmark_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,1 @@
+"""Benchmarks of csibench itself, run by hand; results live in docs/benchmarks.md."""

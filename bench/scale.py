@@ -1,0 +1,89 @@
+"""Scale: N=10,000 volumes, createVolume and deleteVolume, on the local cluster.
+
+Samples the operator's resident memory (VmRSS, and VmHWM at the end), the BenchmarkRun object's size, and the
+run's API request rate (csibench_api_requests_total, scraped every second) against the configured QPS.
+Targets: completes; peak RSS <= 300 MB; object <= 32 KB; request rate within the configured QPS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+
+from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, kubectl, machine_facts, storage_class
+from tests.support.runs import TERMINAL, benchmark_run, create_run, get_run
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def requests_total(text: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("csibench_api_requests_total{"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--volumes", type=int, default=10_000)
+    parser.add_argument("--qps", type=float, default=200)
+    parser.add_argument("--burst", type=int, default=400)
+    parser.add_argument("--threads", type=int, default=32)
+    args = parser.parse_args()
+    samples: list[tuple[float, float, float]] = []  # (t, rss MB, requests total)
+    sizes: list[int] = []
+    with bench_cluster() as (cluster, operator, kube):
+        assert operator.process is not None
+        pid = operator.process.pid
+        fast = storage_class(kube)
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append((time.monotonic(), rss_mb(pid), requests_total(operator.scrape())))
+                stop.wait(1.0)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.monotonic()
+        create_run(kube, BENCH_NAMESPACE, benchmark_run(
+            "scale", storageClassName=fast, volumes=args.volumes, steps=["createVolume", "deleteVolume"],
+            client={"qps": args.qps, "burst": args.burst, "maxInFlight": args.threads}, timeouts={"default": 3600}))
+        while True:
+            sizes.append(len(kubectl(cluster, "get", "br", "scale", "-n", BENCH_NAMESPACE, "-o", "json")))
+            run = get_run(kube, BENCH_NAMESPACE, "scale") or {}
+            if (run.get("status") or {}).get("phase") in TERMINAL:
+                break
+            time.sleep(5)
+        stop.set()
+        sampler.join()
+        peak = rss_mb(pid, "VmHWM")
+        elapsed = time.monotonic() - started
+        status = run["status"]
+    rates = [(b[2] - a[2]) / (b[0] - a[0]) for a, b in zip(samples, samples[10:], strict=False)]
+    steps = {s["name"]: s for s in status["steps"]}
+    print(f"\n### Scale (N={args.volumes}, qps {args.qps:g}, burst {args.burst}, {args.threads} threads)\n")
+    print(f"Machine: {machine_facts()}  \nCommand: `{command_line('bench.scale')}`\n")
+    print("| figure | value | target |")
+    print("|---|---|---|")
+    print(f"| outcome | {status['phase']} in {elapsed:.0f} s wall | completes |")
+    for name in ("createVolume", "deleteVolume"):
+        step = steps[name]
+        print(f"| {name} | {step['succeeded']}/{step['objects']} in {step['durationSeconds']:.1f} s, "
+              f"{step['throughput']:.1f}/s, p50 {step['latency']['p50']:.2f} s, p99 {step['latency']['p99']:.2f} s | |")
+    print(f"| operator peak RSS (VmHWM) | {peak:.0f} MB | <= 300 MB |")
+    print(f"| BenchmarkRun object size (max seen) | {max(sizes) / 1024:.1f} KB | <= 32 KB |")
+    print(f"| API requests, max 10 s average rate | {max(rates) if rates else 0:.0f}/s | <= qps {args.qps:g}/s |")
+    print(f"| client-side throttled time | {status['client']['throttledSeconds']:.1f} s over "
+          f"{status['client']['requests']} requests | |")
+    print(f"\nFull status: {json.dumps({k: status[k] for k in ('phase', 'totalStepSeconds', 'cleanup')})}")
+
+
+if __name__ == "__main__":
+    main()
