@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,20 +17,6 @@ from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def storage_class_factory(kube: Kube) -> Iterator[Any]:
-    created: list[str] = []
-
-    def make(binding: str = "Immediate", **parameters: str) -> str:
-        name = f"sim-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        kube.storage.delete_storage_class(name)
 
 
 def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
@@ -120,8 +104,8 @@ def test_snapshot_becomes_ready_and_restores_into_a_new_claim(kube: Kube, namesp
 
 
 def test_wait_for_first_consumer_binds_only_after_scheduling(kube: Kube, namespace: str,
-                                                            storage_class_factory: Any) -> None:
-    late = storage_class_factory("WaitForFirstConsumer")
+                                                            storage_class: Any) -> None:
+    late = storage_class("WaitForFirstConsumer")
     create_claims(kube, namespace, ["late"], late)
     time.sleep(3)
     claim = kube.core.read_namespaced_persistent_volume_claim("late", namespace)
@@ -172,9 +156,9 @@ def _time_to_bind(kube: Kube, namespace: str, storage_class: str, count: int) ->
     return time.monotonic() - started
 
 
-def test_concurrency_limit_serializes_the_backend(kube: Kube, namespace: str, storage_class_factory: Any) -> None:
-    serial = storage_class_factory(latency="100ms", concurrency="1")
-    parallel = storage_class_factory(latency="100ms", concurrency="20")
+def test_concurrency_limit_serializes_the_backend(kube: Kube, namespace: str, storage_class: Any) -> None:
+    serial = storage_class(latency="100ms", concurrency="1")
+    parallel = storage_class(latency="100ms", concurrency="20")
     serial_seconds = _time_to_bind(kube, namespace, serial, 20)
     parallel_seconds = _time_to_bind(kube, namespace, parallel, 20)
     assert serial_seconds >= 2.0, f"20 x 100 ms behind a global lock took only {serial_seconds:.2f}s"
@@ -182,8 +166,8 @@ def test_concurrency_limit_serializes_the_backend(kube: Kube, namespace: str, st
 
 
 def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, namespace: str,
-                                                                 storage_class_factory: Any) -> None:
-    flaky = storage_class_factory(failureRate="0.3", failureOperations="createVolume", seed="7")
+                                                                 storage_class: Any) -> None:
+    flaky = storage_class(failureRate="0.3", failureOperations="createVolume", seed="7")
     create_claims(kube, namespace, [f"flaky-{i}" for i in range(8)], flaky)
     wait_until(lambda: kube.events(namespace, "ProvisioningFailed"), 30, "a ProvisioningFailed event")
     event = kube.events(namespace, "ProvisioningFailed")[0]
@@ -192,9 +176,9 @@ def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, nam
     wait_until(lambda: len(bound_claims(kube, namespace)) == 8, 90, "every flaky claim Bound after retries")
 
 
-def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_class_factory: Any,
+def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_class: Any,
                                          cluster: LocalCluster) -> None:
-    stuck = storage_class_factory(hangOperations="createVolume")
+    stuck = storage_class(hangOperations="createVolume")
     create_claims(kube, namespace, ["stuck-0", "stuck-1"], stuck)
 
     def hung_operations() -> list[dict[str, Any]]:
@@ -212,8 +196,8 @@ def read_ground_truth(cluster: LocalCluster) -> list[dict[str, Any]]:
 
 def test_ground_truth_records_each_operation_with_start_and_finish(kube: Kube, namespace: str,
                                                                    cluster: LocalCluster,
-                                                                   storage_class_factory: Any) -> None:
-    slow = storage_class_factory(latency="200ms", concurrency="1")
+                                                                   storage_class: Any) -> None:
+    slow = storage_class(latency="200ms", concurrency="1")
     before = time.time()
     create_claims(kube, namespace, ["gt-0", "gt-1", "gt-2"], slow)
     wait_until(lambda: len(bound_claims(kube, namespace)) == 3, 30, "claims Bound")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ from kubernetes.client.exceptions import ApiException
 
 from csibench.engine.report_store import object_names
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
 from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import (
@@ -35,20 +32,6 @@ pytestmark = pytest.mark.integration
 ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
              "deleteSnapshot", "deleteVolume"]
 
-
-@pytest.fixture
-def storage_class(kube: Kube) -> Iterator[Any]:
-    created: list[str] = []
-
-    def make(binding: str = "Immediate", **parameters: str) -> str:
-        name = f"op-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        kube.storage.delete_storage_class(name)
 
 
 def quickstart(name: str) -> dict[str, Any]:

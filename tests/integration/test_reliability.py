@@ -12,8 +12,6 @@ import random
 import signal
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +37,6 @@ pytestmark = pytest.mark.integration
 ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
              "deleteSnapshot", "deleteVolume"]
 
-
-@pytest.fixture
-def storage_class(kube: Kube) -> Iterator[Any]:
-    created: list[str] = []
-
-    def make(binding: str = "Immediate", **parameters: str) -> str:
-        name = f"rel-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        try:
-            kube.storage.delete_storage_class(name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
 
 
 def _record(entry: dict[str, Any]) -> None:

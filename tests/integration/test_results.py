@@ -6,35 +6,18 @@ import os
 import re
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
 from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def storage_class(kube: Kube) -> Iterator[Any]:
-    created: list[str] = []
-
-    def make(**parameters: str) -> str:
-        name = f"res-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, **parameters))
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        kube.storage.delete_storage_class(name)
 
 
 def samples(text: str, metric: str, **labels: str) -> list[tuple[dict[str, str], float]]:
