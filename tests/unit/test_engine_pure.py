@@ -105,7 +105,7 @@ def test_step_clock_stops_at_the_last_terminal_event_and_fails_the_rest_at_timeo
         tracker.record("a", DONE, tracker.started + 0.5)
         tracker.record("b", Verdict(False, "ProvisioningFailed", "boom"), tracker.started + 0.2)
         tracker.record("a", Verdict(False, "Late", "ignored"), tracker.started + 9)  # first verdict wins
-        await tracker.wait(0.05, {"c": "FailedScheduling: no nodes"})
+        await tracker.wait(0.05, lambda: {"c": "FailedScheduling: no nodes"})
         return tracker
 
     tracker = asyncio.run(scenario())

@@ -75,14 +75,15 @@ class StepTracker:
         if self._active is not None and len(self.outcomes) >= len(self._active):
             self._all_done.set()
 
-    async def wait(self, timeout: float, last_warning: dict[str, str]) -> None:
-        """Wait for every object; at the timeout, fail the rest. Sets the stop time."""
+    async def wait(self, timeout: float, last_warnings: Callable[[], dict[str, str]]) -> None:
+        """Wait for every object; at the timeout, fail the rest (quoting ``last_warnings()`` as of then)."""
         try:
             await asyncio.wait_for(self._all_done.wait(), timeout)
             ends = [o.at for o in self.outcomes.values()]
             self.stopped = max(ends) if ends else time.monotonic()
         except TimeoutError:
             self.stopped = time.monotonic()
+            last_warning = last_warnings()
             for name in self.active:
                 if name not in self.outcomes:
                     self.submitted.setdefault(name, self.stopped)

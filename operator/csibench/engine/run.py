@@ -368,17 +368,20 @@ class RunEngine:
         definition = self._definition_of(context, step)
         tracker.note = definition.note
         tracker.skipped = self._skipped(context, step)
-        self._current, self._definition = tracker, definition
+        # Announce the step first, then start the clock right before the batch goes out: the status write and
+        # the event are not part of what the step measures.
         self.status.currentStep = step.value
-        tracker.start()
-        self._publish_step(context)
+        self.status.progress = f"0/{len(tracker.active)}"
         await self.write_status()
         await self.event("StepStarted", f"{step.value}: submitting {len(tracker.active)} objects"
                          + (f" ({len(tracker.skipped)} skipped: prerequisite failed)" if tracker.skipped else ""))
-        progress = asyncio.create_task(self._report_progress(context))
+        self._current, self._definition = tracker, definition
+        tracker.start()
         submissions = [asyncio.create_task(self._submit(tracker, definition, name)) for name in tracker.active]
+        progress = asyncio.create_task(self._report_progress(context))
         try:
-            await tracker.wait(float(self.spec.timeouts.for_step(step)), self._last_warnings(definition.kind))
+            await tracker.wait(float(self.spec.timeouts.for_step(step)),
+                               lambda: self._last_warnings(definition.kind))
         except asyncio.CancelledError:
             tracker.interrupted = True
             raise
