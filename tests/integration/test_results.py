@@ -110,3 +110,7 @@ def test_cli_messages_for_missing_runs_and_runs_in_progress(kube: Kube, namespac
     assert pending.returncode == 3 and "still Running" in pending.stderr
     report = cli("report", f"{namespace}/slow", "-o", "markdown")
     assert report.returncode == 0 and "run still in progress" in report.stdout
+    watched = cli("watch", "slow", "-n", namespace, "--interval", "0.5")  # follows the run to its end
+    assert watched.returncode == 0, watched.stderr
+    assert "Create Volume" in watched.stdout and "run still in progress" in watched.stdout
+    assert watched.stdout.rstrip().splitlines()[-1].startswith("cleanup:")  # the final table, after the end

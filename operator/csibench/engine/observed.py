@@ -10,7 +10,9 @@ are kept only when they point back at one of ours.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from csibench.kube.watch import WatchEvent
 
@@ -43,6 +45,9 @@ class SnapshotState:
     content: str | None = None
     error: str | None = None
     exists: bool = True
+
+
+S = TypeVar("S", ClaimState, PodState, SnapshotState)
 
 
 @dataclass(frozen=True)
@@ -80,23 +85,26 @@ class Observed:
         return affected
 
     # -- namespaced objects of the run (label-selected) ------------------------------------------------------
-    def _on_claims(self, event: WatchEvent) -> list[Key]:
-        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
-        state = self.claims.setdefault(name, ClaimState())
+    def _track(self, kind: str, states: dict[str, S], event: WatchEvent, new: Callable[[], S]) -> tuple[str, S]:
+        """The state of one of the run's objects, with identity and existence updated from the event."""
+        meta = event.obj["metadata"]
+        name = meta["name"]
+        state = states.setdefault(name, new())
         state.uid = meta.get("uid", state.uid)
-        self._by_uid[state.uid] = (CLAIM, name)
+        self._by_uid[state.uid] = (kind, name)
+        state.exists = event.type != "DELETED"
+        return name, state
+
+    def _on_claims(self, event: WatchEvent) -> list[Key]:
+        name, state = self._track(CLAIM, self.claims, event, ClaimState)
         state.phase = (event.obj.get("status") or {}).get("phase", "Pending")
         state.volume = (event.obj.get("spec") or {}).get("volumeName") or state.volume
         if state.volume:
             self._claim_of_pv[state.volume] = name
-        state.exists = event.type != "DELETED"
         return [(CLAIM, name)]
 
     def _on_pods(self, event: WatchEvent) -> list[Key]:
-        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
-        state = self.pods.setdefault(name, PodState())
-        state.uid = meta.get("uid", state.uid)
-        self._by_uid[state.uid] = (POD, name)
+        name, state = self._track(POD, self.pods, event, PodState)
         spec, status = event.obj.get("spec") or {}, event.obj.get("status") or {}
         state.node = spec.get("nodeName") or state.node
         state.phase = status.get("phase", "Pending")
@@ -107,20 +115,15 @@ class Observed:
                             if v.get("persistentVolumeClaim")]
             for claim in state.claims:
                 self._pods_of_claim[claim].add(name)
-        state.exists = event.type != "DELETED"
         return [(POD, name)]
 
     def _on_snapshots(self, event: WatchEvent) -> list[Key]:
-        meta, name = event.obj["metadata"], event.obj["metadata"]["name"]
-        state = self.snapshots.setdefault(name, SnapshotState())
-        state.uid = meta.get("uid", state.uid)
-        self._by_uid[state.uid] = (SNAPSHOT, name)
+        name, state = self._track(SNAPSHOT, self.snapshots, event, SnapshotState)
         status = event.obj.get("status") or {}
         state.ready = bool(status.get("readyToUse"))
         state.content = status.get("boundVolumeSnapshotContentName") or state.content
         error = status.get("error") or {}
         state.error = error.get("message") if error else None
-        state.exists = event.type != "DELETED"
         return [(SNAPSHOT, name)]
 
     def _on_events(self, event: WatchEvent) -> list[Key]:
