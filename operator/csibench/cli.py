@@ -25,7 +25,9 @@ class CliError(Exception):
 
 
 def _split(run: str, namespace: str) -> tuple[str, str]:
-    return tuple(run.split("/", 1)) if "/" in run else (namespace, run)  # type: ignore[return-value]
+    """'ns/name' -> (ns, name); 'name' -> (the -n namespace, name)."""
+    explicit, _, name = run.rpartition("/")
+    return (explicit or namespace, name)
 
 
 def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:

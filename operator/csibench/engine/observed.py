@@ -205,5 +205,10 @@ class Observed:
                 affected.extend((POD, pod) for pod in self._pods_of_claim.get(claim or "", ()))
         return affected
 
+    def volume_of(self, claim: str) -> str | None:
+        """The PV bound to one of the run's claims, as last seen (kept after the claim is deleted)."""
+        state = self.claims.get(claim)
+        return state.volume if state is not None else None
+
     def volume_attached(self, pv: str | None, node: str | None) -> bool:
         return bool(pv and node and self.attached[(pv, node)] > 0)

@@ -92,6 +92,13 @@ def now() -> str:
     return rfc3339(time.time())
 
 
+def _failure_summary(tracker: StepTracker) -> str:
+    """'createVolume: 3 of 10 failed (ProvisioningFailed)'."""
+    reasons = tracker.failure_reasons()
+    top = f" ({reasons[0].reason})" if reasons else ""
+    return f"{tracker.name.value}: {tracker.counts()[1]} of {len(tracker.active)} failed{top}"
+
+
 class RunEngine:
     def __init__(self, ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> None:
         self.ref = ref
@@ -253,10 +260,7 @@ class RunEngine:
             await self.write_status()
             await self.event("RunSucceeded", self.status.message)
         else:
-            detail = "; ".join(
-                f"{t.name.value}: {t.counts()[1]} of {len(t.active)} failed"
-                + (f" ({t.failure_reasons()[0].reason})" if t.failure_reasons() else "")
-                for t in failed_steps)
+            detail = "; ".join(_failure_summary(t) for t in failed_steps)
             message = self.status.message if aborted else f"objects failed in {detail}"
             await self.fail(abort_reason or "ObjectsFailed", message or "run failed")
 

@@ -86,10 +86,8 @@ def pod_gone_and_detached(observed: Observed) -> Callable[[str, float], Verdict 
             return DONE
         if state.exists:
             return None
-        for claim in state.claims:
-            volume = (observed.claims.get(claim) or _NO_CLAIM).volume
-            if observed.volume_attached(volume, state.node):
-                return None
+        if any(observed.volume_attached(observed.volume_of(claim), state.node) for claim in state.claims):
+            return None
         return DONE
     return evaluate
 
@@ -125,10 +123,3 @@ def snapshot_and_content_gone(observed: Observed) -> Callable[[str, float], Verd
             return None
         return DONE
     return evaluate
-
-
-class _NoClaim:
-    volume: str | None = None
-
-
-_NO_CLAIM = _NoClaim()

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -90,11 +89,6 @@ class TokenBucket:
             wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
             self.throttled_seconds += wait
             return wait
-
-
-@dataclass
-class RequestCounter:
-    total: int = 0
 
 
 class KubeClient:
