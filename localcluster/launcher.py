@@ -3,6 +3,12 @@
 Everything a cluster owns lives in one state directory (certificates, tokens, kubeconfigs, etcd data, logs and
 ``state.json`` with the PIDs it started), so two clusters on different ports coexist and ``down`` stops exactly
 the processes that ``up`` started, by PID, after checking each PID still runs the binary we launched.
+
+Whether a process runs is decided two ways. Children this object spawned are judged by their Popen handle
+(``poll()``): ``Popen`` returns once the child's execve has closed its close-on-exec pipe, which is before the
+kernel has set up the new command line, so ``/proc/<pid>/cmdline`` can read empty for a moment (long enough to
+see on a loaded machine). Only processes recorded by another invocation (``state.json``) are checked through
+``/proc``, and those have long finished their execve.
 """
 
 from __future__ import annotations
@@ -116,8 +122,19 @@ class ClusterState:
         (state_dir / "state.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
 
 
+def describe_exit(returncode: int) -> str:
+    """How a child ended, from its Popen return code: "exit code 3" or "killed by signal SIGKILL" (pure)."""
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        return f"killed by signal {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
 def _pid_runs(record: ProcessRecord) -> bool:
-    """True when the PID is alive and still runs what we launched (PIDs get reused)."""
+    """True when the PID is alive and still runs what we launched (PIDs get reused). Only for processes another
+    invocation started: a child of ours may show an empty command line right after ``Popen`` returns."""
     try:
         cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().split(b"\0")
         status = Path(f"/proc/{record.pid}/stat").read_text()
@@ -142,6 +159,7 @@ class LocalCluster:
         self.config = config or ClusterConfig()
         self.binaries = build.expected_binaries()
         self._processes: list[ProcessRecord] = []
+        self._children: dict[int, subprocess.Popen[bytes]] = {}  # pid -> handle, for processes we spawned
 
     # -- public API ---------------------------------------------------------------------------------------
     def up(self) -> None:
@@ -179,14 +197,13 @@ class LocalCluster:
         records = list(state.processes) if state else []
         records += [r for r in self._processes if r.pid not in {s.pid for s in records}]
         for record in reversed(records):
-            if _pid_runs(record):
-                os.kill(record.pid, signal.SIGTERM)
+            self._signal(record, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for record in reversed(records):
-            while _pid_runs(record) and time.monotonic() < deadline:
+            while self.exit_of(record) is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _pid_runs(record):
-                os.kill(record.pid, signal.SIGKILL)
+            self._signal(record, signal.SIGKILL)
+            self._reap(record)
         self._processes = []
         state_file = self.config.state_dir / "state.json"
         if state_file.exists():
@@ -197,11 +214,11 @@ class LocalCluster:
         line; return how long it was down. For failure tests: e.g. an API server restart mid-run."""
         record = next(p for p in self._processes if p.name == component)
         stopped_at = time.monotonic()
-        os.kill(record.pid, signal.SIGTERM)
-        while _pid_runs(record) and time.monotonic() - stopped_at < 15:
+        self._signal(record, signal.SIGTERM)
+        while self.exit_of(record) is None and time.monotonic() - stopped_at < 15:
             time.sleep(0.05)
-        if _pid_runs(record):
-            os.kill(record.pid, signal.SIGKILL)
+        self._signal(record, signal.SIGKILL)
+        self._reap(record)
         time.sleep(downtime_seconds)
         self._processes.remove(record)
         self._spawn(record.name, record.executable, record.args, record.env)
@@ -211,12 +228,44 @@ class LocalCluster:
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)
-        return bool(state and state.processes and all(_pid_runs(p) for p in state.processes))
+        return bool(state and state.processes and all(self.exit_of(p) is None for p in state.processes))
 
     def status(self) -> dict[str, object]:
         state = ClusterState.load(self.config.state_dir)
-        components = {p.name: ("running" if _pid_runs(p) else "stopped") for p in (state.processes if state else [])}
+        components = {p.name: ("running" if self.exit_of(p) is None else "stopped")
+                      for p in (state.processes if state else [])}
         return {"server": self.config.server, "kubeconfig": str(self.config.kubeconfig), "components": components}
+
+    def exit_of(self, record: ProcessRecord) -> str | None:
+        """None while the process runs; otherwise how it ended ("exit code 1", "killed by signal SIGKILL"), or
+        "not running" for a process another invocation started (its exit status is not ours to read)."""
+        child = self._children.get(record.pid)
+        if child is not None:
+            code = child.poll()
+            return None if code is None else describe_exit(code)
+        return None if _pid_runs(record) else "not running"
+
+    def _signal(self, record: ProcessRecord, sig: signal.Signals) -> None:
+        """Signal a process that still runs. A child of ours is signalled through its handle, which refuses once
+        the child has been reaped, so a reused PID is never hit."""
+        if self.exit_of(record) is not None:
+            return
+        child = self._children.get(record.pid)
+        try:
+            if child is not None:
+                child.send_signal(sig)
+            else:
+                os.kill(record.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _reap(self, record: ProcessRecord) -> None:
+        child = self._children.pop(record.pid, None)
+        if child is not None:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                self._children[record.pid] = child
 
     def env(self) -> str:
         return f"export KUBECONFIG={self.config.kubeconfig}"
@@ -258,14 +307,17 @@ class LocalCluster:
             "leaderElection": {"leaderElect": False},
         }, indent=2))
 
-    def _spawn(self, name: str, executable: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(self, name: str, executable: str, args: list[str], env: dict[str, str] | None = None) -> ProcessRecord:
         log_path = self.config.log_dir / f"{name}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen([executable, *args], stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.config.state_dir,
                                        env={**os.environ, **(env or {})})
-        self._processes.append(ProcessRecord(name, process.pid, executable, str(log_path), args, env or {}))
+        record = ProcessRecord(name, process.pid, executable, str(log_path), args, env or {})
+        self._children[process.pid] = process
+        self._processes.append(record)
         ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
+        return record
 
     def _start_etcd(self) -> None:
         c = self.config
@@ -369,8 +421,9 @@ class LocalCluster:
 
     def _check_alive(self) -> None:
         for record in self._processes:
-            if not _pid_runs(record):
-                raise ClusterError(f"{record.name} exited during start-up; log tail:\n"
+            ended = self.exit_of(record)
+            if ended is not None:
+                raise ClusterError(f"{record.name} exited during start-up ({ended}); log tail:\n"
                                    f"{log_tail(Path(record.log), 40)}")
 
     def _wait_http(self, url: str, component: str, authenticated: bool = False) -> None:

@@ -1,10 +1,18 @@
-"""Pure parts of the local cluster: backend parameters, manifests and the build recipe's go.mod."""
+"""Pure parts of the local cluster: backend parameters, manifests, the build recipe's go.mod, and how the
+launcher tells whether a child it spawned still runs (with short-lived local processes, no cluster)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
-from localcluster import build
+from localcluster import build, launcher
+from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster, describe_exit
 from localcluster.simulator.config import (
     Operation,
     ParameterError,
@@ -100,3 +108,71 @@ def test_go_mod_replaces_every_staging_module() -> None:
     assert "require (\n\tk8s.io/kubernetes v1.36.3\n)" in text and "k8s.io/kubectl v0.36.3" in text
     with pytest.raises(build.BuildError):
         build.staging_replaces("module k8s.io/kubernetes", "v0.36.3")
+
+
+@pytest.fixture
+def spawner(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=1))
+    cluster.config.log_dir.mkdir()
+    yield cluster
+    cluster.down()
+
+
+def _python(spawner: LocalCluster, name: str, code: str) -> launcher.ProcessRecord:
+    return spawner._spawn(name, sys.executable, ["-c", code])
+
+
+def test_a_child_checked_right_after_spawning_runs_whatever_proc_shows(spawner: LocalCluster,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Right after Popen returns, /proc/<pid>/cmdline can still be empty (execve under way): the /proc check
+    # would call the child dead. Our own children are judged by their handle only.
+    monkeypatch.setattr(launcher, "_pid_runs", lambda record: False)
+    record = _python(spawner, "sleeper", "import time; time.sleep(60)")
+    assert spawner.exit_of(record) is None
+    spawner._check_alive()  # does not raise
+    assert spawner.running() and spawner.status()["components"] == {"sleeper": "running"}
+
+
+def test_a_child_that_exits_is_reported_with_its_exit_code(spawner: LocalCluster) -> None:
+    record = _python(spawner, "failing", "import sys; print('bad flag', flush=True); sys.exit(3)")
+    spawner._children[record.pid].wait(10)
+    assert spawner.exit_of(record) == "exit code 3"
+    with pytest.raises(ClusterError, match=r"failing exited during start-up \(exit code 3\); log tail:\nbad flag"):
+        spawner._check_alive()
+
+
+def test_a_killed_child_is_reported_with_its_signal(spawner: LocalCluster) -> None:
+    record = _python(spawner, "victim", "import time; time.sleep(60)")
+    spawner._children[record.pid].send_signal(signal.SIGKILL)
+    spawner._children[record.pid].wait(10)
+    assert spawner.exit_of(record) == "killed by signal SIGKILL"
+    assert not spawner.running()
+
+
+def test_down_stops_and_reaps_its_children(spawner: LocalCluster) -> None:
+    records = [_python(spawner, f"child-{i}", "import time; time.sleep(60)") for i in range(2)]
+    handles = [spawner._children[r.pid] for r in records]
+    spawner.down()
+    assert [h.returncode for h in handles] == [-signal.SIGTERM, -signal.SIGTERM]
+    assert not spawner._children and not (spawner.config.state_dir / "state.json").exists()
+
+
+def test_processes_of_another_invocation_are_checked_through_proc(spawner: LocalCluster) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE)
+    try:
+        assert other.stdout is not None and other.stdout.readline() == b"up\n"  # its execve is long done
+        record = launcher.ProcessRecord("other", other.pid, sys.executable, "/dev/null")
+        assert spawner.exit_of(record) is None
+        other.kill()
+        other.wait()
+        assert spawner.exit_of(record) == "not running"
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize(("code", "text"), [(0, "exit code 0"), (3, "exit code 3"),
+                                            (-9, "killed by signal SIGKILL"), (-15, "killed by signal SIGTERM")])
+def test_exit_descriptions(code: int, text: str) -> None:
+    assert describe_exit(code) == text
