@@ -3,6 +3,11 @@
 The simulator must keep up with 10,000 volumes while playing six roles, so it talks plain JSON over one
 aiohttp session (no model classes, no threads) and keeps an in-memory cache per watched resource, the way
 client-go informers do: list, then watch from the list's resourceVersion, relist on 410 Gone.
+
+A role that writes an object takes the API server's answer into the cache at once (``Informer.observe``, what
+client-go's mutation cache does): the watch event of that write arrives later, and a reconcile that ran in
+between would otherwise act on the object as it was before the write and repeat a backend operation. The cache
+never goes back to an older resourceVersion, so the watch events still in flight cannot undo the write.
 """
 
 from __future__ import annotations
@@ -152,12 +157,15 @@ class Client:
                 return None
             raise
 
-    async def delete(self, path: str, body: Obj | None = None) -> None:
+    async def delete(self, path: str, body: Obj | None = None) -> Obj | None:
+        """Delete; the answer is the object while finalizers hold it, a Status (or the last state of the object)
+        once it is gone, None when it was already gone (404) or a precondition failed (409)."""
         try:
-            await self.request("DELETE", path, body)
+            return await self.request("DELETE", path, body)
         except ApiError as error:
             if error.status not in (404, 409):
                 raise
+            return None
 
     async def watch_lines(self, path: str, resource_version: str) -> AsyncIterator[Obj]:
         params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
@@ -177,6 +185,14 @@ class Client:
 Handler = Callable[[str, Obj], None]
 
 
+def resource_version(obj: Obj) -> int:
+    """The object's resourceVersion as a number (etcd's revision; -1 if absent or not a number)."""
+    try:
+        return int(obj["metadata"].get("resourceVersion") or -1)
+    except (KeyError, ValueError):
+        return -1
+
+
 class Informer:
     """A cache of one resource kept current by list+watch; handlers get (event type, object) synchronously."""
 
@@ -185,20 +201,55 @@ class Informer:
         self.resource = resource
         self.cache: dict[str, Obj] = {}
         self.handlers: list[Handler] = []
+        self._removed: dict[str, str] = {}  # key -> uid that our own delete removed, until its DELETED event
         self.synced = asyncio.Event()
         self._keep = keep
 
     def get(self, key: str) -> Obj | None:
         return self.cache.get(key)
 
+    def observe(self, obj: Obj | None) -> None:
+        """Take the API server's answer to our own create, update or patch into the cache (no handlers run)."""
+        if not obj or obj.get("kind") == "Status" or "metadata" not in obj:
+            return
+        if self._keep is None or self._keep(obj):
+            self._store(key_of(obj), obj)
+
+    def observe_deleted(self, obj: Obj, answer: Obj | None) -> None:
+        """Our own delete of ``obj`` returned ``answer``: still there (finalizers) or gone from the cache now."""
+        meta = (answer or {}).get("metadata") or {}
+        if answer and answer.get("kind") != "Status" and (meta.get("finalizers") or meta.get(
+                "deletionGracePeriodSeconds")):
+            self.observe(answer)
+            return
+        key, uid = key_of(obj), obj["metadata"].get("uid", "")
+        cached = self.cache.get(key)
+        if cached is not None and cached["metadata"].get("uid", "") == uid:
+            del self.cache[key]
+        self._removed[key] = uid
+
+    def _store(self, key: str, obj: Obj) -> None:
+        """Cache ``obj`` unless the cache holds a newer version of it, or our own delete already removed it."""
+        if self._removed.get(key) == obj["metadata"].get("uid"):
+            return
+        cached = self.cache.get(key)
+        if (cached is not None and cached["metadata"].get("uid") == obj["metadata"].get("uid")
+                and resource_version(cached) > resource_version(obj)):
+            return
+        self.cache[key] = obj
+
     def _dispatch(self, event_type: str, obj: Obj) -> None:
         if self._keep is not None and not self._keep(obj):
             return
         key = key_of(obj)
         if event_type == "DELETED":
-            self.cache.pop(key, None)
+            cached = self.cache.get(key)
+            if cached is None or cached["metadata"].get("uid") == obj["metadata"].get("uid"):
+                self.cache.pop(key, None)
+            if self._removed.get(key) == obj["metadata"].get("uid"):
+                del self._removed[key]
         else:
-            self.cache[key] = obj
+            self._store(key, obj)
         for handler in self.handlers:
             try:
                 handler(event_type, obj)
@@ -209,14 +260,17 @@ class Informer:
         while True:
             try:
                 listing = await self.client.request("GET", self.resource.path())
-                seen = set()
+                listed = resource_version(listing)
+                seen: dict[str, str] = {}
                 for item in listing.get("items", []):
                     item.setdefault("kind", self.resource.kind)
                     item.setdefault("apiVersion", self.resource.api_version)
-                    seen.add(key_of(item))
+                    seen[key_of(item)] = item["metadata"].get("uid", "")
                     self._dispatch("ADDED", item)
-                for gone in [k for k in self.cache if k not in seen]:
+                # Gone unless our own write put a version newer than this listing into the cache.
+                for gone in [k for k, obj in self.cache.items() if k not in seen and resource_version(obj) <= listed]:
                     self._dispatch("DELETED", self.cache[gone])
+                self._removed = {k: uid for k, uid in self._removed.items() if seen.get(k) == uid}
                 self.synced.set()
                 version = listing["metadata"]["resourceVersion"]
                 while True:

@@ -30,6 +30,9 @@ class Attacher:
         pv = self.ctx.informers.pvs.get(attachment["spec"]["source"].get("persistentVolumeName") or "")
         return class_of_handle(pv["spec"]["csi"]["volumeHandle"]) if pv else ""
 
+    async def _patch(self, path: str, body: api.Obj) -> None:
+        self.ctx.informers.attachments.observe(await self.ctx.client.patch(path, body))
+
     async def _reconcile(self, key: str) -> bool:
         attachment = self.ctx.informers.attachments.get(key)
         if attachment is None:
@@ -44,22 +47,22 @@ class Attacher:
             try:
                 await backend.run(Operation.DETACH, key)
             except InjectedFailure as failure:
-                await self.ctx.client.patch(path + "/status", {"status": {"detachError": {
+                await self._patch(path + "/status", {"status": {"detachError": {
                     "time": api.now_rfc3339(), "message": str(failure)}}})
                 return True
             remaining = [f for f in finalizers if f != ATTACHER_FINALIZER]
-            await self.ctx.client.patch(path, {"metadata": {"finalizers": remaining}})
+            await self._patch(path, {"metadata": {"finalizers": remaining}})
             return False
         if (attachment.get("status") or {}).get("attached"):
             return False
         if ATTACHER_FINALIZER not in finalizers:
-            await self.ctx.client.patch(path, {"metadata": {"finalizers": [*finalizers, ATTACHER_FINALIZER]}})
+            await self._patch(path, {"metadata": {"finalizers": [*finalizers, ATTACHER_FINALIZER]}})
         try:
             await backend.run(Operation.ATTACH, key)
         except InjectedFailure as failure:
-            await self.ctx.client.patch(path + "/status", {"status": {"attached": False, "attachError": {
+            await self._patch(path + "/status", {"status": {"attached": False, "attachError": {
                 "time": api.now_rfc3339(), "message": str(failure)}}})
             await self.ctx.event(attachment, "FailedAttach", str(failure), COMPONENT)
             return True
-        await self.ctx.client.patch(path + "/status", {"status": {"attached": True, "attachError": None}})
+        await self._patch(path + "/status", {"status": {"attached": True, "attachError": None}})
         return False

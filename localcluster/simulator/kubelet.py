@@ -116,9 +116,10 @@ class Kubelet:
             return True
         if self._all_mounted(pod, mounted):
             index = self._node_index.get(node, 0)
-            await self.ctx.client.patch(api.POD.path(namespace, pod["metadata"]["name"], "status"),
-                                        build_running_status(pod, node_address(index), next(self._addresses)),
-                                        strategic=True)
+            running = await self.ctx.client.patch(
+                api.POD.path(namespace, pod["metadata"]["name"], "status"),
+                build_running_status(pod, node_address(index), next(self._addresses)), strategic=True)
+            self.ctx.informers.pods.observe(running)
         return False
 
     def _all_mounted(self, pod: api.Obj, mounted: set[str]) -> bool:
@@ -164,7 +165,8 @@ class Kubelet:
         if mounted:
             return True
         namespace, name = key.split("/", 1)
-        await self.ctx.client.delete(api.POD.path(namespace, name), {
+        answer = await self.ctx.client.delete(api.POD.path(namespace, name), {
             "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
             "preconditions": {"uid": pod["metadata"]["uid"]}})
+        self.ctx.informers.pods.observe_deleted(pod, answer)
         return False

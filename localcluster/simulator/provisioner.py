@@ -94,6 +94,9 @@ class Provisioner:
         storage_class = self.ctx.our_class(pvc["spec"].get("storageClassName")) if pvc else None
         if pvc is None or storage_class is None or not wants_provisioning(pvc, storage_class):
             return False
+        pv = build_pv(pvc, storage_class)
+        if self.ctx.informers.pvs.get(pv["metadata"]["name"]) is not None:
+            return False  # provisioned already; the PV controller has yet to bind the claim
         class_name = storage_class["metadata"]["name"]
         source = pvc["spec"].get("dataSource") or pvc["spec"].get("dataSourceRef")
         operation = Operation.CREATE_VOLUME
@@ -110,7 +113,7 @@ class Provisioner:
             await self.ctx.event(pvc, "ProvisioningFailed",
                                  f"failed to provision volume with StorageClass {class_name!r}: {failure}", COMPONENT)
             return True
-        await self.ctx.client.create(api.PV, build_pv(pvc, storage_class))
+        self.ctx.informers.pvs.observe(await self.ctx.client.create(api.PV, pv))
         return False
 
     def _snapshot_source_problem(self, pvc: api.Obj, source: api.Obj, storage_class: api.Obj) -> str | None:
@@ -142,5 +145,5 @@ class Provisioner:
         except InjectedFailure as failure:
             await self.ctx.event(pv, "VolumeFailedDelete", str(failure), COMPONENT)
             return True
-        await self.ctx.client.delete(api.PV.path(name=key))
+        self.ctx.informers.pvs.observe_deleted(pv, await self.ctx.client.delete(api.PV.path(name=key)))
         return False

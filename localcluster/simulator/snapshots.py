@@ -89,6 +89,12 @@ class Snapshots:
             chosen = defaults[0] if len(defaults) == 1 else None
         return chosen if chosen and chosen.get("driver") == DRIVER_NAME else None
 
+    async def _patch_snapshot(self, path: str, body: api.Obj) -> None:
+        self.ctx.informers.snapshots.observe(await self.ctx.client.patch(path, body))
+
+    async def _patch_content(self, path: str, body: api.Obj) -> None:
+        self.ctx.informers.contents.observe(await self.ctx.client.patch(path, body))
+
     # -- snapshot controller ---------------------------------------------------------------------------------
     async def _reconcile_snapshot(self, key: str) -> bool:
         snapshot = self.ctx.informers.snapshots.get(key)
@@ -105,9 +111,10 @@ class Snapshots:
                 return False
             if content is not None and content["spec"].get("deletionPolicy") == "Delete":
                 if not content["metadata"].get("deletionTimestamp"):
-                    await self.ctx.client.delete(api.SNAPSHOT_CONTENT.path(name=content_name))
+                    answer = await self.ctx.client.delete(api.SNAPSHOT_CONTENT.path(name=content_name))
+                    self.ctx.informers.contents.observe_deleted(content, answer)
                 return False  # woken again when the content is gone
-            await self.ctx.client.patch(path, {"metadata": {"finalizers": [
+            await self._patch_snapshot(path, {"metadata": {"finalizers": [
                 f for f in finalizers if f != SNAPSHOT_FINALIZER]}})
             return False
         if content_name is None:
@@ -117,10 +124,10 @@ class Snapshots:
         content_status = content.get("status") or {}
         if content_status.get("error") and not content_status.get("readyToUse"):
             if status.get("error") != content_status["error"]:
-                await self.ctx.client.patch(path + "/status", {"status": {"error": content_status["error"]}})
+                await self._patch_snapshot(path + "/status", {"status": {"error": content_status["error"]}})
             return False
         if content_status.get("readyToUse") and not status.get("readyToUse"):
-            await self.ctx.client.patch(path + "/status", {"status": {
+            await self._patch_snapshot(path + "/status", {"status": {
                 "readyToUse": True, "restoreSize": str(content_status.get("restoreSize", 0)),
                 "creationTime": _rfc3339_from_nanos(int(content_status.get("creationTime", 0))), "error": None}})
         return False
@@ -139,10 +146,10 @@ class Snapshots:
                                  warning=False)
             return True
         if SNAPSHOT_FINALIZER not in finalizers:
-            await self.ctx.client.patch(path, {"metadata": {"finalizers": [*finalizers, SNAPSHOT_FINALIZER]}})
+            await self._patch_snapshot(path, {"metadata": {"finalizers": [*finalizers, SNAPSHOT_FINALIZER]}})
         content = build_content(snapshot, snapshot_class, pv["spec"]["csi"]["volumeHandle"])
-        await self.ctx.client.create(api.SNAPSHOT_CONTENT, content)
-        await self.ctx.client.patch(path + "/status", {"status": {
+        self.ctx.informers.contents.observe(await self.ctx.client.create(api.SNAPSHOT_CONTENT, content))
+        await self._patch_snapshot(path + "/status", {"status": {
             "boundVolumeSnapshotContentName": content["metadata"]["name"], "readyToUse": False}})
         return False
 
@@ -165,7 +172,7 @@ class Snapshots:
                 except InjectedFailure as failure:
                     await self.ctx.event(content, "SnapshotDeleteError", str(failure), SNAPSHOTTER)
                     return True
-            await self.ctx.client.patch(path, {"metadata": {"finalizers": [
+            await self._patch_content(path, {"metadata": {"finalizers": [
                 f for f in meta.get("finalizers") or [] if f != CONTENT_FINALIZER]}})
             return False
         if status.get("readyToUse"):
@@ -174,7 +181,7 @@ class Snapshots:
             await backend.run(Operation.CREATE_SNAPSHOT, key)
         except InjectedFailure as failure:
             error = {"time": api.now_rfc3339(), "message": f"Failed to check and update snapshot content: {failure}"}
-            await self.ctx.client.patch(path + "/status", {"status": {"error": error}})
+            await self._patch_content(path + "/status", {"status": {"error": error}})
             ref = spec["volumeSnapshotRef"]
             snapshot = self.ctx.informers.snapshots.get(f"{ref['namespace']}/{ref['name']}")
             if snapshot is not None:
@@ -183,7 +190,7 @@ class Snapshots:
         pv = self.ctx.informers.pvs.get(pv_name_of_handle(source_handle))
         restore_size = quantity_bytes(pv["spec"]["capacity"]["storage"]) if pv else 0
         snapshot_uid = spec["volumeSnapshotRef"].get("uid", key)
-        await self.ctx.client.patch(path + "/status", {"status": {
+        await self._patch_content(path + "/status", {"status": {
             "snapshotHandle": f"snap-{snapshot_uid}@{class_of_handle(source_handle)}",
             "creationTime": time.time_ns(), "readyToUse": True, "restoreSize": restore_size, "error": None}})
         return False

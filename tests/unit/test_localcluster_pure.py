@@ -13,6 +13,7 @@ import pytest
 
 from localcluster import build, launcher
 from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster, describe_exit
+from localcluster.simulator import api
 from localcluster.simulator.config import (
     Operation,
     ParameterError,
@@ -176,3 +177,50 @@ def test_processes_of_another_invocation_are_checked_through_proc(spawner: Local
                                             (-9, "killed by signal SIGKILL"), (-15, "killed by signal SIGTERM")])
 def test_exit_descriptions(code: int, text: str) -> None:
     assert describe_exit(code) == text
+
+
+def _va(rv: int, uid: str = "u1", **status: object) -> dict[str, object]:
+    return {"kind": "VolumeAttachment", "metadata": {"name": "va", "uid": uid, "resourceVersion": str(rv)},
+            "status": status}
+
+
+def _informer() -> api.Informer:
+    return api.Informer(None, api.VOLUME_ATTACHMENT)  # type: ignore[arg-type]  # never lists or watches here
+
+
+def test_own_write_is_cached_at_once_and_older_watch_events_do_not_undo_it() -> None:
+    informer, seen = _informer(), []
+    informer.handlers.append(lambda kind, obj: seen.append((kind, obj["metadata"]["resourceVersion"])))
+    informer._dispatch("ADDED", _va(10))
+    informer.observe(_va(12, attached=True))  # the answer to our status patch
+    assert informer.get("va")["status"] == {"attached": True}
+    informer._dispatch("MODIFIED", _va(11))  # the watch event of our earlier finalizer patch, late
+    assert informer.get("va")["metadata"]["resourceVersion"] == "12"
+    informer._dispatch("MODIFIED", _va(12, attached=True))
+    informer._dispatch("MODIFIED", _va(13, attached=True))
+    assert informer.get("va")["metadata"]["resourceVersion"] == "13"
+    assert seen == [("ADDED", "10"), ("MODIFIED", "11"), ("MODIFIED", "12"), ("MODIFIED", "13")]  # handlers: all
+    informer.observe({"kind": "Status", "metadata": {}})
+    informer.observe(None)
+    assert informer.get("va")["metadata"]["resourceVersion"] == "13"
+
+
+def test_own_delete_removes_the_object_until_its_deleted_event_and_a_new_one_is_taken() -> None:
+    informer = _informer()
+    informer._dispatch("ADDED", _va(10))
+    informer.observe_deleted(_va(10), {"kind": "Status", "metadata": {}})
+    assert informer.get("va") is None
+    informer._dispatch("MODIFIED", _va(11))  # still in flight from before the delete
+    assert informer.get("va") is None
+    informer._dispatch("DELETED", _va(12))
+    informer._dispatch("ADDED", _va(20, uid="u2"))  # re-created under the same name
+    assert informer.get("va")["metadata"]["uid"] == "u2"
+
+
+def test_own_delete_of_an_object_held_by_finalizers_caches_the_answer() -> None:
+    informer = _informer()
+    informer._dispatch("ADDED", _va(10))
+    held = _va(11)
+    held["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])  # type: ignore[union-attr]
+    informer.observe_deleted(_va(10), held)
+    assert informer.get("va")["metadata"]["deletionTimestamp"]
