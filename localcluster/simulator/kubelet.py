@@ -4,7 +4,10 @@ A pod goes Running and Ready only after every CSI volume it uses is attached (it
 and mounted (the backend's mount operation). Waiting is event-driven: a pod whose volume is not attached yet is
 parked on that (volume, node) pair and woken by the VolumeAttachment's update, so the simulator adds no
 polling delay to what the operator measures. A deleted pod is unmounted, then removed with grace period 0,
-as a kubelet does; only then does the attach/detach controller detach.
+as a kubelet does; only then does the attach/detach controller detach. A pod removed from the API at once (its
+``terminationGracePeriodSeconds`` is 0, as csibench's benchmark pods have) still gets its volumes unmounted, as
+a kubelet's volume manager tears down what no pod wants any more; the attach/detach controller does not wait for
+that here, since simulated nodes report no ``volumesInUse``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Kubelet:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.controller = Controller("kubelet", self._reconcile)
+        self.teardown = Controller("kubelet-teardown", self._tear_down)
+        self._orphaned: dict[str, tuple[api.Obj, set[str]]] = {}  # pod uid -> (removed pod, volumes still mounted)
         self._mounted: dict[str, set[str]] = defaultdict(set)  # pod uid -> mounted PV names
         self._waiting: dict[tuple[str, str], set[str]] = defaultdict(set)  # (pv, node) -> pod keys
         self._waiting_claims: dict[str, set[str]] = defaultdict(set)  # pvc key -> pod keys
@@ -65,7 +70,10 @@ class Kubelet:
             return
         if event == "DELETED":
             self.controller.cancel(api.key_of(pod))
-            self._mounted.pop(pod["metadata"]["uid"], None)
+            mounted = self._mounted.pop(pod["metadata"]["uid"], set())
+            if mounted:
+                self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
+                self.teardown.kick(pod["metadata"]["uid"])
         else:
             self.controller.kick(api.key_of(pod))
 
@@ -156,6 +164,17 @@ class Kubelet:
             await self.ctx.event(pod, "FailedUnmount", f"UnmountVolume.TearDown failed for volume {pv_name!r}: "
                                  f"{failure}", COMPONENT)
             return False
+
+    async def _tear_down(self, uid: str) -> bool:
+        """Unmount what a pod removed from the API left mounted; retried until every volume is unmounted."""
+        pod, mounted = self._orphaned.get(uid, ({}, set()))
+        volumes = sorted(mounted)
+        results = await asyncio.gather(*(self._unmount(pod, pv_name) for pv_name in volumes))
+        mounted.difference_update(pv_name for pv_name, ok in zip(volumes, results, strict=True) if ok)
+        if mounted:
+            return True
+        self._orphaned.pop(uid, None)
+        return False
 
     async def _terminate(self, key: str, pod: api.Obj) -> bool:
         mounted = self._mounted.get(pod["metadata"]["uid"], set())
