@@ -15,19 +15,21 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, Phase
+from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, ClientSettings, Phase
 from csibench.engine.cleanup import cleanup
-from csibench.engine.plan import Names, PlanError
+from csibench.engine.plan import PlanError
 from csibench.engine.report_store import load_report, restore_run_metrics
-from csibench.engine.run import RunEngine, RunRef
-from csibench.kube.client import KubeClient, load_configuration
-from csibench.kube.ownership import selector
+from csibench.engine.run import RunEngine, RunRef, scope_of
+from csibench.kube.client import ApiError, KubeClient, load_configuration
+from csibench.kube.resources import InvalidName
 from csibench.metrics import METRICS
 
 FINALIZER = "csibench.io/finalizer"
 ANNOTATION_PREFIX = "csibench.io"
 TERMINAL = {Phase.SUCCEEDED.value, Phase.FAILED.value}
 DELETE_CLEANUP_SECONDS = 50.0
+DELETE_RETRIES = 5  # then kopf gives up and releases the finalizer: a run is never stuck on deletion forever
+DELETE_BACKOFF_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -40,12 +42,20 @@ def plain(value: Any) -> Any:
     return value
 
 
-async def _client_for(spec: BenchmarkRunSpec, run_label: str = "") -> KubeClient:
+async def _client_for(settings: ClientSettings, run_label: str = "") -> KubeClient:
     """Loading a kubeconfig reads files and may run an exec auth plugin: never on the event loop."""
     def build() -> KubeClient:
-        return KubeClient(load_configuration(), spec.client.qps, spec.client.burst, spec.client.maxInFlight,
-                          run_label)
+        return KubeClient(load_configuration(), settings.qps, settings.burst, settings.maxInFlight, run_label)
     return await asyncio.to_thread(build)
+
+
+def describe_invalid_spec(error: ValidationError) -> str:
+    """'spec is invalid: spec.targetNamespace: ...; spec.labels: ...' (pydantic's own text is multi-line)."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in ("spec", *item["loc"]))
+        problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+    return "spec is invalid: " + "; ".join(problems)
 
 
 @kopf.on.startup()
@@ -68,14 +78,14 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
     except ValidationError as error:
-        placeholder = BenchmarkRunSpec(storageClassName="-")
-        client = await _client_for(placeholder)
+        placeholder = BenchmarkRunSpec(storageClassName="invalid")
+        client = await _client_for(placeholder.client)
         try:
-            await RunEngine(ref, placeholder, client).fail("InvalidSpec", f"spec is invalid: {error}")
+            await RunEngine(ref, placeholder, client).fail("InvalidSpec", describe_invalid_spec(error))
         finally:
             client.close()
         return
-    client = await _client_for(spec, f"{ref.namespace}/{ref.name}")
+    client = await _client_for(spec.client, f"{ref.namespace}/{ref.name}")
     try:
         engine = RunEngine(ref, spec, client)
         if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
@@ -93,7 +103,7 @@ async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any])
     METRICS.set_phase(run_label, str(status["phase"]))
     report = None
     if status.get("reportConfigMap"):
-        client = await _client_for(BenchmarkRunSpec(storageClassName=storage_class or "-"))
+        client = await _client_for(ClientSettings())
         try:
             report = await load_report(client, ref.namespace, str(status["reportConfigMap"]))
         finally:
@@ -101,21 +111,27 @@ async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any])
     restore_run_metrics(run_label, storage_class, status, report)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
-async def handle_delete_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+@kopf.on.delete(GROUP, VERSION, PLURAL, retries=DELETE_RETRIES, backoff=DELETE_BACKOFF_SECONDS)
+async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """Remove what the run created. What it created is read from its status (recorded as it went), never
+    from the spec; every delete is still limited to objects carrying the run's uid label."""
     METRICS.forget_run(f"{meta['namespace']}/{meta['name']}")
-    target = status.get("targetNamespace")
-    if not target:
+    if not status.get("targetNamespace"):
         return  # never got past its preconditions: nothing was created
+    ref = RunRef(meta["namespace"], meta["name"], meta["uid"])
     try:
-        spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
-        names = Names.for_run(meta["name"], meta["uid"])
-    except (ValidationError, PlanError):
+        scope = scope_of(ref, status.get("targetNamespace"))
+    except PlanError as error:
+        log.warning("run %s/%s deleted: %s; nothing to clean up", ref.namespace, ref.name, error)
         return
-    client = await _client_for(spec)
+    client = await _client_for(ClientSettings())
     try:
-        result = await cleanup(client, None, target, names.prefix, selector(meta["uid"]),
-                               own_namespace=spec.targetNamespace is None, deadline_seconds=DELETE_CLEANUP_SECONDS)
-        log.info("run %s/%s deleted: %s", meta["namespace"], meta["name"], result.describe())
+        result = await cleanup(client, None, scope, deadline_seconds=DELETE_CLEANUP_SECONDS)
+        log.info("run %s/%s deleted: %s", ref.namespace, ref.name, result.describe())
+    except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
+        log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)
+    except (ApiError, TimeoutError) as error:
+        raise kopf.TemporaryError(f"cleanup of the deleted run failed: {error}",
+                                  delay=DELETE_BACKOFF_SECONDS) from error
     finally:
         client.close()

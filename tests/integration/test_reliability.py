@@ -195,6 +195,22 @@ BAD_AT_ADMISSION: list[tuple[dict[str, Any], str]] = [
     ({"targetNamespace": "x" * 64}, "may not be more than 63 bytes"),
     ({"labels": {"team": 7}}, "must be of type string"),
     ({"unknownField": True}, 'unknown field "spec.unknownField"'),
+    ({"labels": {"bad label!": "x"}}, "label keys must be"),
+    ({"labels": {"team": "not a valid value"}}, "should match"),
+    ({"labels": {"team": "team-a\n"}}, "should match"),
+    ({"labels": {"csibench.io/run-uid": "forged"}}, "set by the operator to mark what a run owns"),
+    ({"size": "0"}, "size must be greater than 0"),
+    ({"size": "99999999999999999999Ei"}, "at most 1Pi"),
+    ({"accessModes": ["ReadWriteOncePod", "ReadWriteOnce"]}, "ReadWriteOncePod cannot be combined"),
+    ({"pod": {"image": "registry.k8s.io/pause 3.10"}}, "spec.pod.image"),
+    ({"pod": {"tolerations": [{"key": "k", "operator": "Sometimes"}]}}, "Unsupported value"),
+    ({"pod": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}}, "must not have a value"),
+    ({"pod": {"resources": {"requests": {"cpu": "lots"}}}}, "should match"),
+    ({"pod": {"resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "16Mi"}}}},
+     "every resource request must be at most its limit"),
+    ({"pod": {"nodeSelector": {"zone": "z" * 100_000}}}, "spec.pod.nodeSelector.zone"),
+    ({"targetNamespace": "kube-system"}, "system namespace"),
+    ({"targetNamespace": "csibench-system"}, "the operator's own"),
 ]
 FAILED_BY_OPERATOR: list[tuple[dict[str, Any], str]] = [
     ({"storageClassName": "no-such-class"}, "StorageClassNotFound"),
@@ -205,14 +221,12 @@ FAILED_BY_OPERATOR: list[tuple[dict[str, Any], str]] = [
     ({"steps": ["createVolume", "createSnapshot"], "volumeSnapshotClassName": "no-such-snapclass"},
      "VolumeSnapshotClassNotFound"),
     ({"targetNamespace": "no-such-namespace"}, "TargetNamespaceNotFound"),
-    ({"labels": {"bad label!": "x"}}, "InvalidLabels"),
-    ({"labels": {"team": "not a valid value"}}, "InvalidLabels"),
 ]
 
 
 def test_bad_input_corpus_is_rejected_or_fails_clearly_and_creates_nothing(kube: Kube, namespace: str,
                                                                             operator: OperatorProcess) -> None:
-    assert len(BAD_AT_ADMISSION) + len(FAILED_BY_OPERATOR) >= 25
+    assert len(BAD_AT_ADMISSION) + len(FAILED_BY_OPERATOR) >= 45
     for index, (spec, message) in enumerate(BAD_AT_ADMISSION):
         body = benchmark_run(f"bad-{index}", **{"storageClassName": "csibench-sim", **spec})
         with pytest.raises(ApiException) as rejected:  # Strict, as kubectl: unknown fields are errors
@@ -235,6 +249,62 @@ def test_bad_input_corpus_is_rejected_or_fails_clearly_and_creates_nothing(kube:
         assert kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items == []
         assert kube.core.list_namespace(label_selector=label).items == []
     assert operator.process is not None and operator.process.poll() is None, operator.log()
+
+
+def test_run_names_longer_than_40_characters_are_refused_at_admission(kube: Kube, namespace: str,
+                                                                       operator: OperatorProcess) -> None:
+    with pytest.raises(ApiException) as rejected:
+        create_run(kube, namespace, benchmark_run("n" * 41, storageClassName="csibench-sim"))
+    assert "at most 40 characters" in json.loads(rejected.value.body)["message"]
+
+
+def test_what_the_api_server_would_refuse_fails_the_run_before_anything_exists(kube: Kube, namespace: str,
+                                                                               operator: OperatorProcess) -> None:
+    """A LimitRange in the target namespace refuses the publish pods: a dry run finds it before the first PVC."""
+    kube.core.create_namespaced_limit_range(namespace, {
+        "metadata": {"name": "small"}, "spec": {"limits": [{"type": "Container", "max": {"memory": "8Mi"}}]}})
+    run = run_to_end(kube, namespace, benchmark_run(
+        "too-big", storageClassName="csibench-sim", volumes=2, targetNamespace=namespace,
+        steps=["createVolume", "publish", "unpublish", "deleteVolume"],
+        pod={"resources": {"requests": {"memory": "16Mi"}, "limits": {"memory": "16Mi"}}}), timeout=60)
+    condition = run["status"]["conditions"][0]
+    assert (run["status"]["phase"], condition["reason"]) == ("Failed", "ManifestRejected"), run["status"]
+    assert "maximum memory usage per Container is 8Mi" in condition["message"], condition
+    assert kube.core.list_namespaced_persistent_volume_claim(namespace).items == []
+
+
+def test_deletion_steps_count_only_objects_that_existed(kube: Kube, namespace: str,
+                                                        operator: OperatorProcess) -> None:
+    """A quota lets 2 of 4 claims and 1 of 2 pods in: deleting the refused ones is never a success."""
+    kube.core.create_namespaced_resource_quota(namespace, {
+        "metadata": {"name": "few"}, "spec": {"hard": {"persistentvolumeclaims": "2", "pods": "1"}}})
+    wait_until(lambda: (kube.core.read_namespaced_resource_quota("few", namespace).status or {}) and
+               kube.core.read_namespaced_resource_quota("few", namespace).status.hard, 30, "quota in force")
+    run = run_to_end(kube, namespace, benchmark_run(
+        "quota", storageClassName="csibench-sim", volumes=4, targetNamespace=namespace,
+        steps=["createVolume", "publish", "unpublish", "deleteVolume"]), timeout=120)
+    status = run["status"]
+    counts = {s["name"]: (s["succeeded"], s["failed"], s["skipped"]) for s in status["steps"]}
+    assert counts == {"createVolume": (2, 2, 0), "publish": (1, 1, 2), "unpublish": (1, 0, 3),
+                      "deleteVolume": (2, 0, 2)}, status
+    assert step(run, "createVolume")["failureReasons"][0]["reason"] == "RequestForbidden"
+    assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "ObjectsFailed")
+    assert "exceeded quota" in status["conditions"][0]["message"], status["conditions"][0]
+    assert leftovers(kube, run) == {}
+
+
+def test_an_incomplete_cleanup_shows_in_the_verdict(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                    storage_class: Any) -> None:
+    slow_delete = storage_class(deleteVolumeLatency="4s")
+    name = "short-cleanup"
+    run = run_to_end(kube, namespace, benchmark_run(name, storageClassName=slow_delete, volumes=2,
+                                                    steps=["createVolume"], timeouts={"cleanup": 1}))
+    status = run["status"]
+    assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "CleanupIncomplete"), status
+    assert "still present" in status["conditions"][0]["message"]
+    assert step(run, "createVolume")["state"] == "Succeeded"
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", name)
+    wait_until(lambda: leftovers(kube, run) == {}, 90, "what was left removed once the run is deleted")
 
 
 def test_deleting_the_target_namespace_mid_run_fails_cleanly(kube: Kube, namespace: str, operator: OperatorProcess,

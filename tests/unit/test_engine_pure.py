@@ -14,7 +14,7 @@ from csibench.api.models import BenchmarkRunSpec, StepName, StepState
 from csibench.engine import manifests
 from csibench.engine.clock import StepTracker
 from csibench.engine.observed import CLAIM, POD, Observed
-from csibench.engine.plan import Names, PlanError, pod_count, resolve_steps, validate_labels, volumes_of_pod
+from csibench.engine.plan import Names, PlanError, pod_count, resolve_steps, volumes_of_pod
 from csibench.engine.report_store import build_report_configmaps, decode_report, object_names
 from csibench.engine.steps import DONE, Verdict, claim_and_volume_gone, pod_gone_and_detached
 from csibench.engine.timing import human_duration, nearest_rank, summarize
@@ -197,15 +197,3 @@ def test_a_100000_volume_report_is_split_into_configmaps_under_the_limit() -> No
     assert {c["metadata"]["annotations"]["csibench.io/report-chunks"] for c in configmaps} == {str(len(configmaps))}
     joined = b"".join(base64.b64decode(c["binaryData"]["report.json.gz"]) for c in configmaps)
     assert decode_report(joined)["steps"][7]["latencyMs"] == report["steps"][7]["latencyMs"]
-
-
-@pytest.mark.parametrize("labels", [{"bad key!": "x"}, {"team": "has space"}, {"Example.com/x": "y"},
-                                    {"a" * 64: "x"}, {"team": "-leading"}])
-def test_invalid_labels_fail_before_anything_is_created(labels: dict[str, str]) -> None:
-    with pytest.raises(PlanError) as failure:
-        validate_labels(labels)
-    assert failure.value.reason == "InvalidLabels"
-
-
-def test_valid_labels_pass() -> None:
-    validate_labels({"team": "storage", "example.com/cost-center": "a_1.b", "empty": ""})

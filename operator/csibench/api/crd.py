@@ -12,7 +12,15 @@ from typing import Any
 
 import yaml
 
-from csibench.api.models import GROUP, KIND, PLURAL, VERSION, BenchmarkRunSpec, BenchmarkRunStatus
+from csibench.api.models import (
+    GROUP,
+    KIND,
+    MAX_RUN_NAME,
+    PLURAL,
+    VERSION,
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+)
 
 Schema = dict[str, Any]
 _DROP = {"title", "$defs"}
@@ -69,9 +77,16 @@ def openapi_schema(model: type[Any]) -> Schema:
     return _finish(_resolve(raw, raw.get("$defs", {})))
 
 
+IMMUTABLE_SPEC_MESSAGE = ("spec is immutable: a run measures the spec it started with; create a new BenchmarkRun "
+                          "(a new name) to measure something else")
+NAME_RULE_MESSAGE = (f"BenchmarkRun names are at most {MAX_RUN_NAME} characters, so that the names of the objects "
+                     "a run creates stay valid")
+
+
 def build_crd() -> Schema:
     spec_schema = openapi_schema(BenchmarkRunSpec)
     spec_schema["description"] = (BenchmarkRunSpec.__doc__ or "").strip()
+    spec_schema["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": IMMUTABLE_SPEC_MESSAGE}]
     status_schema = openapi_schema(BenchmarkRunStatus)
     status_schema["description"] = (BenchmarkRunStatus.__doc__ or "").strip()
     return {
@@ -99,6 +114,8 @@ def build_crd() -> Schema:
                     "type": "object",
                     "description": "A batch benchmark of a CSI storage class: the volume lifecycle, timed per step.",
                     "required": ["spec"],
+                    "x-kubernetes-validations": [{"rule": f"size(self.metadata.name) <= {MAX_RUN_NAME}",
+                                                  "message": NAME_RULE_MESSAGE}],
                     "properties": {
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},

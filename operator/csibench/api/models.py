@@ -9,15 +9,37 @@ Status stays small and bounded at any scale: aggregates only; per-object data go
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from csibench.api import validation as v
 
 GROUP = "csibench.io"
 VERSION = "v1alpha1"
 KIND = "BenchmarkRun"
 PLURAL = "benchmarkruns"
-QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+QUANTITY_PATTERN = v.SIZE_PATTERN
 MAX_FAILURE_REASONS = 5
+MAX_LABELS = 32
+MAX_RUN_NAME = 40  # object names are "<run>-<uid5>-v00042": 40 + 13 stays a valid DNS label
+
+
+def cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CEL validation rules (rule, message) for the generated CRD (``x-kubernetes-validations``): admission."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+
+
+def _re(pattern: str) -> str:
+    """A Python pattern as a CEL string literal (RE2 accepts the same syntax)."""
+    return "'" + pattern.replace("\\", "\\\\") + "'"
+
+
+LabelValue = Annotated[str, Field(max_length=v.LABEL_VALUE_MAX, pattern=v.LABEL_VALUE_PATTERN)]
+LABEL_KEYS_RULE = (f"self.all(k, size(k) <= {v.LABEL_KEY_MAX} && k.matches({_re(v.LABEL_KEY_PATTERN)}))",
+                   "label keys must be an optional DNS-subdomain prefix and '/', then 1-63 alphanumerics, '-', "
+                   "'_' or '.', starting and ending with an alphanumeric")
+ResourceQuantity = Annotated[str, Field(max_length=64, pattern=v.RESOURCE_QUANTITY_PATTERN)]
 
 
 class StepName(StrEnum):
@@ -71,31 +93,100 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False, populate_by_name=True)
 
 
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+_TOLERATION_RULES = (
+    ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+     "a toleration with operator Exists must not have a value"),
+    ("(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+     "a toleration without a key must use operator Exists (it then tolerates every taint)"),
+    ("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+     "tolerationSeconds is only valid with effect NoExecute"),
+)
+
+
 class Toleration(_Model):
     """A pod toleration (the Kubernetes shape)."""
 
-    key: str | None = Field(None, description="Taint key the toleration applies to.")
-    operator: str | None = Field(None, description="Exists or Equal.")
-    value: str | None = Field(None, description="Taint value when operator is Equal.")
-    effect: str | None = Field(None, description="NoSchedule, PreferNoSchedule or NoExecute.")
-    tolerationSeconds: int | None = Field(None, description="How long a NoExecute taint is tolerated.")
+    model_config = ConfigDict(json_schema_extra=cel(*_TOLERATION_RULES))
+
+    key: str | None = Field(None, max_length=v.LABEL_KEY_MAX, pattern=v.LABEL_KEY_PATTERN,
+                            description="Taint key the toleration applies to (a label key).")
+    operator: TolerationOperator | None = Field(None, description="Exists or Equal (default Equal).")
+    value: LabelValue | None = Field(None, description="Taint value when operator is Equal.")
+    effect: TaintEffect | None = Field(None, description="NoSchedule, PreferNoSchedule or NoExecute; empty: all.")
+    tolerationSeconds: int | None = Field(None, ge=0, description="How long a NoExecute taint is tolerated.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == TolerationOperator.EXISTS and self.value:
+            raise ValueError(_TOLERATION_RULES[0][1])
+        if not self.key and self.operator != TolerationOperator.EXISTS:
+            raise ValueError(_TOLERATION_RULES[1][1])
+        if self.tolerationSeconds is not None and self.effect != TaintEffect.NO_EXECUTE:
+            raise ValueError(_TOLERATION_RULES[2][1])
+        return self
+
+
+_REQUESTS_WITHIN_LIMITS = (
+    "!has(self.limits) || !has(self.requests) || self.requests.all(k, !(k in self.limits) || "
+    "quantity(self.requests[k]).compareTo(quantity(self.limits[k])) <= 0)",
+    "every resource request must be at most its limit")
+_RESOURCE_NAMES = (f"self.all(k, size(k) <= {v.LABEL_KEY_MAX} && k.matches({_re(v.LABEL_KEY_PATTERN)}))",
+                   "resource names are like cpu, memory, ephemeral-storage or example.com/device")
 
 
 class Resources(_Model):
     """Container resources of the benchmark pods."""
 
-    requests: dict[str, str] = Field(default_factory=dict, description="Resource requests, e.g. {cpu: 10m}.")
-    limits: dict[str, str] = Field(default_factory=dict, description="Resource limits, e.g. {memory: 16Mi}.")
+    model_config = ConfigDict(json_schema_extra=cel(_REQUESTS_WITHIN_LIMITS))
+
+    requests: dict[str, ResourceQuantity] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=cel(_RESOURCE_NAMES),
+        description="Resource requests, e.g. {cpu: 10m}.")
+    limits: dict[str, ResourceQuantity] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=cel(_RESOURCE_NAMES),
+        description="Resource limits, e.g. {memory: 16Mi}.")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for name in (*self.requests, *self.limits):
+            if not v.is_label_key(name):
+                raise ValueError(f"resource name {name!r}: {_RESOURCE_NAMES[1]}")
+        for name, request in self.requests.items():
+            limit = self.limits.get(name)
+            if limit is not None and v.parse_quantity(request) > v.parse_quantity(limit):
+                raise ValueError(f"resources: the {name} request {request} is above its limit {limit}")
+        return self
 
 
 class PodSpec(_Model):
     """How the publish step's pods look. They meet Pod Security "restricted"."""
 
-    image: str = Field("registry.k8s.io/pause:3.10", min_length=1,
+    image: str = Field("registry.k8s.io/pause:3.10", min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
                        description="Container image of the benchmark pods (a pause image by default).")
-    nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector of the benchmark pods.")
+    nodeSelector: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        description="Node selector of the benchmark pods (label keys and values).")
     tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations of the benchmark pods.")
     resources: Resources = Field(default_factory=Resources, description="Resources of the benchmark container.")
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = v.label_problems(value, "nodeSelector")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
 
 class Timeouts(_Model):
@@ -131,32 +222,79 @@ class ClientSettings(_Model):
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    storageClassName: str = Field(..., min_length=1, max_length=253,
+    storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
     volumeSnapshotClassName: str | None = Field(
-        None, min_length=1, max_length=253,
+        None, min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
         description="VolumeSnapshotClass for createSnapshot and cloneFromSnapshot; required when they run.")
     volumes: int = Field(10, ge=1, le=100000, description="Number of volumes (PVCs) in the batch.")
     pvcsPerPod: int = Field(1, ge=1, le=128,
                             description="PVCs mounted by each publish pod; pods = ceil(volumes / pvcsPerPod).")
-    size: str = Field("1Gi", pattern=QUANTITY_PATTERN, description="Requested size of each volume, e.g. 1Gi.")
-    accessModes: list[AccessMode] = Field(default_factory=lambda: [AccessMode.READ_WRITE_ONCE], min_length=1,
-                                          description="Access modes of each PVC.")
+    size: str = Field("1Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
+        f"size must be greater than 0 and at most {v.SIZE_MAX}")),
+        description=f"Requested size of each volume, e.g. 1Gi (more than 0, at most {v.SIZE_MAX}).")
+    accessModes: list[AccessMode] = Field(
+        default_factory=lambda: [AccessMode.READ_WRITE_ONCE], min_length=1, max_length=4,
+        json_schema_extra=cel(("!('ReadWriteOncePod' in self) || size(self) == 1",
+                               "ReadWriteOncePod cannot be combined with other access modes")),
+        description="Access modes of each PVC.")
     volumeMode: VolumeMode = Field(VolumeMode.FILESYSTEM, description="Filesystem or Block.")
     steps: list[StepName] | None = Field(
         None, min_length=1,
         description="Ordered subset of the lifecycle to run. Default: all steps the given classes allow "
                     "(the snapshot steps only with volumeSnapshotClassName).")
     targetNamespace: str | None = Field(
-        None, min_length=1, max_length=63,
-        description="Namespace for the benchmark objects. Default: a fresh namespace created and removed by the run.")
+        None, min_length=1, max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN,
+        json_schema_extra=cel((f"!self.startsWith('{v.SYSTEM_NAMESPACE_PREFIX}') && "
+                               f"self != '{v.DEFAULT_OPERATOR_NAMESPACE}'",
+                               "targetNamespace must not be a system namespace (kube-*) or the operator's own")),
+        description="Namespace for the benchmark objects (an existing one, never deleted by the run). Default: a "
+                    "fresh namespace created and removed by the run. System namespaces are refused.")
     pod: PodSpec = Field(default_factory=PodSpec, description="Shape of the publish step's pods.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
                                    description="Remove the run's objects: Always, OnSuccess or Never.")
-    labels: dict[str, str] = Field(default_factory=dict,
-                                   description="Extra labels put on every object the run creates.")
+    labels: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE, (
+            "self.all(k, !k.startsWith('csibench.io/') && k != 'app.kubernetes.io/managed-by')",
+            "labels under csibench.io/ and app.kubernetes.io/managed-by are set by the operator to mark what a "
+            "run owns; choose another key")),
+        description="Extra labels put on every object the run creates (not csibench.io/*, which mark ownership).")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_valid_and_not_reserved(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = v.label_problems(value, "label")
+        problems += [f"label {key!r} is set by the operator to mark what a run owns; choose another key"
+                     for key in value if v.is_reserved_label_key(key)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _size_in_bounds(cls, value: str) -> str:
+        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
+            raise ValueError(f"size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
+        return value
+
+    @field_validator("accessModes")
+    @classmethod
+    def _read_write_once_pod_alone(cls, value: list[AccessMode]) -> list[AccessMode]:
+        if AccessMode.READ_WRITE_ONCE_POD in value and len(value) > 1:
+            raise ValueError("ReadWriteOncePod cannot be combined with other access modes")
+        return value
+
+    @field_validator("targetNamespace")
+    @classmethod
+    def _target_namespace_allowed(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = v.namespace_problem(value, v.DEFAULT_OPERATOR_NAMESPACE)
+            if problem:
+                raise ValueError(problem)
+        return value
 
 
 class Condition(_Model):
@@ -196,7 +334,8 @@ class StepStatus(_Model):
     objects: int = Field(0, description="Objects the step submits.")
     succeeded: int = Field(0, description="Objects that reached their terminal state.")
     failed: int = Field(0, description="Objects that failed (error event, status error or timeout).")
-    skipped: int = Field(0, description="Objects not submitted because their prerequisite failed.")
+    skipped: int = Field(0, description="Objects not submitted: a creation step's whose prerequisite failed, a "
+                                        "deletion step's that never existed.")
     startTime: str | None = Field(None, description="When the clock started (RFC 3339).")
     completionTime: str | None = Field(None, description="When the clock stopped (RFC 3339).")
     durationSeconds: float | None = Field(None, description="Clock time of the step, in seconds.")
@@ -240,6 +379,9 @@ class BenchmarkRunStatus(_Model):
     duration: str | None = Field(None, description="Sum of step times, human readable.")
     totalStepSeconds: float | None = Field(None, description="Sum of step times, in seconds.")
     targetNamespace: str | None = Field(None, description="Namespace holding the run's objects.")
+    ownedNamespace: str | None = Field(
+        None, description="Namespace the run created for itself; cleanup deletes it only while it carries the "
+                          "run's uid label.")
     objectSelector: str | None = Field(None, description="Label selector matching every object the run created.")
     steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step.")
     client: ClientUsed | None = Field(None, description="Client limits used.")

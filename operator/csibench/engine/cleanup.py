@@ -1,9 +1,11 @@
 """Remove everything a run created: on success, failure, timeout, deletion of the run, or after a restart.
 
 Only labelled objects are deleted (one delete-collection per kind, by the run's uid label), so a user's own
-objects in a shared namespace are never touched. Completion is watched, not assumed: pods, snapshots and
-claims must be gone, and so must the PVs and snapshot contents that pointed at them (no leaked volumes). What
-is still there at the deadline is reported, never silently dropped.
+objects in a shared namespace are never touched. The namespace a run created is deleted only after a fresh read
+shows it carries the run's uid label, and with that object's uid as a precondition: a namespace named in a
+tampered status, or one that replaced the run's, is left alone and the refusal is reported. Completion is
+watched, not assumed: pods, snapshots and claims must be gone, and so must the PVs and snapshot contents that
+pointed at them (no leaked volumes). What is still there at the deadline is reported, never silently dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from csibench.engine.observed import Observed
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.ownership import RunScope
 
 REDELETE_SECONDS = 5.0
 
@@ -25,12 +28,14 @@ class CleanupResult:
     complete: bool
     remaining: dict[str, int]
     seconds: float
+    refused: str | None = None  # what cleanup would not delete because the run could not prove it owned it
 
     def describe(self) -> str:
+        refused = f"; {self.refused}" if self.refused else ""
         if self.complete:
-            return f"removed every object the run created in {self.seconds:.1f}s"
+            return f"removed every object the run created in {self.seconds:.1f}s{refused}"
         left = ", ".join(f"{count} {kind}" for kind, count in self.remaining.items() if count)
-        return f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}"
+        return f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}{refused}"
 
 
 def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
@@ -38,8 +43,8 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
         "pods": sum(1 for p in observed.pods.values() if p.exists),
         "volumesnapshots": sum(1 for s in observed.snapshots.values() if s.exists),
         "persistentvolumeclaims": sum(1 for c in observed.claims.values() if c.exists),
-        "persistentvolumes": len(observed.pv_claim),
-        "volumesnapshotcontents": len(observed.contents),
+        "persistentvolumes": observed.owned_volumes(),
+        "volumesnapshotcontents": observed.owned_contents(),
     }
     if namespace_left:
         counts["namespaces"] = 1
@@ -50,23 +55,39 @@ async def _snapshot_api_present(client: KubeClient) -> bool:
     return await client.get("/apis/snapshot.storage.k8s.io/v1") is not None
 
 
-async def _namespace_gone(client: KubeClient, namespace: str) -> bool:
-    found = await client.get(r.NAMESPACES.path(name=namespace))
-    return found is None
+async def delete_owned_namespace(client: KubeClient, scope: RunScope) -> tuple[str | None, str | None]:
+    """Delete the run's own namespace if it still carries the run's label. Returns (uid being deleted, refusal)."""
+    if scope.owned_namespace is None:
+        return None, None
+    found = await client.get(r.NAMESPACES.path(name=scope.owned_namespace))
+    if found is None:
+        return None, None
+    metadata = found.get("metadata") or {}
+    if not scope.owns(metadata):
+        return None, (f"namespace {scope.owned_namespace} was not deleted: it does not carry this run's label "
+                      f"{scope.selector}, so the run cannot have created it")
+    uid = str(metadata.get("uid", ""))
+    await client.delete(r.NAMESPACES.path(name=scope.owned_namespace), uid=uid or None)
+    return uid, None
 
 
-async def cleanup(client: KubeClient, observed: Observed | None, namespace: str, prefix: str, selector: str,
-                  own_namespace: bool, deadline_seconds: float) -> CleanupResult:
+async def _namespace_gone(client: KubeClient, name: str, uid: str) -> bool:
+    found = await client.get(r.NAMESPACES.path(name=name))
+    return found is None or (found.get("metadata") or {}).get("uid") != uid
+
+
+async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope,
+                  deadline_seconds: float) -> CleanupResult:
     """Delete the run's objects and wait (event-driven) until they and their volumes are gone, or the deadline."""
     started = time.monotonic()
-    snapshots = await _snapshot_api_present(client)
     watches: RunWatches | None = None
-    if observed is None:
-        observed = Observed(namespace, prefix)
-        watches = RunWatches(client, observed, selector, snapshots)
-        await watches.start()
     try:
-        query = {"labelSelector": selector}
+        snapshots = await _snapshot_api_present(client)
+        if observed is None:
+            observed = Observed(scope.namespace, scope.prefix)
+            watches = RunWatches(client, observed, scope.selector, snapshots)
+            await watches.start(timeout=max(1.0, deadline_seconds))
+        query = {"labelSelector": scope.selector}
         kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + [r.PVCS]
         last_delete = -REDELETE_SECONDS
         while time.monotonic() - started < deadline_seconds:
@@ -78,24 +99,21 @@ async def cleanup(client: KubeClient, observed: Observed | None, namespace: str,
                 last_delete = time.monotonic()
                 for resource in kinds:
                     try:
-                        await client.delete(resource.path(namespace), query=query)
+                        await client.delete(resource.path(scope.namespace), query=query)
                     except ApiError as error:
                         if error.status not in (404, 405):
                             raise
             await asyncio.sleep(0.2)  # reads in-memory state kept current by the watches
         objects_left = remaining(observed, namespace_left=False)
-        namespace_left = False
-        if own_namespace:
-            await client.delete(r.NAMESPACES.path(name=namespace))
+        deleting, refused = await delete_owned_namespace(client, scope)
+        if deleting is not None and scope.owned_namespace is not None:
             while time.monotonic() - started < deadline_seconds:
-                if await _namespace_gone(client, namespace):
+                if await _namespace_gone(client, scope.owned_namespace, deleting):
                     break
                 await asyncio.sleep(0.5)
             else:
-                namespace_left = True
-        if namespace_left:
-            objects_left["namespaces"] = 1
-        return CleanupResult(not any(objects_left.values()), objects_left, time.monotonic() - started)
+                objects_left["namespaces"] = 1
+        return CleanupResult(not any(objects_left.values()), objects_left, time.monotonic() - started, refused)
     finally:
         if watches is not None:
             watches.stop()

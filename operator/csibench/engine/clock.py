@@ -39,6 +39,7 @@ class StepTracker:
     anchor: Anchor | None = None
     stopped: float | None = None
     interrupted: bool = False
+    announced: bool = False  # written to status as Running before the clock starts (a restart then knows)
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
     _active: list[str] | None = None
@@ -117,7 +118,7 @@ class StepTracker:
         duration = (self.stopped if self.stopped is not None else time.monotonic()) - self.started \
             if self.started is not None else None
         if self.started is None:
-            state = StepState.PENDING
+            state = StepState.RUNNING if self.announced else StepState.PENDING
         elif self.interrupted:
             state = StepState.INTERRUPTED
         elif self.stopped is None:

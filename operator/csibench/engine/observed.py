@@ -64,10 +64,12 @@ class Observed:
         self.claims: dict[str, ClaimState] = {}
         self.pods: dict[str, PodState] = {}
         self.snapshots: dict[str, SnapshotState] = {}
-        self.pv_claim: dict[str, str] = {}  # existing PV -> claim
+        self.pv_claim: dict[str, str] = {}  # existing PV -> claim (by name: may be a namesake's, see owned_volumes)
+        self._pv_claim_uid: dict[str, str] = {}  # existing PV -> uid of the claim it is bound to
         self.attachments: dict[str, tuple[str, str]] = {}  # existing VolumeAttachment -> (PV, node)
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
-        self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot
+        self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
+        self._content_snapshot_uid: dict[str, str] = {}  # existing snapshot content -> uid of its snapshot
         self.warnings: dict[Key, Warning] = {}
         self._by_uid: dict[str, Key] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
@@ -144,8 +146,10 @@ class Observed:
         self._claim_of_pv[name] = claim
         if event.type == "DELETED":
             self.pv_claim.pop(name, None)
+            self._pv_claim_uid.pop(name, None)
         else:
             self.pv_claim[name] = claim
+            self._pv_claim_uid[name] = ref.get("uid", "")
         return [(CLAIM, claim)]
 
     def _on_attachments(self, event: WatchEvent) -> list[Key]:
@@ -172,8 +176,10 @@ class Observed:
             return []
         if event.type == "DELETED":
             self.contents.pop(name, None)
+            self._content_snapshot_uid.pop(name, None)
         else:
             self.contents[name] = ref["name"]
+            self._content_snapshot_uid[name] = ref.get("uid", "")
         return [(SNAPSHOT, ref["name"])]
 
     def _claim_of_volume(self, pv: str) -> str | None:
@@ -193,9 +199,11 @@ class Observed:
                     affected.append((kind, name))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
+                self._pv_claim_uid.pop(pv, None)
                 affected.append((CLAIM, self.pv_claim.pop(pv)))
         elif event.source == "contents":
             for content in [c for c in self.contents if c not in present]:
+                self._content_snapshot_uid.pop(content, None)
                 affected.append((SNAPSHOT, self.contents.pop(content)))
         elif event.source == "attachments":
             for name in [a for a in self.attachments if a not in present]:
@@ -204,6 +212,20 @@ class Observed:
                 claim = self.pv_claim.get(pair[0]) or self._claim_of_volume(pair[0])
                 affected.extend((POD, pod) for pod in self._pods_of_claim.get(claim or "", ()))
         return affected
+
+    def owned_volumes(self) -> int:
+        """PVs present that are bound to one of the run's claims (by uid: a namesake's PV is not the run's)."""
+        return sum(1 for uid in self._pv_claim_uid.values() if uid in self._by_uid)
+
+    def owned_contents(self) -> int:
+        """Snapshot contents present that belong to one of the run's snapshots (by uid)."""
+        return sum(1 for uid in self._content_snapshot_uid.values() if uid in self._by_uid)
+
+    def uids_of(self, kind: str) -> dict[str, str]:
+        """The run's objects of one kind that its label-selected watches have seen, name -> uid."""
+        states: dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]
+        states = self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
+        return {name: state.uid for name, state in states.items() if state.uid}
 
     def volume_of(self, claim: str) -> str | None:
         """The PV bound to one of the run's claims, as last seen (kept after the claim is deleted)."""

@@ -9,10 +9,9 @@ finds what it created instead of creating it again.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-from csibench.api.models import BenchmarkRunSpec, StepName
+from csibench.api.models import MAX_RUN_NAME, BenchmarkRunSpec, StepName
 
 LIFECYCLE = list(StepName)
 SNAPSHOT_STEPS = {StepName.CREATE_SNAPSHOT, StepName.CLONE_FROM_SNAPSHOT, StepName.DELETE_CLONE,
@@ -26,7 +25,6 @@ REQUIRES: dict[StepName, StepName] = {
     StepName.DELETE_SNAPSHOT: StepName.CREATE_SNAPSHOT,
     StepName.DELETE_VOLUME: StepName.CREATE_VOLUME,
 }
-MAX_RUN_NAME = 40
 
 
 class PlanError(ValueError):
@@ -56,24 +54,6 @@ def resolve_steps(spec: BenchmarkRunSpec) -> list[StepName]:
         raise PlanError("MissingVolumeSnapshotClass",
                         "volumeSnapshotClassName is required when createSnapshot or cloneFromSnapshot runs")
     return steps
-
-
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def validate_labels(labels: dict[str, str]) -> None:
-    """Kubernetes label syntax, checked before anything is created (the API server would reject each create)."""
-    for key, value in labels.items():
-        prefix, _, name = key.rpartition("/")
-        if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-            raise PlanError("InvalidLabels", f"label key {key!r}: prefix must be a DNS subdomain")
-        if not _LABEL_NAME.match(name):
-            raise PlanError("InvalidLabels", f"label key {key!r}: name must be 1-63 alphanumerics, '-', '_' or "
-                            "'.', starting and ending with an alphanumeric")
-        if value and not _LABEL_NAME.match(value):
-            raise PlanError("InvalidLabels", f"label {key!r}: value {value!r} must be at most 63 alphanumerics, "
-                            "'-', '_' or '.', starting and ending with an alphanumeric")
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,26 @@ def build_report_configmaps(name: str, run_name: str, run_uid: str, report: dict
     } for index, chunk in enumerate(chunks)]
 
 
-async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[str, Any]]) -> None:
+class ReportNameTaken(RuntimeError):
+    """A ConfigMap of the report's name exists and is not this run's report: it is left as it is."""
+
+
+def _is_report_of(configmap: dict[str, Any], run_uid: str) -> bool:
+    owners = (configmap.get("metadata") or {}).get("ownerReferences") or []
+    return any(owner.get("uid") == run_uid and owner.get("kind") == KIND for owner in owners)
+
+
+async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[str, Any]], run_uid: str) -> None:
+    """Create the report's ConfigMaps; one that exists is overwritten only if it is this run's own report."""
     for configmap in configmaps:
         if not await client.create(r.CONFIGMAPS.path(namespace), configmap):
-            await client.merge_patch(r.CONFIGMAPS.path(namespace, configmap["metadata"]["name"]),
-                                     {"metadata": {"annotations": configmap["metadata"]["annotations"]},
-                                      "binaryData": configmap["binaryData"]})
+            path = r.CONFIGMAPS.path(namespace, configmap["metadata"]["name"])
+            existing = await client.get(path)
+            if existing is not None and not _is_report_of(existing, run_uid):
+                raise ReportNameTaken(f"ConfigMap {namespace}/{configmap['metadata']['name']} exists and is not "
+                                      "this run's report; it was left untouched")
+            await client.merge_patch(path, {"metadata": {"annotations": configmap["metadata"]["annotations"]},
+                                            "binaryData": configmap["binaryData"]})
 
 
 async def load_report(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:

@@ -25,20 +25,20 @@ from csibench.api.models import (
     StepName,
     StepState,
 )
+from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.clock import StepTracker
-from csibench.engine.observed import Key, Observed
+from csibench.engine.observed import CLAIM, POD, SNAPSHOT, Key, Observed
 from csibench.engine.plan import (
     SNAPSHOT_STEPS,
     Names,
     PlanError,
     pod_count,
     resolve_steps,
-    validate_labels,
     volumes_of_pod,
 )
-from csibench.engine.report_store import build_report_configmaps, save_report
+from csibench.engine.report_store import ReportNameTaken, build_report_configmaps, save_report
 from csibench.engine.steps import (
     StepDefinition,
     Verdict,
@@ -54,12 +54,20 @@ from csibench.engine.timing import human_duration, rfc3339
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
-from csibench.kube.ownership import run_labels, selector
+from csibench.kube.identity import operator_namespace
+from csibench.kube.ownership import RunScope, run_labels, selector
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 2.0
 WFFC = "WaitForFirstConsumer"
+# Deletion steps act only on objects of this kind that the run's label-selected watches saw.
+DELETION_KINDS = {StepName.UNPUBLISH: POD, StepName.DELETE_CLONE: CLAIM, StepName.DELETE_SNAPSHOT: SNAPSHOT,
+                  StepName.DELETE_VOLUME: CLAIM}
+
+
+class NotOwned(Exception):
+    """An object of the run's name exists but is not the run's: it is never counted, changed or deleted."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,8 @@ class RunRef:
 
 @dataclass
 class RunContext:
-    """Facts established before the first step."""
+    """What the run decided before its first object (names, steps, scope, environment) and the trackers its
+    steps fill in."""
 
     names: Names
     steps: list[StepName]
@@ -85,6 +94,7 @@ class RunContext:
     binding_mode: str
     labels: dict[str, str]
     environment: Environment
+    scope: RunScope
     trackers: dict[StepName, StepTracker] = field(default_factory=dict)
 
 
@@ -92,10 +102,21 @@ def now() -> str:
     return rfc3339(time.time())
 
 
+def scope_of(ref: RunRef, target_namespace: str | None) -> RunScope:
+    """What a run may clean up: its labelled objects in the namespace it recorded using, and the one namespace
+    its identity lets it create (``csibench-<run>-<uid5>``), which cleanup deletes only while it carries the
+    run's uid label. Neither the spec nor a status field can point cleanup at another namespace to delete."""
+    names = Names.for_run(ref.name, ref.uid)
+    return RunScope(target_namespace or names.namespace, names.prefix, ref.uid, names.namespace)
+
+
 def _failure_summary(tracker: StepTracker) -> str:
-    """'createVolume: 3 of 10 failed (ProvisioningFailed)'."""
+    """'createVolume: 3 of 10 failed (ProvisioningFailed): <the API's or driver's first message>'."""
     reasons = tracker.failure_reasons()
-    top = f" ({reasons[0].reason})" if reasons else ""
+    top = ""
+    if reasons:
+        example = f": {reasons[0].message[:240]}" if reasons[0].message else ""
+        top = f" ({reasons[0].reason}){example}"
     return f"{tracker.name.value}: {tracker.counts()[1]} of {len(tracker.active)} failed{top}"
 
 
@@ -175,17 +196,21 @@ class RunEngine:
         finished = bool(self.status.steps) and all(
             s.state in (StepState.SUCCEEDED, StepState.FAILED) for s in self.status.steps)
         target = self.status.targetNamespace
+        cleanup_complete = True
         if target and self.spec.cleanup != CleanupPolicy.NEVER:
             self.status.phase = Phase.CLEANING_UP
             await self.write_status()
-            names = Names.for_run(self.ref.name, self.ref.uid)
-            result = await cleanup(self.client, None, target, names.prefix, selector(self.ref.uid),
-                                   self.spec.targetNamespace is None, float(self.spec.timeouts.cleanup))
+            scope = scope_of(self.ref, target)
+            result = await cleanup(self.client, None, scope, float(self.spec.timeouts.cleanup))
             self.status.cleanup = result.describe() + " (resumed after an operator restart)"
+            cleanup_complete = result.complete
         self.status.currentStep = None
         self.status.progress = None
         if finished:
             failed = [s for s in self.status.steps if s.state == StepState.FAILED]
+            if not failed and not cleanup_complete:
+                return await self.fail("CleanupIncomplete", f"{len(self.status.steps)} steps succeeded, but "
+                                       f"{self.status.cleanup}")
             if not failed:
                 self.status.phase = Phase.SUCCEEDED
                 self.status.completionTime = now()
@@ -211,6 +236,9 @@ class RunEngine:
         self.status.phase = Phase.RUNNING
         self.status.environment = context.environment
         self.status.targetNamespace = context.target_namespace
+        # Recorded before the namespace is created, so a restart knows which namespace may be the run's;
+        # cleanup still deletes it only if it carries the run's label.
+        self.status.ownedNamespace = context.target_namespace if context.own_namespace else None
         self.status.objectSelector = selector(self.ref.uid)
         self._init_trackers(context)
         self._condition("False", "Running", f"running {len(context.steps)} steps")
@@ -246,14 +274,17 @@ class RunEngine:
         await self._save_report(context)
         failed_steps = [t for t in context.trackers.values() if t.counts()[1] or t.interrupted]
         succeeded = not aborted and not failed_steps
-        await self._cleanup(context, succeeded)
+        cleanup_complete = await self._cleanup(context, succeeded)
         if self.watches is not None:
             self.watches.stop()
         self.status.currentStep = None
         self.status.progress = None
         self.status.completionTime = now()
         self._summarize_total(context)
-        if succeeded:
+        if succeeded and not cleanup_complete:
+            await self.fail("CleanupIncomplete", f"{len(context.steps)} steps succeeded (sum of step times "
+                            f"{self.status.duration}), but {self.status.cleanup}")
+        elif succeeded:
             self.status.phase = Phase.SUCCEEDED
             self.status.message = f"{len(context.steps)} steps succeeded; sum of step times {self.status.duration}"
             self._condition("True", "Succeeded", self.status.message)
@@ -275,7 +306,10 @@ class RunEngine:
         spec = self.spec
         names = Names.for_run(self.ref.name, self.ref.uid)
         steps = resolve_steps(spec)
-        validate_labels(spec.labels)
+        if spec.targetNamespace is not None:
+            problem = namespace_problem(spec.targetNamespace, operator_namespace())
+            if problem:
+                raise PlanError("InvalidTargetNamespace", problem)
         storage_class = await self.client.get(r.STORAGE_CLASSES.path(name=spec.storageClassName))
         if storage_class is None:
             raise PlanError("StorageClassNotFound", f"StorageClass {spec.storageClassName!r} does not exist")
@@ -295,10 +329,42 @@ class RunEngine:
             raise PlanError("TargetNamespaceNotFound", f"target namespace {spec.targetNamespace!r} does not "
                             "exist (omit targetNamespace to let the run create its own)")
         environment = await self._environment(storage_class, binding_mode)
-        return RunContext(
-            names=names, steps=steps, target_namespace=spec.targetNamespace or names.namespace,
-            own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
-            labels=run_labels(self.ref.name, self.ref.uid, spec.labels), environment=environment)
+        target = spec.targetNamespace or names.namespace
+        own_namespace = spec.targetNamespace is None
+        context = RunContext(
+            names=names, steps=steps, target_namespace=target, own_namespace=own_namespace,
+            binding_mode=binding_mode, labels=run_labels(self.ref.name, self.ref.uid, spec.labels),
+            environment=environment,
+            scope=scope_of(self.ref, target))
+        await self._dry_run(context)
+        return context
+
+    async def _dry_run(self, context: RunContext) -> None:
+        """Send one of each object the run will create as a server-side dry run, so that whatever the API server
+        would refuse (a field it rejects, an admission policy) fails the run now, with the API's own message,
+        before anything exists. The run's own namespace does not exist yet: its objects are tried in the
+        BenchmarkRun's namespace, where only a refusal of the object itself (400/422) counts."""
+        for kind, path, body in self._manifests_to_try(context):
+            try:
+                await self.client.create(path, body, dry_run=True)
+            except ApiError as error:
+                in_target = not context.own_namespace or kind == "Namespace"
+                if error.status in (400, 422) or (in_target and error.status == 403):
+                    raise PlanError("ManifestRejected", f"the API server refuses the {kind} this run would "
+                                    f"create: {error.message}") from error
+                log.info("dry run of %s outside the target namespace answered %s; not conclusive", kind, error)
+
+    def _manifests_to_try(self, context: RunContext) -> list[tuple[str, str, dict[str, Any]]]:
+        used = self._representative_manifests(context)
+        namespace = self.ref.namespace if context.own_namespace else context.target_namespace
+        resources = {"pvc": r.PVCS, "pod": r.PODS, "volumeSnapshot": r.SNAPSHOTS, "clone": r.PVCS}
+        tried: list[tuple[str, str, dict[str, Any]]] = []
+        if "namespace" in used:
+            tried.append(("Namespace", r.NAMESPACES.path(), used["namespace"]))
+        for key, resource in resources.items():
+            if key in used:
+                tried.append((used[key]["kind"], resource.path(namespace), used[key]))
+        return tried
 
     async def _environment(self, storage_class: dict[str, Any], binding_mode: str) -> Environment:
         version = await self.client.get("/version") or {}
@@ -316,7 +382,7 @@ class RunEngine:
         # Pod admission needs the namespace's default ServiceAccount, created asynchronously by the
         # controller-manager; waiting here keeps that delay out of the publish step's numbers.
         deadline = time.monotonic() + 60
-        path = f"/api/v1/namespaces/{context.target_namespace}/serviceaccounts/default"
+        path = r.SERVICE_ACCOUNTS.path(context.target_namespace, "default")
         while await self.client.get(path) is None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {context.target_namespace} never got its default ServiceAccount")
@@ -325,7 +391,7 @@ class RunEngine:
     async def _check_still_there(self, context: RunContext) -> None:
         """Between steps: a deleted target namespace or StorageClass ends the run cleanly, with the reason."""
         namespace = await self.client.get(r.NAMESPACES.path(name=context.target_namespace))
-        if namespace is None or namespace["metadata"].get("deletionTimestamp"):
+        if namespace is None or (namespace.get("metadata") or {}).get("deletionTimestamp"):
             raise PlanError("TargetNamespaceDeleted",
                             f"target namespace {context.target_namespace!r} was deleted during the run")
         if await self.client.get(r.STORAGE_CLASSES.path(name=self.spec.storageClassName)) is None:
@@ -376,6 +442,8 @@ class RunEngine:
         # the event are not part of what the step measures.
         self.status.currentStep = step.value
         self.status.progress = f"0/{len(tracker.active)}"
+        tracker.announced = True  # status says Running before the first request leaves: a restart knows
+        self._publish_step(context)
         await self.write_status()
         await self.event("StepStarted", f"{step.value}: submitting {len(tracker.active)} objects"
                          + (f" ({len(tracker.skipped)} skipped: prerequisite failed)" if tracker.skipped else ""))
@@ -412,6 +480,10 @@ class RunEngine:
             tracker.record(name, Verdict(False, f"Request{error.reason or error.status}", error.message[:300]),
                            time.monotonic())
             return
+        except NotOwned as error:
+            tracker.mark_submitted(name)
+            tracker.record(name, Verdict(False, "NameConflict", str(error)[:300]), time.monotonic())
+            return
         # A delete of something already gone, or a create whose terminal event came first, is decided now.
         submitted = tracker.submitted.get(name)
         if submitted is not None and name not in tracker.outcomes:
@@ -440,8 +512,14 @@ class RunEngine:
                 if k == kind}
 
     def _skipped(self, context: RunContext, step: StepName) -> set[str]:
-        """Objects a creation step does not submit because what they need failed or was not created."""
+        """Objects a step does not submit: for a creation step, those whose prerequisite failed or was never
+        created; for a deletion step, those the run never saw exist (a refused create made nothing to delete,
+        and counting its deletion as a success would be false)."""
         names, trackers = context.names, context.trackers
+        if step in DELETION_KINDS:
+            assert self.observed is not None
+            seen = self.observed.uids_of(DELETION_KINDS[step])
+            return {name for name in trackers[step].objects if name not in seen}
 
         def failed(of: StepName) -> set[int]:
             tracker = trackers[of]
@@ -458,17 +536,12 @@ class RunEngine:
                 bad = not_created(StepName.CREATE_VOLUME)
             return {names.pod(p) for p in range(len(trackers[step].objects))
                     if bad & set(volumes_of_pod(p, self.spec.volumes, self.spec.pvcsPerPod))}
-        prerequisite = {StepName.CREATE_SNAPSHOT: (StepName.CREATE_VOLUME, failed),
-                        StepName.CLONE_FROM_SNAPSHOT: (StepName.CREATE_SNAPSHOT, failed),
-                        StepName.UNPUBLISH: (StepName.PUBLISH, not_created),
-                        StepName.DELETE_CLONE: (StepName.CLONE_FROM_SNAPSHOT, not_created),
-                        StepName.DELETE_SNAPSHOT: (StepName.CREATE_SNAPSHOT, not_created),
-                        StepName.DELETE_VOLUME: (StepName.CREATE_VOLUME, not_created)}.get(step)
+        prerequisite = {StepName.CREATE_SNAPSHOT: StepName.CREATE_VOLUME,
+                        StepName.CLONE_FROM_SNAPSHOT: StepName.CREATE_SNAPSHOT}.get(step)
         if prerequisite is None:
             return set()
-        of, rule = prerequisite
         objects = trackers[step].objects
-        return {objects[i] for i in rule(of)}
+        return {objects[i] for i in failed(prerequisite)}
 
     def _definition_of(self, context: RunContext, step: StepName) -> StepDefinition:
         assert self.observed is not None
@@ -484,26 +557,35 @@ class RunEngine:
         block = spec.volumeMode.value == "Block"
         wffc = context.binding_mode == WFFC
 
+        async def create(resource: r.Resource, name: str, body: dict[str, Any]) -> None:
+            if not await client.create(resource.path(ns), body, stamp(tracker, name)):
+                # "Already exists" is success only for an object this run created (a restart re-submitting).
+                existing = await client.get(resource.path(ns, name))
+                if existing is not None and not context.scope.owns(existing.get("metadata") or {}):
+                    raise NotOwned(f"{body['kind']} {ns}/{name} already exists and does not carry this run's "
+                                   f"label {context.scope.selector}; the run never touches it")
+
         async def create_volume(name: str) -> None:
-            await client.create(r.PVCS.path(ns), manifests.build_pvc(name, spec, labels), stamp(tracker, name))
+            await create(r.PVCS, name, manifests.build_pvc(name, spec, labels))
 
         async def publish(name: str) -> None:
             claims = [names.volume(i) for i in volumes_of_pod(index[name], spec.volumes, spec.pvcsPerPod)]
-            await client.create(r.PODS.path(ns), manifests.build_pod(name, claims, spec, labels, block),
-                                stamp(tracker, name))
+            await create(r.PODS, name, manifests.build_pod(name, claims, spec, labels, block))
 
         async def create_snapshot(name: str) -> None:
             assert spec.volumeSnapshotClassName is not None
-            body = manifests.build_snapshot(name, names.volume(index[name]), spec.volumeSnapshotClassName, labels)
-            await client.create(r.SNAPSHOTS.path(ns), body, stamp(tracker, name))
+            await create(r.SNAPSHOTS, name, manifests.build_snapshot(
+                name, names.volume(index[name]), spec.volumeSnapshotClassName, labels))
 
         async def clone(name: str) -> None:
-            body = manifests.build_clone_pvc(name, names.snapshot(index[name]), spec, labels)
-            await client.create(r.PVCS.path(ns), body, stamp(tracker, name))
+            await create(r.PVCS, name, manifests.build_clone_pvc(name, names.snapshot(index[name]), spec, labels))
 
-        def deleting(resource: r.Resource) -> Any:
+        def deleting(resource: r.Resource, kind: str) -> Any:
+            uids = observed.uids_of(kind)
+
             async def delete(name: str) -> None:
-                await client.delete(resource.path(ns, name), on_send=stamp(tracker, name))
+                # Only the very object the run's label-selected watch saw (its uid as a precondition).
+                await client.delete(resource.path(ns, name), on_send=stamp(tracker, name), uid=uids[name])
             return delete
 
         if step == StepName.CREATE_VOLUME:
@@ -516,16 +598,17 @@ class RunEngine:
             note = f"{WFFC}: includes provisioning of each pod's volumes" if wffc else None
             return StepDefinition(step, "pod", publish, pod_ready(observed), note=note)
         if step == StepName.UNPUBLISH:
-            return StepDefinition(step, "pod", deleting(r.PODS), pod_gone_and_detached(observed))
+            return StepDefinition(step, "pod", deleting(r.PODS, POD), pod_gone_and_detached(observed))
         if step == StepName.CREATE_SNAPSHOT:
             return StepDefinition(step, "snapshot", create_snapshot, snapshot_ready(observed))
         if step == StepName.CLONE_FROM_SNAPSHOT:
             return StepDefinition(step, "claim", clone, claim_bound(observed, step))
         if step == StepName.DELETE_CLONE:
-            return StepDefinition(step, "claim", deleting(r.PVCS), claim_and_volume_gone(observed))
+            return StepDefinition(step, "claim", deleting(r.PVCS, CLAIM), claim_and_volume_gone(observed))
         if step == StepName.DELETE_SNAPSHOT:
-            return StepDefinition(step, "snapshot", deleting(r.SNAPSHOTS), snapshot_and_content_gone(observed))
-        return StepDefinition(step, "claim", deleting(r.PVCS), claim_and_volume_gone(observed))
+            return StepDefinition(step, "snapshot", deleting(r.SNAPSHOTS, SNAPSHOT),
+                                  snapshot_and_content_gone(observed))
+        return StepDefinition(step, "claim", deleting(r.PVCS, CLAIM), claim_and_volume_gone(observed))
 
     # -- after the steps -------------------------------------------------------------------------------------
     async def _save_report(self, context: RunContext) -> None:
@@ -547,9 +630,9 @@ class RunEngine:
                   "steps": steps}
         configmaps = build_report_configmaps(context.names.report, self.ref.name, self.ref.uid, report)
         try:
-            await save_report(self.client, self.ref.namespace, configmaps)
+            await save_report(self.client, self.ref.namespace, configmaps, self.ref.uid)
             self.status.reportConfigMap = context.names.report
-        except ApiError as error:
+        except (ApiError, ReportNameTaken) as error:
             log.warning("could not store the report: %s", error)
 
     def _representative_manifests(self, context: RunContext) -> dict[str, Any]:
@@ -568,17 +651,18 @@ class RunEngine:
             used["namespace"] = manifests.build_namespace(context.target_namespace, labels)
         return used
 
-    async def _cleanup(self, context: RunContext, succeeded: bool) -> None:
+    async def _cleanup(self, context: RunContext, succeeded: bool) -> bool:
+        """Clean up per policy; False when objects the run should have removed are still there."""
         policy = self.spec.cleanup
         if policy == CleanupPolicy.NEVER or (policy == CleanupPolicy.ON_SUCCESS and not succeeded):
             self.status.cleanup = (f"objects kept (cleanup: {policy.value}) in namespace "
                                    f"{context.target_namespace}, selector {selector(self.ref.uid)}")
-            return
+            return True
         self.status.phase = Phase.CLEANING_UP
         self.status.currentStep = None
         self.status.progress = None
         await self.write_status()
-        result: CleanupResult = await cleanup(
-            self.client, self.observed, context.target_namespace, context.names.prefix, selector(self.ref.uid),
-            context.own_namespace, float(self.spec.timeouts.cleanup))
+        result: CleanupResult = await cleanup(self.client, self.observed, context.scope,
+                                              float(self.spec.timeouts.cleanup))
         self.status.cleanup = result.describe()
+        return result.complete

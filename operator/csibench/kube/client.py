@@ -186,10 +186,13 @@ class KubeClient:
                 return None
             raise
 
-    async def create(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> bool:
-        """Create; a 409 (it already exists: a restarted run re-submitting) counts as success. True if new."""
+    async def create(self, path: str, body: Json, on_send: Callable[[float], None] | None = None,
+                     dry_run: bool = False) -> bool:
+        """Create; a 409 (it already exists: a restarted run re-submitting) returns False, and the caller must
+        prove the existing object is its own before treating it as created. True if new. ``dry_run`` asks the
+        API server to validate and admit the object without storing it."""
         try:
-            await self.request("POST", path, body, on_send=on_send)
+            await self.request("POST", path, body, query={"dryRun": "All"} if dry_run else None, on_send=on_send)
             return True
         except ApiError as error:
             if error.status == 409 and error.reason == "AlreadyExists":
@@ -197,11 +200,16 @@ class KubeClient:
             raise
 
     async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
-                     on_send: Callable[[float], None] | None = None) -> bool:
-        """Delete (one object, or a collection with a query); a 404 counts as success. True if it deleted."""
+                     on_send: Callable[[float], None] | None = None, uid: str | None = None) -> bool:
+        """Delete (one object, or a collection with a query); a 404 counts as success. True if it deleted.
+
+        With ``uid``, the API server deletes only the object with that uid (a precondition): the one the run saw
+        carrying its label, never a namesake created since (that answers 409 Conflict)."""
+        options: Json = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                "propagationPolicy": propagation}, query=query, on_send=on_send)
+            await self.request("DELETE", path, options, query=query, on_send=on_send)
             return True
         except ApiError as error:
             if error.status == 404:

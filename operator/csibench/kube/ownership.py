@@ -6,6 +6,9 @@ across operator restarts); the name label is for humans (``kubectl get pvc -l cs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 RUN_UID_LABEL = "csibench.io/run-uid"
 RUN_NAME_LABEL = "csibench.io/run"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -20,3 +23,23 @@ def run_labels(run_name: str, run_uid: str, extra: dict[str, str] | None = None)
 
 def selector(run_uid: str) -> str:
     return f"{RUN_UID_LABEL}={run_uid}"
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Everything a run may touch, carried into cleanup: the objects in ``namespace`` that carry its uid label,
+    and ``owned_namespace``, the namespace the run creates when it has no target (deleted only while it still
+    carries the label, whatever spec or status say)."""
+
+    namespace: str
+    prefix: str  # the run's object-name prefix, "<run name>-<uid[:5]>"
+    run_uid: str
+    owned_namespace: str | None = None
+
+    @property
+    def selector(self) -> str:
+        return selector(self.run_uid)
+
+    def owns(self, metadata: dict[str, Any]) -> bool:
+        """Proof of ownership: the object carries this run's uid label."""
+        return (metadata.get("labels") or {}).get(RUN_UID_LABEL) == self.run_uid

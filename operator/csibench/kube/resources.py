@@ -1,8 +1,29 @@
-"""REST paths of the resources csibench touches (one place, so RBAC in deploy/ can be checked against it)."""
+"""REST paths of the resources csibench touches (one place, so RBAC in deploy/ can be checked against it).
+
+Paths are built from validated, escaped segments, never by plain formatting: a namespace such as
+``"victim#"`` or ``".."`` would otherwise move the request to another object (``/namespaces/victim``, or up
+a level), and a request meant for the run's own namespace could then delete someone else's.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
+
+from csibench.api.validation import is_dns_label
+
+SUBRESOURCES = frozenset({"status", "log"})
+
+
+class InvalidName(ValueError):
+    """A name that cannot be part of a REST path; nothing was sent."""
+
+
+def _name_segment(name: str) -> str:
+    """An object name as one escaped path segment (Kubernetes names never contain '/' or '%')."""
+    if not name or name in (".", "..") or "/" in name or "%" in name or len(name) > 253:
+        raise InvalidName(f"{name!r} is not a valid object name")
+    return quote(name, safe="")
 
 
 @dataclass(frozen=True)
@@ -13,12 +34,16 @@ class Resource:
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         parts = [self.prefix]
-        if self.namespaced and namespace:
+        if self.namespaced and namespace is not None:
+            if not is_dns_label(namespace):
+                raise InvalidName(f"{namespace!r} is not a valid namespace name (a DNS-1123 label)")
             parts.append(f"namespaces/{namespace}")
         parts.append(self.plural)
-        if name:
-            parts.append(name)
-        if subresource:
+        if name is not None:
+            parts.append(_name_segment(name))
+        if subresource is not None:
+            if subresource not in SUBRESOURCES:
+                raise InvalidName(f"{subresource!r} is not a subresource csibench uses")
             parts.append(subresource)
         return "/".join(parts)
 
@@ -30,6 +55,7 @@ PODS = Resource("/api/v1", "pods", True)
 NODES = Resource("/api/v1", "nodes", False)
 EVENTS = Resource("/api/v1", "events", True)
 CONFIGMAPS = Resource("/api/v1", "configmaps", True)
+SERVICE_ACCOUNTS = Resource("/api/v1", "serviceaccounts", True)
 STORAGE_CLASSES = Resource("/apis/storage.k8s.io/v1", "storageclasses", False)
 VOLUME_ATTACHMENTS = Resource("/apis/storage.k8s.io/v1", "volumeattachments", False)
 SNAPSHOTS = Resource("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots", True)

@@ -1,1 +1,1 @@
-"""Reading results: render a run's step table (more formats and comparison come with the results work)."""
+"""Reading results: the step table of one run (``render``) and two runs side by side (``compare``)."""
