@@ -8,6 +8,12 @@ source tree; a second call finds them and returns at once.
 Why the ``replace`` block: k8s.io/kubernetes points its staging modules (k8s.io/api, k8s.io/client-go, ...) at
 ``./staging/...`` and Go ignores a dependency's replaces, so the published ``v0.x.y`` of each must be named here.
 The list is read from the pinned release's own go.mod, so it never drifts from the version.
+
+The CSI sidecars (external-provisioner, external-attacher, external-snapshotter's csi-snapshotter and
+snapshot-controller) are built the same way: their modules carry ``replace`` directives, so ``go install
+module@version`` refuses them, and a wrapper module that requires the sidecar module and repeats its replaces
+builds them. external-snapshotter replaces its ``client/v8`` with ``./client``, a path inside its repository;
+the wrapper pins the published ``client/v8`` of the same version instead.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,11 +53,18 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kubectl: Path
+    csi_provisioner: Path
+    csi_attacher: Path
+    csi_snapshotter: Path
+    snapshot_controller: Path
 
     @property
-    def kubernetes_source(self) -> Path:
-        """The unpacked k8s.io/kubernetes module (for the VolumeSnapshot CRDs it ships)."""
-        return module_dir("k8s.io/kubernetes", versions.KUBERNETES_VERSION)
+    def snapshot_crd_dir(self) -> Path:
+        """The VolumeSnapshot CRDs of the pinned external-snapshotter (shipped in its published client module)."""
+        return module_dir(versions.SNAPSHOTTER_CLIENT_MODULE, versions.SNAPSHOTTER.version) / "config" / "crd"
+
+    def sidecars(self) -> tuple[Path, ...]:
+        return (self.csi_provisioner, self.csi_attacher, self.csi_snapshotter, self.snapshot_controller)
 
 
 def kubernetes_bin_dir() -> Path:
@@ -61,14 +75,23 @@ def etcd_bin_dir() -> Path:
     return cache_root() / "bin" / f"etcd-{versions.ETCD_VERSION}"
 
 
+def sidecar_bin_dir(sidecar: versions.SidecarModule) -> Path:
+    return cache_root() / "bin" / f"{sidecar.name}-{sidecar.version}"
+
+
 def expected_binaries() -> Binaries:
     k8s = kubernetes_bin_dir()
+    snapshotter = sidecar_bin_dir(versions.SNAPSHOTTER)
     return Binaries(
         etcd=etcd_bin_dir() / "etcd",
         kube_apiserver=k8s / "kube-apiserver",
         kube_controller_manager=k8s / "kube-controller-manager",
         kube_scheduler=k8s / "kube-scheduler",
         kubectl=k8s / "kubectl",
+        csi_provisioner=sidecar_bin_dir(versions.PROVISIONER) / "csi-provisioner",
+        csi_attacher=sidecar_bin_dir(versions.ATTACHER) / "csi-attacher",
+        csi_snapshotter=snapshotter / "csi-snapshotter",
+        snapshot_controller=snapshotter / "snapshot-controller",
     )
 
 
@@ -109,6 +132,24 @@ def staging_replaces(kubernetes_go_mod: str, staging_version: str) -> list[str]:
     return [f"\t{name} => {name} {staging_version}" for name in modules]
 
 
+def sidecar_replaces(go_mod_json: dict[str, object], sidecar: versions.SidecarModule) -> list[str]:
+    """``replace`` lines for a sidecar's wrapper module: the sidecar's own replaces (from ``go mod edit -json``),
+    with a replace into its own repository (``=> ./client``) pointed at the published module of the same version
+    (pure)."""
+    lines = []
+    for entry in go_mod_json.get("Replace") or []:  # type: ignore[attr-defined]
+        old, new = entry["Old"], entry["New"]
+        old_spec = old["Path"] + (f" {old['Version']}" if old.get("Version") else "")
+        if new.get("Version"):
+            lines.append(f"\t{old_spec} => {new['Path']} {new['Version']}")
+        elif old["Path"] == versions.SNAPSHOTTER_CLIENT_MODULE:
+            lines.append(f"\t{old_spec} => {old['Path']} {sidecar.version}")
+        else:
+            raise BuildError(f"{sidecar.module} replaces {old['Path']} with local path {new['Path']}: "
+                             "no published module to pin")
+    return lines
+
+
 def build_go_mod(module_name: str, requires: dict[str, str], replaces: list[str]) -> str:
     """The go.mod text of a build module."""
     lines = [f"module {module_name}", "", "go 1.26.0", "", "require ("]
@@ -130,17 +171,31 @@ def _version_ldflags() -> str:
 
 
 def _go_build(workdir: Path, out_dir: Path, packages: list[str], ldflags: str, label: str) -> None:
-    """Run ``go build -v`` and report progress every 200 compiled packages (the first build takes minutes)."""
+    """Run ``go build -v`` and report progress every 200 compiled packages, and every 30 s while Go is quiet
+    (downloading modules on a cold cache prints nothing and can take minutes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     args = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(out_dir) + "/", *packages]
     started = time.monotonic()
     process = subprocess.Popen(args, cwd=workdir, env=_go_env(), stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     tail: list[str] = []
-    for compiled, line in enumerate(process.stderr, start=1):
-        tail = ([*tail, line.rstrip()])[-40:]
-        if compiled % 200 == 0:
-            _log(f"{label}: {compiled} packages compiled ({time.monotonic() - started:.0f}s)")
+    compiled = 0
+    finished = threading.Event()
+
+    def heartbeat() -> None:
+        while not finished.wait(30):
+            doing = "downloading modules" if compiled == 0 else f"{compiled} packages compiled"
+            _log(f"{label}: still working, {doing} ({time.monotonic() - started:.0f}s)")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        for line in process.stderr:
+            compiled += 1
+            tail = ([*tail, line.rstrip()])[-40:]
+            if compiled % 200 == 0:
+                _log(f"{label}: {compiled} packages compiled ({time.monotonic() - started:.0f}s)")
+    finally:
+        finished.set()
     if process.wait() != 0:
         raise BuildError(f"go build of {label} failed:\n" + "\n".join(tail))
     _log(f"{label}: built in {time.monotonic() - started:.0f}s")
@@ -176,6 +231,21 @@ def _build_etcd() -> None:
     built.replace(etcd_bin_dir() / "etcd")
 
 
+def _build_sidecar(sidecar: versions.SidecarModule) -> None:
+    workdir = cache_root() / "build" / f"{sidecar.name}-{sidecar.version}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = module_dir(sidecar.module, sidecar.version)
+    go_mod = json.loads(_run(["go", "mod", "edit", "-json", str(source / "go.mod")], workdir))
+    (workdir / "go.mod").write_text(
+        build_go_mod(f"csibench.local/{sidecar.name}-build", {sidecar.module: sidecar.version},
+                     sidecar_replaces(go_mod, sidecar))
+    )
+    _log(f"building {', '.join(sidecar.commands)} {sidecar.version} (first build takes minutes)")
+    packages = [f"{sidecar.module}/cmd/{command}" for command in sidecar.commands]
+    _go_build(workdir, sidecar_bin_dir(sidecar), packages, f"-s -w -X main.version={sidecar.version}",
+              f"{sidecar.name} {sidecar.version}")
+
+
 def ensure_binaries() -> Binaries:
     """Build whatever is missing and return the binaries; idempotent and quick when all are cached."""
     binaries = expected_binaries()
@@ -184,7 +254,10 @@ def ensure_binaries() -> Binaries:
     k8s = [binaries.kube_apiserver, binaries.kube_controller_manager, binaries.kube_scheduler, binaries.kubectl]
     if not all(path.exists() for path in k8s):
         _build_kubernetes()
-    missing = [str(path) for path in (binaries.etcd, *k8s) if not path.exists()]
+    for sidecar in versions.SIDECAR_MODULES:
+        if not all((sidecar_bin_dir(sidecar) / command).exists() for command in sidecar.commands):
+            _build_sidecar(sidecar)
+    missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars()) if not path.exists()]
     if missing:
         raise BuildError(f"build finished but binaries are missing: {missing}")
     return binaries
@@ -197,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_dir:
         print(kubernetes_bin_dir())
         print(etcd_bin_dir())
+        for sidecar in versions.SIDECAR_MODULES:
+            print(sidecar_bin_dir(sidecar))
         return 0
     started = time.monotonic()
     binaries = ensure_binaries()

@@ -4,6 +4,7 @@ Every Go module the build recipe touches is pinned here, so a version bump is a 
 cache (keyed by these versions) never mixes builds.
 """
 
+from dataclasses import dataclass
 from typing import Final
 
 KUBERNETES_VERSION: Final = "v1.36.3"
@@ -12,3 +13,29 @@ KUBERNETES_STAGING_VERSION: Final = "v0.36.3"
 ETCD_VERSION: Final = "v3.6.16"
 # k8s.io/kubernetes >= 1.36 declares go 1.26; the machine's Go builds it without a toolchain download.
 GO_TOOLCHAIN: Final = "local"
+
+# The CSI spec whose csi.proto the simulated driver's gRPC stubs are generated from.
+CSI_SPEC_MODULE: Final = "github.com/container-storage-interface/spec"
+CSI_SPEC_VERSION: Final = "v1.12.0"
+
+
+@dataclass(frozen=True)
+class SidecarModule:
+    """One upstream Go module of CSI sidecars and the commands built from it (``<module>/cmd/<command>``)."""
+
+    name: str
+    module: str
+    version: str
+    commands: tuple[str, ...]
+
+
+PROVISIONER: Final = SidecarModule(
+    "external-provisioner", "github.com/kubernetes-csi/external-provisioner/v6", "v6.4.0", ("csi-provisioner",))
+ATTACHER: Final = SidecarModule(
+    "external-attacher", "github.com/kubernetes-csi/external-attacher/v4", "v4.13.0", ("csi-attacher",))
+SNAPSHOTTER: Final = SidecarModule(
+    "external-snapshotter", "github.com/kubernetes-csi/external-snapshotter/v8", "v8.7.0",
+    ("csi-snapshotter", "snapshot-controller"))
+SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER)
+# external-snapshotter replaces its client module with ./client; the build pins the published one instead.
+SNAPSHOTTER_CLIENT_MODULE: Final = "github.com/kubernetes-csi/external-snapshotter/client/v8"
