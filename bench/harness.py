@@ -22,7 +22,7 @@ from typing import Any
 
 from csibench.kube.client import KubeClient, TokenBucket, load_configuration
 from localcluster.launcher import REPO_ROOT, ClusterConfig, LocalCluster
-from localcluster.versions import ETCD_VERSION, KUBERNETES_VERSION
+from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, SNAPSHOTTER
 from tests.support import manifests
 from tests.support.kube import Kube
 from tests.support.operator import OperatorProcess
@@ -37,7 +37,9 @@ def machine_facts() -> str:
     memory_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
                          if line.startswith("MemTotal")))
     return (f"{os.cpu_count()} cores ({cpu}), {memory_kb / 1024 / 1024:.0f} GiB, Python {platform.python_version()}, "
-            f"Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, local cluster with the csibench simulator")
+            f"Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, local cluster with the real CSI sidecars "
+            f"(external-provisioner {PROVISIONER.version}, external-attacher {ATTACHER.version}, "
+            f"external-snapshotter {SNAPSHOTTER.version}) and the csibench simulated driver")
 
 
 def command_line(module: str) -> str:
@@ -46,9 +48,10 @@ def command_line(module: str) -> str:
 
 
 @contextmanager
-def bench_cluster(api_port: int = 20443, nodes: int = 3) -> Iterator[tuple[LocalCluster, OperatorProcess, Kube]]:
+def bench_cluster(api_port: int = 20443, nodes: int = 3, sidecar_flags: dict[str, dict[str, str]] | None = None,
+                  ) -> Iterator[tuple[LocalCluster, OperatorProcess, Kube]]:
     cluster = LocalCluster(ClusterConfig(state_dir=REPO_ROOT / ".localcluster" / "bench", api_port=api_port,
-                                         nodes=nodes))
+                                         nodes=nodes, sidecar_flags=sidecar_flags or {}))
     cluster.up()
     operator = OperatorProcess(cluster, cluster.config.log_dir / "operator.log")
     try:

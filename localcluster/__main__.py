@@ -8,8 +8,15 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster import build
+from localcluster import build, sidecars
 from localcluster.launcher import DEFAULT_API_PORT, DEFAULT_STATE_DIR, ClusterConfig, ClusterError, LocalCluster
+
+
+def _sidecar_option(text: str) -> tuple[str, dict[str, str]]:
+    try:
+        return sidecars.parse_sidecar_option(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,13 +26,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
                         help="API server port; etcd, controller-manager and scheduler use the next four")
     parser.add_argument("--nodes", type=int, default=3, help="simulated nodes")
+    parser.add_argument("--sidecar", type=_sidecar_option, action="append", default=[],
+                        metavar="COMPONENT:FLAG=VALUE[,FLAG=VALUE]",
+                        help=f"flags for one of {', '.join(sidecars.SIDECAR_NAMES)}, e.g. "
+                             "snapshot-controller:kube-api-qps=100,kube-api-burst=200 (repeatable)")
+    parser.add_argument("--upstream-sidecar-defaults", action="store_true",
+                        help="start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the "
+                             "raised 500/1000")
     args = parser.parse_args(argv)
+    sidecar_flags: dict[str, dict[str, str]] = {}
+    for component, flags in args.sidecar:
+        sidecar_flags.setdefault(component, {}).update(flags)
     if args.command == "build":
         build.main([])
         return 0
     state_port = _recorded_port(args.dir)
     api_port = state_port if state_port and args.command != "up" else args.api_port
-    cluster = LocalCluster(ClusterConfig(state_dir=args.dir, api_port=api_port, nodes=args.nodes))
+    cluster = LocalCluster(ClusterConfig(state_dir=args.dir.resolve(), api_port=api_port, nodes=args.nodes,
+                                         sidecar_flags=sidecar_flags,
+                                         upstream_sidecar_defaults=args.upstream_sidecar_defaults))
     if args.command == "up":
         started = time.monotonic()
         if cluster.running():

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     operator: subprocess.Popen[bytes] | None = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        _say("starting the local cluster (etcd, kube-apiserver, controller-manager, scheduler, storage simulator)")
+        _say("starting the local cluster (etcd, kube-apiserver, controller-manager, scheduler, CSI sidecars, "
+             "simulated driver and nodes)")
         started = time.monotonic()
         cluster.up()
         _say(f"cluster ready in {time.monotonic() - started:.1f}s at {cluster.config.server}")

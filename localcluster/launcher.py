@@ -1,4 +1,6 @@
-"""Start and stop a local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, simulator.
+"""Start and stop a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the simulator
+(the simulated CSI driver and nodes) and the real CSI sidecars (csi-provisioner, csi-attacher, csi-snapshotter)
+and snapshot-controller talking to it.
 
 Everything a cluster owns lives in one state directory (certificates, tokens, kubeconfigs, etcd data, logs and
 ``state.json`` with the PIDs it started), so two clusters on different ports coexist and ``down`` stops exactly
@@ -24,10 +26,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from localcluster import build, pki
+from localcluster import build, pki, sidecars
+from localcluster.simulator.__main__ import controller_socket
 from localcluster.simulator.config import DRIVER_NAME
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +58,12 @@ class ClusterConfig:
     control_plane_qps: int = 500
     control_plane_burst: int = 1000
     ready_timeout_seconds: float = 90.0
+    # Per component (csi-provisioner, csi-attacher, csi-snapshotter, snapshot-controller): flag name -> value,
+    # e.g. {"snapshot-controller": {"kube-api-qps": "100", "kube-api-burst": "200"}}. They come last on the
+    # command line, so they override the launcher's own choices.
+    sidecar_flags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # True: start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the raised 500/1000.
+    upstream_sidecar_defaults: bool = False
 
     @property
     def etcd_client_port(self) -> int:
@@ -86,6 +96,16 @@ class ClusterConfig:
     @property
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def csi_dir(self) -> Path:
+        """The driver's unix sockets (a unix socket path must stay under 108 bytes)."""
+        return self.state_dir / "csi"
+
+    @property
+    def data_dir(self) -> Path:
+        """Volume and snapshot data directories, and the simulated kubelets' root directories."""
+        return self.state_dir / "data"
 
     def ports(self) -> list[int]:
         return [self.api_port, self.etcd_client_port, self.etcd_peer_port, self.controller_manager_port,
@@ -184,8 +204,12 @@ class LocalCluster:
             self._wait_http(f"https://127.0.0.1:{config.controller_manager_port}/healthz", "kube-controller-manager")
             self._wait_http(f"https://127.0.0.1:{config.scheduler_port}/healthz", "kube-scheduler")
             self._install_snapshot_api()
+            self._install_sidecar_rbac()
             self._start_simulator()
+            self._wait_driver_socket()
+            self._start_sidecars()
             self._wait_nodes_ready()
+            self._register_mirror_pods()
             self._wait_default_service_account()
         except BaseException:
             self.down()
@@ -225,6 +249,31 @@ class LocalCluster:
         if component == "kube-apiserver":
             self._wait_http(f"{self.config.server}/readyz", component, authenticated=True)
         return time.monotonic() - stopped_at
+
+    def reconfigure_sidecar(self, component: str, flags: Mapping[str, str]) -> None:
+        """Restart one sidecar with ``flags`` merged over its current ones, and re-register its mirror pod, so a
+        benchmark can compare settings side by side on one cluster (e.g. the snapshot-controller's QPS)."""
+        sidecar = next((s for s in sidecars.SIDECARS if s.name == component), None)
+        if sidecar is None:
+            raise ClusterError(f"unknown sidecar {component!r}; known: {sidecars.SIDECAR_NAMES}")
+        merged = {name: dict(values) for name, values in self.config.sidecar_flags.items()}
+        merged.setdefault(component, {}).update(flags)
+        self.config = replace(self.config, sidecar_flags=merged)
+        record = next(p for p in self._processes if p.name == component)
+        self._signal(record, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while self.exit_of(record) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._signal(record, signal.SIGKILL)
+        self._reap(record)
+        self._processes.remove(record)
+        executable, args = self.sidecar_command(sidecar)
+        self._spawn(component, executable, args)
+        node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
+        self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-sim-node-0", "--ignore-not-found",
+                     "--grace-period=0", "--force")
+        self.kubectl("create", "-f", "-", input_text=json.dumps(sidecars.mirror_pod(
+            sidecar, "sim-node-0", node["metadata"]["uid"], executable, args)))
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)
@@ -368,14 +417,68 @@ class LocalCluster:
 
     def _start_simulator(self) -> None:
         c = self.config
+        socket = controller_socket(c.csi_dir.resolve())
+        if len(str(socket)) > 100:
+            raise ClusterError(f"state directory too deep for a unix socket path ({socket}): use a shorter --dir")
         self._spawn("simulator", sys.executable, [
             "-m", "localcluster.simulator", f"--kubeconfig={c.kubeconfig}", f"--nodes={c.nodes}",
-            f"--ground-truth={c.ground_truth}",
+            f"--ground-truth={c.ground_truth}", f"--csi-dir={c.csi_dir.resolve()}",
+            f"--data-dir={c.data_dir.resolve()}",
         ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
+    def _wait_driver_socket(self) -> None:
+        """The sidecars probe the driver as they start: start them once its controller socket listens."""
+        socket = controller_socket(self.config.csi_dir.resolve())
+        deadline = time.monotonic() + self.config.ready_timeout_seconds
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if socket.exists():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"the simulated CSI driver never opened {socket}\n" + self.component_logs())
+
+    def sidecar_command(self, sidecar: sidecars.Sidecar) -> tuple[str, list[str]]:
+        """The executable and arguments the launcher starts one sidecar with."""
+        c = self.config
+        executable = str(getattr(self.binaries, sidecar.name.replace("-", "_")))
+        args = sidecars.command_args(sidecar, c.state_dir.resolve() / f"{sidecar.name}.kubeconfig",
+                                     controller_socket(c.csi_dir.resolve()) if sidecar.csi else None,
+                                     c.sidecar_flags.get(sidecar.name, {}), c.upstream_sidecar_defaults)
+        return executable, args
+
+    def _start_sidecars(self) -> None:
+        unknown = set(self.config.sidecar_flags) - set(sidecars.SIDECAR_NAMES)
+        if unknown:
+            raise ClusterError(f"flags for unknown components {sorted(unknown)}; known: {sidecars.SIDECAR_NAMES}")
+        for sidecar in sidecars.SIDECARS:
+            executable, args = self.sidecar_command(sidecar)
+            self._spawn(sidecar.name, executable, args)
+
+    def _install_sidecar_rbac(self) -> None:
+        """The upstream RBAC manifests of each sidecar, moved to kube-system."""
+        objects = []
+        for sidecar in sidecars.SIDECARS:
+            module = build.module_dir(sidecar.module.module, sidecar.module.version)
+            objects += sidecars.rbac_objects((module / sidecar.rbac_manifest).read_text())
+        self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                 "items": objects}))
+
+    def _register_mirror_pods(self) -> None:
+        """A mirror pod per sidecar process on the first node, with its real command line."""
+        node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
+        items = []
+        for sidecar in sidecars.SIDECARS:
+            executable, args = self.sidecar_command(sidecar)
+            items.append(sidecars.mirror_pod(sidecar, node["metadata"]["name"], node["metadata"]["uid"],
+                                             executable, args))
+        self.kubectl("create", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                  "items": items}))
+
     def _install_snapshot_api(self) -> None:
-        crd_dir = self.binaries.kubernetes_source / "cluster" / "addons" / "volumesnapshots" / "crd"
-        self.kubectl("apply", "-f", str(crd_dir))
+        """The snapshot CRDs of the pinned external-snapshotter (the snapshot-controller's own version)."""
+        crds = [f"--filename={crd}" for crd in sorted(self.binaries.snapshot_crd_dir.glob("*.yaml"))
+                if crd.name != "kustomization.yaml"]
+        self.kubectl("apply", "--server-side", *crds)
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      "crd/volumesnapshots.snapshot.storage.k8s.io",
                      "crd/volumesnapshotcontents.snapshot.storage.k8s.io",

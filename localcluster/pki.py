@@ -2,8 +2,9 @@
 
 Uses the ``openssl`` command (present on every Debian image) so the cluster needs no extra Python package.
 Identities are bearer tokens from a ``--token-auth-file``: one per component, each mapped to the user the
-bootstrap RBAC policy already knows (``system:kube-controller-manager``, ``system:kube-scheduler``), plus an admin
-in ``system:masters`` for tests and the simulator.
+bootstrap RBAC policy already knows (``system:kube-controller-manager``, ``system:kube-scheduler``), an admin
+in ``system:masters`` for tests and the simulator, and one per CSI sidecar mapped to the ServiceAccount user its
+upstream RBAC manifests bind (``system:serviceaccount:kube-system:csi-provisioner``, ...).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import secrets
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from localcluster.sidecars import NAMESPACE, SIDECARS
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ IDENTITIES = (
     Identity("admin", "csibench-admin", ("system:masters",)),
     Identity("controller-manager", "system:kube-controller-manager", ()),
     Identity("scheduler", "system:kube-scheduler", ()),
+    *(Identity(sidecar.name, sidecar.user, ("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"))
+      for sidecar in SIDECARS),
 )
 
 

@@ -1,8 +1,9 @@
-"""A project-owned stand-in for what a storage vendor and the nodes run: driver sidecars, kubelets, arrays.
+"""A project-owned stand-in for what a storage vendor and the nodes run: the CSI driver, its arrays, kubelets.
 
-Roles (one module each): ``nodes`` (Node, Lease, CSINode, CSIDriver), ``provisioner`` (PVC -> PV, clones,
-PV deletion), ``attacher`` (VolumeAttachment), ``kubelet`` (mount, Running, unmount), ``snapshots`` (snapshot
-controller and snapshotter). ``backend`` models the array behind each StorageClass (latency, jitter,
-concurrency, failures, hangs) and records ground truth. The real PV controller, attach/detach controller,
+Parts (one module each): ``driver`` (the simulated CSI driver: Identity, Controller and Node services over unix
+sockets, called by the real csi-provisioner, csi-attacher and csi-snapshotter and by the kubelet), ``backend``
+(the array behind each StorageClass: latency, jitter, concurrency, failures, hangs, ground truth), ``nodes``
+(Node, Lease, CSINode, CSIDriver) and ``kubelet`` (NodeStage/NodePublish before Running, NodeUnpublish/
+NodeUnstage on delete). The real sidecars, snapshot-controller, PV controller, attach/detach controller,
 scheduler, garbage collector and namespace controller do their own jobs; the simulator never does theirs.
 """

@@ -1,4 +1,9 @@
-"""Run the simulator: ``python -m localcluster.simulator --kubeconfig FILE [--nodes N] [--ground-truth FILE]``."""
+"""Run the simulator: ``python -m localcluster.simulator --kubeconfig FILE --csi-dir DIR [--nodes N]``.
+
+It serves the simulated CSI driver (controller plugin on ``<csi-dir>/controller.sock``, one node plugin per
+node on ``<csi-dir>/<node>.sock``) and plays the nodes: Node objects, Leases, CSINode, CSIDriver, and a
+kubelet that mounts volumes through the node plugins.
+"""
 
 from __future__ import annotations
 
@@ -9,37 +14,40 @@ import signal
 from pathlib import Path
 
 from localcluster.simulator import api
-from localcluster.simulator.attacher import Attacher
 from localcluster.simulator.backend import GroundTruth
 from localcluster.simulator.context import Context, Informers
+from localcluster.simulator.driver import Driver, serve
 from localcluster.simulator.kubelet import Kubelet
 from localcluster.simulator.nodes import Nodes
-from localcluster.simulator.provisioner import Provisioner
-from localcluster.simulator.snapshots import Snapshots
 
 log = logging.getLogger("simulator")
 
 
-async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None) -> None:
+def controller_socket(csi_dir: Path) -> Path:
+    return csi_dir / "controller.sock"
+
+
+def node_socket(csi_dir: Path, node: str) -> Path:
+    return csi_dir / f"{node}.sock"
+
+
+async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None, csi_dir: Path,
+              data_dir: Path) -> None:
     async with api.Client(kubeconfig) as client:
         node_set = set(node_names)
         informers = Informers(
             storage_classes=api.Informer(client, api.STORAGE_CLASS),
-            snapshot_classes=api.Informer(client, api.SNAPSHOT_CLASS),
             pvcs=api.Informer(client, api.PVC),
             pvs=api.Informer(client, api.PV),
             pods=api.Informer(client, api.POD, keep=lambda pod: pod["spec"].get("nodeName") in node_set),
             attachments=api.Informer(client, api.VOLUME_ATTACHMENT),
-            snapshots=api.Informer(client, api.SNAPSHOT),
-            contents=api.Informer(client, api.SNAPSHOT_CONTENT),
         )
         ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set)
+        sockets = {name: node_socket(csi_dir, name) for name in node_names}
+        servers = await serve(Driver(ctx, data_dir), controller_socket(csi_dir), sockets)
         nodes = Nodes(client, node_names)
         await nodes.register()
-        Provisioner(ctx)
-        Attacher(ctx)
-        Kubelet(ctx)
-        Snapshots(ctx)
+        Kubelet(ctx, sockets, data_dir / "kubelet")
         tasks = [asyncio.create_task(informer.run(), name=f"informer:{informer.resource.plural}")
                  for informer in informers.all()]
         tasks.append(asyncio.create_task(nodes.heartbeat(), name="heartbeat"))
@@ -52,19 +60,24 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         await stop.wait()
         for task in tasks:
             task.cancel()
+        for server in servers:
+            await server.stop(grace=None)
         log.info("simulator stopped")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localcluster.simulator", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localcluster.simulator", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--node-prefix", default="sim-node-")
     parser.add_argument("--ground-truth", type=Path, default=None, help="JSON-lines file of backend operations")
+    parser.add_argument("--csi-dir", type=Path, required=True, help="directory of the CSI unix sockets")
+    parser.add_argument("--data-dir", type=Path, required=True,
+                        help="volume and snapshot data directories, and the kubelets' root directories")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     names = [f"{args.node_prefix}{index}" for index in range(args.nodes)]
-    asyncio.run(run(args.kubeconfig, names, args.ground_truth))
+    asyncio.run(run(args.kubeconfig, names, args.ground_truth, args.csi_dir.resolve(), args.data_dir.resolve()))
     return 0
 
 

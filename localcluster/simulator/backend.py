@@ -19,7 +19,7 @@ from localcluster.simulator.config import BackendModel, Operation
 
 
 class InjectedFailure(RuntimeError):
-    """The backend model decided this operation fails; the caller reports it the way a CSI sidecar would."""
+    """The backend model decided this operation fails; the driver answers the CSI call with an error."""
 
 
 class GroundTruth:
@@ -67,5 +67,4 @@ class Backend:
         self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
                            start=started, finish=finished, result="error" if failed else "ok")
         if failed:
-            raise InjectedFailure(f"rpc error: code = Internal desc = injected failure of {operation.value} "
-                                  f"on array {self.storage_class}")
+            raise InjectedFailure(f"injected failure of {operation.value} on array {self.storage_class}")

@@ -21,10 +21,6 @@ from enum import StrEnum
 from typing import Final
 
 DRIVER_NAME: Final = "sim.csibench.io"
-# What the real CSI sidecars put on objects, with the driver name in them.
-ATTACHER_FINALIZER: Final = "external-attacher/sim-csibench-io"
-CONTENT_FINALIZER: Final = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
-SNAPSHOT_FINALIZER: Final = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"
 
 
 class Operation(StrEnum):
@@ -87,7 +83,8 @@ class BackendModel:
 
 
 def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
-    """Build the model from StorageClass parameters; unknown keys are ignored (real drivers have many)."""
+    """Build the model from StorageClass parameters; unknown keys are ignored (real drivers have many, and the
+    provisioner adds ``csi.storage.k8s.io/*`` ones)."""
     params = parameters or {}
     base = parse_duration(params.get("latency", "0"))
     latencies = {op: parse_duration(params.get(f"{op.value}Latency", "")) if params.get(f"{op.value}Latency")
@@ -114,27 +111,14 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
 
 
 def volume_handle(pvc_uid: str, storage_class: str) -> str:
-    """Volume handles carry the class (= the array) so later operations find their backend without a lookup."""
+    """Volume IDs carry the class (= the array) so later CSI calls find their backend from the ID alone."""
     return f"{pvc_uid}@{storage_class}"
 
 
 def pv_name_of_handle(handle: str) -> str:
-    """The PV the provisioner created for a handle (it names PVs ``pvc-<claim uid>``)."""
+    """The PV external-provisioner created for a handle (it names PVs and volumes ``pvc-<claim uid>``)."""
     return f"pvc-{handle.partition('@')[0]}"
 
 
 def class_of_handle(handle: str) -> str:
     return handle.rpartition("@")[2] if "@" in handle else ""
-
-
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]i?|[mk])?$")
-_FACTORS = {None: 1, "k": 10**3, "m": 10**-3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def quantity_bytes(quantity: str) -> int:
-    """'1Gi' -> 1073741824 (the subset of Kubernetes quantities that storage requests use)."""
-    match = _QUANTITY.match(quantity.strip())
-    if not match:
-        raise ParameterError(f"not a quantity: {quantity!r}")
-    return int(float(match.group(1)) * _FACTORS[match.group(2)])

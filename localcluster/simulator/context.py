@@ -1,4 +1,4 @@
-"""What every simulator role shares: the API client, the informer caches, the backends and event emission."""
+"""What the driver and the kubelet share: the API client, the informer caches, the backends and event emission."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from localcluster.simulator import api
 from localcluster.simulator.backend import Backend, GroundTruth
-from localcluster.simulator.config import DRIVER_NAME, BackendModel, ParameterError, parse_backend_model
+from localcluster.simulator.config import BackendModel, ParameterError, parse_backend_model
 
 log = logging.getLogger("simulator")
 
@@ -15,17 +15,13 @@ log = logging.getLogger("simulator")
 @dataclass
 class Informers:
     storage_classes: api.Informer
-    snapshot_classes: api.Informer
     pvcs: api.Informer
     pvs: api.Informer
     pods: api.Informer
     attachments: api.Informer
-    snapshots: api.Informer
-    contents: api.Informer
 
     def all(self) -> list[api.Informer]:
-        return [self.storage_classes, self.snapshot_classes, self.pvcs, self.pvs, self.attachments,
-                self.snapshots, self.contents, self.pods]
+        return [self.storage_classes, self.pvcs, self.pvs, self.attachments, self.pods]
 
 
 @dataclass
@@ -52,10 +48,6 @@ class Context:
         backend = Backend(storage_class, model, self.truth)
         self._backends[storage_class] = (fingerprint, backend)
         return backend
-
-    def our_class(self, storage_class: str | None) -> dict[str, object] | None:
-        sc = self.informers.storage_classes.get(storage_class or "")
-        return sc if sc and sc.get("provisioner") == DRIVER_NAME else None
 
     async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True) -> None:
         """A core/v1 Event on ``obj``, as the sidecar or kubelet would record it."""

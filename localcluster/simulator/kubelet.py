@@ -1,29 +1,78 @@
 """The kubelet's part for pods on simulated nodes: mount attached volumes, report Running, unmount on delete.
 
 A pod goes Running and Ready only after every CSI volume it uses is attached (its VolumeAttachment says so)
-and mounted (the backend's mount operation). Waiting is event-driven: a pod whose volume is not attached yet is
+and mounted: NodeStageVolume then NodePublishVolume on the driver's node plugin of the pod's node, over CSI,
+with the staging and target paths a kubelet uses under its root directory. Teardown is NodeUnpublishVolume then
+NodeUnstageVolume. A failed call becomes a ``FailedMount`` / ``FailedUnmount`` Warning event with the kubelet's
+wording and is retried with backoff. Waiting is event-driven: a pod whose volume is not attached yet is
 parked on that (volume, node) pair and woken by the VolumeAttachment's update, so the simulator adds no
 polling delay to what the operator measures. A deleted pod is unmounted, then removed with grace period 0,
 as a kubelet does; only then does the attach/detach controller detach. A pod removed from the API at once (its
 ``terminationGracePeriodSeconds`` is 0, as csibench's benchmark pods have) still gets its volumes unmounted, as
-a kubelet's volume manager tears down what no pod wants any more; the attach/detach controller does not wait for
-that here, since simulated nodes report no ``volumesInUse``.
+a kubelet's volume manager tears down what no pod wants any more. As a kubelet does, each node reports the volumes
+it has staged in ``status.volumesInUse`` (added before NodeStageVolume, removed after NodeUnstageVolume), and the
+attach/detach controller detaches a volume only once its node no longer reports it: detach follows unmount.
+Reports are coalesced per node: concurrent mounts on one node share one status patch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
+import grpc
+
+from localcluster.csi import csi_pb2 as csi
+from localcluster.csi import csi_pb2_grpc as csi_grpc
 from localcluster.simulator import api
-from localcluster.simulator.backend import InjectedFailure
-from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle
+from localcluster.simulator.config import DRIVER_NAME
 from localcluster.simulator.context import Context
 from localcluster.simulator.controller import Controller
 from localcluster.simulator.nodes import node_address
 
 COMPONENT = "kubelet"
+CSI_TIMEOUT_SECONDS = 120.0  # the kubelet's own deadline for a CSI node call
+
+
+def staging_path(root: Path, handle: str) -> str:
+    """Where a kubelet stages a CSI volume: one global mount per volume and node (pure)."""
+    digest = hashlib.sha256(handle.encode()).hexdigest()
+    return str(root / "plugins" / "kubernetes.io" / "csi" / DRIVER_NAME / digest / "globalmount")
+
+
+def target_path(root: Path, pod_uid: str, pv_name: str) -> str:
+    return str(root / "pods" / pod_uid / "volumes" / "kubernetes.io~csi" / pv_name / "mount")
+
+
+def volume_capability(pv: api.Obj) -> Any:
+    """The capability a kubelet sends for a PV: block or mount, and the access mode (pure)."""
+    modes = pv["spec"].get("accessModes") or ["ReadWriteOnce"]
+    mode = csi.VolumeCapability.AccessMode
+    access = (mode.MULTI_NODE_MULTI_WRITER if "ReadWriteMany" in modes
+              else mode.MULTI_NODE_READER_ONLY if "ReadOnlyMany" in modes
+              else mode.SINGLE_NODE_SINGLE_WRITER if "ReadWriteOncePod" in modes
+              else mode.SINGLE_NODE_WRITER)
+    capability = csi.VolumeCapability(access_mode=mode(mode=access))
+    if pv["spec"].get("volumeMode") == "Block":
+        capability.block.SetInParent()
+    else:
+        capability.mount.SetInParent()
+    return capability
+
+
+def unique_volume_name(handle: str) -> str:
+    """The name a kubelet reports in ``volumesInUse`` for a CSI volume (pure)."""
+    return f"kubernetes.io/csi/{DRIVER_NAME}^{handle}"
+
+
+def describe_rpc_error(error: grpc.aio.AioRpcError) -> str:
+    """How a kubelet quotes a CSI error: Go's ``rpc error: code = Internal desc = ...`` (pure)."""
+    code = "".join(part.capitalize() for part in error.code().name.split("_"))
+    return f"rpc error: code = {code} desc = {error.details()}"
 
 
 def build_running_status(pod: api.Obj, host_ip: str, pod_ip: str) -> api.Obj:
@@ -50,17 +99,24 @@ def claim_names(pod: api.Obj) -> list[str]:
 
 
 class Kubelet:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, node_sockets: dict[str, Path], root: Path) -> None:
         self.ctx = ctx
+        self._root = root
+        self._channels = {node: grpc.aio.insecure_channel(f"unix://{path}") for node, path in node_sockets.items()}
+        self._plugins = {node: csi_grpc.NodeStub(channel) for node, channel in self._channels.items()}
         self.controller = Controller("kubelet", self._reconcile)
         self.teardown = Controller("kubelet-teardown", self._tear_down)
         self._orphaned: dict[str, tuple[api.Obj, set[str]]] = {}  # pod uid -> (removed pod, volumes still mounted)
         self._mounted: dict[str, set[str]] = defaultdict(set)  # pod uid -> mounted PV names
         self._waiting: dict[tuple[str, str], set[str]] = defaultdict(set)  # (pv, node) -> pod keys
         self._waiting_claims: dict[str, set[str]] = defaultdict(set)  # pvc key -> pod keys
-        self._attached_pairs: set[tuple[str, str]] = set()  # (pv, node) with an attached VolumeAttachment
+        self._attached_pairs: dict[tuple[str, str], dict[str, str]] = {}  # (pv, node) attached -> its metadata
         self._addresses = (f"127.2.{i // 250}.{i % 250 + 1}" for i in itertools.count())
         self._node_index = {name: index for index, name in enumerate(sorted(ctx.node_names))}
+        self._in_use: dict[str, set[str]] = defaultdict(set)  # node -> unique volume names it reports
+        self._in_use_wanted: dict[str, int] = defaultdict(int)  # node -> version of its set
+        self._in_use_reported: dict[str, int] = defaultdict(int)  # node -> version last written
+        self._in_use_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         ctx.informers.pods.handlers.append(self._on_pod)
         ctx.informers.attachments.handlers.append(self._on_attachment)
         ctx.informers.pvcs.handlers.append(self._on_claim)
@@ -79,10 +135,11 @@ class Kubelet:
 
     def _on_attachment(self, event: str, attachment: api.Obj) -> None:
         pair = (attachment["spec"]["source"].get("persistentVolumeName") or "", attachment["spec"]["nodeName"])
-        if event == "DELETED" or not (attachment.get("status") or {}).get("attached"):
-            self._attached_pairs.discard(pair)
+        status = attachment.get("status") or {}
+        if event == "DELETED" or not status.get("attached"):
+            self._attached_pairs.pop(pair, None)
         else:
-            self._attached_pairs.add(pair)
+            self._attached_pairs[pair] = status.get("attachmentMetadata") or {}
             for pod_key in self._waiting.pop(pair, set()):
                 self.controller.kick(pod_key)
 
@@ -145,24 +202,68 @@ class Kubelet:
     def _attached(self, pv_name: str, node: str) -> bool:
         return (pv_name, node) in self._attached_pairs
 
+    async def _report_in_use(self, node: str, add: str | None = None, remove: str | None = None) -> None:
+        """Change the node's volumesInUse and return once the API has it (one patch for all waiting changes)."""
+        if add:
+            self._in_use[node].add(add)
+        if remove:
+            self._in_use[node].discard(remove)
+        self._in_use_wanted[node] += 1
+        wanted = self._in_use_wanted[node]
+        async with self._in_use_locks[node]:
+            if self._in_use_reported[node] >= wanted:
+                return
+            version = self._in_use_wanted[node]
+            await self.ctx.client.patch(api.NODE.path(name=node, subresource="status"),
+                                        {"status": {"volumesInUse": sorted(self._in_use[node])}}, strategic=True)
+            self._in_use_reported[node] = version
+
     async def _mount(self, pod: api.Obj, pv_name: str, handle: str) -> bool:
+        """NodeStageVolume (once per volume and node: the driver answers a staged volume at once), then
+        NodePublishVolume into the pod's volume directory."""
+        node = pod["spec"]["nodeName"]
+        pv = self.ctx.informers.pvs.get(pv_name) or {"spec": {}}
+        plugin, root = self._plugins[node], self._root / node
+        capability = volume_capability(pv)
+        context = (pv["spec"].get("csi") or {}).get("volumeAttributes") or {}
+        publish_context = self._attached_pairs.get((pv_name, node), {})
+        staging = staging_path(root, handle)
+        stage = "MountVolume.MountDevice"
+        await self._report_in_use(node, add=unique_volume_name(handle))
         try:
-            await self.ctx.backend(class_of_handle(handle)).run(Operation.MOUNT, f"{api.key_of(pod)}:{pv_name}")
+            await plugin.NodeStageVolume(csi.NodeStageVolumeRequest(
+                volume_id=handle, publish_context=publish_context, staging_target_path=staging,
+                volume_capability=capability, volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
+            stage = "MountVolume.SetUp"
+            await plugin.NodePublishVolume(csi.NodePublishVolumeRequest(
+                volume_id=handle, publish_context=publish_context, staging_target_path=staging,
+                target_path=target_path(root, pod["metadata"]["uid"], pv_name), volume_capability=capability,
+                volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
             return True
-        except InjectedFailure as failure:
-            await self.ctx.event(pod, "FailedMount", f"MountVolume.SetUp failed for volume {pv_name!r}: {failure}",
-                                 COMPONENT)
+        except grpc.aio.AioRpcError as error:
+            await self.ctx.event(pod, "FailedMount", f"{stage} failed for volume {pv_name!r} : "
+                                 f"{describe_rpc_error(error)}", COMPONENT)
             return False
 
     async def _unmount(self, pod: api.Obj, pv_name: str) -> bool:
+        """NodeUnpublishVolume, then NodeUnstageVolume (one pod per volume here, so the last user unstages)."""
         pv = self.ctx.informers.pvs.get(pv_name)
         handle = (pv or {}).get("spec", {}).get("csi", {}).get("volumeHandle", "")
+        node = pod["spec"]["nodeName"]
+        plugin, root = self._plugins[node], self._root / node
+        stage = "UnmountVolume.TearDown"
         try:
-            await self.ctx.backend(class_of_handle(handle)).run(Operation.UNMOUNT, f"{api.key_of(pod)}:{pv_name}")
+            await plugin.NodeUnpublishVolume(csi.NodeUnpublishVolumeRequest(
+                volume_id=handle, target_path=target_path(root, pod["metadata"]["uid"], pv_name)),
+                timeout=CSI_TIMEOUT_SECONDS)
+            stage = "UnmountDevice"
+            await plugin.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(
+                volume_id=handle, staging_target_path=staging_path(root, handle)), timeout=CSI_TIMEOUT_SECONDS)
+            await self._report_in_use(node, remove=unique_volume_name(handle))
             return True
-        except InjectedFailure as failure:
-            await self.ctx.event(pod, "FailedUnmount", f"UnmountVolume.TearDown failed for volume {pv_name!r}: "
-                                 f"{failure}", COMPONENT)
+        except grpc.aio.AioRpcError as error:
+            await self.ctx.event(pod, "FailedUnmount", f"{stage} failed for volume {pv_name!r} : "
+                                 f"{describe_rpc_error(error)}", COMPONENT)
             return False
 
     async def _tear_down(self, uid: str) -> bool:

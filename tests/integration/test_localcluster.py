@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import sidecars
 from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.simulator.config import DRIVER_NAME, Operation
 from tests.support import manifests
@@ -60,6 +61,28 @@ def test_pvc_binds_through_the_real_pv_controller(kube: Kube, namespace: str) ->
     assert pv.spec.csi.driver == DRIVER_NAME
     # The PV controller, not the simulator, completed the binding.
     assert claim.metadata.annotations.get("pv.kubernetes.io/bind-completed") == "yes"
+
+
+def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kube: Kube,
+                                                                            cluster: LocalCluster) -> None:
+    pods = {p.metadata.name: p for p in kube.core.list_namespaced_pod("kube-system").items}
+    for sidecar in sidecars.SIDECARS:
+        pod = pods[f"{sidecar.name}-sim-node-0"]
+        assert pod.metadata.annotations["kubernetes.io/config.mirror"] == sidecar.name
+        (container,) = pod.spec.containers
+        executable, args = cluster.sidecar_command(sidecar)
+        assert container.command == [executable] and container.args == args
+        assert "--leader-election=false" in args and any(a.startswith("--kubeconfig=") for a in args)
+        assert cluster.status()["components"][sidecar.name] == "running"
+    wait_until(lambda: all(kube.core.read_namespaced_pod(f"{s.name}-sim-node-0", "kube-system").status.phase
+                           == "Running" for s in sidecars.SIDECARS), 30, "mirror pods Running")
+    # Each acts under the ServiceAccount user its upstream RBAC binds, with exactly what that RBAC grants.
+    as_provisioner = ["--as=system:serviceaccount:kube-system:csi-provisioner"]
+    assert cluster.kubectl("auth", "can-i", "create", "persistentvolumes", *as_provisioner).strip() == "yes"
+    assert cluster.kubectl("auth", "can-i", "delete", "pods", *as_provisioner, check=False).strip() == "no"
+    as_controller = ["--as=system:serviceaccount:kube-system:snapshot-controller"]
+    assert cluster.kubectl("auth", "can-i", "create", "volumesnapshotcontents.snapshot.storage.k8s.io",
+                           *as_controller).strip() == "yes"
 
 
 def test_pod_with_four_claims_is_scheduled_attached_and_detached(kube: Kube, namespace: str) -> None:

@@ -1,5 +1,6 @@
-"""Pure parts of the local cluster: backend parameters, manifests, the build recipe's go.mod, and how the
-launcher tells whether a child it spawned still runs (with short-lived local processes, no cluster)."""
+"""Pure parts of the local cluster: backend parameters, the sidecars' command lines, RBAC and mirror pods, the
+build recipe's go.mod, the kubelet's CSI requests, and how the launcher tells whether a child it spawned still
+runs (with short-lived local processes, no cluster)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import build, launcher
+from localcluster import build, launcher, sidecars, versions
+from localcluster.csi import csi_pb2 as csi
 from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster, describe_exit
-from localcluster.simulator import api
+from localcluster.simulator import api, kubelet
 from localcluster.simulator.config import (
     Operation,
     ParameterError,
@@ -21,10 +23,8 @@ from localcluster.simulator.config import (
     parse_backend_model,
     parse_duration,
     pv_name_of_handle,
-    quantity_bytes,
     volume_handle,
 )
-from localcluster.simulator.provisioner import build_pv, wants_provisioning
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("100ms", 0.1), ("1.5s", 1.5), ("2m", 120.0), ("0", 0.0), ("3", 3.0)])
@@ -70,34 +70,102 @@ def test_handles_carry_class_and_pv_name() -> None:
     assert class_of_handle("foreign-handle") == ""
 
 
-@pytest.mark.parametrize(("quantity", "expected"), [("1Gi", 2**30), ("500M", 5 * 10**8), ("10", 10), ("1.5Ki", 1536)])
-def test_quantities(quantity: str, expected: int) -> None:
-    assert quantity_bytes(quantity) == expected
+def test_sidecar_command_lines_wire_the_driver_and_raise_client_limits_unless_upstream() -> None:
+    provisioner = next(s for s in sidecars.SIDECARS if s.name == "csi-provisioner")
+    args = sidecars.command_args(provisioner, Path("/s/p.kubeconfig"), Path("/s/csi/controller.sock"),
+                                 {"worker-threads": "20", "kube-api-qps": "50"})
+    assert args[:4] == ["--kubeconfig=/s/p.kubeconfig", "--leader-election=false", "--v=2",
+                        "--csi-address=/s/csi/controller.sock"]
+    assert "--extra-create-metadata=true" in args  # the driver finds the claim, hence the class
+    # Go keeps the last of a repeated flag: the caller's value wins over the raised default.
+    assert args[-3:] == ["--kube-api-qps=50", "--kube-api-burst=1000", "--worker-threads=20"]
+    controller = next(s for s in sidecars.SIDECARS if s.name == "snapshot-controller")
+    upstream = sidecars.command_args(controller, Path("/k"), None, {}, upstream_defaults=True)
+    assert upstream == ["--kubeconfig=/k", "--leader-election=false", "--v=2"]
 
 
-def _claim(**annotations: str) -> dict[str, object]:
-    return {"metadata": {"name": "c", "namespace": "ns", "uid": "u-1", "annotations": annotations},
-            "spec": {"storageClassName": "sc", "resources": {"requests": {"storage": "1Gi"}},
-                     "accessModes": ["ReadWriteOnce"]},
-            "status": {"phase": "Pending"}}
+def test_sidecar_options_from_the_command_line() -> None:
+    assert sidecars.parse_sidecar_option("snapshot-controller:kube-api-qps=100,--kube-api-burst=200") == (
+        "snapshot-controller", {"kube-api-qps": "100", "kube-api-burst": "200"})
+    for bad in ("csi-resizer:timeout=1s", "csi-attacher:timeout", "csi-attacher:", "csi-attacher"):
+        with pytest.raises(ValueError):
+            sidecars.parse_sidecar_option(bad)
 
 
-def test_only_claims_handed_to_the_driver_are_provisioned() -> None:
-    immediate = {"metadata": {"name": "sc"}, "provisioner": "sim.csibench.io", "volumeBindingMode": "Immediate"}
-    late = {**immediate, "volumeBindingMode": "WaitForFirstConsumer"}
-    handed = {"volume.kubernetes.io/storage-provisioner": "sim.csibench.io"}
-    assert not wants_provisioning(_claim(), immediate)
-    assert wants_provisioning(_claim(**handed), immediate)
-    assert not wants_provisioning(_claim(**handed), late)
-    assert wants_provisioning(_claim(**handed, **{"volume.kubernetes.io/selected-node": "n"}), late)
+def test_upstream_rbac_moves_to_kube_system() -> None:
+    manifest = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: csi-attacher, namespace: default}
+---
+kind: ClusterRoleBinding
+apiVersion: rbac.authorization.k8s.io/v1
+metadata: {name: csi-attacher-role}
+subjects: [{kind: ServiceAccount, name: csi-attacher, namespace: default}]
+roleRef: {kind: ClusterRole, name: external-attacher-runner, apiGroup: rbac.authorization.k8s.io}
+---
+kind: RoleBinding
+apiVersion: rbac.authorization.k8s.io/v1
+metadata: {name: cfg}
+subjects: [{kind: ServiceAccount, name: csi-attacher}]
+roleRef: {kind: Role, name: cfg, apiGroup: rbac.authorization.k8s.io}
+"""
+    account, cluster_binding, binding = sidecars.rbac_objects(manifest)
+    assert account["metadata"]["namespace"] == "kube-system"
+    assert "namespace" not in cluster_binding["metadata"]
+    assert cluster_binding["subjects"][0]["namespace"] == binding["subjects"][0]["namespace"] == "kube-system"
+    assert binding["metadata"]["namespace"] == "kube-system"
 
 
-def test_pv_carries_claim_uid_and_driver() -> None:
-    pv = build_pv(_claim(), {"metadata": {"name": "sc"}, "reclaimPolicy": "Delete"})
-    assert pv["metadata"]["name"] == "pvc-u-1"
-    assert pv["spec"]["claimRef"] == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": "ns",
-                                      "name": "c", "uid": "u-1"}
-    assert pv["spec"]["csi"]["volumeHandle"] == "u-1@sc"
+def test_sidecar_identities_are_their_service_accounts() -> None:
+    from localcluster import pki
+
+    users = {identity.name: identity for identity in pki.IDENTITIES}
+    for sidecar in sidecars.SIDECARS:
+        assert users[sidecar.name].user == f"system:serviceaccount:kube-system:{sidecar.service_account}"
+        assert "system:serviceaccounts:kube-system" in users[sidecar.name].groups
+
+
+def test_mirror_pod_records_the_command_line() -> None:
+    attacher = next(s for s in sidecars.SIDECARS if s.name == "csi-attacher")
+    pod = sidecars.mirror_pod(attacher, "sim-node-0", "uid-1", "/bin/csi-attacher", ["--timeout=30s"])
+    assert pod["metadata"]["name"] == "csi-attacher-sim-node-0" and pod["metadata"]["namespace"] == "kube-system"
+    assert pod["metadata"]["annotations"]["kubernetes.io/config.mirror"] == "csi-attacher"
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["/bin/csi-attacher"] and container["args"] == ["--timeout=30s"]
+    assert container["image"] == f"registry.k8s.io/sig-storage/csi-attacher:{versions.ATTACHER.version}"
+
+
+def test_sidecar_wrapper_module_pins_the_published_client_instead_of_a_local_path() -> None:
+    go_mod = {"Replace": [
+        {"Old": {"Path": "github.com/kubernetes-csi/external-snapshotter/client/v8"}, "New": {"Path": "./client"}},
+        {"Old": {"Path": "k8s.io/api"}, "New": {"Path": "k8s.io/api", "Version": "v0.37.0"}},
+    ]}
+    assert build.sidecar_replaces(go_mod, versions.SNAPSHOTTER) == [
+        "\tgithub.com/kubernetes-csi/external-snapshotter/client/v8 => "
+        "github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0",
+        "\tk8s.io/api => k8s.io/api v0.37.0"]
+    with pytest.raises(build.BuildError):
+        build.sidecar_replaces({"Replace": [{"Old": {"Path": "x"}, "New": {"Path": "../x"}}]}, versions.ATTACHER)
+
+
+def test_kubelet_requests_name_paths_and_capabilities_like_a_kubelet() -> None:
+    root = Path("/state/data/kubelet/sim-node-0")
+    staging = kubelet.staging_path(root, "u-1@sc")
+    assert staging.startswith(f"{root}/plugins/kubernetes.io/csi/sim.csibench.io/")
+    assert staging.endswith("/globalmount") and staging == kubelet.staging_path(root, "u-1@sc")
+    assert kubelet.target_path(root, "pod-uid", "pvc-u-1") == (
+        f"{root}/pods/pod-uid/volumes/kubernetes.io~csi/pvc-u-1/mount")
+    block = kubelet.volume_capability({"spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Block"}})
+    assert block.HasField("block") and block.access_mode.mode == csi.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER
+    mount = kubelet.volume_capability({"spec": {}})
+    assert mount.HasField("mount") and mount.access_mode.mode == csi.VolumeCapability.AccessMode.SINGLE_NODE_WRITER
+
+
+def test_committed_csi_stubs_match_the_pinned_spec() -> None:
+    from localcluster.csi import generate
+
+    assert generate.main(["--check"]) == 0
 
 
 def test_go_mod_replaces_every_staging_module() -> None:

@@ -1,0 +1,133 @@
+"""The CSI sidecars and the snapshot-controller as the local cluster runs them: command lines, RBAC, mirror pods.
+
+Each runs as a process with ``--kubeconfig`` and an identity of its own: a token the API server maps to the
+ServiceAccount its upstream manifests use (``system:serviceaccount:kube-system:csi-provisioner``, ...), bound by
+the upstream RBAC manifests shipped in the pinned modules, with the namespace set to ``kube-system``. Leader
+election is off (one replica each). Each is registered as a mirror pod in ``kube-system`` carrying its real
+command line, as a kubelet registers static pods, so ``kubectl get pods -n kube-system`` shows what runs and
+with which flags.
+
+Flags: the launcher sets what wiring needs (kubeconfig, CSI socket, leader election, ``--extra-create-metadata``
+so the driver learns a volume's claim and class) and raises every client's ``--kube-api-qps`` /
+``--kube-api-burst`` to 500 / 1000, as it does for the controller-manager, so that the cluster does not throttle
+itself and tests measure the storage. Any flag can be set per component (``flags`` below, ``--sidecar`` on the
+command line), and ``upstream_defaults`` drops the raised limits to start the sidecars exactly as upstream
+ships them (client QPS 5 / burst 10, the pools and timeouts of each binary).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster import versions
+
+NAMESPACE = "kube-system"
+RAISED_CLIENT_LIMITS: Mapping[str, str] = {"kube-api-qps": "500", "kube-api-burst": "1000"}
+LOG_VERBOSITY = "2"
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """One component: its binary in the build cache, where its RBAC comes from, whether it talks CSI."""
+
+    name: str
+    module: versions.SidecarModule
+    rbac_manifest: str  # path inside the module
+    service_account: str
+    csi: bool
+    # Flags the wiring needs besides --kubeconfig, --csi-address, --leader-election and --v.
+    wiring: tuple[str, ...] = ()
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{NAMESPACE}:{self.service_account}"
+
+    @property
+    def image(self) -> str:
+        """The image upstream publishes for this binary, recorded on its mirror pod (nothing pulls it)."""
+        return f"registry.k8s.io/sig-storage/{self.name}:{self.module.version}"
+
+
+SIDECARS: tuple[Sidecar, ...] = (
+    Sidecar("csi-provisioner", versions.PROVISIONER, "deploy/kubernetes/rbac.yaml", "csi-provisioner", True,
+            ("--extra-create-metadata=true",)),
+    Sidecar("csi-attacher", versions.ATTACHER, "deploy/kubernetes/rbac.yaml", "csi-attacher", True),
+    Sidecar("csi-snapshotter", versions.SNAPSHOTTER, "deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml",
+            "csi-snapshotter", True, ("--extra-create-metadata=true",)),
+    Sidecar("snapshot-controller", versions.SNAPSHOTTER,
+            "deploy/kubernetes/snapshot-controller/rbac-snapshot-controller.yaml", "snapshot-controller", False),
+)
+SIDECAR_NAMES = tuple(sidecar.name for sidecar in SIDECARS)
+
+
+def command_args(sidecar: Sidecar, kubeconfig: Path, csi_socket: Path | None, flags: Mapping[str, str],
+                 upstream_defaults: bool = False) -> list[str]:
+    """The sidecar's arguments: wiring first, then the raised client limits (unless upstream defaults are
+    wanted), then the caller's flags; Go's flag package keeps the last value of a repeated flag (pure)."""
+    args = [f"--kubeconfig={kubeconfig}", "--leader-election=false", f"--v={LOG_VERBOSITY}"]
+    if sidecar.csi:
+        assert csi_socket is not None
+        args.append(f"--csi-address={csi_socket}")
+    args += list(sidecar.wiring)
+    chosen = {} if upstream_defaults else dict(RAISED_CLIENT_LIMITS)
+    chosen.update(flags)
+    args += [f"--{name.removeprefix('--')}={value}" for name, value in chosen.items()]
+    return args
+
+
+def parse_sidecar_option(text: str) -> tuple[str, dict[str, str]]:
+    """``snapshot-controller:kube-api-qps=100,kube-api-burst=200`` -> (component, flags) (pure)."""
+    component, _, rest = text.partition(":")
+    if component not in SIDECAR_NAMES:
+        raise ValueError(f"unknown component {component!r} (one of {', '.join(SIDECAR_NAMES)})")
+    flags = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise ValueError(f"{text!r}: flags are name=value, e.g. {component}:worker-threads=20")
+        flags[name.removeprefix("--")] = value
+    if not flags:
+        raise ValueError(f"{text!r}: no flags given, e.g. {component}:worker-threads=20")
+    return component, flags
+
+
+def rbac_objects(manifest_text: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The upstream RBAC manifest's objects with every namespace (objects and subjects) set to ``namespace``
+    (the manifests say "replace with non-default namespace name") (pure)."""
+    objects = []
+    for document in yaml.safe_load_all(manifest_text):
+        if not document:
+            continue
+        obj = copy.deepcopy(document)
+        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            obj["metadata"]["namespace"] = namespace
+        for subject in obj.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+        objects.append(obj)
+    return objects
+
+
+def mirror_pod(sidecar: Sidecar, node: str, node_uid: str, executable: str, args: list[str]) -> dict[str, Any]:
+    """A mirror pod for a running sidecar process, as a kubelet writes one for a static pod (pure)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": f"{sidecar.name}-{node}", "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": sidecar.name, "app.kubernetes.io/part-of": "csibench-localcluster"},
+            "annotations": {"kubernetes.io/config.mirror": sidecar.name, "kubernetes.io/config.source": "file",
+                            "csibench.io/identity": sidecar.user},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
+                                 "controller": True}],
+        },
+        "spec": {
+            "nodeName": node, "priorityClassName": "system-cluster-critical",
+            "containers": [{"name": sidecar.name, "image": sidecar.image, "command": [executable], "args": args}],
+        },
+    }

@@ -1,0 +1,412 @@
+"""The simulated CSI driver: Identity, Controller and Node services over unix sockets, the array model behind them.
+
+The real sidecars (external-provisioner, external-attacher, external-snapshotter) call the Controller service
+on one socket, as they would a vendor's controller plugin; the simulated kubelet calls the Node service on one
+socket per simulated node, as a kubelet calls the node plugin on its own node. Every call that reaches the array
+goes through ``Backend.run`` (latency, jitter, concurrency, injected failures, hangs, ground truth), keyed by the
+StorageClass the volume was provisioned from:
+
+- CreateVolume learns the class from the claim it is for: the provisioner runs with ``--extra-create-metadata``
+  and passes the claim's namespace and name, and the claim names its class. The volume ID then carries the class
+  (``<claim uid>@<class>``), so every later call (attach, snapshot, stage, delete) finds its array from the ID
+  alone, as a real driver finds the array from its own handles.
+- Calls are idempotent, as the CSI spec requires: a repeated call for a volume that exists, is attached or is
+  staged answers at once, and a call for an operation still in flight joins it (a sidecar retries after its
+  ``--timeout``; the array keeps working on the first request meanwhile). So the array performs each operation
+  once, and the ground truth counts what the storage did, not how often it was asked.
+- Injected failures are answered with ``INTERNAL``, the code drivers return for an array-side error; the
+  sidecars turn it into their own Warning events and retry with their own backoff.
+
+Each volume has a data directory (``<data dir>/volumes/<volume ID>``); a snapshot copies it and a restore copies
+the snapshot, and NodeStage/NodePublish link the kubelet's staging and target paths to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from localcluster.csi import csi_pb2 as csi
+from localcluster.csi import csi_pb2_grpc as csi_grpc
+from localcluster.simulator import api
+from localcluster.simulator.backend import InjectedFailure
+from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle, pv_name_of_handle, volume_handle
+from localcluster.simulator.context import Context
+
+log = logging.getLogger("simulator.driver")
+VENDOR_VERSION = "0.1.0"
+DEFAULT_CAPACITY = 1 << 30
+# Keys the sidecars add to CreateVolume / CreateSnapshot parameters with --extra-create-metadata.
+PVC_NAME = "csi.storage.k8s.io/pvc/name"
+PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
+SNAPSHOT_NAME = "csi.storage.k8s.io/volumesnapshot/name"
+SNAPSHOT_NAMESPACE = "csi.storage.k8s.io/volumesnapshot/namespace"
+
+
+@dataclass(frozen=True)
+class VolumeRecord:
+    volume_id: str
+    capacity: int
+    source_snapshot: str | None
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    snapshot_id: str
+    source_volume_id: str
+    size: int
+    created: float
+
+
+def snapshot_id_of(name: str, storage_class: str) -> str:
+    """Snapshot IDs carry the class of their source volume, like volume IDs (pure)."""
+    return f"{name}@{storage_class}"
+
+
+class Driver:
+    """What the array and the driver remember between calls, and the operations that change it."""
+
+    def __init__(self, ctx: Context, data_dir: Path) -> None:
+        self.ctx = ctx
+        self.data_dir = data_dir
+        self.volumes: dict[str, VolumeRecord] = {}  # by CreateVolume name
+        self.deleted_volumes: set[str] = set()  # volume IDs
+        self.snapshots: dict[str, SnapshotRecord] = {}  # by snapshot ID
+        self.snapshot_names: dict[str, str] = {}  # CreateSnapshot name -> snapshot ID
+        self.deleted_snapshots: set[str] = set()
+        self.published: set[tuple[str, str]] = set()  # (volume ID, node ID)
+        self.staged: set[tuple[str, str]] = set()  # (volume ID, node ID)
+        self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
+
+    async def perform(self, operation: Operation, key: tuple[str, ...], storage_class: str, obj: str,
+                      done: Callable[[], None]) -> None:
+        """Run one array operation, or join the same one still in flight; ``done`` records its effect when it
+        succeeds, even if the caller gave up waiting (the array finishes what it started)."""
+        task = self._in_flight.get(key)
+        if task is None:
+            async def operate() -> None:
+                await self.ctx.backend(storage_class).run(operation, obj)
+                done()
+
+            task = asyncio.get_running_loop().create_task(operate(), name=f"{operation.value}:{obj}")
+            self._in_flight[key] = task
+            task.add_done_callback(lambda finished: self._finished(key, finished))
+        await asyncio.shield(task)
+
+    def _finished(self, key: tuple[str, ...], task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here too: the caller that started it may have given up
+
+    def volume_dir(self, volume_id: str) -> Path:
+        return self.data_dir / "volumes" / volume_id
+
+    def snapshot_dir(self, snapshot_id: str) -> Path:
+        return self.data_dir / "snapshots" / snapshot_id
+
+    async def storage_class_of_claim(self, namespace: str, name: str) -> str | None:
+        claim = self.ctx.informers.pvcs.get(f"{namespace}/{name}")
+        if claim is None:
+            claim = await self.ctx.client.get(api.PVC.path(namespace, name))
+        return (claim or {}).get("spec", {}).get("storageClassName")
+
+
+async def _fail(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
+    await context.abort(code, message)
+
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _array_errors(handler: Handler) -> Handler:
+    """Injected failures become INTERNAL errors, as a driver reports an array-side error."""
+    async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(self, request, context)
+        except InjectedFailure as failure:
+            await context.abort(grpc.StatusCode.INTERNAL, str(failure))
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+class Identity(csi_grpc.IdentityServicer):
+    def __init__(self, controller: bool) -> None:
+        self._controller = controller
+
+    async def GetPluginInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.GetPluginInfoResponse(name=DRIVER_NAME, vendor_version=VENDOR_VERSION)
+
+    async def GetPluginCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        services = [csi.PluginCapability(service=csi.PluginCapability.Service(
+            type=csi.PluginCapability.Service.CONTROLLER_SERVICE))] if self._controller else []
+        return csi.GetPluginCapabilitiesResponse(capabilities=services)
+
+    async def Probe(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = csi.ProbeResponse()
+        response.ready.value = True
+        return response
+
+
+CONTROLLER_CAPABILITIES = (
+    csi.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME,
+    csi.ControllerServiceCapability.RPC.PUBLISH_UNPUBLISH_VOLUME,
+    csi.ControllerServiceCapability.RPC.CREATE_DELETE_SNAPSHOT,
+)
+
+
+class Controller(csi_grpc.ControllerServicer):
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+    async def ControllerGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.ControllerGetCapabilitiesResponse(capabilities=[
+            csi.ControllerServiceCapability(rpc=csi.ControllerServiceCapability.RPC(type=kind))
+            for kind in CONTROLLER_CAPABILITIES])
+
+    async def ValidateVolumeCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.ValidateVolumeCapabilitiesResponse(confirmed=csi.ValidateVolumeCapabilitiesResponse.Confirmed(
+            volume_capabilities=request.volume_capabilities))
+
+    @_array_errors
+    async def CreateVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver = self.driver
+        if not request.name:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume name missing in request")
+        params = dict(request.parameters)
+        namespace, claim = params.get(PVC_NAMESPACE), params.get(PVC_NAME)
+        if not namespace or not claim:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT,
+                               f"{PVC_NAMESPACE} and {PVC_NAME} missing: run csi-provisioner with "
+                               "--extra-create-metadata")
+        storage_class = await driver.storage_class_of_claim(namespace, claim)
+        if not storage_class:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"claim {namespace}/{claim} not found")
+        source = request.volume_content_source
+        snapshot: SnapshotRecord | None = None
+        if source.HasField("volume"):
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume cloning is not supported")
+        if source.HasField("snapshot"):
+            snapshot = driver.snapshots.get(source.snapshot.snapshot_id)
+            if snapshot is None:
+                return await _fail(context, grpc.StatusCode.NOT_FOUND,
+                                   f"snapshot {source.snapshot.snapshot_id} not found")
+        capacity = max(request.capacity_range.required_bytes or DEFAULT_CAPACITY, snapshot.size if snapshot else 0)
+        volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
+        existing = driver.volumes.get(request.name)
+        if existing is None:
+            record = VolumeRecord(volume_id, capacity, snapshot.snapshot_id if snapshot else None)
+
+            def created() -> None:
+                target = driver.volume_dir(volume_id)
+                if snapshot is not None and driver.snapshot_dir(snapshot.snapshot_id).exists():
+                    shutil.copytree(driver.snapshot_dir(snapshot.snapshot_id), target, dirs_exist_ok=True)
+                target.mkdir(parents=True, exist_ok=True)
+                driver.volumes[request.name] = record
+                driver.deleted_volumes.discard(volume_id)
+
+            operation = Operation.CLONE_VOLUME if snapshot else Operation.CREATE_VOLUME
+            await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created)
+            existing = driver.volumes[request.name]
+        volume = csi.Volume(volume_id=existing.volume_id, capacity_bytes=existing.capacity)
+        if existing.source_snapshot:
+            volume.content_source.snapshot.snapshot_id = existing.source_snapshot
+        return csi.CreateVolumeResponse(volume=volume)
+
+    @_array_errors
+    async def DeleteVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, volume_id = self.driver, request.volume_id
+        storage_class = class_of_handle(volume_id)
+        if not storage_class or volume_id in driver.deleted_volumes:
+            return csi.DeleteVolumeResponse()
+        name = pv_name_of_handle(volume_id)
+
+        def deleted() -> None:
+            driver.volumes.pop(name, None)
+            driver.deleted_volumes.add(volume_id)
+            shutil.rmtree(driver.volume_dir(volume_id), ignore_errors=True)
+
+        await driver.perform(Operation.DELETE_VOLUME, ("delete-volume", volume_id), storage_class, name, deleted)
+        return csi.DeleteVolumeResponse()
+
+    @_array_errors
+    async def ControllerPublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, pair = self.driver, (request.volume_id, request.node_id)
+        storage_class = class_of_handle(request.volume_id)
+        if not storage_class:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        if pair not in driver.published:
+            await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
+                                 f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
+                                 lambda: driver.published.add(pair))
+        return csi.ControllerPublishVolumeResponse(
+            publish_context={"devicePath": f"/dev/sim/{pv_name_of_handle(request.volume_id)}"})
+
+    @_array_errors
+    async def ControllerUnpublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, pair = self.driver, (request.volume_id, request.node_id)
+        if pair in driver.published:
+            await driver.perform(Operation.DETACH, ("detach", *pair), class_of_handle(request.volume_id),
+                                 f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
+                                 lambda: driver.published.discard(pair))
+        return csi.ControllerUnpublishVolumeResponse()
+
+    @_array_errors
+    async def CreateSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver = self.driver
+        storage_class = class_of_handle(request.source_volume_id)
+        if not request.name:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "snapshot name missing in request")
+        if not storage_class:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.source_volume_id} not found")
+        snapshot_id = driver.snapshot_names.get(request.name)
+        if snapshot_id is None:
+            params = dict(request.parameters)
+            obj = (f"{params[SNAPSHOT_NAMESPACE]}/{params[SNAPSHOT_NAME]}" if SNAPSHOT_NAME in params
+                   else request.name)
+            new_id = snapshot_id_of(request.name, storage_class)
+            source = next((v for v in driver.volumes.values() if v.volume_id == request.source_volume_id), None)
+            record = SnapshotRecord(new_id, request.source_volume_id, source.capacity if source else 0, time.time())
+
+            def taken() -> None:
+                volume_dir = driver.volume_dir(request.source_volume_id)
+                if volume_dir.exists():
+                    shutil.copytree(volume_dir, driver.snapshot_dir(new_id), dirs_exist_ok=True)
+                driver.snapshots[new_id] = record
+                driver.snapshot_names[request.name] = new_id
+                driver.deleted_snapshots.discard(new_id)
+
+            await driver.perform(Operation.CREATE_SNAPSHOT, ("snapshot", request.name), storage_class, obj, taken)
+            snapshot_id = driver.snapshot_names[request.name]
+        record = driver.snapshots[snapshot_id]
+        created = Timestamp()
+        created.FromNanoseconds(int(record.created * 1e9))
+        return csi.CreateSnapshotResponse(snapshot=csi.Snapshot(
+            size_bytes=record.size, snapshot_id=record.snapshot_id, source_volume_id=record.source_volume_id,
+            creation_time=created, ready_to_use=True))
+
+    @_array_errors
+    async def DeleteSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, snapshot_id = self.driver, request.snapshot_id
+        storage_class = class_of_handle(snapshot_id)
+        if not storage_class or snapshot_id in driver.deleted_snapshots:
+            return csi.DeleteSnapshotResponse()
+
+        def deleted() -> None:
+            driver.snapshots.pop(snapshot_id, None)
+            driver.snapshot_names = {n: s for n, s in driver.snapshot_names.items() if s != snapshot_id}
+            driver.deleted_snapshots.add(snapshot_id)
+            shutil.rmtree(driver.snapshot_dir(snapshot_id), ignore_errors=True)
+
+        await driver.perform(Operation.DELETE_SNAPSHOT, ("delete-snapshot", snapshot_id), storage_class,
+                             snapshot_id, deleted)
+        return csi.DeleteSnapshotResponse()
+
+
+class GroupController(csi_grpc.GroupControllerServicer):
+    """Volume group snapshots are not offered; csi-snapshotter asks, and an empty answer says so."""
+
+    async def GroupControllerGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.GroupControllerGetCapabilitiesResponse()
+
+
+def _link(path: str, target: Path) -> None:
+    """Point ``path`` at ``target`` (the kubelet's staging or target path at the volume's data)."""
+    link = Path(path)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        if link.is_symlink() and link.readlink() == target:
+            return
+        _unlink(path)
+    link.symlink_to(target, target_is_directory=True)
+
+
+def _unlink(path: str) -> None:
+    link = Path(path)
+    if link.is_symlink():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link, ignore_errors=True)
+
+
+class Node(csi_grpc.NodeServicer):
+    """The node plugin of one simulated node. Staging is where the array works (MOUNT: log in, map, format and
+    mount the device); publishing bind-mounts the staged volume into the pod, which costs the array nothing."""
+
+    def __init__(self, driver: Driver, node_id: str) -> None:
+        self.driver = driver
+        self.node_id = node_id
+
+    async def NodeGetInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.NodeGetInfoResponse(node_id=self.node_id)
+
+    async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return csi.NodeGetCapabilitiesResponse(capabilities=[csi.NodeServiceCapability(
+            rpc=csi.NodeServiceCapability.RPC(type=csi.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME))])
+
+    @_array_errors
+    async def NodeStageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, pair = self.driver, (request.volume_id, self.node_id)
+        if not request.staging_target_path:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "staging target path missing")
+        if pair not in driver.staged:
+            def staged() -> None:
+                _link(request.staging_target_path, driver.volume_dir(request.volume_id))
+                driver.staged.add(pair)
+
+            await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
+                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged)
+        return csi.NodeStageVolumeResponse()
+
+    async def NodePublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if (request.volume_id, self.node_id) not in self.driver.staged:
+            return await _fail(context, grpc.StatusCode.FAILED_PRECONDITION,
+                               f"volume {request.volume_id} is not staged on {self.node_id}")
+        _link(request.target_path, Path(request.staging_target_path))
+        return csi.NodePublishVolumeResponse()
+
+    async def NodeUnpublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        _unlink(request.target_path)
+        return csi.NodeUnpublishVolumeResponse()
+
+    @_array_errors
+    async def NodeUnstageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, pair = self.driver, (request.volume_id, self.node_id)
+        if pair in driver.staged:
+            def unstaged() -> None:
+                _unlink(request.staging_target_path)
+                driver.staged.discard(pair)
+
+            await driver.perform(Operation.UNMOUNT, ("unstage", *pair), class_of_handle(request.volume_id),
+                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", unstaged)
+        return csi.NodeUnstageVolumeResponse()
+
+
+async def serve(driver: Driver, controller_socket: Path, node_sockets: dict[str, Path]) -> list[grpc.aio.Server]:
+    """Start the controller plugin's server and one node plugin server per node; return them (running)."""
+    servers = []
+    for node_id, socket in [(None, controller_socket), *node_sockets.items()]:
+        socket.parent.mkdir(parents=True, exist_ok=True)
+        socket.unlink(missing_ok=True)
+        server = grpc.aio.server()
+        csi_grpc.add_IdentityServicer_to_server(Identity(controller=node_id is None), server)
+        if node_id is None:
+            csi_grpc.add_ControllerServicer_to_server(Controller(driver), server)
+            csi_grpc.add_GroupControllerServicer_to_server(GroupController(), server)
+        else:
+            csi_grpc.add_NodeServicer_to_server(Node(driver, node_id), server)
+        server.add_insecure_port(f"unix://{socket}")
+        await server.start()
+        servers.append(server)
+    log.info("CSI driver %s serving: controller %s, nodes %s", DRIVER_NAME, controller_socket,
+             ", ".join(str(path) for path in node_sockets.values()))
+    return servers

@@ -1,0 +1,145 @@
+"""The simulated CSI driver over a real unix socket, with the array model behind it and no cluster: what the
+sidecars and the kubelet can rely on (idempotent calls, one array operation per object, errors as gRPC codes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+
+from localcluster.csi import csi_pb2 as csi
+from localcluster.csi import csi_pb2_grpc as csi_grpc
+from localcluster.simulator.backend import Backend, GroundTruth
+from localcluster.simulator.config import parse_backend_model
+from localcluster.simulator.driver import Driver, serve
+
+CLAIM = {"csi.storage.k8s.io/pvc/namespace": "ns", "csi.storage.k8s.io/pvc/name": "data"}
+
+
+class Array:
+    """The parts of the simulator's context the driver uses: one class, its backend, one claim."""
+
+    def __init__(self, truth: Path, **parameters: str) -> None:
+        self._backend = Backend("gold", parse_backend_model(parameters), GroundTruth(truth))
+        claims = {"ns/data": {"spec": {"storageClassName": "gold"}}}
+        self.informers = SimpleNamespace(pvcs=SimpleNamespace(get=claims.get))
+
+    def backend(self, storage_class: str) -> Backend:
+        assert storage_class == "gold"
+        return self._backend
+
+
+async def _stubs(tmp_path: Path, **parameters: str) -> AsyncIterator[Any]:
+    ctx: Any = Array(tmp_path / "truth.jsonl", **parameters)
+    sockets = {"node-a": tmp_path / "node-a.sock"}
+    servers = await serve(Driver(ctx, tmp_path / "data"), tmp_path / "controller.sock", sockets)
+    async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel, \
+            grpc.aio.insecure_channel(f"unix://{tmp_path}/node-a.sock") as node_channel:
+        yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
+                              node=csi_grpc.NodeStub(node_channel))
+    for server in servers:
+        await server.stop(None)
+
+
+def _records(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "truth.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path):
+            info = await stubs.identity.GetPluginInfo(csi.GetPluginInfoRequest())
+            assert info.name == "sim.csibench.io"
+            assert (await stubs.identity.Probe(csi.ProbeRequest())).ready.value
+            capabilities = await stubs.controller.ControllerGetCapabilities(csi.ControllerGetCapabilitiesRequest())
+            kinds = {c.rpc.type for c in capabilities.capabilities}
+            rpc = csi.ControllerServiceCapability.RPC
+            assert kinds == {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.CREATE_DELETE_SNAPSHOT}
+            assert (await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())).node_id == "node-a"
+
+    _run(scenario())
+
+
+def test_full_lifecycle_performs_each_array_operation_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, latency="50ms"):
+            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM)
+            # Two sidecar attempts at once (a retry after a timeout) join one operation.
+            first, second = await asyncio.gather(stubs.controller.CreateVolume(request),
+                                                 stubs.controller.CreateVolume(request))
+            volume_id = first.volume.volume_id
+            assert volume_id == second.volume.volume_id == "u1@gold"
+            await stubs.controller.CreateVolume(request)  # already exists: answered at once
+            attach = csi.ControllerPublishVolumeRequest(volume_id=volume_id, node_id="node-a")
+            await stubs.controller.ControllerPublishVolume(attach)
+            await stubs.controller.ControllerPublishVolume(attach)
+            staging = str(tmp_path / "kubelet" / "globalmount")
+            target = str(tmp_path / "kubelet" / "pod" / "mount")
+            await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(volume_id=volume_id,
+                                                                        staging_target_path=staging))
+            await stubs.node.NodePublishVolume(csi.NodePublishVolumeRequest(
+                volume_id=volume_id, staging_target_path=staging, target_path=target))
+            (Path(target) / "file").write_text("data")  # lands in the volume's data directory
+            snapshot = await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
+                source_volume_id=volume_id, name="snapshot-s1"))
+            assert snapshot.snapshot.ready_to_use and snapshot.snapshot.size_bytes == 1 << 30
+            restored = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                name="pvc-u2", parameters=CLAIM, volume_content_source=csi.VolumeContentSource(
+                    snapshot=csi.VolumeContentSource.SnapshotSource(snapshot_id=snapshot.snapshot.snapshot_id))))
+            assert restored.volume.content_source.snapshot.snapshot_id == snapshot.snapshot.snapshot_id
+            assert (tmp_path / "data" / "volumes" / restored.volume.volume_id / "file").read_text() == "data"
+            await stubs.node.NodeUnpublishVolume(csi.NodeUnpublishVolumeRequest(volume_id=volume_id,
+                                                                                target_path=target))
+            for _ in range(2):
+                await stubs.node.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(volume_id=volume_id,
+                                                                                staging_target_path=staging))
+                await stubs.controller.ControllerUnpublishVolume(csi.ControllerUnpublishVolumeRequest(
+                    volume_id=volume_id, node_id="node-a"))
+                await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(
+                    snapshot_id=snapshot.snapshot.snapshot_id))
+                for volume in (volume_id, restored.volume.volume_id):
+                    await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume))
+            assert not Path(target).exists() and not (tmp_path / "data" / "volumes" / volume_id).exists()
+
+    _run(scenario())
+    operations = sorted(r["op"] for r in _records(tmp_path))
+    assert operations == sorted(["createVolume", "attach", "mount", "createSnapshot", "cloneVolume", "unmount",
+                                 "detach", "deleteSnapshot", "deleteVolume", "deleteVolume"])
+    assert all(r["result"] == "ok" for r in _records(tmp_path))
+    assert next(r for r in _records(tmp_path) if r["op"] == "createVolume")["object"] == "ns/data"
+
+
+def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, failureRate="1", failureOperations="createVolume"):
+            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM)
+            for _ in range(2):
+                with pytest.raises(grpc.aio.AioRpcError) as failure:
+                    await stubs.controller.CreateVolume(request)
+                assert failure.value.code() == grpc.StatusCode.INTERNAL
+                assert "injected failure of createVolume on array gold" in str(failure.value.details())
+
+    _run(scenario())
+    assert [r["result"] for r in _records(tmp_path)] == ["error", "error"]
+
+
+def test_without_the_claim_metadata_create_volume_is_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1"))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "--extra-create-metadata" in str(refused.value.details())
+
+    _run(scenario())
