@@ -28,11 +28,19 @@ def main() -> None:
     spec = {"volumes": args.snapshots, "volumeSnapshotClassName": "csibench-sim-snapclass",
             "steps": ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
             "client": {"qps": 200, "burst": 400, "maxInFlight": 16}}
+    throttled = {}
     with bench_cluster(sidecar_flags={"snapshot-controller": dict(UPSTREAM)}) as (cluster, _operator, kube):
         instant = storage_class(kube)
-        operator_run(kube, "upstream-limits", 3600, storageClassName=instant, **spec)
-        cluster.reconfigure_sidecar("snapshot-controller", {"kube-api-qps": args.qps, "kube-api-burst": args.burst})
-        operator_run(kube, "raised-limits", 3600, storageClassName=instant, **spec)
+        log = cluster.config.log_dir / "snapshot-controller.log"
+        for name in ("upstream-limits", "raised-limits"):
+            if name == "raised-limits":
+                cluster.reconfigure_sidecar("snapshot-controller",
+                                            {"kube-api-qps": args.qps, "kube-api-burst": args.burst})
+            start = log.stat().st_size
+            operator_run(kube, name, 3600, storageClassName=instant, **spec)
+            with log.open("rb") as text:
+                text.seek(start)
+                throttled[name] = text.read().count(b"client-side throttling")
         compared = subprocess.run(
             [str(REPO_ROOT / ".venv" / "bin" / "csibench"), "compare", f"{BENCH_NAMESPACE}/upstream-limits",
              f"{BENCH_NAMESPACE}/raised-limits", "-o", "markdown"],
@@ -41,6 +49,8 @@ def main() -> None:
     print(f"\n### Snapshot-controller client limits (N={args.snapshots}: upstream 5/10 vs {args.qps}/{args.burst})\n")
     print(f"Machine: {machine_facts()}  \nCommand: `{command_line('bench.snapshot_limits')}`\n")
     print(compared)
+    print(f"\nsnapshot-controller log lines reporting client-side throttling: upstream limits "
+          f"{throttled['upstream-limits']}, raised limits {throttled['raised-limits']}")
 
 
 if __name__ == "__main__":

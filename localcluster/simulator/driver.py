@@ -102,6 +102,13 @@ class Driver:
             task.add_done_callback(lambda finished: self._finished(key, finished))
         await asyncio.shield(task)
 
+    async def settle(self, key: tuple[str, ...]) -> None:
+        """Wait for the operation in flight under ``key``, if any, whatever its outcome: an undo (detach,
+        unstage, delete) that arrives while its do is still running must act on the do's result."""
+        task = self._in_flight.get(key)
+        if task is not None:
+            await asyncio.wait([task])
+
     def _finished(self, key: tuple[str, ...], task: asyncio.Task[None]) -> None:
         self._in_flight.pop(key, None)
         if not task.cancelled():
@@ -226,9 +233,10 @@ class Controller(csi_grpc.ControllerServicer):
     async def DeleteVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, volume_id = self.driver, request.volume_id
         storage_class = class_of_handle(volume_id)
+        name = pv_name_of_handle(volume_id)
+        await driver.settle(("volume", name))
         if not storage_class or volume_id in driver.deleted_volumes:
             return csi.DeleteVolumeResponse()
-        name = pv_name_of_handle(volume_id)
 
         def deleted() -> None:
             driver.volumes.pop(name, None)
@@ -254,6 +262,7 @@ class Controller(csi_grpc.ControllerServicer):
     @_array_errors
     async def ControllerUnpublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, pair = self.driver, (request.volume_id, request.node_id)
+        await driver.settle(("attach", *pair))
         if pair in driver.published:
             await driver.perform(Operation.DETACH, ("detach", *pair), class_of_handle(request.volume_id),
                                  f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
@@ -298,6 +307,7 @@ class Controller(csi_grpc.ControllerServicer):
     async def DeleteSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, snapshot_id = self.driver, request.snapshot_id
         storage_class = class_of_handle(snapshot_id)
+        await driver.settle(("snapshot", snapshot_id.rpartition("@")[0]))
         if not storage_class or snapshot_id in driver.deleted_snapshots:
             return csi.DeleteSnapshotResponse()
 
@@ -381,6 +391,7 @@ class Node(csi_grpc.NodeServicer):
     @_array_errors
     async def NodeUnstageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, pair = self.driver, (request.volume_id, self.node_id)
+        await driver.settle(("stage", *pair))
         if pair in driver.staged:
             def unstaged() -> None:
                 _unlink(request.staging_target_path)

@@ -108,6 +108,7 @@ class Kubelet:
         self.teardown = Controller("kubelet-teardown", self._tear_down)
         self._orphaned: dict[str, tuple[api.Obj, set[str]]] = {}  # pod uid -> (removed pod, volumes still mounted)
         self._mounted: dict[str, set[str]] = defaultdict(set)  # pod uid -> mounted PV names
+        self._touched: dict[str, set[str]] = defaultdict(set)  # pod uid -> PV names a mount was started for
         self._waiting: dict[tuple[str, str], set[str]] = defaultdict(set)  # (pv, node) -> pod keys
         self._waiting_claims: dict[str, set[str]] = defaultdict(set)  # pvc key -> pod keys
         self._attached_pairs: dict[tuple[str, str], dict[str, str]] = {}  # (pv, node) attached -> its metadata
@@ -126,7 +127,9 @@ class Kubelet:
             return
         if event == "DELETED":
             self.controller.cancel(api.key_of(pod))
-            mounted = self._mounted.pop(pod["metadata"]["uid"], set())
+            uid = pod["metadata"]["uid"]
+            # Volumes whose mount was under way count too: the node plugin may have staged them meanwhile.
+            mounted = self._mounted.pop(uid, set()) | self._touched.pop(uid, set())
             if mounted:
                 self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
                 self.teardown.kick(pod["metadata"]["uid"])
@@ -175,6 +178,7 @@ class Kubelet:
                 self._waiting[(pv_name, node)].add(key)
                 continue
             pending.append((pv_name, csi["volumeHandle"]))
+        self._touched[pod["metadata"]["uid"]].update(pv_name for pv_name, _ in pending)
         results = await asyncio.gather(*(self._mount(pod, pv_name, handle) for pv_name, handle in pending))
         mounted.update(pv_name for (pv_name, _), ok in zip(pending, results, strict=True) if ok)
         if not all(results):
@@ -278,10 +282,15 @@ class Kubelet:
         return False
 
     async def _terminate(self, key: str, pod: api.Obj) -> bool:
-        mounted = self._mounted.get(pod["metadata"]["uid"], set())
+        uid = pod["metadata"]["uid"]
+        mounted = self._mounted.get(uid, set()) | self._touched.get(uid, set())
         volumes = sorted(mounted)
         results = await asyncio.gather(*(self._unmount(pod, pv_name) for pv_name in volumes))
-        mounted.difference_update(pv_name for pv_name, ok in zip(volumes, results, strict=True) if ok)
+        for pv_name, ok in zip(volumes, results, strict=True):
+            if ok:
+                mounted.discard(pv_name)
+                self._mounted.get(uid, set()).discard(pv_name)
+                self._touched.get(uid, set()).discard(pv_name)
         if mounted:
             return True
         namespace, name = key.split("/", 1)

@@ -220,14 +220,28 @@ def test_concurrency_limit_serializes_the_backend(kube: Kube, namespace: str, st
 
 
 def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, namespace: str,
-                                                                 storage_class: Any) -> None:
+                                                                 storage_class: Any, cluster: LocalCluster) -> None:
     flaky = storage_class(failureRate="0.3", failureOperations="createVolume", seed="7")
     create_claims(kube, namespace, [f"flaky-{i}" for i in range(8)], flaky)
     wait_until(lambda: kube.events(namespace, "ProvisioningFailed"), 30, "a ProvisioningFailed event")
     event = kube.events(namespace, "ProvisioningFailed")[0]
     assert event.type == "Warning" and "injected failure" in event.message
     assert event.involved_object.kind == "PersistentVolumeClaim"
+    # external-provisioner's own event: its component name and its wording around the driver's gRPC error.
+    assert event.source.component.startswith(f"{DRIVER_NAME}_"), event.source
+    assert event.message.startswith(f'failed to provision volume with StorageClass "{flaky}": '
+                                    "rpc error: code = Internal desc = injected failure of createVolume"), event
     wait_until(lambda: len(bound_claims(kube, namespace)) == 8, 90, "every flaky claim Bound after retries")
+    # The sidecar retried each failed claim (a new array operation per attempt) until one succeeded, and did not
+    # retry before its --retry-interval-start (1 s): a retry is never sooner than the backoff allows.
+    attempts = collections.defaultdict(list)
+    for record in read_ground_truth(cluster):
+        if record["storageClass"] == flaky and record["op"] == "createVolume":
+            attempts[record["object"]].append(record)
+    assert len(attempts) == 8 and any(len(tries) > 1 for tries in attempts.values())
+    for tries in attempts.values():
+        assert [t["result"] for t in tries] == ["error"] * (len(tries) - 1) + ["ok"], tries
+        assert all(b["queued"] - a["finish"] >= 0.9 for a, b in itertools.pairwise(tries)), tries
 
 
 def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_class: Any,

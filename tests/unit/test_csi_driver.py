@@ -143,3 +143,20 @@ def test_without_the_claim_metadata_create_volume_is_refused(tmp_path: Path) -> 
             assert "--extra-create-metadata" in str(refused.value.details())
 
     _run(scenario())
+
+
+def test_an_undo_waits_for_its_do_still_in_flight(tmp_path: Path) -> None:
+    """A pod deleted while its volume is being staged: the kubelet unstages at once, and the unstage must see the
+    stage the array is still finishing, or the volume would stay staged (and attached) for ever."""
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, mountLatency="200ms"):
+            staging = str(tmp_path / "globalmount")
+            stage = asyncio.ensure_future(stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
+                volume_id="u1@gold", staging_target_path=staging)))
+            await asyncio.sleep(0.05)
+            stage.cancel()  # the kubelet gave up on the pod; the array goes on
+            await stubs.node.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(volume_id="u1@gold",
+                                                                            staging_target_path=staging))
+
+    _run(scenario())
+    assert [r["op"] for r in _records(tmp_path)] == ["mount", "unmount"]
