@@ -24,13 +24,14 @@ the snapshot, and NodeStage/NodePublish link the kubelet's staging and target pa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -124,26 +125,27 @@ class Driver:
         claim = self.ctx.informers.pvcs.get(f"{namespace}/{name}")
         if claim is None:
             claim = await self.ctx.client.get(api.PVC.path(namespace, name))
-        return (claim or {}).get("spec", {}).get("storageClassName")
+        storage_class = (claim or {}).get("spec", {}).get("storageClassName")
+        return str(storage_class) if storage_class else None
 
 
 async def _fail(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
     await context.abort(code, message)
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Handler = TypeVar("Handler", bound=Callable[[Any, Any, Any], Awaitable[Any]])
 
 
 def _array_errors(handler: Handler) -> Handler:
     """Injected failures become INTERNAL errors, as a driver reports an array-side error."""
+    @functools.wraps(handler)
     async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
         except InjectedFailure as failure:
             await context.abort(grpc.StatusCode.INTERNAL, str(failure))
 
-    wrapped.__name__ = handler.__name__
-    return wrapped
+    return cast(Handler, wrapped)
 
 
 class Identity(csi_grpc.IdentityServicer):
