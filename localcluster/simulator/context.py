@@ -53,7 +53,7 @@ class Context:
         self._backends[storage_class] = (fingerprint, backend)
         return backend
 
-    def our_class(self, storage_class: str | None) -> dict[str, object] | None:
+    def our_class(self, storage_class: str | None) -> api.Obj | None:
         sc = self.informers.storage_classes.get(storage_class or "")
         return sc if sc and sc.get("provisioner") == DRIVER_NAME else None
 
