@@ -14,8 +14,8 @@ import time
 
 from bench.harness import command_line, machine_facts
 from csibench.api.models import StepName
-from csibench.engine.clock import StepTracker
-from csibench.engine.steps import DONE
+from csibench.engine.judges import DONE
+from csibench.engine.tracker import StepTracker
 
 
 class FormerTracker(StepTracker):

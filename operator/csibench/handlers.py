@@ -15,11 +15,14 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, ClientSettings, Phase
+from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, ClientSettings, ConditionReason, Phase
 from csibench.engine.cleanup import cleanup
-from csibench.engine.plan import PlanError
+from csibench.engine.context import RunRef, scope_of
+from csibench.engine.errors import PlanError
 from csibench.engine.report_store import load_report, restore_run_metrics
-from csibench.engine.run import RunEngine, RunRef, scope_of
+from csibench.engine.run import RunEngine
+from csibench.engine.status import StatusRecorder
+from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
 from csibench.kube.resources import InvalidName
 from csibench.metrics import METRICS
@@ -78,10 +81,10 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
     except ValidationError as error:
-        placeholder = BenchmarkRunSpec(storageClassName="invalid")
-        client = await _client_for(placeholder.client)
+        client = await _client_for(ClientSettings())
         try:
-            await RunEngine(ref, placeholder, client).fail("InvalidSpec", describe_invalid_spec(error))
+            await StatusRecorder(ref, client).finish(RunVerdict(Phase.FAILED, ConditionReason.INVALID_SPEC,
+                                                                describe_invalid_spec(error)))
         finally:
             client.close()
         return

@@ -1,9 +1,9 @@
-"""Prometheus metrics of the operator (DESIGN §5): names ``csibench_*``, base units, bounded labels.
+"""Prometheus metrics of the operator (docs/architecture.md): ``csibench_*`` names, base units, bounded labels.
 
 Labels are run ("namespace/name"), step, storage class, result, and for API traffic verb/resource/code: never
 an object name, so cardinality is bounded by the number of runs. A run's series stay after it finishes (Grafana
 shows finished runs) and are removed when the run is deleted. This module is a leaf: it imports nothing of
-csibench but the step names, and the engine and the kube adapter report into it.
+csibench, and the engine and the kube adapter report into it.
 """
 
 from __future__ import annotations

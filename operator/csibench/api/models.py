@@ -81,6 +81,31 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
+class ConditionReason(StrEnum):
+    """Why the run's Ready condition is what it is: one word each, the same in status, Events and metrics."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    # Found before anything is created (the run ends Failed and leaves nothing).
+    INVALID_SPEC = "InvalidSpec"
+    INVALID_STEPS = "InvalidSteps"
+    MISSING_VOLUME_SNAPSHOT_CLASS = "MissingVolumeSnapshotClass"
+    NAME_TOO_LONG = "NameTooLong"
+    STORAGE_CLASS_NOT_FOUND = "StorageClassNotFound"
+    SNAPSHOT_API_NOT_INSTALLED = "SnapshotAPINotInstalled"
+    VOLUME_SNAPSHOT_CLASS_NOT_FOUND = "VolumeSnapshotClassNotFound"
+    TARGET_NAMESPACE_NOT_FOUND = "TargetNamespaceNotFound"
+    INVALID_TARGET_NAMESPACE = "InvalidTargetNamespace"
+    MANIFEST_REJECTED = "ManifestRejected"
+    # Found while the run is under way.
+    TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
+    STORAGE_CLASS_DELETED = "StorageClassDeleted"
+    RUN_ABORTED = "RunAborted"
+    OBJECTS_FAILED = "ObjectsFailed"
+    CLEANUP_INCOMPLETE = "CleanupIncomplete"
+    OPERATOR_RESTARTED = "OperatorRestarted"
+
+
 class StepState(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
@@ -206,8 +231,8 @@ class Timeouts(_Model):
                          description="How long cleanup waits for the run's objects and volumes to be gone, in "
                                      "seconds; what is left then is listed in status.cleanup.")
 
-    def for_step(self, step: StepName) -> int:
-        value: int | None = getattr(self, step.value)
+    def for_step(self, step: str) -> int:
+        value: int | None = getattr(self, step, None) if step in type(self).model_fields else None
         return value if value is not None else self.default
 
 
@@ -329,7 +354,7 @@ class FailureReason(_Model):
 class StepStatus(_Model):
     """Aggregates of one step."""
 
-    name: StepName = Field(..., description="Step name.")
+    name: str = Field(..., description="Step name (one of the lifecycle steps).")
     state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
     objects: int = Field(0, description="Objects the step submits.")
     succeeded: int = Field(0, description="Objects that reached their terminal state.")

@@ -51,7 +51,7 @@ S = TypeVar("S", ClaimState, PodState, SnapshotState)
 
 
 @dataclass(frozen=True)
-class Warning:
+class WarningEvent:
     reason: str
     message: str
     at: float
@@ -70,7 +70,7 @@ class Observed:
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
         self._content_snapshot_uid: dict[str, str] = {}  # existing snapshot content -> uid of its snapshot
-        self.warnings: dict[Key, Warning] = {}
+        self.warnings: dict[Key, WarningEvent] = {}
         self._by_uid: dict[str, Key] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
         self._claim_of_pv: dict[str, str] = {}  # every PV ever bound to one of our claims (survives deletion)
@@ -133,7 +133,7 @@ class Observed:
         key = self._by_uid.get(involved.get("uid", ""))
         if key is None or event.type == "DELETED" or event.obj.get("type") != "Warning":
             return []
-        self.warnings[key] = Warning(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
+        self.warnings[key] = WarningEvent(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
         return [key]
 
     # -- cluster-scoped objects that point back at the run's ------------------------------------------------

@@ -1,4 +1,4 @@
-"""Two finished runs side by side, with the per-step throughput ratio (DESIGN §1: "B vs A").
+"""Two finished runs side by side, with the per-step throughput ratio ("B vs A", as published comparisons read).
 
 The ratio is B's throughput over A's (>1: B is faster), computed from the same aggregates the status holds.
 Runs with different step lists are compared on the steps they share, and the output says which were left out.
@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
-from csibench.report.render import OPERATION_TITLES, align, markdown_table
+from csibench.report.render import align, markdown_table
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -74,7 +75,7 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[
     headers = ["Operation", f"A: {_name(run_a)}", f"B: {_name(run_b)}", "B vs A (throughput)"]
     rows = []
     for item in comparisons:
-        title, unit = OPERATION_TITLES.get(item.step, (item.step, "obj"))
+        title, unit = title_and_unit(item.step)
         rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])
     total_a = sum(c.a.get("durationSeconds") or 0 for c in comparisons)
     total_b = sum(c.b.get("durationSeconds") or 0 for c in comparisons)

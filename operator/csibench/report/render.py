@@ -9,18 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
-
-OPERATION_TITLES = {
-    "createVolume": ("Create Volume", "vol"),
-    "publish": ("Publish (Attach)", "pod"),
-    "unpublish": ("Unpublish (Detach)", "pod"),
-    "createSnapshot": ("Create Snapshot", "snap"),
-    "cloneFromSnapshot": ("Clone from Snapshot", "vol"),
-    "deleteClone": ("Delete Clone", "vol"),
-    "deleteSnapshot": ("Delete Snapshot", "snap"),
-    "deleteVolume": ("Delete Volume", "vol"),
-}
 
 
 def _seconds(value: float | None) -> str:
@@ -28,7 +18,7 @@ def _seconds(value: float | None) -> str:
 
 
 def step_row(step: dict[str, Any]) -> list[str]:
-    title, unit = OPERATION_TITLES.get(step["name"], (step["name"], "obj"))
+    title, unit = title_and_unit(step["name"])
     duration = step.get("durationSeconds")
     rate = step.get("throughput")
     timing = "-" if duration is None else human_duration(duration)

@@ -1,4 +1,4 @@
-"""One clock per step: start, submit the whole batch, wait for every object's terminal state, stop.
+"""The step tracker: one clock per step (start, submit the whole batch, wait for every terminal state, stop).
 
 The tracker records, per object, when its request left (monotonic, stamped right before submission) and when
 the watch event that made it terminal arrived (stamped in the watch thread). Latency is the difference. The
@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepName, StepState, StepStatus
-from csibench.engine.steps import Verdict
+from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepState, StepStatus
+from csibench.engine.judges import Verdict
 from csibench.engine.timing import Anchor, rfc3339, summarize
 
 
@@ -29,7 +29,7 @@ class Outcome:
 
 @dataclass
 class StepTracker:
-    name: StepName
+    name: str
     objects: list[str]  # every object of the step, in index order
     skipped: set[str] = field(default_factory=set)
     note: str | None = None

@@ -1,0 +1,199 @@
+"""The step catalog: everything that makes a step what it is, in one table, read by every other part.
+
+Planning reads ``requires`` and ``needs_snapshot_class``; execution reads how objects are named and counted,
+how one is submitted (create ``manifest`` or delete), which judge decides its terminal state and which Warning
+reasons fail it, and which objects are skipped; the report reads ``title`` and ``unit``. Adding a step is one
+entry here (a unit test adds a ninth and runs it). The orchestration has no per-step cases: an unknown step is
+an error, never a fall-through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from csibench.api.models import BenchmarkRunSpec, StepName
+from csibench.engine import judges, manifests
+from csibench.engine.naming import Names, pod_count, volumes_of_pod
+from csibench.engine.observed import CLAIM, POD, SNAPSHOT, Observed
+from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
+
+WFFC = "WaitForFirstConsumer"
+Manifest = dict[str, Any]
+
+
+class Action(StrEnum):
+    CREATE = "create"  # the step creates its objects (409 counts only for the run's own object)
+    DELETE = "delete"  # the step deletes objects an earlier step created (by the uid the run saw)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a step's rules may read: the run's spec and names, where it works, what it observed so far and the
+    trackers of the steps before it."""
+
+    spec: BenchmarkRunSpec
+    names: Names
+    labels: dict[str, str]
+    namespace: str
+    binding_mode: str
+    observed: Observed
+    trackers: Mapping[str, StepTracker]
+
+    @property
+    def wffc(self) -> bool:
+        return self.binding_mode == WFFC
+
+
+SkipRule = Callable[["StepSpec", StepContext], set[str]]
+JudgeFactory = Callable[[Observed, frozenset[str]], judges.Judge]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    name: str
+    title: str  # in reports: "Create Volume"
+    unit: str  # in reports: "vol" (throughput reads "1.59 vol/s")
+    kind: str  # which of the run's observed kinds its objects are: CLAIM, POD or SNAPSHOT
+    resource: r.Resource
+    action: Action
+    object_name: Callable[[Names, int], str]
+    count: Callable[[BenchmarkRunSpec], int]
+    judge: JudgeFactory
+    skip: SkipRule
+    requires: str | None = None
+    needs_snapshot_class: bool = False
+    terminal_warnings: frozenset[str] = frozenset()
+    manifest: Callable[[StepContext, int], Manifest] | None = None  # CREATE steps: object i as submitted
+    report_key: str | None = None  # where the report keeps the first object's manifest
+    judge_wffc: JudgeFactory | None = None  # judge on a WaitForFirstConsumer class, if it differs
+    note_wffc: str | None = None  # how to read the step's numbers on a WaitForFirstConsumer class
+
+    def objects(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
+        return [self.object_name(names, index) for index in range(self.count(spec))]
+
+    def judge_in(self, context: StepContext) -> judges.Judge:
+        factory = self.judge_wffc if context.wffc and self.judge_wffc is not None else self.judge
+        return factory(context.observed, self.terminal_warnings)
+
+    def note_in(self, context: StepContext) -> str | None:
+        return self.note_wffc if context.wffc else None
+
+
+# -- skip rules: which objects a step does not submit (counted as skipped) ---------------------------------------
+def skip_nothing(step: StepSpec, context: StepContext) -> set[str]:
+    return set()
+
+
+def _failed_indexes(context: StepContext, of: str) -> set[int]:
+    tracker = context.trackers[of]
+    return {index for index, name in enumerate(tracker.objects)
+            if name in tracker.skipped or (name in tracker.outcomes and not tracker.outcomes[name].ok)}
+
+
+def skip_if_prerequisite_failed(step: StepSpec, context: StepContext) -> set[str]:
+    """Object i needs object i of the required step (snapshot i of volume i, clone i of snapshot i)."""
+    assert step.requires is not None
+    objects = step.objects(context.spec, context.names)
+    return {objects[index] for index in _failed_indexes(context, step.requires)}
+
+
+def skip_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
+    """A pod mounts k volumes: it is skipped if any of them failed (WaitForFirstConsumer: was not created)."""
+    assert step.requires is not None
+    spec = context.spec
+    if context.wffc:
+        volumes = context.trackers[step.requires]
+        bad = {index for index, name in enumerate(volumes.objects) if name not in volumes.submitted}
+    else:
+        bad = _failed_indexes(context, step.requires)
+    return {step.object_name(context.names, pod) for pod in range(step.count(spec))
+            if bad & set(volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod))}
+
+
+def skip_never_seen(step: StepSpec, context: StepContext) -> set[str]:
+    """A deletion acts only on objects the run's label-selected watches saw: a refused create made nothing, and
+    counting its deletion as a success would be false."""
+    seen = context.observed.uids_of(step.kind)
+    return {name for name in step.objects(context.spec, context.names) if name not in seen}
+
+
+# -- manifests of the creation steps ---------------------------------------------------------------------------
+def _volume(context: StepContext, index: int) -> Manifest:
+    return manifests.build_pvc(context.names.volume(index), context.spec, context.labels)
+
+
+def _pod(context: StepContext, index: int) -> Manifest:
+    spec = context.spec
+    claims = [context.names.volume(i) for i in volumes_of_pod(index, spec.volumes, spec.pvcsPerPod)]
+    return manifests.build_pod(context.names.pod(index), claims, spec, context.labels,
+                               block=spec.volumeMode.value == "Block")
+
+
+def _snapshot(context: StepContext, index: int) -> Manifest:
+    assert context.spec.volumeSnapshotClassName is not None
+    return manifests.build_snapshot(context.names.snapshot(index), context.names.volume(index),
+                                    context.spec.volumeSnapshotClassName, context.labels)
+
+
+def _clone(context: StepContext, index: int) -> Manifest:
+    return manifests.build_clone_pvc(context.names.clone(index), context.names.snapshot(index), context.spec,
+                                     context.labels)
+
+
+def _volumes(spec: BenchmarkRunSpec) -> int:
+    return spec.volumes
+
+
+def _pods(spec: BenchmarkRunSpec) -> int:
+    return pod_count(spec.volumes, spec.pvcsPerPod)
+
+
+PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
+
+STEPS: dict[str, StepSpec] = {step.name: step for step in (
+    StepSpec(StepName.CREATE_VOLUME, "Create Volume", "vol", CLAIM, r.PVCS, Action.CREATE, Names.volume, _volumes,
+             judges.claim_bound, skip_nothing, terminal_warnings=PROVISIONING_FAILED, manifest=_volume,
+             report_key="pvc", judge_wffc=judges.claim_seen,
+             note_wffc=f"{WFFC}: claims are provisioned when their pod is scheduled, so this step times API "
+                       "submission only; provisioning time is inside publish"),
+    StepSpec(StepName.PUBLISH, "Publish (Attach)", "pod", POD, r.PODS, Action.CREATE, Names.pod, _pods,
+             judges.pod_ready, skip_pods_missing_a_volume, requires=StepName.CREATE_VOLUME,
+             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
+             manifest=_pod, report_key="pod", note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
+    StepSpec(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", POD, r.PODS, Action.DELETE, Names.pod, _pods,
+             judges.pod_gone_and_detached, skip_never_seen, requires=StepName.PUBLISH),
+    StepSpec(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.CREATE,
+             Names.snapshot, _volumes, judges.snapshot_ready, skip_if_prerequisite_failed,
+             requires=StepName.CREATE_VOLUME, needs_snapshot_class=True,
+             terminal_warnings=frozenset({"SnapshotCreationFailed", "SnapshotContentCreationFailed"}),
+             manifest=_snapshot, report_key="volumeSnapshot"),
+    StepSpec(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", CLAIM, r.PVCS, Action.CREATE, Names.clone,
+             _volumes, judges.claim_bound, skip_if_prerequisite_failed, requires=StepName.CREATE_SNAPSHOT,
+             needs_snapshot_class=True, terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone"),
+    StepSpec(StepName.DELETE_CLONE, "Delete Clone", "vol", CLAIM, r.PVCS, Action.DELETE, Names.clone, _volumes,
+             judges.claim_and_volume_gone, skip_never_seen, requires=StepName.CLONE_FROM_SNAPSHOT,
+             needs_snapshot_class=True),
+    StepSpec(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.DELETE,
+             Names.snapshot, _volumes, judges.snapshot_and_content_gone, skip_never_seen,
+             requires=StepName.CREATE_SNAPSHOT, needs_snapshot_class=True),
+    StepSpec(StepName.DELETE_VOLUME, "Delete Volume", "vol", CLAIM, r.PVCS, Action.DELETE, Names.volume, _volumes,
+             judges.claim_and_volume_gone, skip_never_seen, requires=StepName.CREATE_VOLUME),
+)}
+
+
+def step_named(name: str) -> StepSpec:
+    """The catalog entry of a step; an unknown name is an error, never a fall-through."""
+    try:
+        return STEPS[name]
+    except KeyError:
+        raise KeyError(f"step {name!r} is not in the step catalog") from None
+
+
+def title_and_unit(name: str) -> tuple[str, str]:
+    """For reports: a known step's title and unit; a step a newer operator ran keeps its name."""
+    step = STEPS.get(name)
+    return (step.title, step.unit) if step is not None else (name, "obj")

@@ -1,0 +1,68 @@
+"""The run's identity and what it decided before its first object: carried through steps, report and cleanup.
+
+``RunRef`` names the BenchmarkRun; ``RunContext`` holds the plan (catalog entries), where the run works
+(``RunScope``: namespace, uid selector, the namespace it may create), the labels every object gets, the class's
+binding mode and the cluster facts, plus one tracker per planned step, filled in as the steps run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from csibench.api.models import BenchmarkRunSpec, Environment
+from csibench.engine.catalog import StepContext, StepSpec
+from csibench.engine.naming import Names
+from csibench.engine.observed import Observed
+from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
+from csibench.kube.ownership import RunScope
+
+
+@dataclass(frozen=True)
+class RunRef:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 1
+
+    @property
+    def status_path(self) -> str:
+        return r.BENCHMARK_RUNS.path(self.namespace, self.name, "status")
+
+    @property
+    def label(self) -> str:
+        """How metrics and logs name the run: "namespace/name"."""
+        return f"{self.namespace}/{self.name}"
+
+
+def scope_of(ref: RunRef, target_namespace: str | None) -> RunScope:
+    """What a run may clean up: its labelled objects in the namespace it recorded using, and the one namespace
+    its identity lets it create (``csibench-<run>-<uid5>``), which cleanup deletes only while it carries the
+    run's uid label. Neither the spec nor a status field can point cleanup at another namespace to delete."""
+    names = Names.for_run(ref.name, ref.uid)
+    return RunScope(target_namespace or names.namespace, names.prefix, ref.uid, names.namespace)
+
+
+@dataclass
+class RunContext:
+    spec: BenchmarkRunSpec
+    names: Names
+    plan: list[StepSpec]
+    scope: RunScope
+    own_namespace: bool  # the run creates (and removes) its namespace
+    binding_mode: str
+    labels: dict[str, str]
+    environment: Environment
+    trackers: dict[str, StepTracker] = field(default_factory=dict)
+
+    @property
+    def target_namespace(self) -> str:
+        return self.scope.namespace
+
+    @property
+    def needs_snapshots(self) -> bool:
+        return any(step.needs_snapshot_class for step in self.plan)
+
+    def step_context(self, observed: Observed) -> StepContext:
+        return StepContext(self.spec, self.names, self.labels, self.target_namespace, self.binding_mode, observed,
+                           self.trackers)

@@ -1,0 +1,104 @@
+"""When one object of a step has reached its terminal state: pure functions over what the run observed.
+
+A judge is ``(object name, submitted at) -> Verdict | None``: DONE, a failure with its reason, or None (not yet).
+Judges read only ``Observed`` (kept current by the watches), so an object's verdict is decided on the watch event
+that made it terminal and timed on that event's arrival. Which judge a step uses, and which Warning reasons end
+its objects as failed, is declared in the step catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from csibench.engine.observed import CLAIM, POD, SNAPSHOT, ClaimState, Key, Observed, SnapshotState
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+    message: str = ""
+
+
+DONE = Verdict(True)
+Judge = Callable[[str, float], Verdict | None]
+
+
+def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
+    """A Warning event that ends the object's step (e.g. ProvisioningFailed), if one came after its submission.
+    Other warnings (e.g. FailedScheduling) may resolve themselves and are only quoted at a timeout."""
+    warning = observed.warnings.get(key)
+    if warning and warning.at >= submitted and warning.reason in terminal:
+        return Verdict(False, warning.reason, warning.message)
+    return None
+
+
+def _ready_with(observed: Observed, terminal: frozenset[str], kind: str, lookup: Callable[[str], Any],
+                ready: Callable[[Any], bool], failure: Callable[[Any], Verdict | None]) -> Judge:
+    """Done when the object exists and is ready; failed when its status says so or a terminal Warning came."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = lookup(name)
+        if state is not None and state.exists and ready(state):
+            return DONE
+        failed = failure(state) if state is not None else None
+        return failed or _warning_verdict(observed, terminal, (kind, name), submitted)
+    return judge
+
+
+def claim_bound(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return _ready_with(observed, terminal, CLAIM, observed.claims.get, lambda claim: claim.phase == "Bound",
+                       lambda claim: Verdict(False, "ClaimLost", "the claim's volume was lost")
+                       if claim.phase == "Lost" else None)
+
+
+def claim_seen(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """WaitForFirstConsumer: provisioning happens at publish; createVolume ends when the API stored the claim."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.claims.get(name)
+        return DONE if state is not None and state.exists else None
+    return judge
+
+
+def pod_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return _ready_with(observed, terminal, POD, observed.pods.get, lambda pod: pod.ready,
+                       lambda pod: Verdict(False, "PodFailed", "the pod failed") if pod.phase == "Failed" else None)
+
+
+def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge:
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.pods.get(name)
+        if state is None:
+            return DONE
+        if state.exists:
+            return None
+        if any(observed.volume_attached(observed.volume_of(claim), state.node) for claim in state.claims):
+            return None
+        return DONE
+    return judge
+
+
+def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return _ready_with(observed, terminal, SNAPSHOT, observed.snapshots.get, lambda snapshot: snapshot.ready,
+                       lambda snapshot: Verdict(False, "SnapshotError", snapshot.error) if snapshot.error else None)
+
+
+def _gone_with(lookup: Callable[[str], ClaimState | SnapshotState | None],
+               dependent_present: Callable[[Any], bool]) -> Judge:
+    """Done when the object is gone and so is what depended on it (its PV, its snapshot content)."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = lookup(name)
+        if state is None:
+            return DONE
+        return None if state.exists or dependent_present(state) else DONE
+    return judge
+
+
+def claim_and_volume_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return _gone_with(observed.claims.get, lambda claim: bool(claim.volume and claim.volume in observed.pv_claim))
+
+
+def snapshot_and_content_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return _gone_with(observed.snapshots.get,
+                      lambda snapshot: bool(snapshot.content and snapshot.content in observed.contents))

@@ -1,0 +1,120 @@
+"""Everything that can be checked before the first object is created, and re-checked between steps.
+
+Before: the plan (steps, order, classes), the StorageClass, the snapshot API and class, the target namespace
+(exists, is not a system or the operator's own namespace), cluster facts for the report, and a server-side dry run
+of one of each object the run will create, so that whatever the API server would refuse (a LimitRange, an
+admission policy) fails the run now with the API's own message. A run that fails here leaves nothing behind.
+Between steps: a deleted target namespace or StorageClass stops the run with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment
+from csibench.api.validation import namespace_problem
+from csibench.engine import manifests
+from csibench.engine.catalog import Action
+from csibench.engine.context import RunContext, RunRef, scope_of
+from csibench.engine.errors import PlanError, RunAborted
+from csibench.engine.naming import Names
+from csibench.engine.observed import Observed
+from csibench.engine.plan import resolve_steps
+from csibench.kube import resources as r
+from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.identity import operator_namespace
+from csibench.kube.ownership import run_labels
+
+log = logging.getLogger(__name__)
+WFFC = "WaitForFirstConsumer"
+SNAPSHOT_API = "/apis/snapshot.storage.k8s.io/v1"
+
+
+async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> RunContext:
+    """The run's context, or PlanError with the reason it cannot run."""
+    names = Names.for_run(ref.name, ref.uid)
+    plan = resolve_steps(spec)
+    if spec.targetNamespace is not None:
+        problem = namespace_problem(spec.targetNamespace, operator_namespace())
+        if problem:
+            raise PlanError(ConditionReason.INVALID_TARGET_NAMESPACE, problem)
+    storage_class = await client.get(r.STORAGE_CLASSES.path(name=spec.storageClassName))
+    if storage_class is None:
+        raise PlanError(ConditionReason.STORAGE_CLASS_NOT_FOUND,
+                        f"StorageClass {spec.storageClassName!r} does not exist")
+    binding_mode = storage_class.get("volumeBindingMode") or "Immediate"
+    if any(step.needs_snapshot_class for step in plan):
+        await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
+    if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
+        raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
+                        "does not exist (omit targetNamespace to let the run create its own)")
+    context = RunContext(
+        spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace),
+        own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
+        labels=run_labels(ref.name, ref.uid, spec.labels),
+        environment=await _environment(client, storage_class, binding_mode))
+    await _dry_run(ref, context, client)
+    return context
+
+
+async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeClient, binding_mode: str, steps: list[str]) -> None:
+    if await client.get(SNAPSHOT_API) is None:
+        raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, "the run has snapshot steps but the cluster "
+                        "does not serve snapshot.storage.k8s.io/v1 (install the external-snapshotter CRDs)")
+    assert spec.volumeSnapshotClassName is not None
+    if await client.get(r.SNAPSHOT_CLASSES.path(name=spec.volumeSnapshotClassName)) is None:
+        raise PlanError(ConditionReason.VOLUME_SNAPSHOT_CLASS_NOT_FOUND,
+                        f"VolumeSnapshotClass {spec.volumeSnapshotClassName!r} does not exist")
+    if binding_mode == WFFC and "publish" not in steps:
+        raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
+                        "are only provisioned when a pod uses them, so snapshot steps need the publish step")
+
+
+async def _environment(client: KubeClient, storage_class: dict[str, Any], binding_mode: str) -> Environment:
+    version = await client.get("/version") or {}
+    nodes = await client.get(r.NODES.path(), query={"limit": "500"}) or {}
+    node_count = len(nodes.get("items", [])) + int((nodes.get("metadata") or {}).get("remainingItemCount", 0))
+    return Environment(serverVersion=version.get("gitVersion"), provisioner=storage_class.get("provisioner"),
+                       volumeBindingMode=binding_mode,
+                       storageClassParameters=dict(storage_class.get("parameters") or {}), nodeCount=node_count)
+
+
+def representative_manifests(context: RunContext) -> dict[str, Any]:
+    """The first object of each kind the run creates, as submitted (the rest differ only in their index)."""
+    step_context = context.step_context(Observed(context.target_namespace, context.names.prefix))
+    used: dict[str, Any] = {}
+    for step in context.plan:
+        if step.action == Action.CREATE and step.manifest is not None and step.report_key is not None:
+            used[step.report_key] = step.manifest(step_context, 0)
+    if context.own_namespace:
+        used["namespace"] = manifests.build_namespace(context.target_namespace, context.labels)
+    return used
+
+
+async def _dry_run(ref: RunRef, context: RunContext, client: KubeClient) -> None:
+    """One of each object as a server-side dry run. The run's own namespace does not exist yet: its objects are
+    tried in the BenchmarkRun's namespace, where only a refusal of the object itself (400/422) counts."""
+    namespace = ref.namespace if context.own_namespace else context.target_namespace
+    resources = {step.report_key: step.resource for step in context.plan if step.report_key is not None}
+    for key, body in representative_manifests(context).items():
+        path = r.NAMESPACES.path() if key == "namespace" else resources[key].path(namespace)
+        try:
+            await client.create(path, body, dry_run=True)
+        except ApiError as error:
+            in_target = not context.own_namespace or key == "namespace"
+            if error.status in (400, 422) or (in_target and error.status == 403):
+                raise PlanError(ConditionReason.MANIFEST_REJECTED, f"the API server refuses the {body['kind']} this "
+                                f"run would create: {error.message}") from error
+            log.info("dry run of a %s outside the target namespace answered %s; not conclusive", body["kind"], error)
+
+
+async def check_still_there(client: KubeClient, context: RunContext) -> None:
+    """Between steps: a deleted target namespace or StorageClass ends the run cleanly, with the reason."""
+    namespace = await client.get(r.NAMESPACES.path(name=context.target_namespace))
+    if namespace is None or (namespace.get("metadata") or {}).get("deletionTimestamp"):
+        raise RunAborted(ConditionReason.TARGET_NAMESPACE_DELETED,
+                         f"target namespace {context.target_namespace!r} was deleted during the run")
+    if await client.get(r.STORAGE_CLASSES.path(name=context.spec.storageClassName)) is None:
+        raise RunAborted(ConditionReason.STORAGE_CLASS_DELETED,
+                         f"StorageClass {context.spec.storageClassName!r} was deleted during the run")

@@ -1,0 +1,89 @@
+"""The run's status and Events: what ``kubectl get br -w`` and ``kubectl describe br`` show.
+
+Status is written as a merge patch of the whole (bounded) status model at each step's start and end and every
+couple of seconds in between, never once per object. The Ready condition goes through one helper that keeps
+``lastTransitionTime`` unless the condition's status really changes. The client limits written are the ones the
+run's client really has, so a failure status needs no spec at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from csibench.api.models import BenchmarkRunStatus, ClientUsed, Condition, ConditionReason, Phase
+from csibench.engine.context import RunRef
+from csibench.engine.timing import rfc3339
+from csibench.engine.verdict import RunVerdict
+from csibench.kube import resources as r
+from csibench.kube.client import ApiError, KubeClient
+from csibench.metrics import METRICS
+
+log = logging.getLogger(__name__)
+READY = "Ready"
+
+
+def now() -> str:
+    return rfc3339(time.time())
+
+
+def set_condition(conditions: list[Condition], type_: str, status: str, reason: str, message: str,
+                  generation: int, at: str) -> list[Condition]:
+    """The conditions with ``type_`` replaced; its transition time moves only when its status changes."""
+    previous = next((c for c in conditions if c.type == type_), None)
+    changed = previous is None or previous.status != status
+    updated = Condition(type=type_, status=status, reason=reason, message=message,
+                        lastTransitionTime=at if changed or previous is None else previous.lastTransitionTime,
+                        observedGeneration=generation)
+    return [c for c in conditions if c.type != type_] + [updated]
+
+
+class StatusRecorder:
+    def __init__(self, ref: RunRef, client: KubeClient, status: BenchmarkRunStatus | None = None) -> None:
+        self.ref = ref
+        self.client = client
+        self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)
+
+    def ready(self, ready: bool, reason: ConditionReason, message: str) -> None:
+        self.status.conditions = set_condition(self.status.conditions, READY, "True" if ready else "False",
+                                               reason.value, message, self.ref.generation, now())
+
+    async def write(self) -> None:
+        if self.status.phase is not None:
+            METRICS.set_phase(self.ref.label, self.status.phase.value)
+        limiter = self.client.limiter
+        self.status.client = ClientUsed(qps=limiter.qps, burst=limiter.burst, maxInFlight=self.client.max_in_flight,
+                                        throttledSeconds=round(limiter.throttled_seconds, 3),
+                                        requests=self.client.requests)
+        status = self.status.model_dump(mode="json", exclude_none=True)
+        # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
+        status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
+        await self.client.merge_patch(self.ref.status_path, {"status": status})
+
+    async def event(self, reason: str, message: str, warning: bool = False) -> None:
+        stamp = now()
+        body = {
+            "metadata": {"generateName": f"{self.ref.name}.", "namespace": self.ref.namespace},
+            "involvedObject": {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkRun",
+                               "name": self.ref.name, "namespace": self.ref.namespace, "uid": self.ref.uid},
+            "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
+            "source": {"component": "csibench"}, "reportingComponent": "csibench.io/operator",
+            "reportingInstance": "csibench", "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            await self.client.create(r.EVENTS.path(self.ref.namespace), body)
+        except ApiError as error:
+            log.warning("could not record event %s: %s", reason, error)
+
+    async def finish(self, verdict: RunVerdict) -> BenchmarkRunStatus:
+        """Write the run's end: phase, message, completion time, Ready condition, and one Event."""
+        self.status.phase = verdict.phase
+        self.status.message = verdict.message
+        self.status.completionTime = now()
+        self.status.currentStep = None
+        self.status.progress = None
+        self.ready(verdict.succeeded, verdict.reason, verdict.message)
+        await self.write()
+        await self.event("RunSucceeded" if verdict.succeeded else verdict.reason.value, verdict.message,
+                         warning=not verdict.succeeded)
+        return self.status

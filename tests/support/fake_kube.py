@@ -1,0 +1,362 @@
+"""A small in-memory API server with just enough controllers for the engine's unit tests (no cluster).
+
+It implements the surface of ``KubeClient`` the engine uses (get, create, delete, merge patch, list and
+watch streams read by the real ``Watch`` threads) over a dict of objects, with resource versions and watch
+events. Its controllers bind claims (creating a PV that points back with the claim's uid), make pods Ready,
+make snapshots ready (with a content), remove PVs and contents after their claims and snapshots, and delete a
+namespace's objects with it, each after a configurable delay. Failures are injected per object name. It is
+not Kubernetes: integration tests use the real control plane; this keeps engine logic testable in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from csibench.kube.client import ApiError, Json, TokenBucket
+
+Key = tuple[str, str, str]  # (plural, namespace or "", name)
+CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
+                  "volumesnapshotcontents", "volumesnapshotclasses"}
+
+
+@dataclass
+class Behaviour:
+    """How the fake cluster's controllers act; delays in seconds."""
+
+    bind_delay: float = 0.01
+    ready_delay: float = 0.01
+    snapshot_delay: float = 0.01
+    release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
+    never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
+    provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
+    refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
+    snapshots_served: bool = True
+
+
+class FakeResponse:
+    """A watch stream: newline-delimited JSON events until shut down or the watch times out."""
+
+    def __init__(self, events: queue.Queue[bytes | None], on_close: Callable[[], None]) -> None:
+        self.status = 200
+        self.data = b""
+        self._events = events
+        self._on_close = on_close
+
+    def stream(self, _amount: Any = None) -> Iterator[bytes]:
+        while True:
+            line = self._events.get()
+            if line is None:
+                return
+            yield line
+
+    def shutdown(self) -> None:
+        self._events.put(None)
+
+    def release_conn(self) -> None:
+        self._on_close()
+
+
+@dataclass
+class _Watcher:
+    plural: str
+    namespace: str
+    labels: dict[str, str]
+    warnings_only: bool
+    events: queue.Queue[bytes | None]
+
+
+class FakeKube:
+    def __init__(self, behaviour: Behaviour | None = None) -> None:
+        self.behaviour = behaviour or Behaviour()
+        self.objects: dict[Key, Json] = {}
+        self.lock = threading.RLock()
+        self._version = itertools.count(1)
+        self._watchers: list[_Watcher] = []
+        self._history: list[tuple[int, str, str, bytes, Json]] = []  # for watches that start from a version
+        self.log: list[tuple[str, str]] = []  # (verb, path) of every request, in order
+        self.status_writes: list[Json] = []  # every status patch of a BenchmarkRun, in order
+        self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
+        self.limiter = TokenBucket(1000, 1000)
+        self.max_in_flight = 16
+        self.requests = 0
+        self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.seed_cluster()
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def seed_cluster(self) -> None:
+        for index in range(3):
+            self.put("nodes", "", {"metadata": {"name": f"node-{index}"}})
+        self.put("storageclasses", "", {"metadata": {"name": "sim"}, "provisioner": "sim.csibench.io",
+                                        "volumeBindingMode": "Immediate", "parameters": {"latency": "0"}})
+        self.put("volumesnapshotclasses", "", {"metadata": {"name": "snap"}, "driver": "sim.csibench.io"})
+        self.put("namespaces", "", {"metadata": {"name": "runs"}})
+
+    def put(self, plural: str, namespace: str, obj: Json, event: str = "ADDED") -> Json:
+        with self.lock:
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", "2026-12-01T00:00:00Z")
+            if namespace:
+                meta["namespace"] = namespace
+            meta["resourceVersion"] = str(next(self._version))
+            self.objects[(plural, namespace, meta["name"])] = obj
+            self._notify(plural, namespace, event, obj)
+            return obj
+
+    def remove(self, plural: str, namespace: str, name: str) -> Json | None:
+        with self.lock:
+            obj = self.objects.pop((plural, namespace, name), None)
+            if obj is not None:
+                obj["metadata"]["resourceVersion"] = str(next(self._version))
+                self._notify(plural, namespace, "DELETED", obj)
+            return obj
+
+    def named(self, plural: str, namespace: str = "") -> dict[str, Json]:
+        with self.lock:
+            return {k[2]: v for k, v in self.objects.items() if k[0] == plural and k[1] == namespace}
+
+    # -- the KubeClient surface -------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self.lock:
+            for watcher in self._watchers:
+                watcher.events.put(None)
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
+        self._count("GET", path)
+        return self._read(path, query)
+
+    async def create(self, path: str, body: Json, on_send: Callable[[float], None] | None = None,
+                     dry_run: bool = False) -> bool:
+        self._count("POST", path + ("?dryRun" if dry_run else ""))
+        if not dry_run:
+            self.timeline.append(("POST", f"{path}/{body['metadata'].get('name', '')}"))
+        if on_send is not None:
+            on_send(time.monotonic())
+        plural, namespace, _name, _sub = self.parse(path)
+        name = body["metadata"].get("name") or f"{body['metadata'].get('generateName', 'x')}{uuid.uuid4().hex[:5]}"
+        refused = self.behaviour.refuse_create(plural, name)
+        if refused is not None:
+            raise refused
+        if dry_run:
+            return True
+        with self.lock:
+            if (plural, namespace, name) in self.objects:
+                return False
+            if namespace and ("namespaces", "", namespace) not in self.objects:
+                raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found')
+            obj = json.loads(json.dumps(body))
+            obj["metadata"]["name"] = name
+            self.put(plural, namespace, obj)
+        self._react_to_create(plural, namespace, obj)
+        return True
+
+    async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
+                     on_send: Callable[[float], None] | None = None, uid: str | None = None) -> bool:
+        self._count("DELETE", path)
+        self.timeline.append(("DELETE", path))
+        if on_send is not None:
+            on_send(time.monotonic())
+        plural, namespace, name, _sub = self.parse(path)
+        if name is None:  # a collection
+            labels = _labels_of((query or {}).get("labelSelector", ""))
+            for obj_name, obj in list(self.named(plural, namespace).items()):
+                if _matches(obj, labels):
+                    self._delete_one(plural, namespace, obj_name)
+            return True
+        with self.lock:
+            found = self.objects.get((plural, namespace, name))
+            if found is None:
+                return False
+            if uid is not None and found["metadata"]["uid"] != uid:
+                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
+        self._delete_one(plural, namespace, name)
+        return True
+
+    async def merge_patch(self, path: str, body: Json) -> Json | None:
+        self._count("PATCH", path)
+        plural, namespace, name, sub = self.parse(path)
+        with self.lock:
+            key = (plural, namespace, name or "")
+            obj = self.objects.get(key)
+            if obj is None:
+                return None
+            if sub == "status":
+                self.status_writes.append(json.loads(json.dumps(body["status"])))
+                self.timeline.append(("status", self.status_writes[-1]))
+                obj["status"] = {k: v for k, v in body["status"].items() if v is not None}
+            self.put(plural, namespace, obj, "MODIFIED")
+            return obj
+
+    def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
+                     **_: Any) -> Json:
+        """Only reads (the watch threads list through here); a missing object is a 404, as from the server."""
+        self._count(method, path)
+        found = self._read(path, query)
+        if found is None:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        return found
+
+    def _read(self, path: str, query: dict[str, str] | None) -> Json | None:
+        if path == "/version":
+            return {"gitVersion": "v1.36.3-fake"}
+        if path == "/apis/snapshot.storage.k8s.io/v1":
+            return {"kind": "APIResourceList"} if self.behaviour.snapshots_served else None
+        plural, namespace, name, _sub = self.parse(path)
+        with self.lock:
+            if name is not None:
+                if plural == "serviceaccounts" and name == "default":
+                    exists = ("namespaces", "", namespace) in self.objects
+                    return {"metadata": {"name": "default", "namespace": namespace}} if exists else None
+                found = self.objects.get((plural, namespace, name))
+                return json.loads(json.dumps(found)) if found is not None else None
+            if self.list_failures > 0:
+                self.list_failures -= 1
+                raise ApiError(500, "InternalError", "injected list failure")
+            labels = _labels_of((query or {}).get("labelSelector", ""))
+            items = [json.loads(json.dumps(o)) for k, o in self.objects.items()
+                     if k[0] == plural and (not namespace or k[1] == namespace) and _matches(o, labels)
+                     and _field_ok(o, (query or {}).get("fieldSelector", ""))]
+            return {"items": items, "metadata": {"resourceVersion": str(next(self._version))}}
+
+    def stream(self, path: str, query: dict[str, str]) -> FakeResponse:
+        self._count("WATCH", path)
+        plural, namespace, _name, _sub = self.parse(path)
+        watcher = _Watcher(plural, namespace, _labels_of(query.get("labelSelector", "")),
+                           query.get("fieldSelector", "") == "type=Warning", queue.Queue())
+        since = int(query.get("resourceVersion") or 0)
+        with self.lock:  # like the API server: every change after the listed version, then live ones
+            for version, event_plural, event_namespace, line, obj in self._history:
+                if version > since and self._wants(watcher, event_plural, event_namespace, obj):
+                    watcher.events.put(line)
+            self._watchers.append(watcher)
+
+        def closed() -> None:
+            with self.lock, contextlib.suppress(ValueError):
+                self._watchers.remove(watcher)
+        return FakeResponse(watcher.events, closed)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _count(self, verb: str, path: str) -> None:
+        with self.lock:
+            self.requests += 1
+            self.log.append((verb, path))
+
+    @staticmethod
+    def parse(path: str) -> tuple[str, str, str | None, str | None]:
+        """'/api/v1/namespaces/ns/pods/p/status' -> ('pods', 'ns', 'p', 'status')."""
+        path = path.split("?", 1)[0]
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        parts = parts[2:] if parts[0] == "api" else parts[3:]
+        namespace = ""
+        if len(parts) > 2 and parts[0] == "namespaces":
+            namespace, parts = parts[1], parts[2:]
+        plural = parts[0]
+        name = parts[1] if len(parts) > 1 else None
+        sub = parts[2] if len(parts) > 2 else None
+        if plural in CLUSTER_SCOPED:
+            namespace = ""
+        return plural, namespace, name, sub
+
+    def _notify(self, plural: str, namespace: str, event: str, obj: Json) -> None:
+        line = json.dumps({"type": event, "object": obj}).encode() + b"\n"
+        self._history.append((int(obj["metadata"]["resourceVersion"]), plural, namespace, line, obj))
+        for watcher in self._watchers:
+            if self._wants(watcher, plural, namespace, obj):
+                watcher.events.put(line)
+
+    @staticmethod
+    def _wants(watcher: _Watcher, plural: str, namespace: str, obj: Json) -> bool:
+        return (watcher.plural == plural and (not watcher.namespace or watcher.namespace == namespace)
+                and _matches(obj, watcher.labels) and (not watcher.warnings_only or obj.get("type") == "Warning"))
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        loop = self.loop or asyncio.get_running_loop()
+        loop.call_later(delay, action)
+
+    def _react_to_create(self, plural: str, namespace: str, obj: Json) -> None:
+        name, behaviour = obj["metadata"]["name"], self.behaviour
+        if plural == "persistentvolumeclaims":
+            if name in behaviour.provisioning_fails:
+                self._later(behaviour.bind_delay, lambda: self.warn(obj, "ProvisioningFailed", "injected failure"))
+            elif name not in behaviour.never_bind:
+                self._later(behaviour.bind_delay, lambda: self._bind(namespace, name))
+        elif plural == "pods":
+            self._later(behaviour.ready_delay, lambda: self._ready(namespace, name))
+        elif plural == "volumesnapshots":
+            self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name))
+
+    def warn(self, obj: Json, reason: str, message: str) -> None:
+        meta = obj["metadata"]
+        self.put("events", meta.get("namespace", ""), {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:6]}"}, "type": "Warning", "reason": reason,
+            "message": message, "involvedObject": {"uid": meta["uid"], "name": meta["name"]}})
+
+    def _update(self, plural: str, namespace: str, name: str, change: Callable[[Json], None]) -> None:
+        """Apply a controller's change to an object that still exists, as a MODIFIED event."""
+        with self.lock:
+            obj = self.objects.get((plural, namespace, name))
+            if obj is not None:
+                change(obj)
+                self.put(plural, namespace, obj, "MODIFIED")
+
+    def _bind(self, namespace: str, name: str) -> None:
+        def bind(claim: Json) -> None:
+            pv = f"pvc-{claim['metadata']['uid']}"
+            self.put("persistentvolumes", "", {"metadata": {"name": pv}, "spec": {"claimRef": {
+                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}}})
+            claim.setdefault("spec", {})["volumeName"] = pv
+            claim["status"] = {"phase": "Bound"}
+        self._update("persistentvolumeclaims", namespace, name, bind)
+
+    def _ready(self, namespace: str, name: str) -> None:
+        def ready(pod: Json) -> None:
+            pod["spec"]["nodeName"] = "node-0"
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        self._update("pods", namespace, name, ready)
+
+    def _snapshot_ready(self, namespace: str, name: str) -> None:
+        def ready(snapshot: Json) -> None:
+            content = f"snapcontent-{snapshot['metadata']['uid']}"
+            self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {"volumeSnapshotRef": {
+                "namespace": namespace, "name": name, "uid": snapshot["metadata"]["uid"]}}})
+            snapshot["status"] = {"readyToUse": True, "boundVolumeSnapshotContentName": content}
+        self._update("volumesnapshots", namespace, name, ready)
+
+    def _delete_one(self, plural: str, namespace: str, name: str) -> None:
+        obj = self.remove(plural, namespace, name)
+        if obj is None:
+            return
+        delay = self.behaviour.release_delay
+        if plural == "persistentvolumeclaims" and (obj.get("spec") or {}).get("volumeName"):
+            self._later(delay, lambda: self.remove("persistentvolumes", "", obj["spec"]["volumeName"]))
+        elif plural == "volumesnapshots" and (obj.get("status") or {}).get("boundVolumeSnapshotContentName"):
+            content = obj["status"]["boundVolumeSnapshotContentName"]
+            self._later(delay, lambda: self.remove("volumesnapshotcontents", "", content))
+        elif plural == "namespaces":
+            for key in [k for k in list(self.objects) if k[1] == name]:
+                self._delete_one(key[0], key[1], key[2])
+
+
+def _labels_of(selector: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+
+
+def _matches(obj: Json, labels: dict[str, str]) -> bool:
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
+def _field_ok(obj: Json, selector: str) -> bool:
+    return selector != "type=Warning" or obj.get("type") == "Warning"

@@ -1,0 +1,105 @@
+"""The run's API client: the token bucket (client-go's limiter), retries, and what counts as an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client as k8s_client
+
+from csibench.kube.client import ApiError, KubeClient, TokenBucket
+
+
+def test_token_bucket_allows_the_burst_then_the_rate() -> None:
+    bucket = TokenBucket(qps=10, burst=5)
+    waits = [bucket.reserve() for _ in range(7)]
+    assert waits[:5] == [0.0] * 5
+    assert waits[5] == pytest.approx(0.1, abs=0.01) and waits[6] == pytest.approx(0.2, abs=0.01)
+    assert bucket.throttled_seconds == pytest.approx(0.3, abs=0.02)
+
+
+class FakeHTTPResponse:
+    def __init__(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
+        self.status = status
+        self.data = json.dumps(body or {}).encode()
+        self.headers = headers or {}
+
+
+class ScriptedPool:
+    """Answers requests from a script: a response, or an exception to raise (a dropped connection)."""
+
+    def __init__(self, script: list[FakeHTTPResponse | Exception]) -> None:
+        self.script = script
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, method: str, url: str, **_: Any) -> FakeHTTPResponse:
+        self.calls.append((method, url))
+        answer = self.script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def client_with(script: list[FakeHTTPResponse | Exception]) -> tuple[KubeClient, ScriptedPool]:
+    configuration = k8s_client.Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    client = KubeClient(configuration, qps=1000, burst=1000, max_in_flight=2)
+    pool = ScriptedPool(script)
+    client._pool = pool  # type: ignore[assignment]  # the HTTP layer is what this test replaces
+    return client, pool
+
+
+def test_overload_and_dropped_connections_are_retried_and_the_send_time_is_the_first_attempts() -> None:
+    client, pool = client_with([FakeHTTPResponse(503), urllib3.exceptions.ProtocolError("reset"),
+                                FakeHTTPResponse(429, headers={"Retry-After": "0"}),
+                                FakeHTTPResponse(201, {"metadata": {"name": "x"}})])
+    sent: list[float] = []
+    answer = client.request_sync("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"}, on_send=sent.append)
+    assert answer == {"metadata": {"name": "x"}}
+    assert len(pool.calls) == 4 and len(sent) == 1 and client.requests == 4
+    client.close()
+
+
+def test_conflicts_and_not_found_are_answers_not_errors() -> None:
+    async def scenario() -> tuple[bool, bool, dict[str, Any] | None]:
+        client, _ = client_with([FakeHTTPResponse(409, {"reason": "AlreadyExists", "message": "exists"}),
+                                 FakeHTTPResponse(404, {"reason": "NotFound", "message": "gone"}),
+                                 FakeHTTPResponse(404, {"reason": "NotFound", "message": "gone"})])
+        try:
+            return (await client.create("/api/v1/namespaces/ns/pods", {"kind": "Pod"}),
+                    await client.delete("/api/v1/namespaces/ns/pods/p"),
+                    await client.get("/api/v1/namespaces/ns/pods/p"))
+        finally:
+            client.close()
+
+    assert asyncio.run(scenario()) == (False, False, None)
+
+
+def test_other_errors_carry_the_api_servers_status_reason_and_message() -> None:
+    client, _ = client_with([FakeHTTPResponse(422, {"reason": "Invalid", "message": "spec.x: Required value"})])
+    with pytest.raises(ApiError) as failure:
+        client.request_sync("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"})
+    assert (failure.value.status, failure.value.reason) == (422, "Invalid")
+    assert "Required value" in failure.value.message
+    client.close()
+
+
+def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
+    async def scenario() -> dict[str, Any]:
+        client, _ = client_with([FakeHTTPResponse(200, {})])
+        captured: dict[str, Any] = {}
+
+        def capture(method: str, path: str, body: Any = None, *_: Any) -> dict[str, Any]:
+            captured.update(body or {})
+            return {}
+        client.request_sync = capture  # type: ignore[method-assign]
+        try:
+            await client.delete("/api/v1/namespaces/ns/pods/p", uid="u-1")
+        finally:
+            client.close()
+        return captured
+
+    assert asyncio.run(scenario())["preconditions"] == {"uid": "u-1"}

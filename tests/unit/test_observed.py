@@ -1,0 +1,52 @@
+"""What the run observes of its objects, and the judges that read it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from csibench.engine.judges import DONE, claim_and_volume_gone, pod_gone_and_detached
+from csibench.engine.observed import CLAIM, POD, Observed
+from csibench.kube.watch import WatchEvent
+
+
+def _event(source: str, kind: str, obj: dict[str, Any], at: float = 1.0) -> WatchEvent:
+    return WatchEvent(source, kind, obj, at)
+
+
+def test_observed_state_follows_volumes_and_attachments_of_our_objects_only() -> None:
+    observed = Observed("ns", "run-abcde")
+    claim = {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}, "spec": {"volumeName": "pv-1"},
+             "status": {"phase": "Bound"}}
+    assert observed.apply(_event("claims", "ADDED", claim)) == [(CLAIM, "run-abcde-v00000")]
+    pv = {"metadata": {"name": "pv-1"}, "spec": {"claimRef": {"namespace": "ns", "name": "run-abcde-v00000"}}}
+    foreign = {"metadata": {"name": "pv-x"}, "spec": {"claimRef": {"namespace": "ns", "name": "users-claim"}}}
+    observed.apply(_event("pvs", "ADDED", pv))
+    assert observed.apply(_event("pvs", "ADDED", foreign)) == [] and "pv-x" not in observed.pv_claim
+    pod = {"metadata": {"name": "run-abcde-p00000", "uid": "p1"},
+           "spec": {"nodeName": "n1", "volumes": [{"persistentVolumeClaim": {"claimName": "run-abcde-v00000"}}]},
+           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    observed.apply(_event("pods", "ADDED", pod))
+    attachment = {"metadata": {"name": "va-1"}, "spec": {"source": {"persistentVolumeName": "pv-1"},
+                                                          "nodeName": "n1"}}
+    assert observed.apply(_event("attachments", "ADDED", attachment)) == [(POD, "run-abcde-p00000")]
+    gone = pod_gone_and_detached(observed, frozenset())
+    observed.apply(_event("pods", "DELETED", pod))
+    assert gone("run-abcde-p00000", 0.0) is None  # pod gone, volume still attached
+    observed.apply(_event("attachments", "DELETED", attachment))
+    assert gone("run-abcde-p00000", 0.0) == DONE
+
+    deleted = claim_and_volume_gone(observed, frozenset())
+    observed.apply(_event("claims", "DELETED", claim))
+    assert deleted("run-abcde-v00000", 0.0) is None  # claim gone, PV still there
+    observed.apply(_event("pvs", "SYNC", {"present": ["/pv-x"]}))  # a relist without pv-1: it was deleted
+    assert deleted("run-abcde-v00000", 0.0) == DONE
+
+
+def test_warnings_are_matched_by_uid() -> None:
+    observed = Observed("ns", "run-abcde")
+    observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00001", "uid": "u1"}}))
+    warning = {"type": "Warning", "reason": "ProvisioningFailed", "message": "no space",
+               "involvedObject": {"uid": "u1"}}
+    assert observed.apply(_event("events", "ADDED", warning, at=5.0)) == [(CLAIM, "run-abcde-v00001")]
+    assert observed.apply(_event("events", "ADDED", {**warning, "involvedObject": {"uid": "other"}})) == []
+    assert observed.warnings[(CLAIM, "run-abcde-v00001")].at == 5.0

@@ -1,0 +1,39 @@
+"""Which steps a run executes: defaults, order and dependencies, from the catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from csibench.api.models import BenchmarkRunSpec, StepName
+from csibench.engine.errors import PlanError
+from csibench.engine.plan import resolve_steps
+
+
+def spec(**fields: Any) -> BenchmarkRunSpec:
+    return BenchmarkRunSpec.model_validate({"storageClassName": "sc", **fields})
+
+
+def test_default_steps_depend_on_the_snapshot_class() -> None:
+    assert [s.name for s in resolve_steps(spec())] == [StepName.CREATE_VOLUME, StepName.PUBLISH,
+                                                       StepName.UNPUBLISH, StepName.DELETE_VOLUME]
+    assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == list(StepName)
+
+
+@pytest.mark.parametrize(("steps", "reason", "words"), [
+    (["publish", "createVolume"], "InvalidSteps", "lifecycle order"),
+    (["createVolume", "cloneFromSnapshot"], "InvalidSteps", "needs step createSnapshot"),
+    (["publish"], "InvalidSteps", "needs step createVolume"),
+    (["createVolume", "createVolume"], "InvalidSteps", "must not repeat"),
+])
+def test_bad_step_lists_fail_before_anything_is_created(steps: list[str], reason: str, words: str) -> None:
+    with pytest.raises(PlanError) as failure:
+        resolve_steps(spec(steps=steps, volumeSnapshotClassName="snap"))
+    assert failure.value.reason == reason and words in str(failure.value)
+
+
+def test_snapshot_steps_need_a_snapshot_class() -> None:
+    with pytest.raises(PlanError) as failure:
+        resolve_steps(spec(steps=["createVolume", "createSnapshot"]))
+    assert failure.value.reason == "MissingVolumeSnapshotClass"
