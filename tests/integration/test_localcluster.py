@@ -231,8 +231,9 @@ def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, nam
     assert event.source.component.startswith(f"{DRIVER_NAME}_"), event.source
     assert event.message == f"rpc error: code = Internal desc = injected failure of createVolume on array {flaky}"
     wait_until(lambda: len(bound_claims(kube, namespace)) == 8, 90, "every flaky claim Bound after retries")
-    # The sidecar retried each failed claim (a new array operation per attempt) until one succeeded, and did not
-    # retry before its --retry-interval-start (1 s): a retry is never sooner than the backoff allows.
+    # The sidecar retried each failed claim (a new array operation per attempt) until one succeeded. The spacing is
+    # the sidecar's own business (its workqueue backoff of 1 s doubling, but an update of the claim re-queues it at
+    # once), so it is not asserted here.
     attempts = collections.defaultdict(list)
     for record in read_ground_truth(cluster):
         if record["storageClass"] == flaky and record["op"] == "createVolume":
@@ -240,7 +241,6 @@ def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, nam
     assert len(attempts) == 8 and any(len(tries) > 1 for tries in attempts.values())
     for tries in attempts.values():
         assert [t["result"] for t in tries] == ["error"] * (len(tries) - 1) + ["ok"], tries
-        assert all(b["queued"] - a["finish"] >= 0.9 for a, b in itertools.pairwise(tries)), tries
 
 
 def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_class: Any,
