@@ -15,7 +15,16 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from csibench.api.models import GROUP, PLURAL, VERSION, BenchmarkRunSpec, ClientSettings, ConditionReason, Phase
+from csibench.api.models import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    BenchmarkRunSpec,
+    ClientSettings,
+    ConditionReason,
+    Phase,
+    RestartPolicy,
+)
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.errors import PlanError
@@ -91,7 +100,9 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     client = await _client_for(spec.client, f"{ref.namespace}/{ref.name}")
     try:
         engine = RunEngine(ref, spec, client)
-        if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
+        if phase == Phase.RUNNING.value and spec.restartPolicy == RestartPolicy.REDO:
+            await engine.resume(plain(status))
+        elif phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
             await engine.recover_after_restart(plain(status))
         else:
             await engine.execute()

@@ -183,7 +183,7 @@ def test_a_step_is_running_in_status_before_its_first_object_exists(kube: Kube, 
 
     watcher = threading.Thread(target=first_claim)
     watcher.start()
-    create_run(kube, namespace, benchmark_run(name, storageClassName=slow, volumes=10,
+    create_run(kube, namespace, benchmark_run(name, storageClassName=slow, volumes=10, restartPolicy="Fail",
                                               steps=["createVolume", "deleteVolume"]))
     watcher.join(70)
     operator.start()

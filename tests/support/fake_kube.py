@@ -38,6 +38,7 @@ class Behaviour:
     ready_delay: float = 0.01
     snapshot_delay: float = 0.01
     release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
+    pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
@@ -115,8 +116,12 @@ class FakeKube:
             self._notify(plural, namespace, event, obj)
             return obj
 
-    def remove(self, plural: str, namespace: str, name: str) -> Json | None:
+    def remove(self, plural: str, namespace: str, name: str, uid: str | None = None) -> Json | None:
+        """Remove an object (only the one with ``uid``, if given: a namesake created since stays)."""
         with self.lock:
+            found = self.objects.get((plural, namespace, name))
+            if found is None or (uid is not None and found["metadata"]["uid"] != uid):
+                return None
             obj = self.objects.pop((plural, namespace, name), None)
             if obj is not None:
                 obj["metadata"]["resourceVersion"] = str(next(self._version))
@@ -196,6 +201,8 @@ class FakeKube:
                 self.status_writes.append(json.loads(json.dumps(body["status"])))
                 self.timeline.append(("status", self.status_writes[-1]))
                 obj["status"] = {k: v for k, v in body["status"].items() if v is not None}
+            else:
+                _merge(obj, {k: v for k, v in body.items() if k != "status"})
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
 
@@ -282,8 +289,10 @@ class FakeKube:
                 and _matches(obj, watcher.labels) and (not watcher.warnings_only or obj.get("type") == "Warning"))
 
     def _later(self, delay: float, action: Callable[[], None]) -> None:
-        loop = self.loop or asyncio.get_running_loop()
-        loop.call_later(delay, action)
+        """Controllers act on their own threads, as the cluster's would, whatever the engine's event loop does."""
+        timer = threading.Timer(delay, action)
+        timer.daemon = True
+        timer.start()
 
     def _react_to_create(self, plural: str, namespace: str, obj: Json) -> None:
         name, behaviour = obj["metadata"]["name"], self.behaviour
@@ -335,6 +344,13 @@ class FakeKube:
         self._update("volumesnapshots", namespace, name, ready)
 
     def _delete_one(self, plural: str, namespace: str, name: str) -> None:
+        if plural == "pods" and self.behaviour.pod_termination > 0:
+            def terminating(pod: Json) -> None:
+                pod["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:01Z"
+            self._update(plural, namespace, name, terminating)
+            uid = self.objects[(plural, namespace, name)]["metadata"]["uid"]
+            self._later(self.behaviour.pod_termination, lambda: self.remove(plural, namespace, name, uid))
+            return
         obj = self.remove(plural, namespace, name)
         if obj is None:
             return
@@ -347,6 +363,17 @@ class FakeKube:
         elif plural == "namespaces":
             for key in [k for k in list(self.objects) if k[1] == name]:
                 self._delete_one(key[0], key[1], key[2])
+
+
+def _merge(target: Json, patch: Json) -> None:
+    """JSON merge patch (RFC 7386): null deletes, objects merge, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
 
 
 def _labels_of(selector: str) -> dict[str, str]:

@@ -50,3 +50,17 @@ def test_warnings_are_matched_by_uid() -> None:
     assert observed.apply(_event("events", "ADDED", warning, at=5.0)) == [(CLAIM, "run-abcde-v00001")]
     assert observed.apply(_event("events", "ADDED", {**warning, "involvedObject": {"uid": "other"}})) == []
     assert observed.warnings[(CLAIM, "run-abcde-v00001")].at == 5.0
+
+
+def test_a_multi_attach_warning_is_transient_but_an_attach_failure_is_not() -> None:
+    from csibench.engine.judges import pod_ready
+    observed = Observed("ns", "run-abcde")
+    observed.apply(_event("pods", "ADDED", {"metadata": {"name": "run-abcde-p00000", "uid": "p1"}}))
+    judge = pod_ready(observed, frozenset({"FailedAttachVolume"}))
+    warning = {"type": "Warning", "reason": "FailedAttachVolume", "involvedObject": {"uid": "p1"},
+               "message": 'Multi-Attach error for volume "pv-1" Volume is already exclusively attached to one node'}
+    observed.apply(_event("events", "ADDED", warning, at=2.0))
+    assert judge("run-abcde-p00000", 1.0) is None
+    observed.apply(_event("events", "ADDED", {**warning, "message": "rpc error: code = Internal"}, at=3.0))
+    verdict = judge("run-abcde-p00000", 1.0)
+    assert verdict is not None and not verdict.ok and verdict.reason == "FailedAttachVolume"

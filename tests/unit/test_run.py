@@ -40,7 +40,12 @@ def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | N
         fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
                                                   "spec": run_spec.model_dump(mode="json")})
         engine = RunEngine(REF, run_spec, cast(KubeClient, fake))
-        work = engine.execute() if previous is None else engine.recover_after_restart(previous)
+        if previous is None:
+            work = engine.execute()
+        elif run_spec.restartPolicy.value == "Redo":
+            work = engine.resume(previous)
+        else:
+            work = engine.recover_after_restart(previous)
         return await asyncio.wait_for(work, 20)
     return asyncio.run(go())
 
@@ -158,7 +163,7 @@ def test_recovery_marks_the_running_step_interrupted_and_cleans_up() -> None:
     fake = FakeKube()
     _leave_objects_of_a_lost_run(fake)
     previous = _status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
-    status = run(fake, spec(steps=["createVolume", "deleteVolume"]), previous)
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], restartPolicy="Fail"), previous)
     assert steps_of(status)["createVolume"][0] == "Interrupted"
     assert (status.conditions[0].reason, status.phase and status.phase.value) == ("OperatorRestarted", "Failed")
     assert "during step createVolume" in (status.message or "")
@@ -228,7 +233,7 @@ def _scratch_volume(context: StepContext, index: int) -> dict[str, Any]:
 SCRATCH = StepSpec("createScratchVolume", "Create Scratch Volume", "vol", CLAIM, r.PVCS, Action.CREATE,
                    lambda names, index: f"{names.prefix}-x{index:05d}", lambda s: s.volumes, judges.claim_bound,
                    skip_nothing, terminal_warnings=frozenset({"ProvisioningFailed"}), manifest=_scratch_volume,
-                   report_key="scratch")
+                   report_key="scratch", gone=judges.claim_and_volume_gone)
 
 
 def test_a_ninth_step_is_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,6 +254,8 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
     assert list(catalog.STEPS) == [s.value for s in StepName]
     for name, step in catalog.STEPS.items():
         assert step.name == name and step.title and step.unit
+        assert step.gone is not None, f"{name} declares no restore rule"
+        assert step.recreated_by is None or step.action == Action.DELETE
         assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)
         if step.action == Action.CREATE:
             assert step.manifest is not None and step.report_key, name

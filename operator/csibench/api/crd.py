@@ -114,8 +114,11 @@ def build_crd() -> Schema:
                     "type": "object",
                     "description": "A batch benchmark of a CSI storage class: the volume lifecycle, timed per step.",
                     "required": ["spec"],
-                    "x-kubernetes-validations": [{"rule": f"size(self.metadata.name) <= {MAX_RUN_NAME}",
-                                                  "message": NAME_RULE_MESSAGE}],
+                    "x-kubernetes-validations": [
+                        {"rule": f"size(self.metadata.name) <= {MAX_RUN_NAME}", "message": NAME_RULE_MESSAGE},
+                        {"rule": "!self.metadata.name.contains('.')",
+                         "message": "BenchmarkRun names must not contain '.': the run's namespace and objects are "
+                                    "named after it and must be DNS labels"}],
                     "properties": {
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},

@@ -61,6 +61,11 @@ class CleanupPolicy(StrEnum):
     NEVER = "Never"
 
 
+class RestartPolicy(StrEnum):
+    REDO = "Redo"
+    FAIL = "Fail"
+
+
 class AccessMode(StrEnum):
     READ_WRITE_ONCE = "ReadWriteOnce"
     READ_ONLY_MANY = "ReadOnlyMany"
@@ -101,6 +106,8 @@ class ConditionReason(StrEnum):
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
     RUN_ABORTED = "RunAborted"
+    RESTORE_FAILED = "RestoreFailed"
+    RESTART_LIMIT_REACHED = "RestartLimitReached"
     OBJECTS_FAILED = "ObjectsFailed"
     CLEANUP_INCOMPLETE = "CleanupIncomplete"
     OPERATOR_RESTARTED = "OperatorRestarted"
@@ -281,6 +288,14 @@ class BenchmarkRunSpec(_Model):
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
                                    description="Remove the run's objects: Always, OnSuccess or Never.")
+    restartPolicy: RestartPolicy = Field(
+        RestartPolicy.REDO,
+        description="After an operator restart: Redo restores the state the interrupted step started from and "
+                    "measures it again from scratch (finished steps keep their measurements); Fail ends the run "
+                    "Failed with OperatorRestarted.")
+    maxStepAttempts: int = Field(3, ge=1, le=10,
+                                 description="With Redo: how many times one step may be started; past that the "
+                                             "run ends Failed with RestartLimitReached.")
     labels: dict[str, LabelValue] = Field(
         default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE, (
             "self.all(k, !k.startsWith('csibench.io/') && k != 'app.kubernetes.io/managed-by')",
@@ -369,6 +384,11 @@ class StepStatus(_Model):
     failureReasons: list[FailureReason] = Field(default_factory=list,
                                                 description=f"Top {MAX_FAILURE_REASONS} failure reasons.")
     note: str | None = Field(None, description="How to read this step's numbers, e.g. WaitForFirstConsumer.")
+    attempts: int | None = Field(None, description="How many times the step was started (more than 1 after an "
+                                                   "operator restart interrupted it and it was redone).")
+    restored: str | None = Field(None, description="What was restored before a redo and how long it took (not "
+                                                   "part of the step's time).")
+    restoredObjects: int | None = Field(None, description="Objects the restore deleted or recreated.")
 
 
 class ClientUsed(_Model):

@@ -2,9 +2,11 @@
 
 Planning reads ``requires`` and ``needs_snapshot_class``; execution reads how objects are named and counted,
 how one is submitted (create ``manifest`` or delete), which judge decides its terminal state and which Warning
-reasons fail it, and which objects are skipped; the report reads ``title`` and ``unit``. Adding a step is one
-entry here (a unit test adds a ninth and runs it). The orchestration has no per-step cases: an unknown step is
-an error, never a fall-through.
+reasons fail it, and which objects are skipped; the report reads ``title`` and ``unit``. After an operator
+restart, the interrupted step's starting state is restored from the entry alone: its objects are deleted until
+``gone`` says so, and a deletion step's objects are then created again by the step named in ``recreated_by``.
+Adding a step is one entry here (a unit test adds a ninth and runs it). The orchestration has no per-step cases:
+an unknown step is an error, never a fall-through.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class StepSpec:
     report_key: str | None = None  # where the report keeps the first object's manifest
     judge_wffc: JudgeFactory | None = None  # judge on a WaitForFirstConsumer class, if it differs
     note_wffc: str | None = None  # how to read the step's numbers on a WaitForFirstConsumer class
+    gone: JudgeFactory | None = None  # restore: when one of its objects and what depends on it are gone
+    recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
+    provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
 
     def objects(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
         return [self.object_name(names, index) for index in range(self.count(spec))]
@@ -102,14 +107,11 @@ def skip_if_prerequisite_failed(step: StepSpec, context: StepContext) -> set[str
 
 
 def skip_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
-    """A pod mounts k volumes: it is skipped if any of them failed (WaitForFirstConsumer: was not created)."""
+    """A pod mounts k volumes: it is skipped if any of them failed (on a WaitForFirstConsumer class, failing
+    means the API refused the claim or never stored it: provisioning itself happens in this step)."""
     assert step.requires is not None
     spec = context.spec
-    if context.wffc:
-        volumes = context.trackers[step.requires]
-        bad = {index for index, name in enumerate(volumes.objects) if name not in volumes.submitted}
-    else:
-        bad = _failed_indexes(context, step.requires)
+    bad = _failed_indexes(context, step.requires)
     return {step.object_name(context.names, pod) for pod in range(step.count(spec))
             if bad & set(volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod))}
 
@@ -157,31 +159,37 @@ PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
 STEPS: dict[str, StepSpec] = {step.name: step for step in (
     StepSpec(StepName.CREATE_VOLUME, "Create Volume", "vol", CLAIM, r.PVCS, Action.CREATE, Names.volume, _volumes,
              judges.claim_bound, skip_nothing, terminal_warnings=PROVISIONING_FAILED, manifest=_volume,
-             report_key="pvc", judge_wffc=judges.claim_seen,
+             report_key="pvc", judge_wffc=judges.claim_seen, gone=judges.claim_and_volume_gone,
              note_wffc=f"{WFFC}: claims are provisioned when their pod is scheduled, so this step times API "
                        "submission only; provisioning time is inside publish"),
     StepSpec(StepName.PUBLISH, "Publish (Attach)", "pod", POD, r.PODS, Action.CREATE, Names.pod, _pods,
              judges.pod_ready, skip_pods_missing_a_volume, requires=StepName.CREATE_VOLUME,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
-             manifest=_pod, report_key="pod", note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
+             manifest=_pod, report_key="pod", note_wffc=f"{WFFC}: includes provisioning of each pod's volumes",
+             gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
     StepSpec(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", POD, r.PODS, Action.DELETE, Names.pod, _pods,
-             judges.pod_gone_and_detached, skip_never_seen, requires=StepName.PUBLISH),
+             judges.pod_gone_and_detached, skip_never_seen, requires=StepName.PUBLISH,
+             gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),
     StepSpec(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.CREATE,
              Names.snapshot, _volumes, judges.snapshot_ready, skip_if_prerequisite_failed,
              requires=StepName.CREATE_VOLUME, needs_snapshot_class=True,
              terminal_warnings=frozenset({"SnapshotCreationFailed", "SnapshotContentCreationFailed"}),
-             manifest=_snapshot, report_key="volumeSnapshot"),
+             manifest=_snapshot, report_key="volumeSnapshot", gone=judges.snapshot_and_content_gone),
     StepSpec(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", CLAIM, r.PVCS, Action.CREATE, Names.clone,
              _volumes, judges.claim_bound, skip_if_prerequisite_failed, requires=StepName.CREATE_SNAPSHOT,
-             needs_snapshot_class=True, terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone"),
+             needs_snapshot_class=True, terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone",
+             gone=judges.claim_and_volume_gone),
     StepSpec(StepName.DELETE_CLONE, "Delete Clone", "vol", CLAIM, r.PVCS, Action.DELETE, Names.clone, _volumes,
              judges.claim_and_volume_gone, skip_never_seen, requires=StepName.CLONE_FROM_SNAPSHOT,
-             needs_snapshot_class=True),
+             needs_snapshot_class=True, gone=judges.claim_and_volume_gone,
+             recreated_by=StepName.CLONE_FROM_SNAPSHOT),
     StepSpec(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.DELETE,
              Names.snapshot, _volumes, judges.snapshot_and_content_gone, skip_never_seen,
-             requires=StepName.CREATE_SNAPSHOT, needs_snapshot_class=True),
+             requires=StepName.CREATE_SNAPSHOT, needs_snapshot_class=True, gone=judges.snapshot_and_content_gone,
+             recreated_by=StepName.CREATE_SNAPSHOT),
     StepSpec(StepName.DELETE_VOLUME, "Delete Volume", "vol", CLAIM, r.PVCS, Action.DELETE, Names.volume, _volumes,
-             judges.claim_and_volume_gone, skip_never_seen, requires=StepName.CREATE_VOLUME),
+             judges.claim_and_volume_gone, skip_never_seen, requires=StepName.CREATE_VOLUME,
+             gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME),
 )}
 
 

@@ -8,6 +8,7 @@ binding mode and the cluster facts, plus one tracker per planned step, filled in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Environment
 from csibench.engine.catalog import StepContext, StepSpec
@@ -54,6 +55,7 @@ class RunContext:
     labels: dict[str, str]
     environment: Environment
     trackers: dict[str, StepTracker] = field(default_factory=dict)
+    interrupted: list[dict[str, Any]] = field(default_factory=list)  # attempts an operator restart cut short
 
     @property
     def target_namespace(self) -> str:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from csibench.engine.catalog import Action, StepContext, StepSpec
+from csibench.api.models import ConditionReason
+from csibench.engine.catalog import WFFC, Action, StepContext, StepSpec
+from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
+from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
 from csibench.engine.status import StatusRecorder
@@ -51,14 +54,15 @@ class StepRunner:
         self.context = context
         self.recorder = recorder
         self.observed = observed
-        self._current: tuple[StepSpec, StepTracker, Judge] | None = None
+        self._current: tuple[str, StepTracker, Judge] | None = None  # (kind, tracker, judge) of the live batch
+        self._progress_of: StepTracker | None = None  # the step whose progress status shows
 
     def on_change(self, keys: list[Key], at: float) -> None:
         if self._current is None:
             return
-        step, tracker, judge = self._current
+        kind_wanted, tracker, judge = self._current
         for kind, name in keys:
-            if kind != step.kind or name in tracker.outcomes:
+            if kind != kind_wanted or name in tracker.outcomes:
                 continue
             submitted = tracker.submitted.get(name)
             if submitted is None:
@@ -71,34 +75,57 @@ class StepRunner:
         """Copy the trackers' aggregates into the status model (not yet written)."""
         status = self.recorder.status
         status.steps = [t.status() for t in self.context.trackers.values()]
-        if self._current is not None:
-            status.progress = self._current[1].progress()
+        if self._progress_of is not None:
+            status.progress = self._progress_of.progress()
         durations = [s.durationSeconds for s in status.steps if s.durationSeconds is not None]
         status.totalStepSeconds = round(sum(durations), 3)
         status.duration = human_duration(sum(durations))
 
-    async def run(self, step: StepSpec) -> None:
+    async def run(self, step: StepSpec, before_done: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Time one step. ``before_done`` runs after the last terminal event and before status says the step is
+        done (the run stores the step's per-object record there, so a restart never finds a finished step
+        without it)."""
         context, recorder = self.context, self.recorder
         tracker = context.trackers[step.name]
         step_context = context.step_context(self.observed)
         judge = step.judge_in(step_context)
         submit = self._submitter(step, step_context, tracker)
         tracker.note = step.note_in(step_context)
-        tracker.skipped = step.skip(step, step_context)
+        tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
         recorder.status.progress = f"0/{len(tracker.active)}"
         tracker.announced = True
         self.publish()
         await recorder.write()
         skipped = f" ({len(tracker.skipped)} skipped)" if tracker.skipped else ""
-        await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}")
-        self._current = (step, tracker, judge)
+        attempt = f" (attempt {tracker.attempt})" if tracker.attempt > 1 else ""
+        await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
+        self._progress_of = tracker
+        try:
+            await self._batch(step.kind, tracker, judge, submit, float(context.spec.timeouts.for_step(step.name)))
+        finally:
+            self._progress_of = None
+            recorder.status.progress = tracker.progress()
+        status = tracker.status()
+        METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
+                            status.throughput, status.succeeded, status.failed, status.skipped)
+        if before_done is not None:
+            await before_done()
+        await recorder.write()
+        throughput = f"{status.throughput:.2f} obj/s" if status.throughput is not None else "n/a"
+        await recorder.event("StepCompleted", f"{step.name}: {status.succeeded}/{len(tracker.active)} succeeded in "
+                             f"{human_duration(status.durationSeconds or 0)} ({throughput})",
+                             warning=bool(status.failed))
+
+    async def _batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
+                     timeout: float) -> None:
+        """Start the tracker's clock, submit every active object, wait for each one's terminal state."""
+        self._current = (kind, tracker, judge)
         tracker.start()
         submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
         progress = asyncio.create_task(self._report_progress())
         try:
-            await tracker.wait(float(context.spec.timeouts.for_step(step.name)),
-                               lambda: self._last_warnings(step.kind))
+            await tracker.wait(timeout, lambda: self._last_warnings(kind))
         except asyncio.CancelledError:
             tracker.interrupted = True
             raise
@@ -108,32 +135,71 @@ class StepRunner:
             progress.cancel()
             self.publish()
             self._current = None
-            recorder.status.progress = tracker.progress()
-        status = tracker.status()
-        METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
-                            status.throughput, status.succeeded, status.failed, status.skipped)
-        await recorder.write()
-        throughput = f"{status.throughput:.2f} obj/s" if status.throughput is not None else "n/a"
-        await recorder.event("StepCompleted", f"{step.name}: {status.succeeded}/{len(tracker.active)} succeeded in "
-                             f"{human_duration(status.durationSeconds or 0)} ({throughput})",
-                             warning=bool(status.failed))
+
+    async def restore(self, step: StepSpec) -> None:
+        """Bring back the state ``step`` started from, untimed: delete what exists of its objects and wait until
+        they and what depends on them are gone; for a deletion step, create again what the step that created
+        them had created, and wait for that step's terminal state. Raises RunAborted if that cannot be done."""
+        context, tracker = self.context, self.context.trackers[step.name]
+        step_context = context.step_context(self.observed)
+        timeout = float(context.spec.timeouts.for_step(step.name))
+        started = time.monotonic()
+        if step.gone is None:
+            raise RunAborted(ConditionReason.RESTORE_FAILED, f"step {step.name} declares no way to restore the state "
+                             "it started from, so it cannot be measured again after an operator restart")
+        if context.binding_mode == WFFC and step.provisions_on_wffc:
+            raise RunAborted(ConditionReason.RESTORE_FAILED, f"{step.name} provisions the volumes of a "
+                             f"{WFFC} class: its starting state (claims never bound) cannot be restored, so it "
+                             "cannot be measured again after an operator restart")
+        objects = step.objects(context.spec, context.names)
+        seen = self.observed.uids_of(step.kind)
+        removal = StepTracker(f"{step.name}-restore", [name for name in objects if name in seen])
+        await self._batch(step.kind, removal, step.gone(self.observed, frozenset()), self._deleter(step, removal),
+                          timeout)
+        batches = [removal]
+        restored = [f"deleted {len(removal.objects)} {step.kind}s"]
+        if step.recreated_by is not None:
+            creator = catalog_step(step.recreated_by)
+            made = context.trackers[creator.name]
+            again = StepTracker(f"{step.name}-recreate", [n for n, o in made.outcomes.items() if o.ok])
+            await self._batch(creator.kind, again, creator.judge_in(step_context),
+                              self._submitter(creator, step_context, again), timeout)
+            batches.append(again)
+            restored.append(f"created {len(again.objects)} again")
+            # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
+            tracker.restore_skipped = set(removal.objects) - set(again.objects)
+        failed = [(name, o) for batch in batches for name, o in batch.outcomes.items() if not o.ok]
+        if failed:
+            name, outcome = failed[0]
+            raise RunAborted(ConditionReason.RESTORE_FAILED, f"could not restore the state {step.name} started "
+                             f"from: {len(failed)} objects did not get there ({name}: {outcome.reason} "
+                             f"{outcome.message})")
+        tracker.restored = (f"attempt {tracker.attempt - 1} was interrupted by an operator restart; restored its "
+                            f"starting state ({', '.join(restored)}) in {time.monotonic() - started:.1f}s, "
+                            "not part of the step's time")
+        tracker.restored_objects = sum(len(batch.objects) for batch in batches)
+
+    def _deleter(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
+        client, scope = self.client, self.context.scope
+        uids = self.observed.uids_of(step.kind)
+
+        async def delete(name: str) -> None:
+            # Only the very object the run's label-selected watch saw (its uid as a precondition).
+            await client.delete(step.resource.path(scope.namespace, name), uid=uids[name],
+                                on_send=lambda at: tracker.mark_submitted(name, at))
+        return delete
 
     def _submitter(self, step: StepSpec, step_context: StepContext,
                    tracker: StepTracker) -> Callable[[str], Any]:
         client, scope = self.client, self.context.scope
         path = step.resource.path(scope.namespace)
-        index = {name: i for i, name in enumerate(tracker.objects)}
+        index = {name: i for i, name in enumerate(step.objects(self.context.spec, self.context.names))}
 
         def stamp(name: str) -> Callable[[float], None]:
             return lambda at: tracker.mark_submitted(name, at)
 
         if step.action == Action.DELETE:
-            uids = self.observed.uids_of(step.kind)
-
-            async def delete(name: str) -> None:
-                # Only the very object the run's label-selected watch saw (its uid as a precondition).
-                await client.delete(step.resource.path(scope.namespace, name), on_send=stamp(name), uid=uids[name])
-            return delete
+            return self._deleter(step, tracker)
         assert step.manifest is not None, f"creation step {step.name} has no manifest in the catalog"
         manifest = step.manifest
 

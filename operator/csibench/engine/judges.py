@@ -26,11 +26,18 @@ DONE = Verdict(True)
 Judge = Callable[[str, float], Verdict | None]
 
 
+# The attach/detach controller's own check, not the storage: it says so while a volume's previous attachment is
+# still being torn down (a pod moved to another node) and retries by itself.
+TRANSIENT_WARNINGS = ("Multi-Attach error",)
+
+
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
     """A Warning event that ends the object's step (e.g. ProvisioningFailed), if one came after its submission.
-    Other warnings (e.g. FailedScheduling) may resolve themselves and are only quoted at a timeout."""
+    Other warnings (e.g. FailedScheduling, a Multi-Attach error) may resolve themselves and are only quoted if
+    the object then times out."""
     warning = observed.warnings.get(key)
-    if warning and warning.at >= submitted and warning.reason in terminal:
+    if (warning and warning.at >= submitted and warning.reason in terminal
+            and not warning.message.startswith(TRANSIENT_WARNINGS)):
         return Verdict(False, warning.reason, warning.message)
     return None
 

@@ -24,6 +24,9 @@ class Names:
         if len(name) > MAX_RUN_NAME:
             raise PlanError(ConditionReason.NAME_TOO_LONG, f"BenchmarkRun names are limited to {MAX_RUN_NAME} "
                             f"characters so that the objects it creates have valid names; {name!r} has {len(name)}")
+        if "." in name:
+            raise PlanError(ConditionReason.INVALID_SPEC, f"BenchmarkRun name {name!r} contains '.': the namespace "
+                            "and objects named after the run must be DNS labels")
         return cls(f"{name}-{uid[:5]}")
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
-from csibench.engine.catalog import Action
+from csibench.engine.catalog import WFFC, Action
 from csibench.engine.context import RunContext, RunRef, scope_of
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
@@ -27,7 +27,6 @@ from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
 
 log = logging.getLogger(__name__)
-WFFC = "WaitForFirstConsumer"
 SNAPSHOT_API = "/apis/snapshot.storage.k8s.io/v1"
 
 

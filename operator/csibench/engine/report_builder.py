@@ -34,7 +34,9 @@ def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[s
             "client": {"qps": spec.client.qps, "burst": spec.client.burst, "maxInFlight": spec.client.maxInFlight,
                        "throttledSeconds": round(client.limiter.throttled_seconds, 3)},
             "manifests": representative_manifests(context),
-            "steps": steps}
+            "steps": steps,
+            # Attempts an operator restart interrupted: partial aggregates as last written, never a measurement.
+            "interruptedAttempts": context.interrupted}
 
 
 async def store_report(ref: RunRef, context: RunContext, client: KubeClient) -> str | None:

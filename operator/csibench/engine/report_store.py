@@ -85,9 +85,11 @@ async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[
                                             "binaryData": configmap["binaryData"]})
 
 
-async def load_report(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+async def load_report(client: KubeClient, namespace: str, name: str,
+                      run_uid: str | None = None) -> dict[str, Any] | None:
+    """The stored report, or None; with ``run_uid``, only a report owned by that run counts."""
     first = await client.get(r.CONFIGMAPS.path(namespace, name))
-    if first is None:
+    if first is None or (run_uid is not None and not _is_report_of(first, run_uid)):
         return None
     count = int((first["metadata"].get("annotations") or {}).get(CHUNKS_ANNOTATION, "1"))
     parts = [first]

@@ -3,8 +3,9 @@
 Phases: Pending -> Running -> CleaningUp -> Succeeded | Failed. ``execute`` checks everything it can before the
 first object (``preconditions``), creates the run's namespace if it has none, starts the watches, runs the planned
 steps from the catalog one at a time (``execution``), stores the report, cleans up per policy and ends with the
-verdict. ``recover_after_restart`` is the same ending for a run the operator lost mid-way: a half-measured step is
-marked Interrupted, never reported as a measurement. Both end through the one verdict in ``verdict``.
+verdict. After an operator restart, ``resume`` (restartPolicy Redo) keeps the finished steps' measurements,
+restores the interrupted step's starting state and measures it again; ``recover_after_restart`` (Fail, or only
+cleanup left) marks a half-measured step Interrupted, never a measurement. All end through ``verdict``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from csibench.api.models import (
     StepState,
 )
 from csibench.engine import manifests
+from csibench.engine.catalog import StepSpec
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef, scope_of
 from csibench.engine.errors import PlanError, RunAborted
@@ -30,12 +32,15 @@ from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import store_report
+from csibench.engine.report_store import load_report
 from csibench.engine.status import StatusRecorder, now
+from csibench.engine.tracker import StepTracker
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.ownership import RunScope
+from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_WAIT_SECONDS = 60.0
@@ -70,6 +75,12 @@ class RunEngine:
         status.steps = [t.status() for t in context.trackers.values()]
         self.recorder.ready(False, ConditionReason.RUNNING, f"running {len(context.plan)} steps")
         await self.recorder.write()
+        return await self._run(context, first=0, redo=False)
+
+    async def _run(self, context: RunContext, first: int, redo: bool) -> BenchmarkRunStatus:
+        """Run the plan from step ``first`` (restoring its starting state first when ``redo``), store the report,
+        clean up per policy and end with the verdict."""
+        status = self.status
         observed = Observed(context.target_namespace, context.names.prefix)
         runner = StepRunner(self.client, context, self.recorder, observed)
         watches: RunWatches | None = None
@@ -80,15 +91,19 @@ class RunEngine:
                 watches = RunWatches(self.client, observed, context.scope.selector, context.needs_snapshots,
                                      on_change=runner.on_change)
                 await watches.start()
-                for step in context.plan:
+                for index, step in enumerate(context.plan[first:], start=first):
                     await check_still_there(self.client, context)
-                    await runner.run(step)
+                    if redo and index == first:
+                        await self._restore(runner, step)
+                    # Each step's record is stored before status says it is done: after a restart, a finished
+                    # step always keeps its measurement.
+                    await runner.run(step, before_done=lambda: self._store_report(context))
             except RunAborted as error:
                 stop = Stop(error.reason, str(error))
             except (ApiError, TimeoutError, OSError) as error:
                 log.exception("run %s aborted", self.ref.label)
                 stop = Stop(ConditionReason.RUN_ABORTED, f"run aborted: {error}")
-            status.reportConfigMap = await store_report(self.ref, context, self.client)
+            await self._store_report(context)
             runner.publish()
             measured_well = stop is None and not any(s.failed or s.state == StepState.INTERRUPTED
                                                      for s in status.steps)
@@ -98,11 +113,33 @@ class RunEngine:
                 watches.stop()
         return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or ""))
 
+    async def _store_report(self, context: RunContext) -> None:
+        stored = await store_report(self.ref, context, self.client)
+        self.status.reportConfigMap = stored or self.status.reportConfigMap  # a failed save keeps the last one
+
+    async def _restore(self, runner: StepRunner, step: StepSpec) -> None:
+        tracker = runner.context.trackers[step.name]
+        tracker.announced = True  # status says Running with this attempt before anything is touched
+        self.status.currentStep = step.name
+        self.status.progress = "restoring"
+        runner.publish()
+        await self.recorder.write()
+        await self.recorder.event("StepRestoring", f"{step.name}: attempt {tracker.attempt - 1} was interrupted by "
+                                  "an operator restart; restoring the state it started from")
+        await runner.restore(step)
+        await self.recorder.event("StepRestored", f"{step.name}: {tracker.restored}; measuring attempt "
+                                  f"{tracker.attempt} from scratch")
+
     async def _ensure_namespace(self, context: RunContext) -> None:
         if not context.own_namespace:
             return
-        await self.client.create(r.NAMESPACES.path(), manifests.build_namespace(context.target_namespace,
-                                                                                 context.labels))
+        created = await self.client.create(r.NAMESPACES.path(), manifests.build_namespace(
+            context.target_namespace, context.labels))
+        if not created:  # a restarted run finds its namespace; anything else of that name is not the run's
+            existing = await self.client.get(r.NAMESPACES.path(name=context.target_namespace)) or {}
+            if not context.scope.owns(existing.get("metadata") or {}):
+                raise RunAborted(ConditionReason.RUN_ABORTED, f"namespace {context.target_namespace} exists and does "
+                                 f"not carry this run's label {context.scope.selector}; the run never uses it")
         # Pod admission needs the namespace's default ServiceAccount, created asynchronously by the
         # controller-manager; waiting here keeps that delay out of the publish step's numbers.
         deadline = time.monotonic() + SERVICE_ACCOUNT_WAIT_SECONDS
@@ -112,32 +149,99 @@ class RunEngine:
             await asyncio.sleep(0.2)
 
     # -- after an operator restart ---------------------------------------------------------------------------------
+    async def resume(self, previous: dict[str, Any]) -> BenchmarkRunStatus:
+        """The operator died mid-run and the spec says Redo: keep every finished step's measurement, restore the
+        state the interrupted step started from, and measure it again from scratch with the rest of the plan.
+        What cannot be resumed honestly (no stored record of the finished steps, the attempt limit) ends as
+        ``recover_after_restart`` would, with the reason."""
+        try:
+            saved = BenchmarkRunStatus.model_validate(previous)
+        except ValueError:
+            return await self.recover_after_restart(previous)
+        self.recorder.status = saved
+        status = self.status
+        finished = {s.name: s for s in status.steps if s.state in (StepState.SUCCEEDED, StepState.FAILED)}
+        if status.steps and len(finished) == len(status.steps):
+            return await self.recover_after_restart(previous)  # only cleanup was cut short
+        try:
+            context = await prepare(self.ref, self.spec, self.client)
+        except PlanError as error:
+            return await self._stop_after_restart(Stop(error.reason, str(error)))
+        context.trackers = build_trackers(context, self.ref.label)
+        report = await self._stored_report(context)
+        records = {str(step["status"]["name"]): step for step in report.get("steps", [])}
+        context.interrupted.extend(report.get("interruptedAttempts") or [])
+        for name, step_status in finished.items():
+            try:
+                context.trackers[name] = StepTracker.from_record(step_status, records[name],
+                                                                 context.trackers[name].objects)
+            except (KeyError, TypeError, ValueError) as error:
+                return await self._stop_after_restart(Stop(ConditionReason.OPERATOR_RESTARTED, f"the operator "
+                                                           f"restarted and the stored record of step {name} is "
+                                                           f"missing or unreadable ({error!r}), so the run "
+                                                           "cannot resume honestly"))
+            METRICS.record_step(self.ref.label, name, self.spec.storageClassName, step_status.durationSeconds,
+                                step_status.throughput, step_status.succeeded, step_status.failed,
+                                step_status.skipped)
+        first = next(i for i, step in enumerate(context.plan) if step.name not in finished)
+        current = next((s for s in status.steps if s.name == context.plan[first].name), None)
+        redo = current is not None and current.state in (StepState.RUNNING, StepState.INTERRUPTED)
+        if redo and current is not None:
+            attempts = (current.attempts or 1) + 1
+            if attempts > self.spec.maxStepAttempts:
+                return await self._stop_after_restart(Stop(
+                    ConditionReason.RESTART_LIMIT_REACHED, f"step {current.name} was interrupted by operator "
+                    f"restarts {attempts - 1} times (maxStepAttempts {self.spec.maxStepAttempts}); the run stops"))
+            context.interrupted.append({"attempt": attempts - 1, "state": "Interrupted",
+                                        **current.model_dump(mode="json", exclude_none=True)})
+            context.trackers[current.name].attempt = attempts
+        status.phase = Phase.RUNNING
+        self.recorder.ready(False, ConditionReason.RUNNING, f"resumed after an operator restart at step "
+                            f"{context.plan[first].name}")
+        return await self._run(context, first, redo)
+
+    async def _stored_report(self, context: RunContext) -> dict[str, Any]:
+        """The report stored so far (by the run's fixed report name), or {} when there is none or it cannot be
+        read: a damaged report must end the run with a reason, never crash-loop its daemon."""
+        try:
+            report = await load_report(self.client, self.ref.namespace, context.names.report, self.ref.uid)
+        except ApiError:
+            raise
+        except Exception as error:  # any damage (gzip, JSON, shape) means "no usable record"
+            log.warning("run %s: stored report unreadable: %r", self.ref.label, error)
+            return {}
+        return report or {}
+
     async def recover_after_restart(self, previous: dict[str, Any]) -> BenchmarkRunStatus:
-        """The operator died mid-run. Mark the step that was running Interrupted (not a measurement), clean up
-        per policy and fail with OperatorRestarted; if every step had finished, only cleanup was cut short:
-        resume it and end with the run's own verdict."""
+        """The operator died mid-run (and the spec says Fail, or only cleanup was left): mark the step that was
+        running Interrupted (not a measurement), clean up per policy and fail with OperatorRestarted; if every
+        step had finished, only cleanup was cut short: resume it and end with the run's own verdict."""
         try:
             self.recorder.status = BenchmarkRunStatus.model_validate(previous)
-        except ValueError:
-            self.recorder.status = BenchmarkRunStatus()
+        except ValueError:  # written by another version: keep at least where the run's objects are
+            target = previous.get("targetNamespace")
+            self.recorder.status = BenchmarkRunStatus(targetNamespace=target if isinstance(target, str) else None)
+        steps = self.status.steps
+        interrupted = [s.name for s in steps if s.state == StepState.RUNNING]
+        if steps and all(s.state in (StepState.SUCCEEDED, StepState.FAILED) for s in steps):
+            return await self._stop_after_restart(None)
+        where = f"during step {interrupted[0]}" if interrupted else "between steps"
+        return await self._stop_after_restart(Stop(
+            ConditionReason.OPERATOR_RESTARTED, f"the operator restarted {where}; an interrupted step is not a "
+            "measurement, so the run was stopped and cleaned up instead of resumed"))
+
+    async def _stop_after_restart(self, stop: Stop | None) -> BenchmarkRunStatus:
+        """Mark the running step Interrupted, clean up per policy, and end with the verdict."""
         status = self.status
-        interrupted = [s.name for s in status.steps if s.state == StepState.RUNNING]
         for step in status.steps:
             if step.state == StepState.RUNNING:
                 step.state = StepState.INTERRUPTED
                 step.latency, step.throughput, step.completionTime = None, None, None
-        finished = bool(status.steps) and all(s.state in (StepState.SUCCEEDED, StepState.FAILED)
-                                              for s in status.steps)
         complete = True
         if status.targetNamespace:
-            measured_well = finished and not any(s.state == StepState.FAILED for s in status.steps)
+            measured_well = stop is None and not any(s.state == StepState.FAILED for s in status.steps)
             complete = await self._clean_up(scope_of(self.ref, status.targetNamespace), None, measured_well,
                                             resumed=True)
-        stop = None
-        if not finished:
-            where = f"during step {interrupted[0]}" if interrupted else "between steps"
-            stop = Stop(ConditionReason.OPERATOR_RESTARTED, f"the operator restarted {where}; an interrupted step "
-                        "is not a measurement, so the run was stopped and cleaned up instead of resumed")
         return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup,
                                                  status.duration or "", after_restart=True))
 

@@ -31,9 +31,9 @@ def set_condition(conditions: list[Condition], type_: str, status: str, reason: 
                   generation: int, at: str) -> list[Condition]:
     """The conditions with ``type_`` replaced; its transition time moves only when its status changes."""
     previous = next((c for c in conditions if c.type == type_), None)
-    changed = previous is None or previous.status != status
+    keep = previous is not None and previous.status == status
     updated = Condition(type=type_, status=status, reason=reason, message=message,
-                        lastTransitionTime=at if changed or previous is None else previous.lastTransitionTime,
+                        lastTransitionTime=previous.lastTransitionTime if previous is not None and keep else at,
                         observedGeneration=generation)
     return [c for c in conditions if c.type != type_] + [updated]
 

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepState, StepStatus
 from csibench.engine.judges import Verdict
@@ -40,6 +41,12 @@ class StepTracker:
     stopped: float | None = None
     interrupted: bool = False
     announced: bool = False  # written to status as Running before the clock starts (a restart then knows)
+    attempt: int = 1  # more than 1 when an operator restart interrupted the step and it is measured again
+    restored: str | None = None  # what was restored before this attempt, and how long it took
+    restored_objects: int | None = None
+    restore_skipped: set[str] = field(default_factory=set)  # removed by a restore and not recreated: skipped
+    saved: StepStatus | None = None  # a step finished before an operator restart: its status as recorded then
+    saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
     _active: list[str] | None = None
@@ -113,7 +120,32 @@ class StepTracker:
     def progress(self) -> str:
         return f"{len(self.outcomes)}/{len(self.active)}"
 
+    @classmethod
+    def from_record(cls, saved: StepStatus, record: dict[str, Any], objects: list[str]) -> StepTracker:
+        """A step that finished before an operator restart, from its status and stored report: its measurement
+        stays as it was, and its per-object outcomes feed the skip rules of the steps after it."""
+        tracker = cls(saved.name, objects, saved=saved, attempt=saved.attempts or 1)
+        origin = float(record["startWall"])  # the old process's monotonic clock is gone: wall time stands in
+        tracker.anchor = Anchor(origin, origin)
+        tracker.started = origin
+        tracker.stopped = origin + (saved.durationSeconds or 0.0)
+        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result")}
+        for name, sent_ms, latency_ms, result in zip(objects, record["submitMs"], record["latencyMs"],
+                                                     record["result"], strict=True):
+            if result == "Skipped":
+                tracker.skipped.add(name)
+                continue
+            if sent_ms is not None:
+                tracker.submitted[name] = origin + sent_ms / 1000
+            if result != "Pending" and sent_ms is not None:
+                at = tracker.submitted[name] + (latency_ms or 0.0) / 1000
+                tracker.outcomes[name] = Outcome(result == "ok", at, "" if result == "ok" else result)
+        tracker._active = [name for name in objects if name not in tracker.skipped]
+        return tracker
+
     def status(self) -> StepStatus:
+        if self.saved is not None:
+            return self.saved.model_copy()
         succeeded, failed = self.counts()
         duration = (self.stopped if self.stopped is not None else time.monotonic()) - self.started \
             if self.started is not None else None
@@ -138,10 +170,15 @@ class StepTracker:
             latency=summarize(self.latencies()) if finished else None,
             failureReasons=self.failure_reasons(),
             note=self.note,
+            attempts=self.attempt if self.announced or self.started is not None else None,
+            restored=self.restored,
+            restoredObjects=self.restored_objects,
         )
 
-    def per_object(self) -> dict[str, list[float | None] | list[str]]:
+    def per_object(self) -> dict[str, Any]:
         """Compact per-object record for the report: offsets and latencies in ms, in object order."""
+        if self.saved_objects is not None:
+            return dict(self.saved_objects)
         assert self.started is not None
         submit_ms: list[float | None] = []
         latency_ms: list[float | None] = []
