@@ -52,7 +52,7 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
 
 
 async def _snapshot_api_present(client: KubeClient) -> bool:
-    return await client.get("/apis/snapshot.storage.k8s.io/v1") is not None
+    return await client.get(r.SNAPSHOT_API) is not None
 
 
 async def delete_owned_namespace(client: KubeClient, scope: RunScope) -> tuple[str | None, str | None]:

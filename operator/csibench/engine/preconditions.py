@@ -27,7 +27,6 @@ from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
 
 log = logging.getLogger(__name__)
-SNAPSHOT_API = "/apis/snapshot.storage.k8s.io/v1"
 
 
 async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> RunContext:
@@ -58,7 +57,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> Ru
 
 
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeClient, binding_mode: str, steps: list[str]) -> None:
-    if await client.get(SNAPSHOT_API) is None:
+    if await client.get(r.SNAPSHOT_API) is None:
         raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, "the run has snapshot steps but the cluster "
                         "does not serve snapshot.storage.k8s.io/v1 (install the external-snapshotter CRDs)")
     assert spec.volumeSnapshotClassName is not None

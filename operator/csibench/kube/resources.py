@@ -61,4 +61,5 @@ VOLUME_ATTACHMENTS = Resource("/apis/storage.k8s.io/v1", "volumeattachments", Fa
 SNAPSHOTS = Resource("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots", True)
 SNAPSHOT_CONTENTS = Resource("/apis/snapshot.storage.k8s.io/v1", "volumesnapshotcontents", False)
 SNAPSHOT_CLASSES = Resource("/apis/snapshot.storage.k8s.io/v1", "volumesnapshotclasses", False)
+SNAPSHOT_API = "/apis/snapshot.storage.k8s.io/v1"  # served only where the external-snapshotter CRDs are installed
 BENCHMARK_RUNS = Resource("/apis/csibench.io/v1alpha1", "benchmarkruns", True)
