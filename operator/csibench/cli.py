@@ -1,6 +1,7 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
-``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``crd`` prints
+``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``preflight``
+checks the CSI machinery serving a class without a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints
 the CRD generated from the models. Runs are named ``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 EXIT_NOT_FOUND = 2
 EXIT_NOT_READY = 3
+EXIT_PREFLIGHT_WARNINGS = 4
 
 
 class CliError(Exception):
@@ -109,6 +111,51 @@ def _watch(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    """The run's preflight without a run: the same discovery and checks, printed; exit 4 on a Warning."""
+    import json
+
+    from pydantic import ValidationError
+
+    from csibench.api.models import BenchmarkRunSpec, Severity
+    from csibench.engine.errors import PlanError
+    from csibench.engine.plan import resolve_steps
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import STORAGE_CLASSES
+    from csibench.preflight.discovery import Preflight, run_preflight
+    from csibench.report.machinery import finding_lines, machinery_lines
+
+    try:
+        spec = BenchmarkRunSpec(storageClassName=args.storage_class, volumeSnapshotClassName=args.snapshot_class,
+                                volumes=args.volumes, pvcsPerPod=args.pvcs_per_pod)
+        steps = [step.name for step in resolve_steps(spec)]
+    except (ValidationError, PlanError) as error:
+        raise CliError(str(error)) from None
+
+    async def check() -> Preflight | None:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            storage_class = await client.get(STORAGE_CLASSES.path(name=args.storage_class))
+            return None if storage_class is None else await run_preflight(client, spec, steps, storage_class)
+        finally:
+            client.close()
+
+    found = asyncio.run(check())
+    if found is None:
+        raise CliError(f"StorageClass {args.storage_class!r} not found", EXIT_NOT_FOUND)
+    if args.output == "json":
+        sys.stdout.write(json.dumps({"machinery": found.machinery.model_dump(mode="json"),
+                                     "schedulableNodes": found.schedulable_nodes,
+                                     "findings": [f.model_dump(mode="json") for f in found.findings]}, indent=2) + "\n")
+    else:
+        lines = machinery_lines({"machinery": found.machinery.model_dump(mode="json")})
+        lines += [f"steps checked: {', '.join(steps)} with {args.volumes} volumes"]
+        lines += finding_lines([f.model_dump(mode="json") for f in found.findings]) or ["preflight: no finding"]
+        sys.stdout.write("\n".join(lines) + "\n")
+    warnings = [f for f in found.findings if f.severity == Severity.WARNING]
+    return EXIT_PREFLIGHT_WARNINGS if warnings else 0
+
+
 def _operator(args: argparse.Namespace) -> int:
     import kopf
 
@@ -158,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
     watch.add_argument("--interval", type=float, default=1.0)
     watch.set_defaults(func=_watch)
+
+    preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "
+                                                      "(exit 4 when a Warning finding exists)")
+    preflight.add_argument("--storage-class", required=True, help="StorageClass to check")
+    preflight.add_argument("--snapshot-class", default=None, help="VolumeSnapshotClass (adds the snapshot steps)")
+    preflight.add_argument("--volumes", type=int, default=10, help="batch size the checks assume")
+    preflight.add_argument("--pvcs-per-pod", type=int, default=1, help="PVCs per publish pod the checks assume")
+    preflight.add_argument("--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG or in-cluster)")
+    preflight.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    preflight.set_defaults(func=_preflight)
 
     operator = commands.add_parser("operator", help="run the operator (in-cluster or with KUBECONFIG)")
     operator.add_argument("--namespace", action="append", help="watch only this namespace (repeatable)")

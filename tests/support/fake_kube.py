@@ -27,7 +27,7 @@ from csibench.kube.client import ApiError, Json, TokenBucket
 
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
 CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
-                  "volumesnapshotcontents", "volumesnapshotclasses"}
+                  "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers"}
 
 
 @dataclass
@@ -98,7 +98,8 @@ class FakeKube:
     # -- set-up ---------------------------------------------------------------------------------------------
     def seed_cluster(self) -> None:
         for index in range(3):
-            self.put("nodes", "", {"metadata": {"name": f"node-{index}"}})
+            self.put("nodes", "", {"metadata": {"name": f"node-{index}"}, "status": {
+                "conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}}})
         self.put("storageclasses", "", {"metadata": {"name": "sim"}, "provisioner": "sim.csibench.io",
                                         "volumeBindingMode": "Immediate", "parameters": {"latency": "0"}})
         self.put("volumesnapshotclasses", "", {"metadata": {"name": "snap"}, "driver": "sim.csibench.io"})
@@ -386,4 +387,7 @@ def _matches(obj: Json, labels: dict[str, str]) -> bool:
 
 
 def _field_ok(obj: Json, selector: str) -> bool:
+    """The two field selectors csibench sends: Warning events, and Running pods (preflight discovery)."""
+    if selector == "status.phase=Running":
+        return (obj.get("status") or {}).get("phase") == "Running"
     return selector != "type=Warning" or obj.get("type") == "Warning"

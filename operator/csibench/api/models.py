@@ -22,6 +22,7 @@ PLURAL = "benchmarkruns"
 QUANTITY_PATTERN = v.SIZE_PATTERN
 MAX_FAILURE_REASONS = 5
 MAX_LABELS = 32
+MAX_FINDINGS = 12
 MAX_RUN_NAME = 40  # object names are "<run>-<uid5>-v00042": 40 + 13 stays a valid DNS label
 
 
@@ -111,6 +112,20 @@ class ConditionReason(StrEnum):
     OBJECTS_FAILED = "ObjectsFailed"
     CLEANUP_INCOMPLETE = "CleanupIncomplete"
     OPERATOR_RESTARTED = "OperatorRestarted"
+    PREFLIGHT_FAILED = "PreflightFailed"
+
+
+class PreflightMode(StrEnum):
+    WARN = "Warn"
+    ENFORCE = "Enforce"
+    SKIP = "Skip"
+
+
+class Severity(StrEnum):
+    """How much a preflight finding matters: Warning = the numbers will likely be distorted; Info = worth knowing."""
+
+    WARNING = "Warning"
+    INFO = "Info"
 
 
 class StepState(StrEnum):
@@ -293,6 +308,12 @@ class BenchmarkRunSpec(_Model):
         description="After an operator restart: Redo restores the state the interrupted step started from and "
                     "measures it again from scratch (finished steps keep their measurements); Fail ends the run "
                     "Failed with OperatorRestarted.")
+    preflight: PreflightMode = Field(
+        PreflightMode.WARN,
+        description="Checks of the CSI machinery serving the class before the first object (client limits, "
+                    "worker pools, timeouts, schedulable nodes): Warn records findings in status, Events and the "
+                    "report; Enforce ends the run Failed before creating anything when a Warning finding exists; "
+                    "Skip does not look.")
     maxStepAttempts: int = Field(3, ge=1, le=10,
                                  description="With Redo: how many times one step may be started; past that the "
                                              "run ends Failed with RestartLimitReached.")
@@ -401,6 +422,44 @@ class ClientUsed(_Model):
     requests: int = Field(0, description="API requests the run sent (creates, deletes, status writes, watches).")
 
 
+class Finding(_Model):
+    """One preflight check that found something: what, how much it matters, what to change, and the facts read."""
+
+    check: str = Field(..., description="Name of the check, e.g. ClientThrottling.")
+    severity: Severity = Field(..., description="Warning (the numbers will likely be distorted) or Info.")
+    component: str | None = Field(None, description="namespace/pod/container the finding is about, if any.")
+    message: str = Field(..., description="What was found and what to change where.")
+    facts: dict[str, str] = Field(default_factory=dict, description="The values the check read.")
+
+
+class Component(_Model):
+    """A piece of CSI machinery found running in the cluster, with the flags that change results."""
+
+    kind: str = Field(..., description="csi-provisioner, csi-attacher, csi-snapshotter, csi-resizer, "
+                                       "snapshot-controller or kube-controller-manager.")
+    namespace: str = Field(..., description="Namespace of its pod.")
+    pod: str = Field(..., description="Pod running it.")
+    container: str = Field(..., description="Container running it.")
+    image: str | None = Field(None, description="Container image.")
+    version: str | None = Field(None, description="Image tag.")
+    flags: dict[str, str] = Field(default_factory=dict,
+                                  description="Result-changing flags as set on its command line.")
+    defaults: dict[str, str] = Field(default_factory=dict,
+                                     description="Result-changing flags not set, at the binary's upstream default.")
+    matchedBy: str = Field("", description="Why it is taken to serve the class's driver.")
+
+
+class Machinery(_Model):
+    """The CSI machinery serving the class under test, as discovered before the run."""
+
+    visible: bool = Field(..., description="False when the operator may not read it (discovery RBAC left out).")
+    note: str | None = Field(None, description="Why it is not (fully) visible.")
+    driver: str | None = Field(None, description="CSI driver name (the class's provisioner).")
+    csiDriver: dict[str, str] | None = Field(None, description="The CSIDriver object's spec, if it exists.")
+    components: list[Component] = Field(default_factory=list, max_length=32,
+                                        description="Sidecars, snapshot-controller and controller-manager found.")
+
+
 class Environment(_Model):
     """Facts about the cluster the run measured."""
 
@@ -409,6 +468,8 @@ class Environment(_Model):
     volumeBindingMode: str | None = Field(None, description="Immediate or WaitForFirstConsumer.")
     storageClassParameters: dict[str, str] = Field(default_factory=dict, description="Parameters of the class.")
     nodeCount: int | None = Field(None, description="Nodes in the cluster.")
+    schedulableNodes: int | None = Field(None, description="Ready nodes the publish pods may run on.")
+    machinery: Machinery | None = Field(None, description="CSI machinery serving the class (preflight).")
 
 
 class BenchmarkRunStatus(_Model):
@@ -430,6 +491,9 @@ class BenchmarkRunStatus(_Model):
     objectSelector: str | None = Field(None, description="Label selector matching every object the run created.")
     steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step.")
     client: ClientUsed | None = Field(None, description="Client limits used.")
+    preflight: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
+                                     description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "
+                                                 "report keeps all).")
     environment: Environment | None = Field(None, description="Cluster facts.")
     reportConfigMap: str | None = Field(None, description="ConfigMap (run namespace) holding the full report.")
     cleanup: str | None = Field(None, description="What cleanup did, or where objects were left.")

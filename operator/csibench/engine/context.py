@@ -2,7 +2,8 @@
 
 ``RunRef`` names the BenchmarkRun; ``RunContext`` holds the plan (catalog entries), where the run works
 (``RunScope``: namespace, uid selector, the namespace it may create), the labels every object gets, the class's
-binding mode and the cluster facts, plus one tracker per planned step, filled in as the steps run.
+binding mode, the cluster facts and the preflight findings, plus one tracker per planned step, filled in as the
+steps run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from csibench.api.models import BenchmarkRunSpec, Environment
+from csibench.api.models import BenchmarkRunSpec, Environment, Finding
 from csibench.engine.catalog import StepContext, StepSpec
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
@@ -56,6 +57,7 @@ class RunContext:
     environment: Environment
     trackers: dict[str, StepTracker] = field(default_factory=dict)
     interrupted: list[dict[str, Any]] = field(default_factory=list)  # attempts an operator restart cut short
+    findings: list[Finding] = field(default_factory=list)  # preflight, all of them (status keeps the first few)
 
     @property
     def target_namespace(self) -> str:

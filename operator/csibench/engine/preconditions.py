@@ -1,10 +1,11 @@
 """Everything that can be checked before the first object is created, and re-checked between steps.
 
 Before: the plan (steps, order, classes), the StorageClass, the snapshot API and class, the target namespace
-(exists, is not a system or the operator's own namespace), cluster facts for the report, and a server-side dry run
-of one of each object the run will create, so that whatever the API server would refuse (a LimitRange, an
-admission policy) fails the run now with the API's own message. A run that fails here leaves nothing behind.
-Between steps: a deleted target namespace or StorageClass stops the run with the reason.
+(exists, is not a system or the operator's own namespace), cluster facts and the preflight of the CSI machinery
+serving the class (``csibench.preflight``; what to do with its findings is the run's decision), and a server-side
+dry run of one of each object the run will create, so that whatever the API server would refuse (a LimitRange, an
+admission policy) fails the run now with the API's own message. A run that fails here leaves nothing behind. Between
+steps: a deleted target namespace or StorageClass stops the run with the reason.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment, Machinery, PreflightMode
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.catalog import WFFC, Action
@@ -25,6 +26,7 @@ from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
+from csibench.preflight.discovery import Preflight, run_preflight
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,24 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> Ru
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
         environment=await _environment(client, storage_class, binding_mode))
+    if spec.preflight != PreflightMode.SKIP:
+        found = await _preflight(client, spec, [step.name for step in plan], storage_class)
+        context.findings = found.findings
+        context.environment.machinery = found.machinery
+        context.environment.schedulableNodes = found.schedulable_nodes
     await _dry_run(ref, context, client)
     return context
+
+
+async def _preflight(client: KubeClient, spec: BenchmarkRunSpec, steps: list[str],
+                     storage_class: dict[str, Any]) -> Preflight:
+    """The preflight; discovery that fails for any other reason than RBAC is recorded, never fatal to the run."""
+    try:
+        return await run_preflight(client, spec, steps, storage_class)
+    except (ApiError, OSError, TimeoutError) as error:
+        log.warning("preflight discovery failed: %s", error)
+        return Preflight(Machinery(visible=False, driver=storage_class.get("provisioner"),
+                                   note=f"discovery failed: {error}"))
 
 
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeClient, binding_mode: str, steps: list[str]) -> None:

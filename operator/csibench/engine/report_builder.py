@@ -1,8 +1,9 @@
 """The full report of a run, built from its trackers when the steps are over and stored beside the run.
 
-Status keeps aggregates; the report keeps everything a later reader needs to trust or re-analyse the numbers:
-the spec, the cluster facts, the client limits and time spent throttled, the manifests as submitted, and per
-step its aggregates plus per-object submit offsets, latencies and results (see ``report_store``).
+Status keeps aggregates; the report keeps everything a later reader needs to trust or re-analyse the numbers: the
+spec, the cluster facts (with the CSI machinery found), every preflight finding, the client limits and time spent
+throttled, the manifests as submitted, and per step its aggregates plus per-object submit offsets, latencies and
+results (see ``report_store``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[s
     return {"run": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid},
             "spec": spec.model_dump(mode="json", exclude_none=True),
             "environment": context.environment.model_dump(mode="json"),
+            "preflight": [finding.model_dump(mode="json") for finding in context.findings],
             "client": {"qps": spec.client.qps, "burst": spec.client.burst, "maxInFlight": spec.client.maxInFlight,
                        "throttledSeconds": round(client.limiter.throttled_seconds, 3)},
             "manifests": representative_manifests(context),

@@ -1,11 +1,12 @@
 """A BenchmarkRun from start to end: the orchestration, and nothing step-specific.
 
 Phases: Pending -> Running -> CleaningUp -> Succeeded | Failed. ``execute`` checks everything it can before the
-first object (``preconditions``), creates the run's namespace if it has none, starts the watches, runs the planned
-steps from the catalog one at a time (``execution``), stores the report, cleans up per policy and ends with the
-verdict. After an operator restart, ``resume`` (restartPolicy Redo) keeps the finished steps' measurements,
-restores the interrupted step's starting state and measures it again; ``recover_after_restart`` (Fail, or only
-cleanup left) marks a half-measured step Interrupted, never a measurement. All end through ``verdict``.
+first object (``preconditions``), records the preflight's findings (and stops there under Enforce), creates the
+run's namespace if it has none, starts the watches, runs the planned steps from the catalog one at a time
+(``execution``), stores the report, cleans up per policy and ends with the verdict. After an operator restart,
+``resume`` (restartPolicy Redo) keeps the finished steps' measurements, restores the interrupted step's starting
+state and measures it again; ``recover_after_restart`` (Fail, or only cleanup left) marks a half-measured step
+Interrupted, never a measurement. All end through ``verdict``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import time
 from typing import Any
 
 from csibench.api.models import (
+    MAX_FINDINGS,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
     CleanupPolicy,
     ConditionReason,
     Phase,
+    Severity,
     StepState,
 )
 from csibench.engine import manifests
@@ -41,6 +44,8 @@ from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.ownership import RunScope
 from csibench.metrics import METRICS
+from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
+from csibench.preflight.outcome import outcome
 
 log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_WAIT_SECONDS = 60.0
@@ -66,8 +71,11 @@ class RunEngine:
             return await self.recorder.finish(RunVerdict(Phase.FAILED, error.reason, str(error)))
         context.trackers = build_trackers(context, self.ref.label)
         status = self.status
-        status.phase = Phase.RUNNING
         status.environment = context.environment
+        stop = await self._record_preflight(context)
+        if stop is not None:
+            return await self.recorder.finish(RunVerdict(Phase.FAILED, ConditionReason.PREFLIGHT_FAILED, stop))
+        status.phase = Phase.RUNNING
         status.targetNamespace = context.target_namespace
         # Recorded before the namespace is created; cleanup still deletes it only if it carries the run's label.
         status.ownedNamespace = context.target_namespace if context.own_namespace else None
@@ -76,6 +84,17 @@ class RunEngine:
         self.recorder.ready(False, ConditionReason.RUNNING, f"running {len(context.plan)} steps")
         await self.recorder.write()
         return await self._run(context, first=0, redo=False)
+
+    async def _record_preflight(self, context: RunContext) -> str | None:
+        """Findings into status (bounded), the Preflight condition, one Event per finding; with Enforce and a
+        Warning, the reason the run stops before creating anything."""
+        self.status.preflight = context.findings[:MAX_FINDINGS]
+        result = outcome(self.spec.preflight, context.findings, context.environment.machinery)
+        self.recorder.condition(PREFLIGHT_CONDITION, result.status, result.reason, result.message)
+        for finding in context.findings[:MAX_FINDINGS]:
+            await self.recorder.event(f"Preflight{finding.check}", finding.message,
+                                      warning=finding.severity == Severity.WARNING)
+        return result.stop
 
     async def _run(self, context: RunContext, first: int, redo: bool) -> BenchmarkRunStatus:
         """Run the plan from step ``first`` (restoring its starting state first when ``redo``), store the report,

@@ -29,13 +29,14 @@ def now() -> str:
 
 def set_condition(conditions: list[Condition], type_: str, status: str, reason: str, message: str,
                   generation: int, at: str) -> list[Condition]:
-    """The conditions with ``type_`` replaced; its transition time moves only when its status changes."""
+    """The conditions with ``type_`` replaced; its transition time moves only when its status changes. Ready
+    stays first, where readers (and ``kubectl get``) look for the run's state."""
     previous = next((c for c in conditions if c.type == type_), None)
     keep = previous is not None and previous.status == status
     updated = Condition(type=type_, status=status, reason=reason, message=message,
                         lastTransitionTime=previous.lastTransitionTime if previous is not None and keep else at,
                         observedGeneration=generation)
-    return [c for c in conditions if c.type != type_] + [updated]
+    return sorted([c for c in conditions if c.type != type_] + [updated], key=lambda c: c.type != READY)
 
 
 class StatusRecorder:
@@ -45,8 +46,11 @@ class StatusRecorder:
         self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)
 
     def ready(self, ready: bool, reason: ConditionReason, message: str) -> None:
-        self.status.conditions = set_condition(self.status.conditions, READY, "True" if ready else "False",
-                                               reason.value, message, self.ref.generation, now())
+        self.condition(READY, "True" if ready else "False", reason.value, message)
+
+    def condition(self, type_: str, status: str, reason: str, message: str) -> None:
+        self.status.conditions = set_condition(self.status.conditions, type_, status, reason, message,
+                                               self.ref.generation, now())
 
     async def write(self) -> None:
         if self.status.phase is not None:

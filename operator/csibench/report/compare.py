@@ -1,7 +1,8 @@
 """Two finished runs side by side, with the per-step throughput ratio ("B vs A", as published comparisons read).
 
 The ratio is B's throughput over A's (>1: B is faster), computed from the same aggregates the status holds.
-Runs with different step lists are compared on the steps they share, and the output says which were left out.
+Runs with different step lists are compared on the steps they share, and the output says which were left out;
+runs whose CSI machinery differs (versions, client limits, workers) say so under the table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
+from csibench.report.machinery import differences
 from csibench.report.render import align, markdown_table
 
 TERMINAL = ("Succeeded", "Failed")
@@ -82,6 +84,10 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[
     overall = f"~{total_a / total_b:.1f}× overall" if total_a and total_b else "-"
     rows.append(["Sum of step times", human_duration(total_a), human_duration(total_b), overall])
     notes = [f"not compared: {', '.join(only)}"] if only else []
+    changed = differences((run_a["status"].get("environment") or {}), (run_b["status"].get("environment") or {}))
+    if changed:
+        notes += ["the CSI machinery differs between A and B (the ratios include its effect):",
+                  *[f"  {line}" for line in changed]]
     return headers, rows, notes
 
 

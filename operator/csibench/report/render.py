@@ -11,6 +11,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
+from csibench.report.machinery import finding_lines, machinery_lines
 
 
 def _seconds(value: float | None) -> str:
@@ -87,12 +88,16 @@ def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
         f"client qps {client.get('qps', '?')} burst {client.get('burst', '?')} "
         f"in flight {client.get('maxInFlight', '?')}, throttled {client.get('throttledSeconds', 0)}s, "
         f"{client.get('requests', 0)} requests",
+        *machinery_lines(environment),
     ]
     notes = [f"note ({s['name']}): {s['note']}" for s in status.get("steps", []) if s.get("note")]
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
     trailer = ["", *notes, *failures] if notes or failures else []
+    findings = finding_lines(status.get("preflight") or [])
+    if findings:
+        trailer += ["", *findings]
     if status.get("cleanup"):
         trailer += ["", f"cleanup: {status['cleanup']}"]
     if status.get("phase") not in ("Succeeded", "Failed"):

@@ -1,0 +1,249 @@
+"""The preflight checks: what in the discovered setup will distort this run's numbers, and what to change (pure).
+
+Each check is named, has a severity (Warning: the numbers will likely be distorted; Info: worth knowing) and
+says where to change what. The client-throttling check estimates the least time a component's own client
+needs for one step: ``max(0, objects × requests per object - burst) / qps`` (a token bucket). Requests per
+object: the snapshot-controller's were measured on the local cluster (v8.7.0: 200 snapshots took 358 s at qps 5,
+about 9 requests each; deletions about 4); the others are the writes each component makes per object at least
+(external-provisioner: the PV and two events; external-attacher: finalizers and the VolumeAttachment status;
+the controller-manager's PV binder: claim and PV, each object and status). A step whose floor reaches
+``WARNING_SECONDS`` is paced by that client rather than by the storage, whatever the storage does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from csibench.api.models import BenchmarkRunSpec, Component, Finding, Machinery, Severity, Toleration
+from csibench.engine.catalog import WFFC
+from csibench.preflight.components import effective
+from csibench.preflight.flags import parse_duration
+
+WARNING_SECONDS = 5.0
+INFO_SECONDS = 1.0
+SHORT_TIMEOUT_SECONDS = 30.0
+
+REQUESTS_PER_OBJECT: Mapping[str, Mapping[str, int]] = {
+    "csi-provisioner": {"createVolume": 3, "cloneFromSnapshot": 3, "deleteClone": 2, "deleteVolume": 2},
+    "csi-attacher": {"publish": 3, "unpublish": 2},
+    "csi-snapshotter": {"createSnapshot": 2, "deleteSnapshot": 2},
+    "snapshot-controller": {"createSnapshot": 9, "deleteSnapshot": 4},
+    "kube-controller-manager": {"createVolume": 4, "cloneFromSnapshot": 4, "publish": 1, "unpublish": 1},
+}
+NOUNS = {"createSnapshot": "snapshots", "deleteSnapshot": "snapshots", "cloneFromSnapshot": "clones",
+         "deleteClone": "clones"}
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What the checks need to know about the run: its steps, batch and class."""
+
+    steps: tuple[str, ...]
+    volumes: int
+    pods: int
+    binding_mode: str
+    storage_class: str
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+
+    @classmethod
+    def of(cls, spec: BenchmarkRunSpec, steps: Sequence[str], binding_mode: str) -> RunShape:
+        return cls(tuple(steps), spec.volumes, math.ceil(spec.volumes / spec.pvcsPerPod), binding_mode,
+                   spec.storageClassName, dict(spec.pod.nodeSelector), tuple(spec.pod.tolerations))
+
+
+def _where(component: Component) -> str:
+    return f"{component.namespace}/{component.pod}/{component.container}"
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def pacing_floor(objects: int, requests_per_object: int, qps: float, burst: float) -> float:
+    """Least seconds a token-bucket client needs for ``objects × requests_per_object`` requests."""
+    return max(0.0, objects * requests_per_object - burst) / qps if qps > 0 else math.inf
+
+
+def _suggested_qps(requests: int) -> int:
+    """A rate at which the requests fit in about WARNING_SECONDS, rounded up to 50, at least 100."""
+    return max(100, math.ceil(requests / WARNING_SECONDS / 50) * 50)
+
+
+def _attach_required(machinery: Machinery) -> bool:
+    return (machinery.csiDriver or {}).get("attachRequired", "true") != "false"
+
+
+def _steps_of(component: Component, shape: RunShape, machinery: Machinery) -> list[str]:
+    steps = [s for s in REQUESTS_PER_OBJECT.get(component.kind, {}) if s in shape.steps]
+    if component.kind == "csi-attacher" and not _attach_required(machinery):
+        return []
+    return steps
+
+
+def client_throttling(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+    qps, burst = _number(effective(component, "kube-api-qps")), _number(effective(component, "kube-api-burst"))
+    steps = _steps_of(component, shape, machinery)
+    if qps is None or burst is None or not steps:
+        return None
+    per_object = REQUESTS_PER_OBJECT[component.kind]
+    step = max(steps, key=lambda s: per_object[s])
+    requests = shape.volumes * per_object[step]
+    floor = pacing_floor(shape.volumes, per_object[step], qps, burst)
+    if floor < INFO_SECONDS:
+        return None
+    defaulted = " (its upstream defaults)" if "kube-api-qps" in component.defaults else ""
+    suggested = _suggested_qps(requests)
+    severity = Severity.WARNING if floor >= WARNING_SECONDS else Severity.INFO
+    message = (f"{component.kind} in {component.namespace} runs with --kube-api-qps={component_value(qps)} "
+               f"--kube-api-burst={component_value(burst)}{defaulted}: {shape.volumes} {NOUNS.get(step, 'volumes')} "
+               f"in {step} need about {requests} API requests from it, at least {floor:.0f} s at that rate, so "
+               f"the step will be paced by its client, not the storage. Raise them, e.g. "
+               f"--kube-api-qps={suggested} --kube-api-burst={2 * suggested}")
+    return Finding(check="ClientThrottling", severity=severity, component=_where(component), message=message,
+                   facts={"kube-api-qps": component_value(qps), "kube-api-burst": component_value(burst),
+                          "step": step, "requestsPerObject": str(per_object[step]),
+                          "minimumSeconds": f"{floor:.1f}"})
+
+
+def component_value(number: float) -> str:
+    return str(int(number)) if number == int(number) else str(number)
+
+
+def worker_threads(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+    workers = _number(effective(component, "worker-threads"))
+    steps = _steps_of(component, shape, machinery)
+    if workers is None or not steps or component.kind == "kube-controller-manager" or shape.volumes <= workers:
+        return None
+    return Finding(check="WorkerThreads", severity=Severity.INFO, component=_where(component), message=(
+        f"{component.kind} in {component.namespace} runs {int(workers)} worker threads for {shape.volumes} "
+        f"objects per step ({', '.join(steps)}): at most {int(workers)} operations reach the storage at once, so "
+        f"an array that takes more concurrency is measured {int(workers)}-wide. Raise --worker-threads to "
+        f"compare arrays at the batch's concurrency"),
+        facts={"worker-threads": str(int(workers)), "objects": str(shape.volumes)})
+
+
+def operation_timeout(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+    text = effective(component, "timeout")
+    seconds = parse_duration(text) if text else None
+    if seconds is None or seconds >= SHORT_TIMEOUT_SECONDS or not _steps_of(component, shape, machinery):
+        return None
+    start = effective(component, "retry-interval-start") or "?"
+    return Finding(check="OperationTimeout", severity=Severity.INFO, component=_where(component), message=(
+        f"{component.kind} in {component.namespace} gives each CSI call --timeout={text}: an operation slower "
+        f"than that is cancelled and retried (first after {start}, doubling), so on an array that can take "
+        f"longer the step measures retries. Raise --timeout above the array's slowest operation"),
+        facts={"timeout": text or "", "retry-interval-start": start})
+
+
+def feature_gates(component: Component) -> Finding | None:
+    gates = component.flags.get("feature-gates")
+    if not gates:
+        return None
+    return Finding(check="FeatureGates", severity=Severity.INFO, component=_where(component),
+                   message=f"{component.kind} in {component.namespace} runs with --feature-gates={gates}",
+                   facts={"feature-gates": gates})
+
+
+def _needed_kinds(shape: RunShape, machinery: Machinery) -> list[str]:
+    needed = []
+    if any(s in shape.steps for s in REQUESTS_PER_OBJECT["csi-provisioner"]):
+        needed.append("csi-provisioner")
+    if "publish" in shape.steps and _attach_required(machinery):
+        needed.append("csi-attacher")
+    if "createSnapshot" in shape.steps:
+        needed += ["csi-snapshotter", "snapshot-controller"]
+    return needed
+
+
+def visibility(shape: RunShape, machinery: Machinery) -> list[Finding]:
+    if not machinery.visible:
+        return [Finding(check="MachineryNotVisible", severity=Severity.INFO, message=(
+            f"the CSI machinery serving {machinery.driver} was not checked: {machinery.note}"))]
+    findings = []
+    if machinery.csiDriver is None:
+        findings.append(Finding(check="CSIDriverNotFound", severity=Severity.INFO, message=(
+            f"no CSIDriver object named {machinery.driver} (the provisioner of StorageClass "
+            f"{shape.storage_class}): a CSI driver normally registers one; its sidecars were looked for by name"),
+            facts={"driver": machinery.driver or ""}))
+    present = {c.kind for c in machinery.components}
+    for kind in _needed_kinds(shape, machinery):
+        if kind not in present:
+            findings.append(Finding(check="ComponentNotFound", severity=Severity.INFO, message=(
+                f"no {kind} serving {machinery.driver} is visible in the cluster (it may run outside it, e.g. in a "
+                "managed control plane): its client limits and workers are not checked"), facts={"kind": kind}))
+    return findings
+
+
+def _tolerates(tolerations: Iterable[Toleration], taint: Mapping[str, Any]) -> bool:
+    for toleration in tolerations:
+        if toleration.effect is not None and toleration.effect.value != taint.get("effect"):
+            continue
+        if toleration.operator is not None and toleration.operator.value == "Exists":
+            if not toleration.key or toleration.key == taint.get("key"):
+                return True
+        elif toleration.key == taint.get("key") and (toleration.value or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def schedulable_nodes(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list[Mapping[str, Any]]:
+    """Nodes the publish pods can land on: Ready, not cordoned, matching nodeSelector, taints tolerated."""
+    usable = []
+    for node in nodes:
+        spec, status = node.get("spec") or {}, node.get("status") or {}
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        blocking = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+        if (ready and not spec.get("unschedulable")
+                and all(labels.get(k) == v for k, v in shape.node_selector.items())
+                and all(_tolerates(shape.tolerations, t) for t in blocking)):
+            usable.append(node)
+    return usable
+
+
+def node_capacity(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list[Finding]:
+    if "publish" not in shape.steps:
+        return []
+    usable = schedulable_nodes(nodes, shape)
+    if not usable:
+        return [Finding(check="SchedulableNodes", severity=Severity.WARNING, message=(
+            f"none of the {len(nodes)} nodes can run the publish pods (Ready, not cordoned, matching nodeSelector "
+            f"{dict(shape.node_selector)}, taints tolerated): publish would time out. Fix the nodes or the "
+            "run's pod.nodeSelector/tolerations"), facts={"nodes": str(len(nodes)), "schedulable": "0"})]
+    allocatable = sum(int(_number(str((n.get("status") or {}).get("allocatable", {}).get("pods", "0"))) or 0)
+                      for n in usable)
+    if allocatable and allocatable < shape.pods:
+        return [Finding(check="SchedulableNodes", severity=Severity.WARNING, message=(
+            f"publish runs {shape.pods} pods but the {len(usable)} schedulable nodes allow {allocatable} pods in "
+            "all: the rest stay Pending and the step times out. Use more pvcsPerPod or more nodes"),
+            facts={"schedulable": str(len(usable)), "allocatablePods": str(allocatable), "pods": str(shape.pods)})]
+    return []
+
+
+def binding_mode(shape: RunShape) -> list[Finding]:
+    if shape.binding_mode != WFFC or "createVolume" not in shape.steps:
+        return []
+    return [Finding(check="WaitForFirstConsumer", severity=Severity.INFO, message=(
+        f"StorageClass {shape.storage_class} is {WFFC}: createVolume times API submission only; provisioning "
+        "is timed inside publish"), facts={"volumeBindingMode": WFFC})]
+
+
+def run_checks(shape: RunShape, machinery: Machinery, nodes: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Every finding for this run, Warnings first, then in the order the checks ran."""
+    findings = visibility(shape, machinery) + node_capacity(nodes, shape) + binding_mode(shape)
+    for component in machinery.components:
+        for check in (client_throttling, worker_threads, operation_timeout):
+            finding = check(component, shape, machinery)
+            if finding is not None:
+                findings.append(finding)
+        gates = feature_gates(component)
+        if gates is not None:
+            findings.append(gates)
+    return sorted(findings, key=lambda f: f.severity != Severity.WARNING)

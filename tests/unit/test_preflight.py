@@ -1,0 +1,287 @@
+"""Preflight: flag parsing over real-world container specs, matching sidecars to a driver, the checks and what
+they mean for a run (findings, condition, Enforce), with the engine against the in-memory fake API server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from csibench.api.models import BenchmarkRunSpec, Component, Machinery, PreflightMode, Severity, Toleration
+from csibench.kube.client import ApiError, KubeClient
+from csibench.preflight.checks import RunShape, client_throttling, pacing_floor, run_checks
+from csibench.preflight.components import components_for, effective, kind_of
+from csibench.preflight.discovery import discover_machinery
+from csibench.preflight.flags import image_name_and_tag, parse_duration, parse_flags
+from csibench.preflight.outcome import outcome
+from csibench.report.compare import render_compare
+from csibench.report.render import render_table
+from tests.support.fake_kube import FakeKube
+from tests.unit.test_run import REF, run, spec
+
+DRIVER = "hostpath.csi.k8s.io"
+ALL_STEPS = ("createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
+             "deleteSnapshot", "deleteVolume")
+
+
+# -- flags ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("command", "args", "expected"), [
+    (["/csi-provisioner"], ["--kube-api-qps=50", "--kube-api-burst=100"],
+     {"kube-api-qps": "50", "kube-api-burst": "100"}),
+    (["/csi-provisioner"], ["--kube-api-qps", "50", "--worker-threads", "20"],
+     {"kube-api-qps": "50", "worker-threads": "20"}),
+    (["/csi-attacher", "-timeout=2m", "--v=5"], [], {"timeout": "2m", "v": "5"}),
+    (["sh", "-c", "exec /snapshot-controller --kube-api-qps=100 --kube-api-burst 200"], [],
+     {"kube-api-qps": "100", "kube-api-burst": "200"}),
+    ([], ["--leader-election", "--kube-api-qps=7"], {"leader-election": "true", "kube-api-qps": "7"}),
+    ([], ["--kube-api-qps=5", "--kube-api-qps=300"], {"kube-api-qps": "300"}),
+    ([], ["--feature-gates=Topology=true,CSINodeExpandSecret=true"],
+     {"feature-gates": "Topology=true,CSINodeExpandSecret=true"}),
+])
+def test_flags_are_read_the_way_go_reads_them(command: list[str], args: list[str], expected: dict[str, str]) -> None:
+    parsed = parse_flags(command, args)
+    for name, value in expected.items():
+        assert parsed[name] == value
+    assert set(expected) <= set(parsed)
+
+
+def test_env_references_are_expanded_as_the_kubelet_does() -> None:
+    parsed = parse_flags(["/csi-provisioner"], ["--csi-address=$(ADDRESS)", "--timeout=$(UNKNOWN)"],
+                         {"ADDRESS": "/csi/csi.sock"})
+    assert parsed == {"csi-address": "/csi/csi.sock", "timeout": "$(UNKNOWN)"}
+
+
+def test_go_durations() -> None:
+    assert parse_duration("10s") == 10 and parse_duration("1m30s") == 90 and parse_duration("500ms") == 0.5
+    assert parse_duration("5m0s") == 300 and parse_duration("0") == 0
+    assert parse_duration("ten") is None and parse_duration("10") is None and parse_duration("10sx") is None
+
+
+def test_image_name_and_tag() -> None:
+    assert image_name_and_tag("registry.k8s.io/sig-storage/csi-provisioner:v6.4.0") == ("csi-provisioner", "v6.4.0")
+    assert image_name_and_tag("localhost:5000/csi-attacher@sha256:ab") == ("csi-attacher", None)
+    assert image_name_and_tag("quay.io/x/snapshot-controller:v8.7.0@sha256:ab") == ("snapshot-controller", "v8.7.0")
+
+
+# -- components ----------------------------------------------------------------------------------------------------
+def container(name: str, image: str = "", args: list[str] | None = None, command: list[str] | None = None,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"name": name, "image": image, "args": args or [], "command": command or [],
+            "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+
+
+def pod(name: str, namespace: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"containers": list(containers)},
+            "status": {"phase": "Running"}}
+
+
+def hostpath_controller(driver: str = DRIVER, qps: str | None = None) -> dict[str, Any]:
+    """The shape of csi-driver-host-path's controller pod: the driver container names the driver."""
+    limits = [f"--kube-api-qps={qps}", f"--kube-api-burst={int(qps) * 2}"] if qps else []
+    return pod(f"csi-{driver.split('.')[0]}-0", "storage",
+               container("hostpath", "registry.k8s.io/sig-storage/hostpathplugin:v1.17.0",
+                         ["--drivername=" + driver, "--endpoint=$(CSI_ENDPOINT)"]),
+               container("csi-provisioner", "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0",
+                         ["-v=5", "--csi-address=/csi/csi.sock", *limits]),
+               container("csi-attacher", "registry.k8s.io/sig-storage/csi-attacher:v4.13.0",
+                         ["--csi-address", "/csi/csi.sock"]))
+
+
+def test_components_are_recognised_by_image_name_or_binary() -> None:
+    assert kind_of(container("x", "registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0")) == "csi-snapshotter"
+    assert kind_of(container("csi-resizer", "example.com/mirror/resizer:v1")) == "csi-resizer"
+    assert kind_of(container("c", "", command=["/usr/local/bin/snapshot-controller"])) == "snapshot-controller"
+    assert kind_of(container("driver", "registry.k8s.io/sig-storage/hostpathplugin:v1.17.0")) is None
+
+
+def test_sidecars_of_another_driver_are_not_taken() -> None:
+    pods = [hostpath_controller(DRIVER, qps="100"), hostpath_controller("other.csi.example.com", qps="7"),
+            pod("snapshot-controller-5d", "kube-system",
+                container("snapshot-controller", "registry.k8s.io/sig-storage/snapshot-controller:v8.7.0",
+                          ["--leader-election=true"]))]
+    found = components_for(pods, DRIVER)
+    assert [(c.kind, c.pod) for c in found] == [("csi-provisioner", "csi-hostpath-0"),
+                                                ("csi-attacher", "csi-hostpath-0"),
+                                                ("snapshot-controller", "snapshot-controller-5d")]
+    provisioner = found[0]
+    assert provisioner.flags == {"kube-api-qps": "100", "kube-api-burst": "200"}
+    assert provisioner.version == "v6.4.0" and provisioner.matchedBy == "a container of its pod names the driver"
+    assert effective(provisioner, "worker-threads") == "100" and effective(provisioner, "timeout") == "10s"
+    controller = found[2]
+    assert effective(controller, "kube-api-qps") == "5" and controller.defaults["kube-api-burst"] == "10"
+
+
+def test_a_csi_address_naming_the_driver_or_the_only_sidecar_of_its_kind_is_taken() -> None:
+    by_path = pod("p1", "a", container("csi-provisioner", "csi-provisioner:v6.4.0",
+                                       [f"--csi-address=/var/lib/kubelet/plugins/{DRIVER}/csi.sock"]))
+    elsewhere = pod("p2", "b", container("csi-provisioner", "csi-provisioner:v6.4.0", ["--csi-address=/x/y.sock"]))
+    found = components_for([by_path, elsewhere], DRIVER)
+    assert [(c.pod, c.matchedBy) for c in found] == [("p1", "its --csi-address names the driver")]
+    alone = components_for([elsewhere], DRIVER)
+    assert [(c.pod, c.matchedBy) for c in alone] == [("p2", "the only csi-provisioner in the cluster")]
+
+
+# -- checks --------------------------------------------------------------------------------------------------------
+def shape(volumes: int = 200, steps: tuple[str, ...] = ALL_STEPS, **fields: Any) -> RunShape:
+    base: dict[str, Any] = {"steps": steps, "volumes": volumes, "pods": volumes, "binding_mode": "Immediate",
+                            "storage_class": "fast", "node_selector": {}, "tolerations": ()}
+    return RunShape(**{**base, **fields})
+
+
+def snapshot_controller(qps: str | None = None, burst: str | None = None) -> Component:
+    flags = {k: v for k, v in (("kube-api-qps", qps), ("kube-api-burst", burst)) if v is not None}
+    found = components_for([pod("snapshot-controller-0", "kube-system", container(
+        "snapshot-controller", "registry.k8s.io/sig-storage/snapshot-controller:v8.7.0",
+        [f"--{k}={v}" for k, v in flags.items()]))], DRIVER)
+    return found[0]
+
+
+VISIBLE = Machinery(visible=True, driver=DRIVER, csiDriver={"attachRequired": "true"})
+
+
+def test_default_client_limits_throttle_200_snapshots_and_the_message_says_what_to_change() -> None:
+    finding = client_throttling(snapshot_controller(), shape(200), VISIBLE)
+    assert finding is not None and finding.severity == Severity.WARNING
+    assert "snapshot-controller in kube-system runs with --kube-api-qps=5 --kube-api-burst=10" in finding.message
+    assert "200 snapshots in createSnapshot" in finding.message and "paced by its client" in finding.message
+    assert finding.facts["minimumSeconds"] == f"{pacing_floor(200, 9, 5, 10):.1f}" == "358.0"
+    suggested = finding.message.rsplit("e.g. ", 1)[1].split()
+    qps, burst = (part.split("=")[1] for part in suggested)
+    following_the_advice = client_throttling(snapshot_controller(qps, burst), shape(200), VISIBLE)
+    assert following_the_advice is None or following_the_advice.severity == Severity.INFO
+
+
+def test_raised_limits_pass_and_a_step_the_component_is_not_on_is_not_checked() -> None:
+    assert client_throttling(snapshot_controller("100", "200"), shape(20), VISIBLE) is None
+    assert client_throttling(snapshot_controller(), shape(200, steps=("createVolume", "deleteVolume")),
+                             VISIBLE) is None
+
+
+def test_a_driver_without_attach_is_not_checked_for_the_attacher() -> None:
+    attacher = components_for([hostpath_controller()], DRIVER)[1]
+    assert attacher.kind == "csi-attacher"
+    assert client_throttling(attacher, shape(200), VISIBLE) is not None
+    no_attach = Machinery(visible=True, driver=DRIVER, csiDriver={"attachRequired": "false"})
+    assert client_throttling(attacher, shape(200), no_attach) is None
+
+
+def ready_node(name: str, **spec_fields: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"zone": "a"}}, "spec": spec_fields,
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}}}
+
+
+def test_nodes_that_cannot_run_the_publish_pods_are_a_warning() -> None:
+    tainted = ready_node("n1", taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
+    cordoned = ready_node("n2", unschedulable=True)
+    not_ready = {**ready_node("n3"), "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    found = run_checks(shape(10), VISIBLE, [tainted, cordoned, not_ready])
+    assert (found[0].check, found[0].severity) == ("SchedulableNodes", Severity.WARNING)
+    tolerating = shape(10, tolerations=(Toleration(key="dedicated", value="db", effect="NoSchedule"),))
+    assert "SchedulableNodes" not in [f.check for f in run_checks(tolerating, VISIBLE, [tainted])]
+    elsewhere = run_checks(shape(10, node_selector={"zone": "b"}), VISIBLE, [ready_node("n")])
+    assert (elsewhere[0].check, elsewhere[0].severity) == ("SchedulableNodes", Severity.WARNING)
+    too_many = run_checks(shape(500, steps=("createVolume", "publish", "unpublish", "deleteVolume")), VISIBLE,
+                          [ready_node("n1"), ready_node("n2")])
+    assert any(f.check == "SchedulableNodes" and "220 pods" in f.message for f in too_many)
+
+
+def test_missing_machinery_and_invisible_machinery_are_info_only() -> None:
+    found = run_checks(shape(10), Machinery(visible=True, driver=DRIVER), [ready_node("n")])
+    assert {f.check for f in found} == {"CSIDriverNotFound", "ComponentNotFound"}
+    assert all(f.severity == Severity.INFO for f in found)
+    hidden = Machinery(visible=False, driver=DRIVER, note="HTTP 403")
+    assert [f.check for f in run_checks(shape(10), hidden, [ready_node("n")])] == ["MachineryNotVisible"]
+    assert outcome(PreflightMode.ENFORCE, [], hidden).status == "Unknown"
+
+
+def test_enforce_stops_only_on_a_warning() -> None:
+    warning = client_throttling(snapshot_controller(), shape(200), VISIBLE)
+    assert warning is not None
+    enforced = outcome(PreflightMode.ENFORCE, [warning], VISIBLE)
+    assert enforced.status == "False" and enforced.stop is not None and "ClientThrottling" in enforced.stop
+    assert outcome(PreflightMode.WARN, [warning], VISIBLE).stop is None
+    assert outcome(PreflightMode.SKIP, [warning], VISIBLE).reason == "Skipped"
+    assert outcome(PreflightMode.ENFORCE, [], VISIBLE).status == "True"
+
+
+# -- discovery -----------------------------------------------------------------------------------------------------
+class RefusingClient:
+    """Answers 403 to CSIDriver reads, and records every path asked."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        self.paths.append(path)
+        raise ApiError(403, "Forbidden", "csidrivers is forbidden")
+
+
+def test_a_refused_csidriver_read_turns_discovery_off_after_one_request() -> None:
+    client = RefusingClient()
+    machinery = asyncio.run(discover_machinery(cast(KubeClient, client), DRIVER))
+    assert not machinery.visible and "csibench-discovery" in (machinery.note or "")
+    assert client.paths == ["/apis/storage.k8s.io/v1/csidrivers/hostpath.csi.k8s.io"]
+
+
+# -- the run ---------------------------------------------------------------------------------------------------------
+def seed_default_snapshot_controller(fake: FakeKube) -> None:
+    fake.put("csidrivers", "", {"metadata": {"name": "sim.csibench.io"}, "spec": {"attachRequired": True}})
+    fake.put("pods", "kube-system", pod("snapshot-controller-0", "kube-system", container(
+        "snapshot-controller", "registry.k8s.io/sig-storage/snapshot-controller:v8.7.0", ["--v=2"])))
+
+
+def test_enforce_with_a_warning_fails_the_run_before_anything_exists() -> None:
+    fake = FakeKube()
+    seed_default_snapshot_controller(fake)
+    status = run(fake, spec(volumes=40, volumeSnapshotClassName="snap", preflight="Enforce"))
+    assert status.phase is not None and status.phase.value == "Failed"
+    assert status.conditions[0].reason == "PreflightFailed" and "ClientThrottling" in (status.message or "")
+    assert [k for k in fake.objects if k[0] in ("persistentvolumeclaims", "pods") and k[1] != "kube-system"] == []
+    assert not [k for k in fake.objects if k[0] == "namespaces" and k[2].startswith("csibench-")]
+    preflight = next(c for c in status.conditions if c.type == "Preflight")
+    assert (preflight.status, preflight.reason) == ("False", "WarningsFound")
+    events = {o["reason"]: o["type"] for o in fake.named("events", REF.namespace).values()}
+    assert events["PreflightClientThrottling"] == "Warning"
+    assert status.environment is not None and status.environment.machinery is not None
+    assert [c.kind for c in status.environment.machinery.components] == ["snapshot-controller"]
+
+
+def test_warn_records_the_finding_and_runs() -> None:
+    fake = FakeKube()
+    seed_default_snapshot_controller(fake)
+    status = run(fake, spec(volumes=40, pvcsPerPod=8, volumeSnapshotClassName="snap"))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert [f.check for f in status.preflight if f.severity == Severity.WARNING] == ["ClientThrottling"]
+    run_object = {"metadata": {"namespace": "runs", "name": "bench"}, "spec": {"storageClassName": "sim"},
+                  "status": status.model_dump(mode="json", exclude_none=True)}
+    table = render_table(run_object)
+    assert "preflight Warning ClientThrottling: snapshot-controller in kube-system" in table
+    assert "CSI machinery of sim.csibench.io: snapshot-controller v8.7.0 (kube-system: kube-api-qps=5" in table
+
+
+def test_skip_does_not_look() -> None:
+    fake = FakeKube()
+    seed_default_snapshot_controller(fake)
+    status = run(fake, spec(volumes=40, volumeSnapshotClassName="snap", preflight="Skip",
+                            steps=["createVolume", "deleteVolume"]))
+    assert status.phase is not None and status.phase.value == "Succeeded"
+    assert status.preflight == [] and status.environment is not None and status.environment.machinery is None
+    assert next(c for c in status.conditions if c.type == "Preflight").reason == "Skipped"
+
+
+def test_compare_says_when_the_machinery_differs() -> None:
+    def finished(qps: str) -> dict[str, Any]:
+        component = snapshot_controller(qps, str(int(qps) * 2))
+        machinery = Machinery(visible=True, driver=DRIVER, components=[component])
+        return {"metadata": {"namespace": "runs", "name": f"q{qps}"}, "status": {
+            "phase": "Succeeded", "environment": {"machinery": machinery.model_dump(mode="json")},
+            "steps": [{"name": "createSnapshot", "durationSeconds": 10.0, "throughput": 20.0}]}}
+    text = render_compare(finished("5"), finished("100"))
+    assert "the CSI machinery differs between A and B" in text
+    assert "snapshot-controller (kube-system): kube-api-burst 10 -> 200, kube-api-qps 5 -> 100" in text
+    assert "differs" not in render_compare(finished("5"), finished("5"))
+
+
+def test_a_spec_field_defaults_to_warn() -> None:
+    assert BenchmarkRunSpec(storageClassName="x").preflight == PreflightMode.WARN
