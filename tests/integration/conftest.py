@@ -1,4 +1,5 @@
-"""The operator under test: the real ``csibench operator`` process, against the session's local cluster."""
+"""The operator under test: the real ``csibench operator`` process, against the session's local cluster; deploy/
+applied, and an operator that runs with only the ServiceAccount's rights."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import pki
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
 from tests.support.kube import Kube
@@ -21,6 +23,30 @@ StorageClassFactory = Callable[..., str]
 def crd(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/benchmarkruns.csibench.io")
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster: LocalCluster, crd: None) -> None:
+    output = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO_ROOT / "deploy"))
+    assert "serverside-applied" in output
+
+
+@pytest.fixture
+def operator_as_service_account(cluster: LocalCluster, deployed: None, operator: OperatorProcess,
+                                tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The shared operator steps aside; one with the ServiceAccount's token takes over, then hands back."""
+    token = cluster.kubectl("create", "token", "csibench-operator", "-n", "csibench-system", "--duration=1h").strip()
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    kubeconfig.write_text(pki.build_kubeconfig(cluster.config.server, cluster.config.state_dir / "pki" / "ca.crt",
+                                               "csibench-operator", token, "sa"))
+    operator.stop()
+    restricted = OperatorProcess(cluster, tmp_path / "operator-sa.log", kubeconfig=kubeconfig)
+    try:
+        restricted.start()
+        yield restricted
+    finally:
+        restricted.stop()
+        operator.start()
 
 
 @pytest.fixture(scope="session")

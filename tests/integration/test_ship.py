@@ -6,14 +6,12 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from localcluster import pki
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
@@ -24,17 +22,12 @@ pytestmark = pytest.mark.integration
 OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
 
 
-@pytest.fixture(scope="module")
-def deployed(cluster: LocalCluster, crd: None) -> None:
-    output = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO_ROOT / "deploy"))
-    assert "serverside-applied" in output
-
-
 def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
     rendered = list(yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO_ROOT / "deploy"))))
     kinds = sorted(obj["kind"] for obj in rendered)
     assert kinds == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
-                            "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                            "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding",
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                             "Deployment", "Service"])
     for obj in rendered:
         namespace = obj["metadata"].get("namespace")
@@ -45,8 +38,12 @@ def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: 
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert {p["name"] for p in container["ports"]} == {"metrics", "health"}
-    rules = next(o for o in rendered if o["kind"] == "ClusterRole")["rules"]
-    assert not [r for r in rules if "*" in r["verbs"] or "*" in r["resources"] or "secrets" in r["resources"]]
+    roles = {o["metadata"]["name"]: o["rules"] for o in rendered if o["kind"] == "ClusterRole"}
+    for rules in roles.values():
+        assert not [r for r in rules if "*" in r["verbs"] or "*" in r["resources"] or "secrets" in r["resources"]]
+    # Discovery (preflight) is read-only and separate, so it can be left out.
+    assert {(tuple(r["resources"]), tuple(r["verbs"])) for r in roles["csibench-discovery"]} == {
+        (("pods",), ("get", "list")), (("csidrivers",), ("get",))}
 
 
 def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "default") -> bool:
@@ -73,7 +70,7 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
 @pytest.mark.parametrize(("verb", "resource"), [
     ("create", "persistentvolumeclaims"), ("deletecollection", "pods"), ("watch", "persistentvolumes"),
     ("create", "volumesnapshots.snapshot.storage.k8s.io"), ("patch", "benchmarkruns.csibench.io/status"),
-    ("create", "namespaces"), ("create", "configmaps"),
+    ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"),
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -94,24 +91,6 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
         capture_output=True, text=True)
     assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
     assert kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).metadata.name == "users-data"
-
-
-@pytest.fixture
-def operator_as_service_account(cluster: LocalCluster, deployed: None, operator: OperatorProcess,
-                                tmp_path: Path) -> Iterator[OperatorProcess]:
-    """The shared operator steps aside; one with the ServiceAccount's token takes over, then hands back."""
-    token = cluster.kubectl("create", "token", "csibench-operator", "-n", "csibench-system", "--duration=1h").strip()
-    kubeconfig = tmp_path / "operator.kubeconfig"
-    kubeconfig.write_text(pki.build_kubeconfig(cluster.config.server, cluster.config.state_dir / "pki" / "ca.crt",
-                                               "csibench-operator", token, "sa"))
-    operator.stop()
-    restricted = OperatorProcess(cluster, tmp_path / "operator-sa.log", kubeconfig=kubeconfig)
-    try:
-        restricted.start()
-        yield restricted
-    finally:
-        restricted.stop()
-        operator.start()
 
 
 def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, namespace: str,

@@ -239,6 +239,7 @@ def test_enforce_with_a_warning_fails_the_run_before_anything_exists() -> None:
     assert status.conditions[0].reason == "PreflightFailed" and "ClientThrottling" in (status.message or "")
     assert [k for k in fake.objects if k[0] in ("persistentvolumeclaims", "pods") and k[1] != "kube-system"] == []
     assert not [k for k in fake.objects if k[0] == "namespaces" and k[2].startswith("csibench-")]
+    assert {s.state.value for s in status.steps} == {"Pending"} and len(status.steps) == 8
     preflight = next(c for c in status.conditions if c.type == "Preflight")
     assert (preflight.status, preflight.reason) == ("False", "WarningsFound")
     events = {o["reason"]: o["type"] for o in fake.named("events", REF.namespace).values()}

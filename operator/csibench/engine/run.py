@@ -72,6 +72,7 @@ class RunEngine:
         context.trackers = build_trackers(context, self.ref.label)
         status = self.status
         status.environment = context.environment
+        status.steps = [t.status() for t in context.trackers.values()]  # planned: Pending, even if Enforce stops
         stop = await self._record_preflight(context)
         if stop is not None:
             return await self.recorder.finish(RunVerdict(Phase.FAILED, ConditionReason.PREFLIGHT_FAILED, stop))
@@ -80,7 +81,6 @@ class RunEngine:
         # Recorded before the namespace is created; cleanup still deletes it only if it carries the run's label.
         status.ownedNamespace = context.target_namespace if context.own_namespace else None
         status.objectSelector = context.scope.selector
-        status.steps = [t.status() for t in context.trackers.values()]
         self.recorder.ready(False, ConditionReason.RUNNING, f"running {len(context.plan)} steps")
         await self.recorder.write()
         return await self._run(context, first=0, redo=False)
