@@ -48,8 +48,8 @@ def default_limits(cluster: LocalCluster, kube: Kube) -> Iterator[None]:
 
 
 def snapshot_run(name: str, **spec: Any) -> dict[str, Any]:
-    return benchmark_run(name, storageClassName="csibench-sim", volumeSnapshotClassName="csibench-sim-snapclass",
-                         volumes=6, steps=SNAPSHOT_STEPS, **spec)
+    return benchmark_run(name, **{"storageClassName": "csibench-sim", "volumes": 6, "steps": SNAPSHOT_STEPS,
+                                  "volumeSnapshotClassName": "csibench-sim-snapclass", **spec})
 
 
 def findings(run: dict[str, Any], check: str) -> list[dict[str, Any]]:
