@@ -61,6 +61,11 @@ def repeated(run: dict[str, Any]) -> bool:
     return int(((run.get("status") or {}).get("iterations") or {}).get("total") or 1) > 1
 
 
+def step_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The step table's headers and rows (aggregates over iterations for a repeated run)."""
+    return _headers(run), _rows(run)
+
+
 def _headers(run: dict[str, Any]) -> list[str]:
     return REPEATED_HEADERS if repeated(run) else HEADERS
 
@@ -123,6 +128,11 @@ def iteration_lines(status: dict[str, Any]) -> list[str]:
     lines += [f"iteration {f['iteration']} failed (not in the aggregates): {f['message']}"
               for f in iterations.get("failures") or []]
     return lines
+
+
+def context_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The lines above the step table and below it, as the text report prints them."""
+    return _context(run)
 
 
 def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
