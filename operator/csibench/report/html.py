@@ -132,7 +132,8 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     headers, rows = step_table(run)
     body = [f"<h1>{_e(header[0])}</h1>", *[f'<p class="muted">{_e(line)}</p>' for line in header[1:]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
-            *[f'<p class="muted">{_e(line)}</p>' for line in trailer if line]]
+            *[f'<p class="muted">{_e(line)}</p>' for line in trailer
+              if line and not line.startswith("preflight ")]]  # findings have their own section below
     by_step = steps_by_iteration(report)
     if by_step:
         body += [_step_section(step, runs) for step, runs in by_step.items()]
