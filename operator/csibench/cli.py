@@ -56,13 +56,27 @@ def _report(args: argparse.Namespace) -> int:
     from csibench.report.render import render_json, render_markdown, render_table
 
     (run,) = _fetch(args, args.run)
-    if args.output == "json":
+    if args.output == "html":
+        sys.stdout.write(_html(lambda html: html.build_run_html(run, _load_report(args, run))))
+    elif args.output == "json":
         sys.stdout.write(render_json(run, _load_report(args, run)))
     elif args.output == "markdown":
         sys.stdout.write(render_markdown(run))
     else:
         sys.stdout.write(render_table(run))
     return 0
+
+
+def _html(build: Any) -> str:
+    """Render with the optional plotting extra; without it, say how to install it (exit 1)."""
+    from csibench.report import html
+    from csibench.report.plots import PlottingUnavailable
+
+    try:
+        text: str = build(html)
+    except PlottingUnavailable as error:
+        raise CliError(str(error)) from None
+    return text
 
 
 def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any] | None:
@@ -88,7 +102,11 @@ def _compare(args: argparse.Namespace) -> int:
 
     run_a, run_b = _fetch(args, args.run_a, args.run_b)
     try:
-        sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown"))
+        if args.output == "html":
+            sys.stdout.write(_html(lambda html: html.build_compare_html(
+                run_a, _load_report(args, run_a), run_b, _load_report(args, run_b))))
+        else:
+            sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown"))
     except CompareError as error:
         raise CliError(str(error), EXIT_NOT_READY) from None
     return 0
@@ -194,12 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = reader("report", "print a run's step table with per-object latency percentiles")
     report.add_argument("run", help="NAME or NAMESPACE/NAME")
-    report.add_argument("-o", "--output", choices=["table", "json", "markdown"], default="table")
+    report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html"], default="table",
+                        help="html: one self-contained page with plots (needs csibench[report])")
     report.set_defaults(func=_report)
     compare = reader("compare", "two finished runs side by side, with the per-step speed-up of B over A")
     compare.add_argument("run_a", help="baseline run (A)")
     compare.add_argument("run_b", help="run compared with it (B)")
-    compare.add_argument("-o", "--output", choices=["table", "markdown"], default="table")
+    compare.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table",
+                         help="html: the table and both runs' latency distributions overlaid per step")
     compare.set_defaults(func=_compare)
     watch = reader("watch", "live progress per step until the run ends")
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")

@@ -107,6 +107,7 @@ def build_crd() -> Schema:
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                     {"name": "Step", "type": "string", "jsonPath": ".status.currentStep"},
                     {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+                    {"name": "Iteration", "type": "string", "jsonPath": ".status.iterations.summary"},
                     {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],

@@ -23,7 +23,9 @@ QUANTITY_PATTERN = v.SIZE_PATTERN
 MAX_FAILURE_REASONS = 5
 MAX_LABELS = 32
 MAX_FINDINGS = 12
-MAX_RUN_NAME = 40  # object names are "<run>-<uid5>-v00042": 40 + 13 stays a valid DNS label
+MAX_RUN_NAME = 40  # object names are "<run>-<uid5>-i50-v00042": 40 + 17 stays a valid DNS label
+MAX_REPEAT = 50
+MAX_ITERATION_FAILURES = 5
 
 
 def cel(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -314,6 +316,10 @@ class BenchmarkRunSpec(_Model):
                     "worker pools, timeouts, schedulable nodes): Warn records findings in status, Events and the "
                     "report; Enforce ends the run Failed before creating anything when a Warning finding exists; "
                     "Skip does not look.")
+    repeat: int = Field(1, ge=1, le=MAX_REPEAT,
+                        description="How many times the selected lifecycle runs, each iteration on fresh objects "
+                                    "with untimed cleanup in between. Status keeps per-step aggregates over the "
+                                    "iterations (median, min, max); the report keeps every iteration.")
     maxStepAttempts: int = Field(3, ge=1, le=10,
                                  description="With Redo: how many times one step may be started; past that the "
                                              "run ends Failed with RestartLimitReached.")
@@ -412,6 +418,48 @@ class StepStatus(_Model):
     restoredObjects: int | None = Field(None, description="Objects the restore deleted or recreated.")
 
 
+class Spread(_Model):
+    """One step measure over the measured iterations."""
+
+    median: float = Field(..., description="Median over the measured iterations.")
+    min: float = Field(..., description="Smallest value of one iteration.")
+    max: float = Field(..., description="Largest value of one iteration.")
+
+
+class StepAggregate(_Model):
+    """One step over every iteration that measured well (failed iterations are excluded and counted)."""
+
+    name: str = Field(..., description="Step name.")
+    iterations: int = Field(..., description="Iterations whose measurement this aggregates.")
+    durationSeconds: Spread | None = Field(None, description="Step time, in seconds.")
+    throughput: Spread | None = Field(None, description="Succeeded objects per second of step time.")
+    latency: Latency | None = Field(None, description="Median over the iterations of each per-object percentile.")
+    durations: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
+                                   description="Step time of each measured iteration, in order (for compare's "
+                                               "significance test).")
+    throughputs: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
+                                     description="Throughput of each measured iteration, in order.")
+
+
+class IterationFailure(_Model):
+    """Why one iteration is not a measurement."""
+
+    iteration: int = Field(..., description="Which iteration (1-based).")
+    message: str = Field(..., description="Its failed steps, as the run's verdict names them.")
+
+
+class Iterations(_Model):
+    """Where a run with spec.repeat stands: which iteration runs, how many are done and how many failed."""
+
+    current: int = Field(..., description="The iteration under way (1-based), or the last one once all are done.")
+    total: int = Field(..., description="spec.repeat.")
+    done: int = Field(0, description="Iterations finished (measured or failed).")
+    failed: int = Field(0, description="Iterations with a failed or interrupted step: excluded from aggregates.")
+    summary: str = Field("", description='"2/5" while iteration 2 of 5 runs; "5/5 (1 failed)" at the end.')
+    failures: list[IterationFailure] = Field(default_factory=list, max_length=MAX_ITERATION_FAILURES,
+                                             description=f"The first {MAX_ITERATION_FAILURES} failed iterations.")
+
+
 class ClientUsed(_Model):
     """The client limits the run used, and how long it waited on them."""
 
@@ -489,7 +537,11 @@ class BenchmarkRunStatus(_Model):
         None, description="Namespace the run created for itself; cleanup deletes it only while it carries the "
                           "run's uid label.")
     objectSelector: str | None = Field(None, description="Label selector matching every object the run created.")
-    steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step.")
+    steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step, of the "
+                                                                    "current (at the end: the last) iteration.")
+    iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
+    aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
+                                                                            "that measured well (spec.repeat > 1).")
     client: ClientUsed | None = Field(None, description="Client limits used.")
     preflight: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
                                      description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "

@@ -77,8 +77,9 @@ async def _namespace_gone(client: KubeClient, name: str, uid: str) -> bool:
 
 
 async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope,
-                  deadline_seconds: float) -> CleanupResult:
-    """Delete the run's objects and wait (event-driven) until they and their volumes are gone, or the deadline."""
+                  deadline_seconds: float, keep_namespace: bool = False) -> CleanupResult:
+    """Delete the run's objects and wait (event-driven) until they and their volumes are gone, or the deadline.
+    ``keep_namespace``: between two iterations of a run, the run's namespace stays."""
     started = time.monotonic()
     watches: RunWatches | None = None
     try:
@@ -105,7 +106,7 @@ async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope
                             raise
             await asyncio.sleep(0.2)  # reads in-memory state kept current by the watches
         objects_left = remaining(observed, namespace_left=False)
-        deleting, refused = await delete_owned_namespace(client, scope)
+        deleting, refused = (None, None) if keep_namespace else await delete_owned_namespace(client, scope)
         if deleting is not None and scope.owned_namespace is not None:
             while time.monotonic() - started < deadline_seconds:
                 if await _namespace_gone(client, scope.owned_namespace, deleting):

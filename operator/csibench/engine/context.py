@@ -2,8 +2,8 @@
 
 ``RunRef`` names the BenchmarkRun; ``RunContext`` holds the plan (catalog entries), where the run works
 (``RunScope``: namespace, uid selector, the namespace it may create), the labels every object gets, the class's
-binding mode, the cluster facts and the preflight findings, plus one tracker per planned step, filled in as the
-steps run.
+binding mode, the cluster facts and the preflight findings, plus one tracker per planned step of the current
+iteration (``spec.repeat``), filled in as the steps run, and the records of the iterations finished so far.
 """
 
 from __future__ import annotations
@@ -58,6 +58,19 @@ class RunContext:
     trackers: dict[str, StepTracker] = field(default_factory=dict)
     interrupted: list[dict[str, Any]] = field(default_factory=list)  # attempts an operator restart cut short
     findings: list[Finding] = field(default_factory=list)  # preflight, all of them (status keeps the first few)
+    iteration: int = 1  # the iteration under way (1-based); ``names`` name its objects
+    iterations: list[dict[str, Any]] = field(default_factory=list)  # finished iterations' records (``iterations``)
+
+    @property
+    def measured_seconds(self) -> float:
+        """Step time of the iterations before the current one (status shows the sum over all iterations)."""
+        return sum(float(step["status"].get("durationSeconds") or 0.0) for record in self.iterations
+                   if record["iteration"] < self.iteration for step in record["steps"])
+
+    def enter_iteration(self, iteration: int) -> None:
+        """Work on iteration ``iteration``: its objects get its names (trackers are built by the caller)."""
+        self.iteration = iteration
+        self.names = self.names.for_iteration(iteration)
 
     @property
     def target_namespace(self) -> str:

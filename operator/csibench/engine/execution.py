@@ -78,8 +78,9 @@ class StepRunner:
         if self._progress_of is not None:
             status.progress = self._progress_of.progress()
         durations = [s.durationSeconds for s in status.steps if s.durationSeconds is not None]
-        status.totalStepSeconds = round(sum(durations), 3)
-        status.duration = human_duration(sum(durations))
+        finished = self.context.measured_seconds  # earlier iterations (spec.repeat): the sum is over all of them
+        status.totalStepSeconds = round(finished + sum(durations), 3)
+        status.duration = human_duration(finished + sum(durations))
 
     async def run(self, step: StepSpec, before_done: Callable[[], Awaitable[None]] | None = None) -> None:
         """Time one step. ``before_done`` runs after the last terminal event and before status says the step is

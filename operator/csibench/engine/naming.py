@@ -2,6 +2,8 @@
 
 Names are the run's name, a short uid prefix, a kind letter and an index, so that a restarted operator finds
 what it created instead of creating it again, and two runs of the same name in different namespaces differ.
+Iterations after the first (``spec.repeat``) add ``-i<n>`` so that every iteration works on fresh objects whose
+names never meet an earlier iteration's (still terminating) namesake: ``<run>-<uid5>-i2-v00042``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class Names:
     """Deterministic names of everything a run creates."""
 
     prefix: str  # "<run name>-<uid[:5]>"
+    iteration: int = 1
 
     @classmethod
     def for_run(cls, name: str, uid: str) -> Names:
@@ -29,6 +32,13 @@ class Names:
                             "and objects named after the run must be DNS labels")
         return cls(f"{name}-{uid[:5]}")
 
+    def for_iteration(self, iteration: int) -> Names:
+        return Names(self.prefix, iteration)
+
+    @property
+    def _objects(self) -> str:
+        return self.prefix if self.iteration == 1 else f"{self.prefix}-i{self.iteration}"
+
     @property
     def namespace(self) -> str:
         return f"csibench-{self.prefix}"
@@ -38,16 +48,16 @@ class Names:
         return f"{self.prefix}-report"
 
     def volume(self, index: int) -> str:
-        return f"{self.prefix}-v{index:05d}"
+        return f"{self._objects}-v{index:05d}"
 
     def pod(self, index: int) -> str:
-        return f"{self.prefix}-p{index:05d}"
+        return f"{self._objects}-p{index:05d}"
 
     def snapshot(self, index: int) -> str:
-        return f"{self.prefix}-s{index:05d}"
+        return f"{self._objects}-s{index:05d}"
 
     def clone(self, index: int) -> str:
-        return f"{self.prefix}-c{index:05d}"
+        return f"{self._objects}-c{index:05d}"
 
 
 def pod_count(volumes: int, per_pod: int) -> int:

@@ -14,20 +14,36 @@ from typing import Any
 from csibench.engine.context import RunContext, RunRef
 from csibench.engine.preconditions import representative_manifests
 from csibench.engine.report_store import ReportNameTaken, build_report_configmaps, save_report
+from csibench.engine.tracker import StepTracker
 from csibench.kube.client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 
 
+def build_step_record(tracker: StepTracker) -> dict[str, Any] | None:
+    """A started step as the report keeps it: its status and its per-object arrays (None before it started)."""
+    if tracker.started is None or tracker.anchor is None:
+        return None
+    first = tracker.objects[0] if tracker.objects else ""
+    return {"status": tracker.status().model_dump(mode="json", exclude_none=True),
+            "objectPrefix": first[:-5], "objectCount": len(tracker.objects),
+            "startWall": tracker.anchor.wall, **tracker.per_object()}
+
+
+def build_step_records(context: RunContext) -> list[dict[str, Any]]:
+    return [record for record in map(build_step_record, context.trackers.values()) if record is not None]
+
+
+def _current_iteration_state(context: RunContext) -> dict[str, Any]:
+    """The current iteration's state once it has finished (absent while it runs)."""
+    for record in context.iterations:
+        if record["iteration"] == context.iteration:
+            return {"iterationState": record["state"], "iterationMessage": record["message"]}
+    return {}
+
+
 def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[str, Any]:
-    steps = []
-    for tracker in context.trackers.values():
-        if tracker.started is None or tracker.anchor is None:
-            continue
-        first = tracker.objects[0] if tracker.objects else ""
-        steps.append({"status": tracker.status().model_dump(mode="json", exclude_none=True),
-                      "objectPrefix": first[:-5], "objectCount": len(tracker.objects),
-                      "startWall": tracker.anchor.wall, **tracker.per_object()})
+    steps = build_step_records(context)
     spec = context.spec
     return {"run": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid},
             "spec": spec.model_dump(mode="json", exclude_none=True),
@@ -37,6 +53,10 @@ def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[s
                        "throttledSeconds": round(client.limiter.throttled_seconds, 3)},
             "manifests": representative_manifests(context),
             "steps": steps,
+            "iteration": context.iteration,
+            **_current_iteration_state(context),
+            # Finished iterations before the current one, each with its per-step records (spec.repeat).
+            "iterations": [record for record in context.iterations if record["iteration"] < context.iteration],
             # Attempts an operator restart interrupted: partial aggregates as last written, never a measurement.
             "interruptedAttempts": context.interrupted}
 

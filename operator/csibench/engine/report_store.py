@@ -25,6 +25,16 @@ REPORT_KEY = "report.json.gz"
 REPORT_FORMAT = "csibench.io/report-v1"
 
 
+def iteration_records(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every iteration of a stored report, in order, each ``{"iteration": n, "steps": [...], ...}``: the earlier
+    ones from ``iterations``, the current (at the end: the last) from ``steps``. A report without repeats is one
+    iteration."""
+    current = {"iteration": int(report.get("iteration") or 1), "steps": report.get("steps") or [],
+               **({"state": report["iterationState"], "message": report.get("iterationMessage", "")}
+                  if report.get("iterationState") else {})}
+    return [*(report.get("iterations") or []), current]
+
+
 def object_names(step: dict[str, Any]) -> list[str]:
     """The names of a report step's objects, in index order (stored as a prefix and a count)."""
     return [f"{step['objectPrefix']}{index:05d}" for index in range(step["objectCount"])]
@@ -108,7 +118,8 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
         METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),
                             step.get("skipped", 0))
-    for step in (report or {}).get("steps", []):
+    steps = [step for record in iteration_records(report or {}) for step in record["steps"]]
+    for step in steps:
         name = step["status"]["name"]
         for latency_ms, result in zip(step["latencyMs"], step["result"], strict=True):
             if latency_ms is not None and result not in ("Skipped", "Pending"):

@@ -3,10 +3,11 @@
 Phases: Pending -> Running -> CleaningUp -> Succeeded | Failed. ``execute`` checks everything it can before the
 first object (``preconditions``), records the preflight's findings (and stops there under Enforce), creates the
 run's namespace if it has none, starts the watches, runs the planned steps from the catalog one at a time
-(``execution``), stores the report, cleans up per policy and ends with the verdict. After an operator restart,
-``resume`` (restartPolicy Redo) keeps the finished steps' measurements, restores the interrupted step's starting
-state and measures it again; ``recover_after_restart`` (Fail, or only cleanup left) marks a half-measured step
-Interrupted, never a measurement. All end through ``verdict``.
+(``execution``) — ``spec.repeat`` times, each iteration on fresh objects after an untimed cleanup — stores the
+report, cleans up per policy and ends with the verdict. After an operator restart, ``resume`` (restartPolicy
+Redo) keeps the finished iterations and the finished steps of the current one, restores the interrupted step's
+starting state and measures it again; ``recover_after_restart`` (Fail, or only cleanup left) marks a
+half-measured step Interrupted, never a measurement. All end through ``verdict``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef, scope_of
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
+from csibench.engine.iterations import build_aggregates, build_iteration_record, count_iterations
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
-from csibench.engine.report_builder import store_report
+from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.report_store import load_report
 from csibench.engine.status import StatusRecorder, now
 from csibench.engine.tracker import StepTracker
@@ -73,6 +75,7 @@ class RunEngine:
         status = self.status
         status.environment = context.environment
         status.steps = [t.status() for t in context.trackers.values()]  # planned: Pending, even if Enforce stops
+        self._count_iterations(context)
         stop = await self._record_preflight(context)
         if stop is not None:
             return await self.recorder.finish(RunVerdict(Phase.FAILED, ConditionReason.PREFLIGHT_FAILED, stop))
@@ -97,8 +100,9 @@ class RunEngine:
         return result.stop
 
     async def _run(self, context: RunContext, first: int, redo: bool) -> BenchmarkRunStatus:
-        """Run the plan from step ``first`` (restoring its starting state first when ``redo``), store the report,
-        clean up per policy and end with the verdict."""
+        """Run the plan from step ``first`` of the current iteration (restoring its starting state first when
+        ``redo``), then every later iteration (``spec.repeat``) on fresh objects after an untimed cleanup; store
+        the report, clean up per policy and end with the verdict."""
         status = self.status
         observed = Observed(context.target_namespace, context.names.prefix)
         runner = StepRunner(self.client, context, self.recorder, observed)
@@ -110,13 +114,21 @@ class RunEngine:
                 watches = RunWatches(self.client, observed, context.scope.selector, context.needs_snapshots,
                                      on_change=runner.on_change)
                 await watches.start()
-                for index, step in enumerate(context.plan[first:], start=first):
-                    await check_still_there(self.client, context)
-                    if redo and index == first:
-                        await self._restore(runner, step)
-                    # Each step's record is stored before status says it is done: after a restart, a finished
-                    # step always keeps its measurement.
-                    await runner.run(step, before_done=lambda: self._store_report(context))
+                while True:
+                    if context.iteration > 1 and first == 0 and not redo:
+                        await self._clear_between_iterations(context, observed)
+                    for index, step in enumerate(context.plan[first:], start=first):
+                        await check_still_there(self.client, context)
+                        if redo and index == first:
+                            await self._restore(runner, step)
+                        # Each step's record is stored before status says it is done: after a restart, a
+                        # finished step always keeps its measurement.
+                        await runner.run(step, before_done=lambda: self._store_report(context))
+                    await self._close_iteration(context, runner)
+                    if context.iteration >= self.spec.repeat:
+                        break
+                    await self._next_iteration(context, runner)
+                    first, redo = 0, False
             except RunAborted as error:
                 stop = Stop(error.reason, str(error))
             except (ApiError, TimeoutError, OSError) as error:
@@ -124,13 +136,56 @@ class RunEngine:
                 stop = Stop(ConditionReason.RUN_ABORTED, f"run aborted: {error}")
             await self._store_report(context)
             runner.publish()
+            iterations = status.iterations
             measured_well = stop is None and not any(s.failed or s.state == StepState.INTERRUPTED
-                                                     for s in status.steps)
+                                                     for s in status.steps) and not (iterations and iterations.failed)
             complete = await self._clean_up(context.scope, observed, measured_well)
         finally:
             if watches is not None:
                 watches.stop()
-        return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or ""))
+        return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
+                                                 iterations=status.iterations))
+
+    # -- iterations (spec.repeat) --------------------------------------------------------------------------------
+    def _count_iterations(self, context: RunContext) -> None:
+        """Status: the iteration counter and the aggregates over the finished iterations."""
+        self.status.iterations = count_iterations(context.iterations, context.iteration, self.spec.repeat)
+        self.status.aggregates = build_aggregates(context.iterations) if self.spec.repeat > 1 else []
+
+    async def _close_iteration(self, context: RunContext, runner: StepRunner) -> None:
+        """Every step of the current iteration ran: it becomes a finished iteration (measured or failed)."""
+        runner.publish()
+        record = build_iteration_record(context.iteration, list(self.status.steps), build_step_records(context))
+        context.iterations = [r for r in context.iterations if r["iteration"] != context.iteration] + [record]
+        self._count_iterations(context)
+        if self.spec.repeat > 1:
+            failed = record["state"] != "Succeeded"
+            await self.recorder.event("IterationCompleted", f"iteration {context.iteration}/{self.spec.repeat} "
+                                      + (f"failed and is not in the aggregates: {record['message']}" if failed
+                                         else "measured"), warning=failed)
+
+    async def _next_iteration(self, context: RunContext, runner: StepRunner) -> None:
+        """Move to the next iteration: fresh trackers and names. The report (with the finished iteration among
+        ``iterations``) is stored before status names the new iteration, so a restart in between finds the
+        finished one recorded and never measures it twice."""
+        context.enter_iteration(context.iteration + 1)
+        context.trackers = build_trackers(context, self.ref.label)
+        await self._store_report(context)
+        self._count_iterations(context)
+        runner.publish()
+        await self.recorder.write()
+
+    async def _clear_between_iterations(self, context: RunContext, observed: Observed) -> None:
+        """Remove what earlier iterations left (untimed: no step's clock runs), keeping the run's namespace."""
+        status = self.status
+        status.currentStep = None
+        status.progress = f"cleanup before iteration {context.iteration}"
+        await self.recorder.write()
+        result = await cleanup(self.client, observed, context.scope, float(self.spec.timeouts.cleanup),
+                               keep_namespace=True)
+        if not result.complete:
+            raise RunAborted(ConditionReason.CLEANUP_INCOMPLETE, f"before iteration {context.iteration}: "
+                             f"{result.describe()}; the next iteration would run beside them, so the run stops")
 
     async def _store_report(self, context: RunContext) -> None:
         stored = await store_report(self.ref, context, self.client)
@@ -179,17 +234,38 @@ class RunEngine:
             return await self.recover_after_restart(previous)
         self.recorder.status = saved
         status = self.status
+        iteration = status.iterations.current if status.iterations else 1
         finished = {s.name: s for s in status.steps if s.state in (StepState.SUCCEEDED, StepState.FAILED)}
-        if status.steps and len(finished) == len(status.steps):
+        all_finished = bool(status.steps) and len(finished) == len(status.steps)
+        if all_finished and iteration >= self.spec.repeat:
             return await self.recover_after_restart(previous)  # only cleanup was cut short
         try:
             context = await prepare(self.ref, self.spec, self.client)
         except PlanError as error:
             return await self._stop_after_restart(Stop(error.reason, str(error)))
+        context.enter_iteration(iteration)
         context.trackers = build_trackers(context, self.ref.label)
         report = await self._stored_report(context)
-        records = {str(step["status"]["name"]): step for step in report.get("steps", [])}
         context.interrupted.extend(report.get("interruptedAttempts") or [])
+        try:
+            context.iterations = self._finished_iterations(report, iteration, all_finished)
+        except (KeyError, TypeError, ValueError) as error:
+            return await self._stop_after_restart(Stop(ConditionReason.OPERATOR_RESTARTED, "the operator restarted "
+                                                       f"and the stored record of iteration {iteration} or an "
+                                                       f"earlier one is missing or unreadable ({error}), so the "
+                                                       "run cannot resume honestly"))
+        if any(record["iteration"] == iteration for record in context.iterations):
+            # The interrupted iteration had finished: the run goes on with the next one, from its cleanup.
+            context.enter_iteration(iteration + 1)
+            context.trackers = build_trackers(context, self.ref.label)
+            self._count_iterations(context)
+            status.steps = [t.status() for t in context.trackers.values()]
+            status.phase = Phase.RUNNING
+            self.recorder.ready(False, ConditionReason.RUNNING, "resumed after an operator restart at iteration "
+                                f"{context.iteration}")
+            return await self._run(context, 0, False)
+        self._count_iterations(context)
+        records = {str(step["status"]["name"]): step for step in report.get("steps", [])}
         for name, step_status in finished.items():
             try:
                 context.trackers[name] = StepTracker.from_record(step_status, records[name],
@@ -218,6 +294,25 @@ class RunEngine:
         self.recorder.ready(False, ConditionReason.RUNNING, f"resumed after an operator restart at step "
                             f"{context.plan[first].name}")
         return await self._run(context, first, redo)
+
+    def _finished_iterations(self, report: dict[str, Any], iteration: int,
+                             all_finished: bool) -> list[dict[str, Any]]:
+        """The records of the iterations finished before the restart: every earlier one must be in the stored
+        report (else ValueError); the current one counts as finished when all its steps are (each step's record is
+        stored before status says it is done), or when the report already moved it among the finished."""
+        earlier = [dict(record) for record in report.get("iterations") or []]
+        recorded = {int(record["iteration"]) for record in earlier}
+        missing = [n for n in range(1, iteration) if n not in recorded]
+        if missing:
+            raise ValueError(f"no record of iteration {missing[0]}")
+        if all_finished and iteration not in recorded:
+            if int(report.get("iteration") or 1) != iteration:
+                raise ValueError(f"the stored steps are not iteration {iteration}'s")
+            steps = list(report.get("steps") or [])
+            if {str(step["status"]["name"]) for step in steps} != {s.name for s in self.status.steps}:
+                raise ValueError(f"iteration {iteration} has steps without a stored record")
+            earlier.append(build_iteration_record(iteration, list(self.status.steps), steps))
+        return earlier
 
     async def _stored_report(self, context: RunContext) -> dict[str, Any]:
         """The report stored so far (by the run's fixed report name), or {} when there is none or it cannot be
@@ -258,11 +353,13 @@ class RunEngine:
                 step.latency, step.throughput, step.completionTime = None, None, None
         complete = True
         if status.targetNamespace:
-            measured_well = stop is None and not any(s.state == StepState.FAILED for s in status.steps)
+            measured_well = stop is None and not any(s.state == StepState.FAILED for s in status.steps) \
+                and not (status.iterations and status.iterations.failed)
             complete = await self._clean_up(scope_of(self.ref, status.targetNamespace), None, measured_well,
                                             resumed=True)
         return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup,
-                                                 status.duration or "", after_restart=True))
+                                                 status.duration or "", after_restart=True,
+                                                 iterations=status.iterations))
 
     # -- cleanup -----------------------------------------------------------------------------------------------
     async def _clean_up(self, scope: RunScope, observed: Observed | None, measured_well: bool,

@@ -1,6 +1,9 @@
 """Two finished runs side by side, with the per-step throughput ratio ("B vs A", as published comparisons read).
 
 The ratio is B's throughput over A's (>1: B is faster), computed from the same aggregates the status holds.
+When both runs repeated their lifecycle (``spec.repeat`` > 1) the cells are medians over the measured iterations
+and each ratio is the ratio of median throughputs, marked significant or not by ``stats`` (the method is named
+under the table); with single runs the table says that significance is unknown.
 Runs with different step lists are compared on the steps they share, and the output says which were left out;
 runs whose CSI machinery differs (versions, client limits, workers) say so under the table.
 """
@@ -13,7 +16,8 @@ from typing import Any
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
 from csibench.report.machinery import differences
-from csibench.report.render import align, markdown_table
+from csibench.report.render import aggregate_time, align, markdown_table
+from csibench.report.stats import METHOD, Difference, compare_samples
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -72,18 +76,66 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}×"
 
 
+def aggregates_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A repeated run's per-step aggregates by step name ({} for a single run)."""
+    return {a["name"]: a for a in (run.get("status") or {}).get("aggregates") or []}
+
+
+def differences_of(comparisons: list[StepComparison], run_a: dict[str, Any],
+                   run_b: dict[str, Any]) -> list[Difference] | None:
+    """Per shared step, B against A over the iterations (None unless both runs repeated)."""
+    agg_a, agg_b = aggregates_of(run_a), aggregates_of(run_b)
+    if not agg_a or not agg_b:
+        return None
+    return compare_samples([(list((agg_a.get(c.step) or {}).get("throughputs") or []),
+                             list((agg_b.get(c.step) or {}).get("throughputs") or [])) for c in comparisons])
+
+
+def significance_cell(difference: Difference) -> str:
+    """'1.04× (not significant, n=5)', '10.20× (significant, p=0.0003, n=3)'."""
+    if difference.ratio != difference.ratio:  # NaN: a side measured nothing
+        return "-"
+    ratio = f"{difference.ratio:.2f}×"
+    verdict = difference.significant()
+    if verdict is None:
+        return f"{ratio} (significance unknown, n={difference.n})"
+    if verdict:
+        return f"{ratio} (significant, p={difference.p:.2g}, n={difference.n})"
+    return f"{ratio} (not significant, n={difference.n})"
+
+
+def _single_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str:
+    single = [label for label, run in (("A", run_a), ("B", run_b)) if not aggregates_of(run)]
+    return (f"significance unknown: {' and '.join(single)} ran a single iteration; set spec.repeat (e.g. 5) on both "
+            "runs to tell a real difference from noise")
+
+
 def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
     comparisons, only = compare_runs(run_a, run_b)
-    headers = ["Operation", f"A: {_name(run_a)}", f"B: {_name(run_b)}", "B vs A (throughput)"]
+    repeated = differences_of(comparisons, run_a, run_b)
+    agg_a, agg_b = aggregates_of(run_a), aggregates_of(run_b)
     rows = []
-    for item in comparisons:
-        title, unit = title_and_unit(item.step)
-        rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])
-    total_a = sum(c.a.get("durationSeconds") or 0 for c in comparisons)
-    total_b = sum(c.b.get("durationSeconds") or 0 for c in comparisons)
+    if repeated is None:
+        headers = ["Operation", f"A: {_name(run_a)}", f"B: {_name(run_b)}", "B vs A (throughput)"]
+        for item in comparisons:
+            title, unit = title_and_unit(item.step)
+            rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])
+        total_a = sum(c.a.get("durationSeconds") or 0 for c in comparisons)
+        total_b = sum(c.b.get("durationSeconds") or 0 for c in comparisons)
+    else:
+        headers = ["Operation", f"A: {_name(run_a)} (median, min-max)", f"B: {_name(run_b)} (median, min-max)",
+                   "B vs A (median throughput)"]
+        for item, difference in zip(comparisons, repeated, strict=True):
+            title, unit = title_and_unit(item.step)
+            rows.append([title, aggregate_time(agg_a.get(item.step) or {}, unit),
+                         aggregate_time(agg_b.get(item.step) or {}, unit), significance_cell(difference)])
+        total_a = sum(((agg_a.get(c.step) or {}).get("durationSeconds") or {}).get("median", 0) for c in comparisons)
+        total_b = sum(((agg_b.get(c.step) or {}).get("durationSeconds") or {}).get("median", 0) for c in comparisons)
     overall = f"~{total_a / total_b:.1f}× overall" if total_a and total_b else "-"
-    rows.append(["Sum of step times", human_duration(total_a), human_duration(total_b), overall])
-    notes = [f"not compared: {', '.join(only)}"] if only else []
+    rows.append(["Sum of step times" + (" (medians)" if repeated is not None else ""), human_duration(total_a),
+                 human_duration(total_b), overall])
+    notes = [f"significance: {METHOD}" if repeated is not None else _single_note(run_a, run_b)]
+    notes += [f"not compared: {', '.join(only)}"] if only else []
     changed = differences((run_a["status"].get("environment") or {}), (run_b["status"].get("environment") or {}))
     if changed:
         notes += ["the CSI machinery differs between A and B (the ratios include its effect):",

@@ -34,10 +34,54 @@ def step_row(step: dict[str, Any]) -> list[str]:
 
 
 HEADERS = ["Operation", "Time · throughput", "p50 s", "p90 s", "p99 s", "max s", "Objects", "State"]
+REPEATED_HEADERS = ["Operation", "Time median (min-max) · throughput", "p50 s", "p90 s", "p99 s", "max s",
+                    "Iterations", "State"]
+
+
+def aggregate_time(aggregate: dict[str, Any], unit: str) -> str:
+    """'12.3s (11.9s-13.0s) · 0.81 vol/s': median step time, its range, median throughput."""
+    duration = aggregate.get("durationSeconds")
+    if not duration:
+        return "-"
+    text = (f"{human_duration(duration['median'])} ({human_duration(duration['min'])}-"
+            f"{human_duration(duration['max'])})")
+    rate = aggregate.get("throughput")
+    return text + (f" · {rate['median']:.2f} {unit}/s" if rate else "")
+
+
+def aggregate_row(aggregate: dict[str, Any], iterations: dict[str, Any], state: str) -> list[str]:
+    title, unit = title_and_unit(aggregate["name"])
+    latency = aggregate.get("latency") or {}
+    return [title, aggregate_time(aggregate, unit), _seconds(latency.get("p50")), _seconds(latency.get("p90")),
+            _seconds(latency.get("p99")), _seconds(latency.get("max")),
+            f"{aggregate.get('iterations', 0)}/{iterations.get('total', '?')}", state]
+
+
+def repeated(run: dict[str, Any]) -> bool:
+    return int(((run.get("status") or {}).get("iterations") or {}).get("total") or 1) > 1
+
+
+def step_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The step table's headers and rows (aggregates over iterations for a repeated run)."""
+    return _headers(run), _rows(run)
+
+
+def _headers(run: dict[str, Any]) -> list[str]:
+    return REPEATED_HEADERS if repeated(run) else HEADERS
 
 
 def _rows(run: dict[str, Any]) -> list[list[str]]:
     status = run.get("status") or {}
+    if repeated(run):
+        iterations = status.get("iterations") or {}
+        states = {s["name"]: s.get("state", "") for s in status.get("steps", [])}
+        rows = [aggregate_row(a, iterations, "measured") for a in status.get("aggregates") or []]
+        shown = {a["name"] for a in status.get("aggregates") or []}
+        rows += [[title_and_unit(name)[0], "-", "", "", "", "", f"0/{iterations.get('total', '?')}", state]
+                 for name, state in states.items() if name not in shown]
+        medians = sum((a.get("durationSeconds") or {}).get("median", 0.0) for a in status.get("aggregates") or [])
+        rows.append(["Sum of step times (medians)", human_duration(medians), "", "", "", "", "", ""])
+        return rows
     rows = [step_row(s) for s in status.get("steps", [])]
     total = status.get("totalStepSeconds")
     rows.append(["Sum of step times", "-" if total is None else human_duration(total), "", "", "", "", "", ""])
@@ -58,7 +102,8 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_markdown(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
-    lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "", *markdown_table(HEADERS, _rows(run))]
+    lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "",
+             *markdown_table(_headers(run), _rows(run))]
     notes = [f"- {line}" for line in trailer if line]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
@@ -70,7 +115,24 @@ def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
 
 def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
-    return "\n".join([*header, "", *align(HEADERS, _rows(run)), *trailer]) + "\n"
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *trailer]) + "\n"
+
+
+def iteration_lines(status: dict[str, Any]) -> list[str]:
+    """With spec.repeat: how many iterations, how many failed and why (they are not in the table)."""
+    iterations = status.get("iterations") or {}
+    if int(iterations.get("total") or 1) <= 1:
+        return []
+    lines = [f"iterations {iterations.get('summary', '?')}: medians over the measured iterations; per-object "
+             "percentiles are medians of each iteration's percentile"]
+    lines += [f"iteration {f['iteration']} failed (not in the aggregates): {f['message']}"
+              for f in iterations.get("failures") or []]
+    return lines
+
+
+def context_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The lines above the step table and below it, as the text report prints them."""
+    return _context(run)
 
 
 def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -89,6 +151,7 @@ def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
         f"in flight {client.get('maxInFlight', '?')}, throttled {client.get('throttledSeconds', 0)}s, "
         f"{client.get('requests', 0)} requests",
         *machinery_lines(environment),
+        *iteration_lines(status),
     ]
     notes = [f"note ({s['name']}): {s['note']}" for s in status.get("steps", []) if s.get("note")]
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"

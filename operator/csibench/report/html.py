@@ -1,0 +1,163 @@
+"""One self-contained HTML page per run (or per comparison), rendered from status and the stored report.
+
+Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
+holds the step table (medians over iterations for a repeated run), per step a latency distribution over all
+objects (one line per iteration, or per run in a comparison) and a timeline of the step (each object from its
+request to its terminal event, so stalls and throttling show), the iterations, the environment with the CSI
+machinery and the preflight findings. It is built from what is stored, so any finished run can be rendered at
+any time; nothing is stored beside the run. Builders are pure apart from drawing.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from csibench.engine.catalog import title_and_unit
+from csibench.engine.report_store import iteration_records
+from csibench.report import plots
+from csibench.report.compare import comparison_rows
+from csibench.report.machinery import finding_lines, machinery_lines
+from csibench.report.render import context_lines, step_table
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; max-width: 1200px; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.plots { display: flex; flex-wrap: wrap; gap: 12px; } .plot { flex: 0 0 auto; }
+.plot svg { max-width: 560px; height: auto; } .muted { color: #666; font-size: 0.85em; }
+.warning { color: #9a4d00; }
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
+
+
+# -- the data behind the plots (pure) -----------------------------------------------------------------------
+def steps_by_iteration(report: dict[str, Any] | None) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """Per step name, in plan order: (iteration, its stored record) for every iteration that ran it."""
+    found: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for record in iteration_records(report or {}):
+        for step in record["steps"]:
+            found.setdefault(str(step["status"]["name"]), []).append((int(record["iteration"]), step))
+    return found
+
+
+def latencies(step: dict[str, Any]) -> list[float]:
+    """Seconds, successful objects only."""
+    return [ms / 1000 for ms, result in zip(step["latencyMs"], step["result"], strict=True)
+            if result == "ok" and ms is not None]
+
+
+def spans(step: dict[str, Any]) -> list[plots.Span]:
+    """Each submitted object: when its request left and when it became terminal, from the step's start."""
+    found = []
+    for sent, latency, result in zip(step["submitMs"], step["latencyMs"], step["result"], strict=True):
+        if sent is None or result == "Skipped":
+            continue
+        end = (sent + latency) / 1000 if latency is not None and result != "Pending" else None
+        found.append(plots.Span(sent / 1000, end, result == "ok"))
+    return found
+
+
+# -- one run ----------------------------------------------------------------------------------------------
+def _step_section(name: str, runs: list[tuple[int, dict[str, Any]]]) -> str:
+    title, _ = title_and_unit(name)
+    many = len(runs) > 1
+    series = [plots.Series(f"iteration {n}" if many else "all objects", latencies(step)) for n, step in runs]
+    shown, last = runs[-1]
+    timeline = plots.timeline(title + (f" (iteration {shown})" if many else ""), spans(last))
+    return (f'<section class="step" id="step-{_e(name)}"><h2>{_e(title)}</h2><div class="plots">'
+            f'<div class="plot cdf">{plots.latency_cdf(title, series)}</div>'
+            f'<div class="plot timeline">{timeline}</div></div></section>')
+
+
+def _iterations_section(report: dict[str, Any] | None) -> str:
+    records = iteration_records(report or {})
+    if len(records) < 2:
+        return ""
+    rows = []
+    for record in records:
+        times = "; ".join(f"{title_and_unit(s['status']['name'])[0]} {s['status'].get('durationSeconds', '-')}s"
+                          for s in record["steps"])
+        rows.append([str(record["iteration"]), str(record.get("state", "running")), record.get("message") or "",
+                     times])
+    return "<h2>Iterations</h2>" + _table(["Iteration", "State", "Failure", "Step times"], rows, "iterations")
+
+
+def _environment_section(run: dict[str, Any], report: dict[str, Any] | None) -> str:
+    status = run.get("status") or {}
+    environment = status.get("environment") or (report or {}).get("environment") or {}
+    facts = [[key, str(environment.get(key, "-"))] for key in ("serverVersion", "provisioner", "volumeBindingMode",
+                                                               "nodeCount", "schedulableNodes")]
+    facts.append(["storageClassParameters", ", ".join(f"{k}={v}" for k, v in
+                                                      (environment.get("storageClassParameters") or {}).items())])
+    parts = ["<h2>Environment</h2>", _table(["Fact", "Value"], facts, "environment")]
+    machinery = environment.get("machinery") or {}
+    components = machinery.get("components") or []
+    if components:
+        rows = [[c.get("kind", ""), f"{c.get('namespace', '')}/{c.get('pod', '')}", c.get("version") or "?",
+                 " ".join(f"--{k}={v}" for k, v in (c.get("flags") or {}).items()),
+                 " ".join(f"--{k}={v}" for k, v in (c.get("defaults") or {}).items())] for c in components]
+        parts.append(_table(["Component", "Pod", "Version", "Flags set", "Upstream defaults in force"], rows,
+                            "machinery"))
+    parts += [f'<p class="muted">{_e(line)}</p>' for line in machinery_lines(environment)]
+    findings = (report or {}).get("preflight") or status.get("preflight") or []
+    parts.append("<h2>Preflight</h2>")
+    parts += [f'<p class="{"warning" if f.get("severity") == "Warning" else "muted"}">{_e(line)}</p>'
+              for f, line in zip(findings, finding_lines(findings), strict=True)] or \
+        ['<p class="muted">no finding</p>']
+    return "\n".join(parts)
+
+
+def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
+    meta = run.get("metadata") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    header, trailer = context_lines(run)
+    headers, rows = step_table(run)
+    body = [f"<h1>{_e(header[0])}</h1>", *[f'<p class="muted">{_e(line)}</p>' for line in header[1:]],
+            "<h2>Steps</h2>", _table(headers, rows, "steps"),
+            *[f'<p class="muted">{_e(line)}</p>' for line in trailer
+              if line and not line.startswith("preflight ")]]  # findings have their own section below
+    by_step = steps_by_iteration(report)
+    if by_step:
+        body += [_step_section(step, runs) for step, runs in by_step.items()]
+    else:
+        body.append('<p class="warning">no stored report: per-object plots need status.reportConfigMap</p>')
+    body += [_iterations_section(report), _environment_section(run, report)]
+    return _page(f"csibench {name}", body)
+
+
+# -- two runs ---------------------------------------------------------------------------------------------
+def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, run_b: dict[str, Any],
+                       report_b: dict[str, Any] | None) -> str:
+    """The comparison table (with significance) and, per shared step, both runs' latency distributions
+    overlaid (every iteration's objects pooled per run)."""
+    headers, rows, notes = comparison_rows(run_a, run_b)
+    names = ["/".join(str((r.get("metadata") or {}).get(k, "")) for k in ("namespace", "name"))
+             for r in (run_a, run_b)]
+    body = [f"<h1>csibench compare: A {_e(names[0])} vs B {_e(names[1])}</h1>", _table(headers, rows, "compare"),
+            *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
+    steps_a, steps_b = steps_by_iteration(report_a), steps_by_iteration(report_b)
+    for step in [s for s in steps_a if s in steps_b]:
+        title, _ = title_and_unit(step)
+        series = [plots.Series(f"A {names[0]}", [x for _, r in steps_a[step] for x in latencies(r)]),
+                  plots.Series(f"B {names[1]}", [x for _, r in steps_b[step] for x in latencies(r)])]
+        body.append(f'<section class="step" id="step-{_e(step)}"><h2>{_e(title)}</h2><div class="plots">'
+                    f'<div class="plot cdf">{plots.latency_cdf(title, series)}</div></div></section>')
+    return _page(f"csibench compare {names[0]} {names[1]}", body)

@@ -1,0 +1,124 @@
+"""The HTML report of a run measured against the fake API server: its structure, the same page opened in headless
+Chromium (no console errors, every plot drawn with a size), the comparison page, and the missing-extra message."""
+
+from __future__ import annotations
+
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from csibench.report.html import build_compare_html, build_run_html, spans
+from csibench.report.plots import PlottingUnavailable
+from tests.support.browser import render
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.unit.test_resume import stored_report
+from tests.unit.test_run import REF, run, spec
+
+PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
+
+
+class Outline(HTMLParser):
+    """Which step sections hold which plots, the step table's rows, and anything that would load from outside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.section: str | None = None
+        self.plot: str | None = None
+        self.plots: dict[str, list[str]] = {}
+        self.table: str | None = None
+        self.rows: dict[str, int] = {}
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section":
+            self.section = found.get("id")
+        elif tag == "div" and (found.get("class") or "").startswith("plot "):
+            self.plot = (found.get("class") or "").split()[1]
+        elif tag == "svg" and self.section and self.plot:
+            self.plots.setdefault(self.section, []).append(self.plot)
+            self.plot = None
+        elif tag == "table":
+            self.table = found.get("class")
+        elif tag == "tr" and self.table:
+            self.rows[self.table] = self.rows.get(self.table, 0) + 1
+        if found.get("src") or (tag == "link" and found.get("href")):
+            self.external.append(str(found))
+
+
+@pytest.fixture(scope="module")
+def measured() -> tuple[dict[str, Any], dict[str, Any]]:
+    fake = FakeKube(Behaviour(bind_delay=0.03, ready_delay=0.03))
+    status = run(fake, spec(steps=PLAN, repeat=2, volumes=8, pvcsPerPod=2))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    body = {"metadata": {"namespace": REF.namespace, "name": REF.name}, "spec": {"storageClassName": "sim"},
+            "status": status.model_dump(mode="json", exclude_none=True)}
+    return body, stored_report(fake)
+
+
+def test_the_page_has_the_table_and_two_plots_per_step_and_loads_nothing(
+        measured: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    page = build_run_html(*measured)
+    outline = Outline()
+    outline.feed(page)
+    assert outline.plots == {f"step-{name}": ["cdf", "timeline"] for name in PLAN}
+    assert outline.rows["steps"] == 1 + len(PLAN) + 1  # header, one row per step, the sum
+    assert outline.rows["iterations"] == 1 + 2 and outline.rows["environment"] >= 6
+    assert outline.external == [] and not re.search(r'href="http|url\((?!#)|@import', page)
+    assert "iteration 1 (n=8)" in page and "iteration 2 (n=8)" in page  # one distribution line per iteration
+    assert "<h2>Preflight</h2>" in page and "sim.csibench.io" in page
+
+
+def test_the_timeline_is_each_objects_request_to_its_terminal_event() -> None:
+    record = {"submitMs": [0.0, 5.0, None, 7.0], "latencyMs": [100.0, 50.0, None, None],
+              "result": ["ok", "ProvisioningFailed", "Skipped", "Pending"]}
+    found = spans(record)
+    assert [(s.start_s, s.end_s, s.ok) for s in found] == [(0.0, 0.1, True), (0.005, 0.055, False),
+                                                           (0.007, None, False)]
+
+
+def test_headless_chromium_draws_every_plot_without_errors(measured: tuple[dict[str, Any], dict[str, Any]],
+                                                           tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(build_run_html(*measured))
+    shot = tmp_path / "report.png"
+    seen = render(page, shot)
+    assert seen.errors == []
+    assert seen.title == f"csibench {REF.namespace}/{REF.name}" and seen.rows == len(PLAN) + 1
+    assert len(seen.plots) == 2 * len(PLAN) and seen.external == 0
+    for plot in seen.plots:
+        assert plot["width"] > 200 and plot["height"] > 100 and plot["paths"] > 10, plot
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
+
+
+def test_the_comparison_page_overlays_both_runs_per_step(measured: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    run_a, report = measured
+    run_b = {**run_a, "metadata": {"namespace": "runs", "name": "other"}}
+    page = build_compare_html(run_a, report, run_b, report)
+    outline = Outline()
+    outline.feed(page)
+    assert outline.plots == {f"step-{name}": ["cdf"] for name in PLAN}
+    assert "A runs/bench (n=16)" in page and "B runs/other (n=16)" in page
+    assert "(not significant, n=2)" in page and "Welch&#x27;s t-test" in page
+
+
+def test_without_the_plotting_extra_the_page_says_how_to_get_it(
+        measured: tuple[dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(PlottingUnavailable, match=r"pip install 'csibench\[report\]'"):
+        build_run_html(*measured)
+
+
+def test_the_browser_check_sees_errors_and_missing_plots(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text('<html><head><title>broken</title></head><body><div class="plot"><svg></svg></div>'
+                    '<img src="https://example.com/x.png"><script>console.error("boom"); undefined_call();</script>'
+                    "</body></html>")
+    seen = render(page, tmp_path / "broken.png")
+    assert any("boom" in error for error in seen.errors) and any("exception" in e for e in seen.errors)
+    assert any(e.startswith("log: ") for e in seen.errors)  # the image the network did not serve
+    assert seen.external == 1 and seen.plots[0]["paths"] == 0

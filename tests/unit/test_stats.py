@@ -1,0 +1,97 @@
+"""The significance test behind `csibench compare` on repeated runs: the distribution function against known
+critical values, Welch's test and Holm's correction by hand, and compare's rows on repeated and single runs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from csibench.report.compare import render_compare
+from csibench.report.render import render_table
+from csibench.report.stats import compare_samples, holm, t_two_sided_p, welch
+
+
+@pytest.mark.parametrize(("t", "df"), [(12.706, 1), (4.303, 2), (3.182, 3), (2.776, 4), (2.228, 10), (1.960, 1e6)])
+def test_two_sided_p_at_the_tabulated_95_percent_critical_values(t: float, df: float) -> None:
+    assert t_two_sided_p(t, df) == pytest.approx(0.05, abs=2e-4)
+
+
+def test_two_sided_p_exact_cases() -> None:
+    assert t_two_sided_p(0.0, 3) == 1.0
+    assert t_two_sided_p(1.0, 1) == pytest.approx(0.5)  # Cauchy: P(|T| >= 1) = 1/2
+    assert t_two_sided_p(-2.776, 4) == t_two_sided_p(2.776, 4)
+    assert t_two_sided_p(math.inf, 4) == 0.0
+
+
+def test_welch_by_hand() -> None:
+    result = welch([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])  # equal variances 1: t = 3 / sqrt(2/3), df = 4
+    assert result.t == pytest.approx(3 / math.sqrt(2 / 3)) and result.df == pytest.approx(4.0)
+    assert result.p == pytest.approx(0.02131, abs=1e-4)
+    assert welch([2.0, 2.0], [2.0, 2.0]).p == 1.0 and welch([2.0, 2.0], [3.0, 3.0]).p == 0.0
+    with pytest.raises(ValueError):
+        welch([1.0], [1.0, 2.0])
+
+
+def test_holm_adjusts_in_rank_order_and_keeps_monotone() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5] and holm([]) == []
+
+
+def test_three_iterations_separate_a_tenfold_difference_and_not_noise() -> None:
+    tenfold, noise, single = compare_samples([([1.0, 1.1, 0.9], [0.1, 0.11, 0.095]),
+                                              ([1.0, 1.1, 0.9], [1.02, 0.95, 1.08]),
+                                              ([1.0], [2.0])])
+    assert tenfold.significant() is True and tenfold.ratio == pytest.approx(0.1)
+    assert noise.significant() is False and noise.ratio == pytest.approx(1.02)
+    assert single.significant() is None and single.p is None
+
+
+def _repeated_run(name: str, throughputs: dict[str, list[float]]) -> dict[str, Any]:
+    aggregates = []
+    for step, values in throughputs.items():
+        ordered = sorted(values)
+        durations = [6 / v for v in values]
+        aggregates.append({
+            "name": step, "iterations": len(values), "throughputs": values, "durations": durations,
+            "throughput": {"median": ordered[len(ordered) // 2], "min": ordered[0], "max": ordered[-1]},
+            "durationSeconds": {"median": sorted(durations)[len(durations) // 2], "min": min(durations),
+                                "max": max(durations)},
+            "latency": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 4.0, "mean": 1.5}})
+    return {"metadata": {"namespace": "bench", "name": name}, "spec": {"storageClassName": "sim"},
+            "status": {"phase": "Succeeded", "iterations": {"current": 3, "total": 3, "done": 3, "failed": 0,
+                                                             "summary": "3/3"},
+                       "steps": [{"name": step, "state": "Succeeded", "durationSeconds": 1.0, "throughput": 1.0}
+                                 for step in throughputs],
+                       "aggregates": aggregates}}
+
+
+def test_compare_of_repeated_runs_marks_each_row_and_names_the_method() -> None:
+    a = _repeated_run("a", {"createVolume": [2.0, 2.2, 1.9], "deleteVolume": [3.0, 3.1, 2.9]})
+    b = _repeated_run("b", {"createVolume": [0.2, 0.21, 0.19], "deleteVolume": [3.05, 2.95, 3.1]})
+    text = render_compare(a, b)
+    create = next(line for line in text.splitlines() if line.startswith("Create Volume"))
+    delete = next(line for line in text.splitlines() if line.startswith("Delete Volume"))
+    assert "0.10× (significant, p=" in create and create.endswith("n=3)")
+    assert delete.endswith("1.02× (not significant, n=3)")
+    assert "significance: Welch's t-test on log per-iteration throughput" in text
+    assert "(median, min-max)" in text.splitlines()[0]
+
+
+def test_compare_of_single_runs_says_significance_is_unknown() -> None:
+    a = _repeated_run("a", {"createVolume": [2.0, 2.2, 1.9]})
+    single = {**a, "status": {**a["status"], "aggregates": [], "iterations": None}}
+    text = render_compare(single, a)
+    assert "significance unknown: A ran a single iteration" in text
+
+
+def test_report_of_a_repeated_run_shows_medians_ranges_and_failed_iterations() -> None:
+    run = _repeated_run("a", {"createVolume": [2.0, 2.4, 1.5]})
+    run["status"]["iterations"].update(summary="4/4 (1 failed)", total=4, failed=1,
+                                       failures=[{"iteration": 2, "message": "createVolume: 1 of 6 failed"}])
+    lines = render_table(run).splitlines()
+    create = next(line for line in lines if line.startswith("Create Volume"))
+    assert "3.0s (2.5s-4.0s) · 2.00 vol/s" in create and "3/4" in create
+    assert "iteration 2 failed (not in the aggregates): createVolume: 1 of 6 failed" in lines
+    assert any(line.startswith("iterations 4/4 (1 failed): medians") for line in lines)
