@@ -106,7 +106,7 @@ def _compare(args: argparse.Namespace) -> int:
             sys.stdout.write(_html(lambda html: html.build_compare_html(
                 run_a, _load_report(args, run_a), run_b, _load_report(args, run_b))))
         else:
-            sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown"))
+            sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown", alpha=args.alpha))
     except CompareError as error:
         raise CliError(str(error), EXIT_NOT_READY) from None
     return 0
@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b", help="run compared with it (B)")
     compare.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table",
                          help="html: the table and both runs' latency distributions overlaid per step")
+    compare.add_argument("--alpha", type=float, default=0.05,
+                         help="significance level of the per-step test for repeated runs (default 0.05)")
     compare.set_defaults(func=_compare)
     watch = reader("watch", "live progress per step until the run ends")
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")

@@ -17,7 +17,7 @@ from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
-from csibench.report.stats import METHOD, Difference, compare_samples
+from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -91,12 +91,12 @@ def differences_of(comparisons: list[StepComparison], run_a: dict[str, Any],
                              list((agg_b.get(c.step) or {}).get("throughputs") or [])) for c in comparisons])
 
 
-def significance_cell(difference: Difference) -> str:
+def significance_cell(difference: Difference, alpha: float = ALPHA) -> str:
     """'1.04× (not significant, n=5)', '10.20× (significant, p=0.0003, n=3)'."""
     if difference.ratio != difference.ratio:  # NaN: a side measured nothing
         return "-"
     ratio = f"{difference.ratio:.2f}×"
-    verdict = difference.significant()
+    verdict = difference.significant(alpha)
     if verdict is None:
         return f"{ratio} (significance unknown, n={difference.n})"
     if verdict:
@@ -110,7 +110,8 @@ def _single_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str:
             "runs to tell a real difference from noise")
 
 
-def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any],
+                    alpha: float = ALPHA) -> tuple[list[str], list[list[str]], list[str]]:
     comparisons, only = compare_runs(run_a, run_b)
     repeated = differences_of(comparisons, run_a, run_b)
     agg_a, agg_b = aggregates_of(run_a), aggregates_of(run_b)
@@ -128,13 +129,13 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[
         for item, difference in zip(comparisons, repeated, strict=True):
             title, unit = title_and_unit(item.step)
             rows.append([title, aggregate_time(agg_a.get(item.step) or {}, unit),
-                         aggregate_time(agg_b.get(item.step) or {}, unit), significance_cell(difference)])
+                         aggregate_time(agg_b.get(item.step) or {}, unit), significance_cell(difference, alpha)])
         total_a = sum(((agg_a.get(c.step) or {}).get("durationSeconds") or {}).get("median", 0) for c in comparisons)
         total_b = sum(((agg_b.get(c.step) or {}).get("durationSeconds") or {}).get("median", 0) for c in comparisons)
     overall = f"~{total_a / total_b:.1f}× overall" if total_a and total_b else "-"
     rows.append(["Sum of step times" + (" (medians)" if repeated is not None else ""), human_duration(total_a),
                  human_duration(total_b), overall])
-    notes = [f"significance: {METHOD}" if repeated is not None else _single_note(run_a, run_b)]
+    notes = [f"significance: {METHOD.format(alpha=alpha)}" if repeated is not None else _single_note(run_a, run_b)]
     notes += [f"not compared: {', '.join(only)}"] if only else []
     changed = differences((run_a["status"].get("environment") or {}), (run_b["status"].get("environment") or {}))
     if changed:
@@ -143,7 +144,8 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[
     return headers, rows, notes
 
 
-def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool = False) -> str:
-    headers, rows, notes = comparison_rows(run_a, run_b)
+def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool = False,
+                   alpha: float = ALPHA) -> str:
+    headers, rows, notes = comparison_rows(run_a, run_b, alpha)
     lines = markdown_table(headers, rows) if markdown else align(headers, rows)
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass
 
 ALPHA = 0.05
-METHOD = ("Welch's t-test on log per-iteration throughput, two-sided, alpha 0.05, Holm-adjusted over the steps "
+METHOD = ("Welch's t-test on log per-iteration throughput, two-sided, alpha {alpha:g}, Holm-adjusted over the steps "
           "compared; assumes independent, roughly log-normal iterations; little power below 3 iterations per run")
 
 
