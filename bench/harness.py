@@ -6,6 +6,7 @@ Each prints a Markdown block with the machine facts and the exact command, to pa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -48,9 +49,11 @@ def command_line(module: str) -> str:
 
 
 @contextmanager
-def bench_cluster(api_port: int = 20443, nodes: int = 3, sidecar_flags: dict[str, dict[str, str]] | None = None,
+def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: dict[str, dict[str, str]] | None = None,
                   ) -> Iterator[tuple[LocalCluster, OperatorProcess, Kube]]:
-    cluster = LocalCluster(ClusterConfig(state_dir=REPO_ROOT / ".localcluster" / "bench", api_port=api_port,
+    # CSIBENCH_BENCH_API_PORT: a second checkout's benchmarks on the same machine need a port of their own.
+    port = api_port or int(os.environ.get("CSIBENCH_BENCH_API_PORT", "20443"))
+    cluster = LocalCluster(ClusterConfig(state_dir=REPO_ROOT / ".localcluster" / "bench", api_port=port,
                                          nodes=nodes, sidecar_flags=sidecar_flags or {}))
     cluster.up()
     operator = OperatorProcess(cluster, cluster.config.log_dir / "operator.log")
@@ -101,7 +104,7 @@ class RawClient:
         self.threads = threads
 
     def close(self) -> None:
-        self.client.close()
+        asyncio.run(self.client.close())
 
     def _watch(self, path: str, done: threading.Event, on_event: Any, ready: threading.Event,
                query: dict[str, str] | None = None) -> None:

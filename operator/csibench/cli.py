@@ -42,7 +42,7 @@ def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:
         try:
             return [await client.get(BENCHMARK_RUNS.path(*_split(run, args.namespace))) for run in runs]
         finally:
-            client.close()
+            await client.close()
 
     found = asyncio.run(fetch())
     missing = [run for run, obj in zip(runs, found, strict=True) if obj is None]
@@ -92,7 +92,7 @@ def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any
         try:
             return await load_report(client, run["metadata"]["namespace"], name)
         finally:
-            client.close()
+            await client.close()
 
     return asyncio.run(load())
 
@@ -156,7 +156,7 @@ def _preflight(args: argparse.Namespace) -> int:
             storage_class = await client.get(STORAGE_CLASSES.path(name=args.storage_class))
             return None if storage_class is None else await run_preflight(client, spec, steps, storage_class)
         finally:
-            client.close()
+            await client.close()
 
     found = asyncio.run(check())
     if found is None:

@@ -95,7 +95,7 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
             await StatusRecorder(ref, client).finish(RunVerdict(Phase.FAILED, ConditionReason.INVALID_SPEC,
                                                                 describe_invalid_spec(error)))
         finally:
-            client.close()
+            await client.close()
         return
     client = await _client_for(spec.client, f"{ref.namespace}/{ref.name}")
     try:
@@ -107,7 +107,7 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
         else:
             await engine.execute()
     finally:
-        client.close()
+        await client.close()
 
 
 async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any]) -> None:
@@ -121,7 +121,7 @@ async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any])
         try:
             report = await load_report(client, ref.namespace, str(status["reportConfigMap"]))
         finally:
-            client.close()
+            await client.close()
     restore_run_metrics(run_label, storage_class, status, report)
 
 
@@ -148,4 +148,4 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: 
         raise kopf.TemporaryError(f"cleanup of the deleted run failed: {error}",
                                   delay=DELETE_BACKOFF_SECONDS) from error
     finally:
-        client.close()
+        await client.close()

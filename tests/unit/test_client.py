@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
+import orjson
 import pytest
 import urllib3
 from kubernetes import client as k8s_client
@@ -44,11 +46,22 @@ class ScriptedPool:
 
 
 def client_with(script: list[FakeHTTPResponse | Exception]) -> tuple[KubeClient, ScriptedPool]:
+    """A client whose HTTP layers (urllib3 for threads, aiohttp on the loop) answer from ``script``."""
     configuration = k8s_client.Configuration()
     configuration.host = "https://127.0.0.1:1"
     client = KubeClient(configuration, qps=1000, burst=1000, max_in_flight=2)
     pool = ScriptedPool(script)
     client._pool = pool  # type: ignore[assignment]  # the HTTP layer is what this test replaces
+
+    async def send(method: str, url: str, payload: bytes | None,
+                   headers: dict[str, str]) -> tuple[int, bytes, str | None]:
+        try:
+            answer = pool.request(method, url, body=payload)
+        except urllib3.exceptions.HTTPError as error:
+            raise aiohttp.ClientConnectionError(str(error)) from error
+        return answer.status, answer.data, answer.headers.get("Retry-After")
+
+    client._send = send  # type: ignore[method-assign]
     return client, pool
 
 
@@ -60,7 +73,22 @@ def test_overload_and_dropped_connections_are_retried_and_the_send_time_is_the_f
     answer = client.request_sync("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"}, on_send=sent.append)
     assert answer == {"metadata": {"name": "x"}}
     assert len(pool.calls) == 4 and len(sent) == 1 and client.requests == 4
-    client.close()
+    asyncio.run(client.close())
+
+
+def test_the_loop_path_retries_the_same_way_and_skips_decoding_what_it_discards() -> None:
+    async def scenario() -> tuple[bool, KubeClient, ScriptedPool, list[float]]:
+        client, pool = client_with([FakeHTTPResponse(503), urllib3.exceptions.ProtocolError("reset"),
+                                    FakeHTTPResponse(201, {"metadata": {"name": "x"}})])
+        sent: list[float] = []
+        try:
+            created = await client.create("/api/v1/namespaces/ns/pods", {"kind": "Pod"}, on_send=sent.append)
+        finally:
+            await client.close()
+        return created, client, pool, sent
+
+    created, client, pool, sent = asyncio.run(scenario())
+    assert created and len(pool.calls) == 3 and len(sent) == 1 and client.requests == 3
 
 
 def test_conflicts_and_not_found_are_answers_not_errors() -> None:
@@ -73,7 +101,7 @@ def test_conflicts_and_not_found_are_answers_not_errors() -> None:
                     await client.delete("/api/v1/namespaces/ns/pods/p"),
                     await client.get("/api/v1/namespaces/ns/pods/p"))
         finally:
-            client.close()
+            await client.close()
 
     assert asyncio.run(scenario()) == (False, False, None)
 
@@ -84,7 +112,7 @@ def test_other_errors_carry_the_api_servers_status_reason_and_message() -> None:
         client.request_sync("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"})
     assert (failure.value.status, failure.value.reason) == (422, "Invalid")
     assert "Required value" in failure.value.message
-    client.close()
+    asyncio.run(client.close())
 
 
 def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
@@ -92,14 +120,15 @@ def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
         client, _ = client_with([FakeHTTPResponse(200, {})])
         captured: dict[str, Any] = {}
 
-        def capture(method: str, path: str, body: Any = None, *_: Any) -> dict[str, Any]:
-            captured.update(body or {})
-            return {}
-        client.request_sync = capture  # type: ignore[method-assign]
+        async def capture(method: str, url: str, payload: bytes | None,
+                          headers: dict[str, str]) -> tuple[int, bytes, str | None]:
+            captured.update(orjson.loads(payload or b"{}"))
+            return 200, b"{}", None
+        client._send = capture  # type: ignore[method-assign]
         try:
             await client.delete("/api/v1/namespaces/ns/pods/p", uid="u-1")
         finally:
-            client.close()
+            await client.close()
         return captured
 
     assert asyncio.run(scenario())["preconditions"] == {"uid": "u-1"}

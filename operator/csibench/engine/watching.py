@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from csibench.engine.observed import Key, Observed
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
 from csibench.kube.watch import Watch, WatchEvent
+
+log = logging.getLogger(__name__)
 
 
 class RunWatches:
@@ -33,10 +36,11 @@ class RunWatches:
         self.watches = [Watch(client, source, resource, namespace, query, loop, self._sink)
                         for source, resource, namespace, query in specs]
 
-    def _sink(self, event: WatchEvent) -> None:
-        affected = self.observed.apply(event)
-        if affected and self._on_change is not None:
-            self._on_change(affected, event.at)
+    def _sink(self, events: list[WatchEvent]) -> None:
+        for event in events:
+            affected = self.observed.apply(event)
+            if affected and self._on_change is not None:
+                self._on_change(affected, event.at)
 
     async def start(self, timeout: float = 60.0) -> None:
         for watch in self.watches:
@@ -46,6 +50,8 @@ class RunWatches:
     def stop(self) -> None:
         for watch in self.watches:
             watch.stop()
+        log.info("watches of %s: %s", self.observed.namespace, ", ".join(
+            f"{w.source} {w.decoded} events ({w.skipped} skipped undecoded, {w.errors} errors)" for w in self.watches))
 
     @property
     def errors(self) -> int:

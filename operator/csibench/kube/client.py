@@ -1,16 +1,23 @@
-"""The run's API client: plain JSON over the kubernetes client's connection pool, rate-limited, in threads.
+"""The run's API client: plain JSON, rate-limited, asynchronous on the event loop, synchronous for threads.
 
 Why not the generated API classes: at 10,000 objects, model deserialization costs more than the storage
-under test on a fast array, and the engine only needs a few fields. Why threads: the ``kubernetes`` client is
-synchronous and must never block the event loop, so each request runs on a bounded pool of worker threads
-(``maxInFlight``). Every request first takes a token from a QPS/burst bucket, like client-go's limiter; the
-time spent waiting is summed, because a throttled client distorts results and the report must say so.
+under test on a fast array, and the engine only needs a few fields. Why aiohttp for the engine's requests: the
+operator's CPU per object-step is what a measuring tool must keep small (issue 18), and a request through
+urllib3 in a worker thread cost about 0.65 ms of CPU here (about 850 Python calls: urllib3, http.client, the
+email header parser) plus a thread hand-off and GIL contention among ``maxInFlight`` threads, against about
+0.25 ms through aiohttp's C HTTP parser on the loop (aiohttp already comes with kopf). At most ``maxInFlight``
+requests are in flight. The synchronous path (``request_sync``, ``stream``) keeps urllib3 for code that runs in
+threads: the watch threads, the CLI's helpers and the benchmarks' raw client. Configuration (TLS files, tokens)
+is read when the client is built, which callers do off the loop.
+
+Every request first takes a token from a QPS/burst bucket, like client-go's limiter; the time spent waiting is
+summed, because a throttled client distorts results and the report must say so.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import aiohttp
+import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -53,19 +62,48 @@ def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuratio
 
 
 RETRY_SECONDS = 90.0
+# How long an Authorization header is reused before the configuration is asked again. Asking runs the
+# kubeconfig loader's refresh hook (it re-derives the whole client configuration: about 0.3 ms, more than the
+# rest of a request's CPU); a rotated ServiceAccount token is picked up within this time, long before the old
+# one expires (the kubelet rotates projected tokens at 80% of a lifetime of at least 10 minutes).
+AUTH_REFRESH_SECONDS = 30.0
 
 
-def _parse(response: urllib3.BaseHTTPResponse) -> Json:
-    data = response.data
-    if response.status >= 400:
+def _parse(status: int, data: bytes, decode: bool = True) -> Json:
+    """The answer as JSON; an ApiError for a non-2xx answer. ``decode=False``: a success's body is not needed
+    (creates and deletes answer with the whole object, which the engine never reads), so it is not decoded."""
+    if status >= 400:
         try:
-            parsed = json.loads(data)
+            parsed = orjson.loads(data)
             message, reason = parsed.get("message", ""), parsed.get("reason", "")
-        except ValueError:
+        except (ValueError, AttributeError):
             message, reason = data.decode(errors="replace")[:500], ""
-        raise ApiError(response.status, reason, message)
-    parsed_ok: Json = json.loads(data) if data else {}
+        raise ApiError(status, reason, message)
+    parsed_ok: Json = orjson.loads(data) if data and decode else {}
     return parsed_ok
+
+
+def _retry_wait(status: int | None, retry_after: str | None, delay: float, deadline: float) -> float | None:
+    """How long to wait before retrying an attempt that failed to connect (``status`` None) or met 429/503;
+    None: do not retry (an answer to return, or the retry budget is spent)."""
+    if status is not None and status not in (429, 503):
+        return None
+    if time.monotonic() + delay > deadline:
+        return None
+    return max(delay, float(retry_after or 0)) if status is not None else delay
+
+
+def ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
+    """The TLS settings of a kubeconfig or in-cluster configuration, for aiohttp (reads files: not on a loop)."""
+    if configuration.verify_ssl:
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return context
 
 
 class TokenBucket:
@@ -104,15 +142,31 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst)
         self.max_in_flight = max_in_flight
         self._executor = ThreadPoolExecutor(max_in_flight, thread_name_prefix="csibench-api")
+        self._ssl = ssl_context(configuration) if self._host.startswith("https") else None
+        self._session: aiohttp.ClientSession | None = None
+        self._in_flight: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self.requests = 0
+        self._authorization: str | None = None
+        self._authorization_at = -AUTH_REFRESH_SECONDS
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _authorization_header(self) -> str | None:
+        now = time.monotonic()
+        if now - self._authorization_at >= AUTH_REFRESH_SECONDS:
+            # Runs the configuration's refresh hook: rotated ServiceAccount tokens are read again.
+            self._authorization = self.configuration.get_api_key_with_prefix("BearerToken")
+            self._authorization_at = now
+        return self._authorization
 
     def headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "csibench"}
-        token = self.configuration.get_api_key_with_prefix("BearerToken")  # refreshes rotated SA tokens
+        token = self._authorization_header()
         if token:
             headers["Authorization"] = token
         if content_type:
@@ -135,14 +189,15 @@ class KubeClient:
 
     def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                      content_type: str = "application/json", on_send: Callable[[float], None] | None = None,
-                     timeout: float = 60.0) -> Json:
+                     timeout: float = 60.0, decode: bool = True) -> Json:
         """One request on the calling thread; ``on_send`` gets the monotonic time it first leaves (after throttling).
 
         Connection failures and 429/503 answers (an API server restarting or shedding load) are retried with
         backoff for up to ``RETRY_SECONDS``; a create retried after a lost answer then meets 409, which callers
         treat as success. The send time stays the first attempt's, so retries count in the object's latency.
         """
-        payload = json.dumps(body).encode() if body is not None else None
+        payload = orjson.dumps(body) if body is not None else None
+        url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
         deadline = time.monotonic() + RETRY_SECONDS
         delay = 0.2
         while True:
@@ -152,31 +207,75 @@ class KubeClient:
                 on_send(time.monotonic())
                 on_send = None
             try:
-                response = self._pool.request(method, self.url(path, query), body=payload,
-                                              headers=self.headers(content_type if body is not None else None),
+                response = self._pool.request(method, url, body=payload, headers=headers,
                                               timeout=urllib3.Timeout(connect=10, read=timeout),
                                               preload_content=True, retries=False)
+                status, data, retry_after = response.status, response.data, response.headers.get("Retry-After")
             except urllib3.exceptions.HTTPError as error:
-                METRICS.count_request(method, path, 0)
-                if time.monotonic() + delay > deadline:
-                    raise ApiError(0, "ConnectionFailed", str(error)) from error
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            METRICS.count_request(method, path, response.status)
-            if response.status in (429, 503) and time.monotonic() + delay < deadline:
-                time.sleep(max(delay, float(response.headers.get("Retry-After", "0") or 0)))
-                delay = min(delay * 2, 5.0)
-                continue
-            return _parse(response)
+                status, data, retry_after, failure = None, b"", None, error
+            METRICS.count_request(method, path, status or 0)
+            wait = _retry_wait(status, retry_after, delay, deadline)
+            if wait is None:
+                if status is None:
+                    raise ApiError(0, "ConnectionFailed", str(failure)) from failure
+                return _parse(status, data, decode)
+            time.sleep(wait)
+            delay = min(delay * 2, 5.0)
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """A blocking function on the client's worker threads (never on the loop)."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    def _session_on_loop(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+        if self._session is None or self._in_flight is None:
+            connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False,
+                                             limit=self.max_in_flight + 8)
+            self._session = aiohttp.ClientSession(connector=connector,
+                                                  timeout=aiohttp.ClientTimeout(total=None, connect=10,
+                                                                                sock_read=60))
+            self._in_flight = asyncio.Semaphore(self.max_in_flight)
+        return self._session, self._in_flight
+
+    async def _send(self, method: str, url: str, payload: bytes | None,
+                    headers: dict[str, str]) -> tuple[int, bytes, str | None]:
+        session, _ = self._session_on_loop()
+        async with session.request(method, url, data=payload, headers=headers, proxy=self.configuration.proxy,
+                                   server_hostname=self.configuration.tls_server_name) as response:
+            return response.status, await response.read(), response.headers.get("Retry-After")
 
     async def request(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                       content_type: str = "application/json",
-                      on_send: Callable[[float], None] | None = None) -> Json:
-        return await self.run(self.request_sync, method, path, body, query, content_type, on_send)
+                      on_send: Callable[[float], None] | None = None, decode: bool = True) -> Json:
+        """One request on the event loop, at most ``maxInFlight`` at once; ``on_send`` gets the monotonic time it
+        first leaves (after waiting for a slot and for the rate limit), retries as ``request_sync`` does."""
+        payload = orjson.dumps(body) if body is not None else None
+        url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
+        deadline = time.monotonic() + RETRY_SECONDS
+        delay = 0.2
+        _, in_flight = self._session_on_loop()
+        while True:
+            async with in_flight:
+                wait = self.limiter.reserve()
+                if wait > 0:
+                    if self.run_label:
+                        METRICS.add_throttle(self.run_label, wait)
+                    await asyncio.sleep(wait)
+                self.count_request()
+                if on_send is not None:
+                    on_send(time.monotonic())
+                    on_send = None
+                try:
+                    status, data, retry_after = await self._send(method, url, payload, headers)
+                except (TimeoutError, aiohttp.ClientError) as error:
+                    status, data, retry_after, failure = None, b"", None, error
+            METRICS.count_request(method, path, status or 0)
+            retry = _retry_wait(status, retry_after, delay, deadline)
+            if retry is None:
+                if status is None:
+                    raise ApiError(0, "ConnectionFailed", str(failure) or type(failure).__name__) from failure
+                return _parse(status, data, decode)
+            await asyncio.sleep(retry)
+            delay = min(delay * 2, 5.0)
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
         try:
@@ -192,7 +291,8 @@ class KubeClient:
         prove the existing object is its own before treating it as created. True if new. ``dry_run`` asks the
         API server to validate and admit the object without storing it."""
         try:
-            await self.request("POST", path, body, query={"dryRun": "All"} if dry_run else None, on_send=on_send)
+            await self.request("POST", path, body, query={"dryRun": "All"} if dry_run else None, on_send=on_send,
+                               decode=False)
             return True
         except ApiError as error:
             if error.status == 409 and error.reason == "AlreadyExists":
@@ -209,7 +309,7 @@ class KubeClient:
         if uid is not None:
             options["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", path, options, query=query, on_send=on_send)
+            await self.request("DELETE", path, options, query=query, on_send=on_send, decode=False)
             return True
         except ApiError as error:
             if error.status == 404:
