@@ -42,7 +42,10 @@ def is_pause_image(image: str) -> bool:
 
 
 def runs_processes(pod: api.Obj) -> bool:
-    """A pod with any container that is not a pause image runs for real (pure)."""
+    """A pod with any container that is not a pause image runs for real (pure). Mirror pods stay status-only: they
+    stand for processes the launcher runs itself (the CSI sidecars), like a kubelet's static pods."""
+    if "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {}):
+        return False
     containers = (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or [])
     return any(not is_pause_image(c.get("image", "")) for c in containers)
 

@@ -136,6 +136,17 @@ class KubeClient:
     def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                      content_type: str = "application/json", on_send: Callable[[float], None] | None = None,
                      timeout: float = 60.0) -> Json:
+        return _parse(self._send(method, path, body, query, content_type, on_send, timeout))
+
+    def text_sync(self, path: str, query: dict[str, str] | None = None) -> str:
+        """A GET whose answer is text, not JSON (``pods/log``); errors as ApiError."""
+        response = self._send("GET", path, None, query, "application/json", None, 60.0)
+        if response.status >= 400:
+            _parse(response)
+        return bytes(response.data).decode(errors="replace")
+
+    def _send(self, method: str, path: str, body: Json | None, query: dict[str, str] | None, content_type: str,
+              on_send: Callable[[float], None] | None, timeout: float) -> urllib3.BaseHTTPResponse:
         """One request on the calling thread; ``on_send`` gets the monotonic time it first leaves (after throttling).
 
         Connection failures and 429/503 answers (an API server restarting or shedding load) are retried with
@@ -168,7 +179,7 @@ class KubeClient:
                 time.sleep(max(delay, float(response.headers.get("Retry-After", "0") or 0)))
                 delay = min(delay * 2, 5.0)
                 continue
-            return _parse(response)
+            return response
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
@@ -177,6 +188,9 @@ class KubeClient:
                       content_type: str = "application/json",
                       on_send: Callable[[float], None] | None = None) -> Json:
         return await self.run(self.request_sync, method, path, body, query, content_type, on_send)
+
+    async def text(self, path: str, query: dict[str, str] | None = None) -> str:
+        return await self.run(self.text_sync, path, query)
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
         try:
