@@ -153,3 +153,44 @@ def test_data_path_volumes_are_a_subset_and_default_steps_include_it() -> None:
     step = next(s for s in status.steps if s.name == "dataPath")
     assert step.objects == 2 and status.dataPath[0].volumes == 2
     assert status.dataPath[0].readMiBps == pytest.approx(200 * 2**20 / MIB)
+
+
+def _as_run(status: Any, run_spec: BenchmarkRunSpec, name: str = "bench") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "runs"}, "spec": run_spec.model_dump(mode="json"),
+            "status": status.model_dump(mode="json", exclude_none=True)}
+
+
+def test_report_has_a_second_table_shaped_like_the_published_one_and_compare_puts_workloads_side_by_side() -> None:
+    from csibench.report.compare import render_compare
+    from csibench.report.render import render_markdown, render_table
+    run_spec = data_spec()
+    base = _as_run(run(FakeKube(), run_spec), run_spec, "base")
+    faster = _as_run(run(FakeKube(Behaviour(workload=lambda pod: fake_fio(pod, 200 * 2**20, 100 * 2**20))),
+                         run_spec), run_spec, "fast")
+    text = render_table(base)
+    assert "Data path (fio)" in text
+    line = next(line for line in text.splitlines() if line.startswith("Sequential read"))
+    assert "64 KiB" in line and "100% read, sequential" in line and "300.0" in line
+    assert "50% read / 50% write, random" in text
+    assert "Data path (fio)" in render_markdown(base)
+    compared = render_compare(base, faster)
+    row = next(line for line in compared.splitlines() if line.startswith("Sequential write"))
+    assert row.rstrip().endswith("2.00×")
+
+
+def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from csibench.engine.datapath.step import record_metrics
+    from csibench.metrics import METRICS
+    status = run(FakeKube(), data_spec())
+    record_metrics("runs/metered", status.dataPath)
+    text = generate_latest().decode()
+    assert 'csibench_datapath_bandwidth_bytes_per_second{direction="read",run="runs/metered",workload="seqRead"} ' \
+           f'{float(3 * 100 * 2**20)!r}'.replace("314572800.0", "3.145728e+08") in text
+    assert 'csibench_datapath_operations_per_second{direction="write",run="runs/metered",workload="randWrite"}' \
+        in text
+    assert 'quantile="0.99"' in text and "volume=" not in text
+    METRICS.forget_run("runs/metered")
+    assert 'run="runs/metered"' not in generate_latest().decode()
+    assert CollectorRegistry  # the default registry is the operator's

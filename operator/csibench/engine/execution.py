@@ -19,7 +19,7 @@ from csibench.api.models import ConditionReason, StepName
 from csibench.engine.catalog import WFFC, Action, StepContext, StepSpec
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
-from csibench.engine.datapath.step import rows_of
+from csibench.engine.datapath.step import record_metrics, rows_of
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
@@ -116,6 +116,7 @@ class StepRunner:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         status = tracker.status()
+        record_metrics(recorder.ref.label, rows_of(tracker))
         METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
                             status.throughput, status.succeeded, status.failed, status.skipped)
         if before_done is not None:

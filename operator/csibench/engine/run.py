@@ -32,7 +32,7 @@ from csibench.engine import manifests
 from csibench.engine.catalog import StepSpec
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef, scope_of
-from csibench.engine.datapath.step import interrupted
+from csibench.engine.datapath.step import interrupted, record_metrics, rows_of
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.iterations import build_aggregates, build_iteration_record, count_iterations
@@ -277,6 +277,7 @@ class RunEngine:
                                                            f"restarted and the stored record of step {name} is "
                                                            f"missing or unreadable ({error!r}), so the run "
                                                            "cannot resume honestly"))
+            record_metrics(self.ref.label, rows_of(context.trackers[name]))
             METRICS.record_step(self.ref.label, name, self.spec.storageClassName, step_status.durationSeconds,
                                 step_status.throughput, step_status.succeeded, step_status.failed,
                                 step_status.skipped)

@@ -2,7 +2,9 @@
 
 The pod runs ``fio --output-format=json --group_reporting`` over ``jobsPerVolume`` jobs, each with a file of its
 own on the volume. ``--group_reporting`` makes fio merge its jobs (their I/O and their latency histograms) into
-one result: one result per volume. Sizes go to fio in bytes, so fio's own unit conventions never matter. The
+one result: one result per volume. ``--status-interval=1`` makes fio print a cumulative JSON document every
+second, so ``kubectl logs`` of a running workload pod shows how it goes; the last document is the final result.
+Sizes go to fio in bytes, so fio's own unit conventions never matter. The
 log holds stdout and stderr, as ``pods/log`` returns them: fio's error lines (``fio: ...``) and its JSON. A
 result whose job reports an error, or a log without JSON, is a failure carrying fio's own message.
 """
@@ -31,7 +33,8 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
                f"--numjobs={spec.jobsPerVolume}", f"--iodepth={workload.iodepth or spec.iodepth}",
                f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
                "--time_based", f"--runtime={spec.runtimeSeconds}", f"--ramp_time={spec.rampSeconds}",
-               "--group_reporting", "--percentile_list=50:99", "--output-format=json"]
+               "--group_reporting", "--percentile_list=50:99", "--output-format=json",
+               "--status-interval=1"]
     if workload.pattern == FioPattern.RANDRW:
         command.insert(4, f"--rwmixread={workload.readPercent}")
     return command
@@ -74,23 +77,46 @@ def _direction(data: dict[str, object]) -> Direction:
                      float(iops) if isinstance(iops, (int, float)) else 0.0, p50, p99)
 
 
+def split_log(log: str) -> tuple[list[object], str]:
+    """The JSON documents in a log, in order, and the text around them (fio's own error and warning lines)."""
+    decoder = json.JSONDecoder()
+    documents: list[object] = []
+    text: list[str] = []
+    position = 0
+    while True:
+        if log.startswith("{", position):
+            start = position
+        else:
+            found = log.find("\n{", position)  # a document starts at the beginning of a line
+            if found < 0:
+                text.append(log[position:])
+                break
+            start = found + 1
+        text.append(log[position:start])
+        try:
+            document, length = decoder.raw_decode(log[start:])
+        except ValueError:
+            text.append(log[start:])
+            break
+        documents.append(document)
+        position = start + length
+    return documents, "".join(text)
+
+
 def messages_of(log: str) -> str:
-    """fio's own lines outside the JSON document (errors and warnings), joined."""
-    start = log.find("{")
-    before = log[:start] if start >= 0 else log
-    lines = [line.strip() for line in before.splitlines() if line.strip()]
+    """fio's own lines outside its JSON documents (errors and warnings), joined."""
+    _, text = split_log(log)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(lines)[:MAX_MESSAGE]
 
 
 def parse_fio_log(log: str) -> VolumeResult:
-    """One volume's result from its pod's log; FioFailed with fio's message when there is none."""
-    start = log.find("{")
-    if start < 0:
+    """One volume's result from its pod's log (the last JSON document); FioFailed with fio's message when there
+    is none."""
+    documents, _ = split_log(log)
+    if not documents:
         raise FioFailed(messages_of(log) or "fio wrote no output")
-    try:
-        document, _ = json.JSONDecoder().raw_decode(log[start:])
-    except ValueError:
-        raise FioFailed(messages_of(log) or f"fio output is not JSON: {log[start:start + 200]!r}") from None
+    document = documents[-1]
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
         raise FioFailed(messages_of(log) or "fio reported no job")

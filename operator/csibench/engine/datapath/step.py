@@ -17,15 +17,16 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from csibench.api import validation as v
-from csibench.api.models import ConditionReason, DataPathRow, DataPathSpec, StepState
+from csibench.api.models import ConditionReason, DataPathLatency, DataPathRow, DataPathSpec, StepState
 from csibench.engine import judges
 from csibench.engine.datapath.fio import FioFailed, VolumeResult, messages_of, parse_fio_log
-from csibench.engine.datapath.rows import build_row, pending_row, volume_record
+from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_record
 from csibench.engine.errors import PlanError
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.tracker import StepTracker
 from csibench.kube.client import ApiError
+from csibench.metrics import METRICS
 
 if TYPE_CHECKING:
     from csibench.engine.catalog import StepContext, StepSpec
@@ -131,6 +132,20 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
         _keep(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
+
+
+def record_metrics(run_label: str, rows: list[DataPathRow]) -> None:
+    """Measured rows into Prometheus, in base units (a failed or interrupted row has no measurement)."""
+    for row in rows:
+        if row.state != StepState.SUCCEEDED:
+            continue
+        latency = row.latency or DataPathLatency()
+        directions = {}
+        if row.readMiBps is not None:
+            directions["read"] = (row.readMiBps * MIB, row.readIOPS or 0.0, latency.readP50, latency.readP99)
+        if row.writeMiBps is not None:
+            directions["write"] = (row.writeMiBps * MIB, row.writeIOPS or 0.0, latency.writeP50, latency.writeP99)
+        METRICS.record_datapath(run_label, row.name, row.durationSeconds, directions)
 
 
 def interrupted(row: DataPathRow) -> None:
