@@ -300,7 +300,8 @@ class DataPathSpec(_Model):
     """The data path: fio on the run's volumes, one pod per volume at once, one workload after the other."""
 
     model_config = ConfigDict(json_schema_extra=cel(
-        ("self.workloads.all(a, self.workloads.exists_one(b, b.name == a.name))", "workload names must be unique"),
+        ("!has(self.workloads) || self.workloads.all(a, self.workloads.exists_one(b, b.name == a.name))",
+         "workload names must be unique"),
     ))
 
     workloads: list[DataPathWorkload] = Field(
@@ -368,8 +369,10 @@ _DATA_PATH_RULES = (
      "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
     ("!has(self.dataPath) || self.volumeMode == 'Filesystem'",
      "dataPath needs volumeMode Filesystem: fio writes files on the mounted volume"),
-    ("!has(self.dataPath) || self.dataPath.workloads.all(w, quantity(has(w.fileSize) ? w.fileSize : "
-     "self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= quantity(self.size).asInteger())",
+    ("!has(self.dataPath) || (has(self.dataPath.workloads) ? self.dataPath.workloads.all(w, quantity(has("
+     "w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= quantity("
+     "self.size).asInteger()) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
+     "quantity(self.size).asInteger())",
      "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size"),
     ("!has(self.dataPath) || self.repeat == 1",
      "dataPath cannot be combined with repeat > 1 yet: run the data path in a run of its own (repeat: 1)"),

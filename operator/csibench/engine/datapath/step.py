@@ -35,6 +35,7 @@ DEFAULT_WORKLOAD_IMAGE = "ghcr.io/csibench/workload:0.1.0"
 WORKLOAD_IMAGE_ENV = "CSIBENCH_WORKLOAD_IMAGE"
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
 ROWS, VOLUMES = "rows", "volumes"
+READS, WRITES = frozenset({"read", "randread", "randrw"}), frozenset({"write", "randwrite", "randrw"})
 
 
 def workload_image(data: DataPathSpec, environ: dict[str, str] | None = None) -> str:
@@ -141,9 +142,10 @@ def record_metrics(run_label: str, rows: list[DataPathRow]) -> None:
             continue
         latency = row.latency or DataPathLatency()
         directions = {}
-        if row.readMiBps is not None:
+        reads, writes = row.pattern in READS, row.pattern in WRITES  # only the directions the workload drives
+        if reads and row.readMiBps is not None:
             directions["read"] = (row.readMiBps * MIB, row.readIOPS or 0.0, latency.readP50, latency.readP99)
-        if row.writeMiBps is not None:
+        if writes and row.writeMiBps is not None:
             directions["write"] = (row.writeMiBps * MIB, row.writeIOPS or 0.0, latency.writeP50, latency.writeP99)
         METRICS.record_datapath(run_label, row.name, row.durationSeconds, directions)
 
