@@ -194,3 +194,14 @@ def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() 
     METRICS.forget_run("runs/metered")
     assert 'run="runs/metered"' not in generate_latest().decode()
     assert CollectorRegistry  # the default registry is the operator's
+
+
+def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
+    import yaml
+
+    from localcluster.launcher import REPO_ROOT
+    example = yaml.safe_load((REPO_ROOT / "examples" / "datapath.yaml").read_text())
+    run_spec = BenchmarkRunSpec.model_validate(example["spec"])
+    assert run_spec.dataPath is not None
+    assert [(w.name, w.pattern.value, w.blockSize) for w in run_spec.dataPath.workloads] == [
+        (w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
