@@ -278,11 +278,10 @@ def _apply_fs_group(pod: api.Obj, directories: list[str]) -> None:
     if fs_group is None:
         return
     for directory in directories:
-        for base, dirs, files in os.walk(directory):
+        for base, _dirs, files in os.walk(directory):
             os.chown(base, -1, int(fs_group))
             os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
             for name in files:
                 path = os.path.join(base, name)
                 os.chown(path, -1, int(fs_group), follow_symlinks=False)
                 os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)
-            del dirs[:0]
