@@ -205,3 +205,23 @@ def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
     assert run_spec.dataPath is not None
     assert [(w.name, w.pattern.value, w.blockSize) for w in run_spec.dataPath.workloads] == [
         (w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
+
+
+def test_restart_policy_fail_marks_the_row_under_way_interrupted_without_numbers() -> None:
+    run_spec = spec(volumes=3, pvcsPerPod=1, size="64Mi", restartPolicy="Fail", dataPath={
+        "rampSeconds": 0, "runtimeSeconds": 1, "workloads": [{"name": "a", "pattern": "read", "blockSize": "8Ki"},
+                                                             {"name": "b", "pattern": "write", "blockSize": "8Ki"},
+                                                             {"name": "c", "pattern": "randread", "blockSize": "8Ki"}]})
+    measured = {"name": "a", "state": "Succeeded", "pattern": "read", "blockSize": "8Ki", "volumes": 3, "jobs": 6,
+                "readMiBps": 10.0, "writeMiBps": 0.0}
+    half = {**measured, "name": "b", "state": "Running", "pattern": "write", "writeMiBps": 5.0}
+    previous = {"phase": "Running", "targetNamespace": "csibench-bench-0a1b2",
+                "steps": [{"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3},
+                          {"name": "dataPath", "state": "Running", "objects": 9}],
+                "dataPath": [measured, half, {"name": "c", "state": "Pending"}]}
+    status = run(FakeKube(), run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Failed"
+    rows = {row.name: row for row in status.dataPath}
+    assert rows["a"].state == StepState.SUCCEEDED and rows["a"].readMiBps == 10.0  # a finished row stays
+    assert rows["b"].state == StepState.INTERRUPTED and rows["b"].writeMiBps is None  # never half a measurement
+    assert rows["c"].state == StepState.PENDING

@@ -355,7 +355,7 @@ class RunEngine:
                 step.state = StepState.INTERRUPTED
                 step.latency, step.throughput, step.completionTime = None, None, None
         for row in status.dataPath:
-            if row.state in (StepState.RUNNING, StepState.PENDING) and any(
+            if row.state == StepState.RUNNING and any(
                     s.name == StepName.DATA_PATH and s.state == StepState.INTERRUPTED for s in status.steps):
                 interrupted(row)
         complete = True
