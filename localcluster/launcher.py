@@ -82,6 +82,11 @@ class ClusterConfig:
         return self.api_port + 4
 
     @property
+    def kubelet_port(self) -> int:
+        """The simulated nodes' log endpoints (one per node address): per cluster, so two clusters never meet."""
+        return self.api_port + 5
+
+    @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
 
@@ -109,7 +114,7 @@ class ClusterConfig:
 
     def ports(self) -> list[int]:
         return [self.api_port, self.etcd_client_port, self.etcd_peer_port, self.controller_manager_port,
-                self.scheduler_port]
+                self.scheduler_port, self.kubelet_port]
 
 
 @dataclass
@@ -391,6 +396,8 @@ class LocalCluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC",
             "--endpoint-reconciler-type=none", "--profiling=false", "--max-requests-inflight=1000",
             "--max-mutating-requests-inflight=500",
+            # The simulated nodes' Hostname addresses do not resolve: reach their log endpoints by InternalIP.
+            "--kubelet-preferred-address-types=InternalIP",
         ])
 
     def _start_controller_manager(self) -> None:
@@ -423,7 +430,9 @@ class LocalCluster:
         self._spawn("simulator", sys.executable, [
             "-m", "localcluster.simulator", f"--kubeconfig={c.kubeconfig}", f"--nodes={c.nodes}",
             f"--ground-truth={c.ground_truth}", f"--csi-dir={c.csi_dir.resolve()}",
-            f"--data-dir={c.data_dir.resolve()}",
+            f"--data-dir={c.data_dir.resolve()}", f"--kubelet-port={c.kubelet_port}",
+            f"--tls-cert={(c.state_dir / 'pki' / 'kubelet.crt').resolve()}",
+            f"--tls-key={(c.state_dir / 'pki' / 'kubelet.key').resolve()}",
         ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
     def _wait_driver_socket(self) -> None:

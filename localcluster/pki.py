@@ -42,7 +42,8 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def generate_pki(pki_dir: Path) -> None:
-    """A CA, an API server serving cert for 127.0.0.1/localhost, and the service-account key pair."""
+    """A CA, serving certs for the API server (127.0.0.1/localhost) and the nodes' log endpoints, and the
+    service-account key pair."""
     pki_dir.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "365", "-subj", "/CN=csibench-local-ca", cwd=pki_dir)
@@ -55,6 +56,14 @@ def generate_pki(pki_dir: Path) -> None:
              "-subj", "/CN=kube-apiserver", cwd=pki_dir)
     _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
              "-out", "apiserver.crt", "-days", "365", "-extfile", "apiserver.ext", cwd=pki_dir)
+    # The simulated nodes' log endpoints (127.0.1.N): the API server proxies `kubectl logs` to them.
+    (pki_dir / "kubelet.ext").write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        "subjectAltName=" + ",".join(f"IP:127.0.1.{n}" for n in range(1, 33)) + "\n")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet.key", "-out", "kubelet.csr",
+             "-subj", "/CN=csibench-simulated-kubelet", cwd=pki_dir)
+    _openssl("x509", "-req", "-in", "kubelet.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "kubelet.crt", "-days", "365", "-extfile", "kubelet.ext", cwd=pki_dir)
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki_dir)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki_dir)
 

@@ -1,8 +1,9 @@
 """Run the simulator: ``python -m localcluster.simulator --kubeconfig FILE --csi-dir DIR [--nodes N]``.
 
 It serves the simulated CSI driver (controller plugin on ``<csi-dir>/controller.sock``, one node plugin per
-node on ``<csi-dir>/<node>.sock``) and plays the nodes: Node objects, Leases, CSINode, CSIDriver, and a
-kubelet that mounts volumes through the node plugins.
+node on ``<csi-dir>/<node>.sock``) and plays the nodes: Node objects, Leases, CSINode, CSIDriver, a kubelet that
+mounts volumes through the node plugins and runs non-pause containers as processes, and each node's log endpoint
+(``--kubelet-port``, HTTPS with ``--tls-cert``/``--tls-key``) that ``kubectl logs`` reaches through the API server.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from localcluster.simulator.backend import GroundTruth
 from localcluster.simulator.context import Context, Informers
 from localcluster.simulator.driver import Driver, serve
 from localcluster.simulator.kubelet import Kubelet
-from localcluster.simulator.nodes import Nodes
+from localcluster.simulator.logserver import LogServers
+from localcluster.simulator.nodes import DEFAULT_KUBELET_PORT, Nodes, node_address
 
 log = logging.getLogger("simulator")
 
@@ -32,7 +34,8 @@ def node_socket(csi_dir: Path, node: str) -> Path:
 
 
 async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None, csi_dir: Path,
-              data_dir: Path) -> None:
+              data_dir: Path, kubelet_port: int = DEFAULT_KUBELET_PORT,
+              tls: tuple[Path, Path] | None = None) -> None:
     async with api.Client(kubeconfig) as client:
         node_set = set(node_names)
         informers = Informers(
@@ -45,9 +48,14 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set)
         sockets = {name: node_socket(csi_dir, name) for name in node_names}
         servers = await serve(Driver(ctx, data_dir), controller_socket(csi_dir), sockets)
-        nodes = Nodes(client, node_names)
+        nodes = Nodes(client, node_names, kubelet_port)
         await nodes.register()
-        Kubelet(ctx, sockets, data_dir / "kubelet")
+        kubelet = Kubelet(ctx, sockets, data_dir / "kubelet")
+        logs = None
+        if tls is not None:
+            logs = LogServers([node_address(i) for i in range(len(node_names))], kubelet_port, *tls,
+                              lookup=kubelet.log_lookup)
+            logs.start()
         tasks = [asyncio.create_task(informer.run(), name=f"informer:{informer.resource.plural}")
                  for informer in informers.all()]
         tasks.append(asyncio.create_task(nodes.heartbeat(), name="heartbeat"))
@@ -60,6 +68,9 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         await stop.wait()
         for task in tasks:
             task.cancel()
+        await kubelet.shutdown()
+        if logs is not None:
+            logs.stop()
         for server in servers:
             await server.stop(grace=None)
         log.info("simulator stopped")
@@ -74,10 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csi-dir", type=Path, required=True, help="directory of the CSI unix sockets")
     parser.add_argument("--data-dir", type=Path, required=True,
                         help="volume and snapshot data directories, and the kubelets' root directories")
+    parser.add_argument("--kubelet-port", type=int, default=DEFAULT_KUBELET_PORT,
+                        help="port of every node's log endpoint (one per node address, 127.0.1.N)")
+    parser.add_argument("--tls-cert", type=Path, default=None, help="serving certificate of the log endpoints")
+    parser.add_argument("--tls-key", type=Path, default=None, help="its key (both, or no log endpoints)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     names = [f"{args.node_prefix}{index}" for index in range(args.nodes)]
-    asyncio.run(run(args.kubeconfig, names, args.ground_truth, args.csi_dir.resolve(), args.data_dir.resolve()))
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert and args.tls_key else None
+    asyncio.run(run(args.kubeconfig, names, args.ground_truth, args.csi_dir.resolve(), args.data_dir.resolve(),
+                    args.kubelet_port, tls))
     return 0
 
 

@@ -13,6 +13,12 @@ a kubelet's volume manager tears down what no pod wants any more. As a kubelet d
 it has staged in ``status.volumesInUse`` (added before NodeStageVolume, removed after NodeUnstageVolume), and the
 attach/detach controller detaches a volume only once its node no longer reports it: detach follows unmount.
 Reports are coalesced per node: concurrent mounts on one node share one status patch.
+
+Pods whose containers are not the pause image run for real (``runtime.py``): once their volumes are mounted the
+containers start as processes, the pod goes Running, and each container's exit is reported (terminated with exit
+code and reason; the pod's phase follows its restartPolicy). A container the runtime refuses (no non-root
+runAsUser, no command) gets a ``Failed`` Warning event and the pod fails. Deleting such a pod stops its processes
+(SIGTERM, SIGKILL after the grace period) before its volumes are unmounted.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +41,10 @@ from localcluster.simulator.config import DRIVER_NAME
 from localcluster.simulator.context import Context
 from localcluster.simulator.controller import Controller
 from localcluster.simulator.nodes import node_address
+from localcluster.simulator.runtime import ContainerConfigError, PodProcesses, Runtime, pod_phase, runs_processes
 
 COMPONENT = "kubelet"
+log = logging.getLogger("simulator.kubelet")
 CSI_TIMEOUT_SECONDS = 120.0  # the kubelet's own deadline for a CSI node call
 
 
@@ -98,10 +108,29 @@ def claim_names(pod: api.Obj) -> list[str]:
             if v.get("persistentVolumeClaim")]
 
 
+def group_stopping(group: PodProcesses | None) -> bool:
+    return group is None or group.stopping
+
+
+def claim_volumes(pod: api.Obj) -> dict[str, str]:
+    """The pod's volume names -> claim names (pure)."""
+    return {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []
+            if v.get("persistentVolumeClaim")}
+
+
+def grace_seconds(pod: api.Obj) -> float:
+    """How long a deleted pod's processes get between SIGTERM and SIGKILL (pure)."""
+    meta, spec = pod["metadata"], pod["spec"]
+    value = meta.get("deletionGracePeriodSeconds", spec.get("terminationGracePeriodSeconds", 30))
+    return float(value if value is not None else 30)
+
+
 class Kubelet:
     def __init__(self, ctx: Context, node_sockets: dict[str, Path], root: Path) -> None:
         self.ctx = ctx
         self._root = root
+        self.runtime = Runtime(root)
+        self._tasks: set[asyncio.Task[None]] = set()
         self._channels = {node: grpc.aio.insecure_channel(f"unix://{path}") for node, path in node_sockets.items()}
         self._plugins = {node: csi_grpc.NodeStub(channel) for node, channel in self._channels.items()}
         self.controller = Controller("kubelet", self._reconcile)
@@ -122,6 +151,21 @@ class Kubelet:
         ctx.informers.attachments.handlers.append(self._on_attachment)
         ctx.informers.pvcs.handlers.append(self._on_claim)
 
+    def log_lookup(self, namespace: str, pod: str, container: str) -> tuple[Path, Callable[[], bool]] | None:
+        """For the log endpoint (called on its threads): a container's log file and whether it still runs."""
+        path = self.runtime.log_path(namespace, pod, container)
+        if path is None:
+            return None
+        group = next((g for g in list(self.runtime.pods.values()) if (g.namespace, g.name) == (namespace, pod)), None)
+        entry = group.containers.get(container) if group is not None else None
+        return path, lambda: entry is not None and entry.exit_code is None and not group_stopping(group)
+
+    async def shutdown(self) -> None:
+        """The simulator stops: no container outlives it (their mounts go with their namespaces)."""
+        await asyncio.gather(*(self.runtime.stop(uid, 0.0) for uid in list(self.runtime.pods)))
+        for uid in list(self.runtime.pods):
+            self.runtime.forget(uid)
+
     def _on_pod(self, event: str, pod: api.Obj) -> None:
         if pod["spec"].get("nodeName") not in self.ctx.node_names:
             return
@@ -130,7 +174,7 @@ class Kubelet:
             uid = pod["metadata"]["uid"]
             # Volumes whose mount was under way count too: the node plugin may have staged them meanwhile.
             mounted = self._mounted.pop(uid, set()) | self._touched.pop(uid, set())
-            if mounted:
+            if mounted or uid in self.runtime.pods:
                 self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
                 self.teardown.kick(pod["metadata"]["uid"])
         else:
@@ -185,11 +229,91 @@ class Kubelet:
             return True
         if self._all_mounted(pod, mounted):
             index = self._node_index.get(node, 0)
+            status = build_running_status(pod, node_address(index), next(self._addresses))
+            if runs_processes(pod):
+                if pod["metadata"]["uid"] in self.runtime.pods:
+                    return False  # started by an earlier pass; its Running status is on its way
+                group = await self._start_containers(pod, status)
+                if group is None:
+                    return False
+                status["status"]["containerStatuses"] = [c.status(group.uid) for c in group.containers.values()]
             running = await self.ctx.client.patch(
-                api.POD.path(namespace, pod["metadata"]["name"], "status"),
-                build_running_status(pod, node_address(index), next(self._addresses)), strategic=True)
+                api.POD.path(namespace, pod["metadata"]["name"], "status"), status, strategic=True)
             self.ctx.informers.pods.observe(running)
         return False
+
+    def volume_dirs(self, pod: api.Obj) -> dict[str, str]:
+        """The pod's CSI volumes by volume name -> the kubelet's target path (which leads to the volume's data)."""
+        namespace, node = pod["metadata"]["namespace"], pod["spec"]["nodeName"]
+        found = {}
+        for volume, claim in claim_volumes(pod).items():
+            pvc = self.ctx.informers.pvcs.get(f"{namespace}/{claim}")
+            pv_name = (pvc or {}).get("spec", {}).get("volumeName")
+            if pv_name:
+                found[volume] = target_path(self._root / node, pod["metadata"]["uid"], pv_name)
+        return found
+
+    async def _start_containers(self, pod: api.Obj, running: api.Obj) -> PodProcesses | None:
+        """Start the pod's containers and watch them; a refused container fails the pod (None)."""
+        try:
+            group = await self.runtime.start(pod, self.volume_dirs(pod))
+        except ContainerConfigError as error:
+            await self.ctx.event(pod, "Failed", str(error), COMPONENT)
+            self.runtime.forget(pod["metadata"]["uid"])
+            failed = {"status": {**running["status"], "phase": "Failed", "reason": "CreateContainerConfigError",
+                                 "message": str(error)[:500],
+                                 "conditions": [{"type": kind, "status": "False", "reason": "PodFailed",
+                                                 "lastTransitionTime": api.now_rfc3339()}
+                                                for kind in ("ContainersReady", "Ready")],
+                                 "containerStatuses": [{
+                                     "name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                                     "restartCount": 0, "state": {"waiting": {
+                                         "reason": "CreateContainerConfigError", "message": str(error)[:500]}}}
+                                     for c in pod["spec"].get("containers") or []]}}
+            answer = await self.ctx.client.patch(api.POD.path(pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                                              "status"), failed, strategic=True)
+            self.ctx.informers.pods.observe(answer)
+            return None
+        for name in group.containers:
+            task = asyncio.create_task(self._watch_container(pod, group, name))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return group
+
+    async def _watch_container(self, pod: api.Obj, group: PodProcesses, name: str) -> None:
+        """Report each exit; restart per restartPolicy; the pod's phase once it is decided."""
+        policy = pod["spec"].get("restartPolicy", "Always")
+        while True:
+            code = await self.runtime.wait(group, name)
+            if group.stopping:
+                return
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            await self._report_containers(pod, group, restart=restart)
+            if not restart:
+                return
+            await asyncio.sleep(min(10.0, 1.0 * 2 ** group.containers[name].restarts))
+            if group.stopping:
+                return
+            await self.runtime.restart(group, pod, name, self.volume_dirs(pod))
+            await self._report_containers(pod, group, restart=False)
+
+    async def _report_containers(self, pod: api.Obj, group: PodProcesses, restart: bool) -> None:
+        codes = [c.exit_code for c in group.containers.values()]
+        statuses = [c.status(group.uid) for c in group.containers.values()]
+        ready = "True" if all(code is None for code in codes) else "False"
+        patch: api.Obj = {"status": {"containerStatuses": statuses, "conditions": [
+            {"type": kind, "status": ready, "lastTransitionTime": api.now_rfc3339()}
+            for kind in ("ContainersReady", "Ready")]}}
+        phase = None if restart else pod_phase(pod["spec"].get("restartPolicy", "Always"), codes)
+        if phase is not None:
+            patch["status"]["phase"] = phase
+        try:
+            answer = await self.ctx.client.patch(api.POD.path(group.namespace, group.name, "status"), patch,
+                                                 strategic=True)
+        except api.ApiError as error:  # the pod may be gone already
+            log.warning("status of %s/%s: %s", group.namespace, group.name, error)
+            return
+        self.ctx.informers.pods.observe(answer)
 
     def _all_mounted(self, pod: api.Obj, mounted: set[str]) -> bool:
         namespace = pod["metadata"]["namespace"]
@@ -273,16 +397,19 @@ class Kubelet:
     async def _tear_down(self, uid: str) -> bool:
         """Unmount what a pod removed from the API left mounted; retried until every volume is unmounted."""
         pod, mounted = self._orphaned.get(uid, ({}, set()))
+        await self.runtime.stop(uid, 0.0)  # removed from the API at once: no grace period left
         volumes = sorted(mounted)
         results = await asyncio.gather(*(self._unmount(pod, pv_name) for pv_name in volumes))
         mounted.difference_update(pv_name for pv_name, ok in zip(volumes, results, strict=True) if ok)
         if mounted:
             return True
+        self.runtime.forget(uid)
         self._orphaned.pop(uid, None)
         return False
 
     async def _terminate(self, key: str, pod: api.Obj) -> bool:
         uid = pod["metadata"]["uid"]
+        await self.runtime.stop(uid, grace_seconds(pod))  # processes end before their volumes are unmounted
         mounted = self._mounted.get(uid, set()) | self._touched.get(uid, set())
         volumes = sorted(mounted)
         results = await asyncio.gather(*(self._unmount(pod, pv_name) for pv_name in volumes))
@@ -293,6 +420,7 @@ class Kubelet:
                 self._touched.get(uid, set()).discard(pv_name)
         if mounted:
             return True
+        self.runtime.forget(uid)
         namespace, name = key.split("/", 1)
         answer = await self.ctx.client.delete(api.POD.path(namespace, name), {
             "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

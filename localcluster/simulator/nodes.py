@@ -21,10 +21,11 @@ LEASE_RENEW_SECONDS = 10.0
 STATUS_HEARTBEAT_SECONDS = 30.0
 # Enough for 10,000 single-volume pods spread over a few nodes.
 PODS_PER_NODE = "20000"
+DEFAULT_KUBELET_PORT = 10250
 
 
 def node_address(index: int) -> str:
-    """Loopback addresses: the simulated nodes are never contacted, and nothing leaves this machine."""
+    """Loopback addresses: the API server reaches a node's log endpoint there, and nothing leaves this machine."""
     return f"127.0.1.{index + 1}"
 
 
@@ -41,7 +42,7 @@ def build_node(name: str, index: int) -> api.Obj:
     }
 
 
-def build_node_status(index: int) -> api.Obj:
+def build_node_status(index: int, kubelet_port: int = DEFAULT_KUBELET_PORT) -> api.Obj:
     stamp = api.now_rfc3339()
     capacity = {"cpu": "64", "memory": "256Gi", "pods": PODS_PER_NODE, "ephemeral-storage": "1Ti"}
     conditions = [
@@ -55,7 +56,7 @@ def build_node_status(index: int) -> api.Obj:
         "capacity": capacity, "allocatable": capacity, "conditions": conditions,
         "addresses": [{"type": "InternalIP", "address": node_address(index)},
                       {"type": "Hostname", "address": f"node-{index}"}],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {"machineID": f"sim-{index}", "systemUUID": f"sim-{index}", "bootID": f"sim-{index}",
                      "kernelVersion": "6.1.0-sim", "osImage": "csibench simulated node",
                      "containerRuntimeVersion": "sim://1.0", "kubeletVersion": KUBERNETES_VERSION,
@@ -90,9 +91,10 @@ def build_lease(name: str) -> api.Obj:
 
 
 class Nodes:
-    def __init__(self, client: api.Client, names: list[str]) -> None:
+    def __init__(self, client: api.Client, names: list[str], kubelet_port: int = DEFAULT_KUBELET_PORT) -> None:
         self.client = client
         self.names = names
+        self.kubelet_port = kubelet_port
 
     async def register(self) -> None:
         await self.client.create(api.CSI_DRIVER, build_csi_driver())
@@ -100,8 +102,8 @@ class Nodes:
             await self.client.create(api.NODE, build_node(name, index))
             node = await self.client.get(api.NODE.path(name=name))
             assert node is not None
-            await self.client.patch(api.NODE.path(name=name, subresource="status"), build_node_status(index),
-                                    strategic=True)
+            await self.client.patch(api.NODE.path(name=name, subresource="status"),
+                                    build_node_status(index, self.kubelet_port), strategic=True)
             await self.client.create(api.CSI_NODE, build_csi_node(name, node["metadata"]["uid"]))
             await self.client.create(api.LEASE, build_lease(name), "kube-node-lease")
         log.info("registered %d nodes", len(self.names))
@@ -120,7 +122,7 @@ class Nodes:
                         await self.client.create(api.LEASE, build_lease(name), "kube-node-lease")
                     if loop.time() - last_status >= STATUS_HEARTBEAT_SECONDS:
                         await self.client.patch(api.NODE.path(name=name, subresource="status"),
-                                                build_node_status(index), strategic=True)
+                                                build_node_status(index, self.kubelet_port), strategic=True)
                 except (api.ApiError, OSError) as error:
                     log.warning("heartbeat of %s failed: %s", name, error)
             if loop.time() - last_status >= STATUS_HEARTBEAT_SECONDS:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from csibench.engine.datapath.step import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 
 EXIT_NOT_FOUND = 2
 EXIT_NOT_READY = 3
@@ -183,6 +186,8 @@ def _operator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     namespaces = args.namespace or []
+    if args.workload_image:  # the data path's default image; the engine reads it where runs are planned
+        os.environ[WORKLOAD_IMAGE_ENV] = args.workload_image
     serve(args.metrics_port)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")
@@ -242,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--namespace", action="append", help="watch only this namespace (repeatable)")
     operator.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port")
     operator.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
+    operator.add_argument("--workload-image", default=None,
+                          help=f"default image of data-path pods (else ${WORKLOAD_IMAGE_ENV}, else "
+                               f"{DEFAULT_WORKLOAD_IMAGE}); spec.dataPath.image overrides it per run")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print the BenchmarkRun CRD generated from the models")

@@ -50,6 +50,19 @@ class Metrics:
                                     ["verb", "resource", "code"], registry=registry)
         self.throttled = Counter("csibench_client_throttled_seconds_total",
                                  "Time requests waited for the client-side rate limit.", ["run"], registry=registry)
+        # The data path (spec.dataPath): one series per run, workload and direction (read/write); no per-volume
+        # labels. Bandwidth in bytes per second, IOPS in operations per second, latency in seconds.
+        self.datapath_bandwidth = Gauge("csibench_datapath_bandwidth_bytes_per_second",
+                                        "Data-path bandwidth summed over the row's volumes.",
+                                        ["run", "workload", "direction"], registry=registry)
+        self.datapath_iops = Gauge("csibench_datapath_operations_per_second",
+                                   "Data-path IOPS summed over the row's volumes.", ["run", "workload", "direction"],
+                                   registry=registry)
+        self.datapath_latency = Gauge("csibench_datapath_completion_latency_seconds",
+                                      "Data-path completion latency (fio clat) percentile: the slowest volume's.",
+                                      ["run", "workload", "direction", "quantile"], registry=registry)
+        self.datapath_duration = Gauge("csibench_datapath_duration_seconds", "Wall time of a data-path row.",
+                                       ["run", "workload"], registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}
@@ -76,6 +89,23 @@ class Metrics:
             self.step_objects.labels(*labels, result).set(count)
             self._remember(run, "step_objects", (*labels, result))
 
+    def record_datapath(self, run: str, workload: str, duration: float | None,
+                        directions: dict[str, tuple[float, float, float | None, float | None]]) -> None:
+        """One measured row: per direction (bytes/s, IOPS, clat p50 s, clat p99 s)."""
+        if duration is not None:
+            self.datapath_duration.labels(run, workload).set(duration)
+            self._remember(run, "datapath_duration", (run, workload))
+        for direction, (bandwidth, iops, p50, p99) in directions.items():
+            labels = (run, workload, direction)
+            self.datapath_bandwidth.labels(*labels).set(bandwidth)
+            self.datapath_iops.labels(*labels).set(iops)
+            self._remember(run, "datapath_bandwidth", labels)
+            self._remember(run, "datapath_iops", labels)
+            for quantile, value in (("0.5", p50), ("0.99", p99)):
+                if value is not None:
+                    self.datapath_latency.labels(*labels, quantile).set(value)
+                    self._remember(run, "datapath_latency", (*labels, quantile))
+
     def set_phase(self, run: str, phase: str) -> None:
         with self._lock:
             previous = self._phases.get(run)
@@ -100,7 +130,9 @@ class Metrics:
             phase = self._phases.pop(run, None)
         metrics = {"object_latency": self.object_latency, "step_duration": self.step_duration,
                    "step_throughput": self.step_throughput, "step_objects": self.step_objects,
-                   "throttled": self.throttled}
+                   "throttled": self.throttled, "datapath_bandwidth": self.datapath_bandwidth,
+                   "datapath_iops": self.datapath_iops, "datapath_latency": self.datapath_latency,
+                   "datapath_duration": self.datapath_duration}
         for name, labels in series:
             with contextlib.suppress(KeyError):
                 metrics[name].remove(*labels)

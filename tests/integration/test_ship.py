@@ -70,7 +70,7 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
 @pytest.mark.parametrize(("verb", "resource"), [
     ("create", "persistentvolumeclaims"), ("deletecollection", "pods"), ("watch", "persistentvolumes"),
     ("create", "volumesnapshots.snapshot.storage.k8s.io"), ("patch", "benchmarkruns.csibench.io/status"),
-    ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"),
+    ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"), ("get", "pods/log"),
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -101,6 +101,20 @@ def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, n
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
     assert leftovers(kube, run) == {}
     # Any RBAC or admission-policy refusal shows as "Forbidden"/"forbidden" (403) in kopf's or csibench's log.
+    forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "forbidden" in line.lower()]
+    assert not forbidden, forbidden
+
+
+def test_the_data_path_succeeds_with_only_the_service_accounts_rights(
+        kube: Kube, namespace: str, operator_as_service_account: OperatorProcess) -> None:
+    """The data path's pods and their pods/log reads pass RBAC and the admission policy (tiny fio jobs)."""
+    body = benchmark_run("ship-dp", storageClassName="csibench-sim", volumes=1, size="64Mi",
+                         steps=["createVolume", "dataPath", "deleteVolume"],
+                         dataPath={"fileSize": "4Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
+                                   "workloads": [{"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]})
+    run = run_to_end(kube, namespace, body)
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
+    assert run["status"]["dataPath"][0]["readMiBps"] > 0
     forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "forbidden" in line.lower()]
     assert not forbidden, forbidden
 

@@ -43,6 +43,24 @@ class Behaviour:
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
     snapshots_served: bool = True
+    # Run-to-completion pods (restartPolicy Never, the data path's): (exit code, log) for a pod, as its container
+    # would have ended. Default: fio's JSON for the pod's --rw, with made-up numbers.
+    workload: Callable[[Json], tuple[int, str]] = field(default_factory=lambda: fake_fio)
+
+
+def fake_fio(pod: Json, read_bw: float = 100 * 2**20, write_bw: float = 50 * 2**20) -> tuple[int, str]:
+    """fio --output-format=json --group_reporting, as a pod's log shows it (only the fields csibench reads)."""
+    args = dict(a.removeprefix("--").split("=", 1) for a in pod["spec"]["containers"][0]["command"][1:] if "=" in a)
+    rw = args.get("rw", "read")
+    reads, writes = rw in ("read", "randread", "randrw"), rw in ("write", "randwrite", "randrw")
+    bs = int(args.get("bs", "4096"))
+
+    def direction(on: bool, bw: float) -> Json:
+        return {"bw_bytes": bw if on else 0, "iops": bw / bs if on else 0,
+                "clat_ns": {"percentile": {"50.000000": 250000, "99.000000": 900000} if on else {}}}
+    job = {"jobname": args.get("name"), "error": 0, "job options": {"numjobs": args.get("numjobs", "1")},
+           "read": direction(reads, read_bw), "write": direction(writes, write_bw)}
+    return 0, json.dumps({"fio version": "fio-3.33", "jobs": [job]}, indent=2)
 
 
 class FakeResponse:
@@ -86,6 +104,7 @@ class FakeKube:
         self._watchers: list[_Watcher] = []
         self._history: list[tuple[int, str, str, bytes, Json]] = []  # for watches that start from a version
         self.log: list[tuple[str, str]] = []  # (verb, path) of every request, in order
+        self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
         self.status_writes: list[Json] = []  # every status patch of a BenchmarkRun, in order
         self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
         self.limiter = TokenBucket(1000, 1000)
@@ -216,6 +235,15 @@ class FakeKube:
             raise ApiError(404, "NotFound", f"{path} not found")
         return found
 
+    async def text(self, path: str, query: dict[str, str] | None = None) -> str:
+        """pods/log: what the pod's container wrote (404 for a pod that never ran)."""
+        self._count("GET", path)
+        _plural, namespace, name, _sub = self.parse(path)
+        found = self.pod_logs.get((namespace, name or ""))
+        if found is None:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        return found
+
     def _read(self, path: str, query: dict[str, str] | None) -> Json | None:
         if path == "/version":
             return {"gitVersion": "v1.36.3-fake"}
@@ -334,6 +362,10 @@ class FakeKube:
         def ready(pod: Json) -> None:
             pod["spec"]["nodeName"] = "node-0"
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            if pod["spec"].get("restartPolicy") == "Never":  # runs to completion
+                code, log = self.behaviour.workload(pod)
+                self.pod_logs[(namespace, name)] = log
+                pod["status"] = {"phase": "Succeeded" if code == 0 else "Failed"}
         self._update("pods", namespace, name, ready)
 
     def _snapshot_ready(self, namespace: str, name: str) -> None:

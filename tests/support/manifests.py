@@ -34,3 +34,23 @@ def pod(name: str, claims: list[str]) -> dict[str, Any]:
 def snapshot(name: str, claim: str, snapshot_class: str = "csibench-sim-snapclass") -> dict[str, Any]:
     return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": name},
             "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}
+
+
+WORKLOAD_IMAGE = "csibench/workload:test"  # any non-pause image: the simulated kubelet runs the command itself
+
+
+def workload_pod(name: str, claim: str, script: str, user: int | None = 1234, grace: int = 30,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod meeting Pod Security "restricted" that runs ``sh -c script`` with ``claim`` at /data/v."""
+    security: dict[str, Any] = {"runAsNonRoot": True, "fsGroup": 2345, "seccompProfile": {"type": "RuntimeDefault"}}
+    if user is not None:
+        security.update(runAsUser=user, runAsGroup=user)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "automountServiceAccountToken": False, "restartPolicy": "Never", "terminationGracePeriodSeconds": grace,
+        "securityContext": security,
+        "containers": [{"name": "work", "image": WORKLOAD_IMAGE, "command": ["sh", "-c", script],
+                        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "v", "mountPath": "/data/v"}]}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}],
+    }}

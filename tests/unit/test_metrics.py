@@ -46,6 +46,7 @@ def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
     metrics.set_phase("r", "Running")
     metrics.count_request("GET", "/api/v1/pods", 200)
     metrics.add_throttle("r", 1)
+    metrics.record_datapath("r", "seqRead", 1.0, {"read": (1.0, 1.0, 0.001, 0.002)})
     served = {line.split("{")[0].split(" ")[0] for line in generate_latest(registry).decode().splitlines()
               if line and not line.startswith("#")}
     dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "csibench-dashboard.json").read_text())

@@ -18,7 +18,10 @@ def spec(**fields: Any) -> BenchmarkRunSpec:
 def test_default_steps_depend_on_the_snapshot_class() -> None:
     assert [s.name for s in resolve_steps(spec())] == [StepName.CREATE_VOLUME, StepName.PUBLISH,
                                                        StepName.UNPUBLISH, StepName.DELETE_VOLUME]
-    assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == list(StepName)
+    assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == [
+        s for s in StepName if s != StepName.DATA_PATH]
+    with_data = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}))
+    assert [s.name for s in with_data] == list(StepName)  # the data path only with spec.dataPath, after unpublish
 
 
 @pytest.mark.parametrize(("steps", "reason", "words"), [

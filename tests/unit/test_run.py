@@ -259,6 +259,8 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
         assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)
         if step.action == Action.CREATE:
             assert step.manifest is not None and step.report_key, name
+        elif step.action == Action.MEASURE:  # runs pods of its own on existing volumes, and needs its spec part
+            assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
         else:
             assert step.manifest is None and step.skip is catalog.skip_never_seen, name
     with pytest.raises(KeyError, match="not in the step catalog"):

@@ -86,7 +86,8 @@ NAME_RULE_MESSAGE = (f"BenchmarkRun names are at most {MAX_RUN_NAME} characters,
 def build_crd() -> Schema:
     spec_schema = openapi_schema(BenchmarkRunSpec)
     spec_schema["description"] = (BenchmarkRunSpec.__doc__ or "").strip()
-    spec_schema["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": IMMUTABLE_SPEC_MESSAGE}]
+    spec_schema["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": IMMUTABLE_SPEC_MESSAGE},
+                                               *spec_schema.get("x-kubernetes-validations", [])]
     status_schema = openapi_schema(BenchmarkRunStatus)
     status_schema["description"] = (BenchmarkRunStatus.__doc__ or "").strip()
     return {

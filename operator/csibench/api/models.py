@@ -46,11 +46,13 @@ ResourceQuantity = Annotated[str, Field(max_length=64, pattern=v.RESOURCE_QUANTI
 
 
 class StepName(StrEnum):
-    """The CSI volume lifecycle, in the order the steps run."""
+    """The steps, in the order they run: the CSI volume lifecycle, and the data path where volumes exist and no
+    publish pod holds them (so snapshots and clones then copy volumes that hold data)."""
 
     CREATE_VOLUME = "createVolume"
     PUBLISH = "publish"
     UNPUBLISH = "unpublish"
+    DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     CREATE_SNAPSHOT = "createSnapshot"
     CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
     DELETE_CLONE = "deleteClone"
@@ -238,6 +240,97 @@ class PodSpec(_Model):
         return value
 
 
+class FioPattern(StrEnum):
+    """fio's ``--rw``: the I/O pattern of a workload."""
+
+    READ = "read"
+    WRITE = "write"
+    RANDREAD = "randread"
+    RANDWRITE = "randwrite"
+    RANDRW = "randrw"
+
+
+MAX_WORKLOADS = 16
+FIO_SIZE_PATTERN = r"^[1-9][0-9]{0,5}(Ki|Mi|Gi)?$"  # fio and Kubernetes read these the same way (binary units)
+IOENGINE_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+WORKLOAD_NAME_PATTERN = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$"
+
+
+class DataPathWorkload(_Model):
+    """One row of the data-path matrix: one fio job file run on every selected volume at once."""
+
+    name: str = Field(..., min_length=1, max_length=32, pattern=WORKLOAD_NAME_PATTERN,
+                      description="Row name: letters, digits and '-', starting with a letter, e.g. seqRead; "
+                                  "labels the row's metrics.")
+    pattern: FioPattern = Field(..., description="fio --rw: read, write, randread, randwrite or randrw.")
+    blockSize: str = Field(..., max_length=16, pattern=FIO_SIZE_PATTERN,
+                           description="fio --bs, e.g. 64Ki or 8Ki.")
+    readPercent: int = Field(50, ge=0, le=100, description="fio --rwmixread for randrw (percent reads).")
+    fileSize: str | None = Field(None, max_length=16, pattern=FIO_SIZE_PATTERN,
+                                 description="Overrides dataPath.fileSize for this row.")
+    ioengine: str | None = Field(None, max_length=32, pattern=IOENGINE_PATTERN,
+                                 description="Overrides dataPath.ioengine for this row.")
+    iodepth: int | None = Field(None, ge=1, le=1024, description="Overrides dataPath.iodepth for this row.")
+
+    @property
+    def reads(self) -> bool:
+        return self.pattern in (FioPattern.READ, FioPattern.RANDREAD) or (
+            self.pattern == FioPattern.RANDRW and self.readPercent > 0)
+
+    @property
+    def writes(self) -> bool:
+        return self.pattern in (FioPattern.WRITE, FioPattern.RANDWRITE) or (
+            self.pattern == FioPattern.RANDRW and self.readPercent < 100)
+
+
+def default_workloads() -> list[DataPathWorkload]:
+    """The published SIO-style table: sequential 64 KiB read/write, random 8 KiB read/write, random 50/50."""
+    return [DataPathWorkload(name="seqRead", pattern=FioPattern.READ, blockSize="64Ki"),
+            DataPathWorkload(name="seqWrite", pattern=FioPattern.WRITE, blockSize="64Ki"),
+            DataPathWorkload(name="randRead", pattern=FioPattern.RANDREAD, blockSize="8Ki"),
+            DataPathWorkload(name="randWrite", pattern=FioPattern.RANDWRITE, blockSize="8Ki"),
+            DataPathWorkload(name="randReadWrite", pattern=FioPattern.RANDRW, blockSize="8Ki", readPercent=50)]
+
+
+WORKLOAD_TITLES = {"seqRead": "Sequential read", "seqWrite": "Sequential write", "randRead": "Random read",
+                   "randWrite": "Random write", "randReadWrite": "Random 50/50"}
+
+
+class DataPathSpec(_Model):
+    """The data path: fio on the run's volumes, one pod per volume at once, one workload after the other."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("!has(self.workloads) || self.workloads.all(a, self.workloads.exists_one(b, b.name == a.name))",
+         "workload names must be unique"),
+    ))
+
+    workloads: list[DataPathWorkload] = Field(
+        default_factory=default_workloads, min_length=1, max_length=MAX_WORKLOADS,
+        description="The rows, run in order. Default: sequential 64Ki read and write, random 8Ki read and write, "
+                    "random 8Ki 50/50.")
+    volumes: int | None = Field(None, ge=1, le=1024,
+                                description="How many of the run's volumes each workload uses (the first N); "
+                                            "default all (at most 1024).")
+    jobsPerVolume: int = Field(2, ge=1, le=64, description="fio --numjobs: processes per volume, one file each.")
+    iodepth: int = Field(8, ge=1, le=1024, description="fio --iodepth.")
+    fileSize: str = Field("16Mi", max_length=16, pattern=FIO_SIZE_PATTERN,
+                          description="fio --size: the file of each job (jobsPerVolume x fileSize must fit the "
+                                      "volume).")
+    rampSeconds: int = Field(1, ge=0, le=3600, description="fio --ramp_time: seconds not measured.")
+    runtimeSeconds: int = Field(5, ge=1, le=86400, description="fio --runtime, time based: seconds measured.")
+    direct: bool = Field(True, description="fio --direct: O_DIRECT, bypassing the page cache.")
+    ioengine: str = Field("libaio", max_length=32, pattern=IOENGINE_PATTERN, description="fio --ioengine.")
+    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
+                              description="Workload image (fio inside); default: the operator's "
+                                          "--workload-image / CSIBENCH_WORKLOAD_IMAGE.")
+    resources: Resources = Field(default_factory=Resources,
+                                 description="Resources of each workload container (nodeSelector and tolerations "
+                                             "come from spec.pod).")
+
+    def file_size(self, workload: DataPathWorkload) -> str:
+        return workload.fileSize or self.fileSize
+
+
 class Timeouts(_Model):
     """Per-step timeouts in seconds. A step still running at its timeout ends; pending objects count as failed."""
 
@@ -245,6 +338,9 @@ class Timeouts(_Model):
     createVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of createVolume, in seconds.")
     publish: int | None = Field(None, ge=1, le=604800, description="Timeout of publish, in seconds.")
     unpublish: int | None = Field(None, ge=1, le=604800, description="Timeout of unpublish, in seconds.")
+    dataPath: int | None = Field(None, ge=1, le=604800,
+                                 description="Timeout of one data-path workload (its pods' run), in seconds; "
+                                             "default: ramp + runtime + 300.")
     createSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of createSnapshot, in seconds.")
     cloneFromSnapshot: int | None = Field(None, ge=1, le=604800,
                                           description="Timeout of cloneFromSnapshot, in seconds.")
@@ -268,8 +364,27 @@ class ClientSettings(_Model):
     maxInFlight: int = Field(16, ge=1, le=256, description="Requests the run sends concurrently (threads).")
 
 
+_DATA_PATH_RULES = (
+    ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
+     "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
+    ("!has(self.dataPath) || self.volumeMode == 'Filesystem'",
+     "dataPath needs volumeMode Filesystem: fio writes files on the mounted volume"),
+    ("!has(self.dataPath) || (has(self.dataPath.workloads) ? self.dataPath.workloads.all(w, quantity(has("
+     "w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= quantity("
+     "self.size).asInteger()) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
+     "quantity(self.size).asInteger())",
+     "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size"),
+    ("!has(self.dataPath) || self.repeat == 1",
+     "dataPath cannot be combined with repeat > 1 yet: run the data path in a run of its own (repeat: 1)"),
+    ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
+     "steps must list dataPath exactly when spec.dataPath is set"),
+)
+
+
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
+
+    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -301,6 +416,9 @@ class BenchmarkRunSpec(_Model):
         description="Namespace for the benchmark objects (an existing one, never deleted by the run). Default: a "
                     "fresh namespace created and removed by the run. System namespaces are refused.")
     pod: PodSpec = Field(default_factory=PodSpec, description="Shape of the publish step's pods.")
+    dataPath: DataPathSpec | None = Field(
+        None, description="Measure the data path (fio) on the run's volumes after unpublish: one row per workload "
+                          "with aggregate bandwidth, IOPS and completion latency.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
@@ -353,6 +471,28 @@ class BenchmarkRunSpec(_Model):
         if AccessMode.READ_WRITE_ONCE_POD in value and len(value) > 1:
             raise ValueError("ReadWriteOncePod cannot be combined with other access modes")
         return value
+
+    @model_validator(mode="after")
+    def _data_path_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        data = self.dataPath
+        listed = self.steps is not None and StepName.DATA_PATH in self.steps
+        if self.steps is not None and listed != (data is not None):
+            raise ValueError(_DATA_PATH_RULES[4][1])
+        if data is None:
+            return self
+        if data.volumes is not None and data.volumes > self.volumes:
+            raise ValueError(_DATA_PATH_RULES[0][1])
+        if self.volumeMode != VolumeMode.FILESYSTEM:
+            raise ValueError(_DATA_PATH_RULES[1][1])
+        size = v.parse_quantity(self.size)
+        if any(v.parse_quantity(data.file_size(w)) * data.jobsPerVolume > size for w in data.workloads):
+            raise ValueError(_DATA_PATH_RULES[2][1])
+        if self.repeat != 1:
+            raise ValueError(_DATA_PATH_RULES[3][1])
+        if len({w.name for w in data.workloads}) != len(data.workloads):
+            raise ValueError("workload names must be unique")
+        return self
 
     @field_validator("targetNamespace")
     @classmethod
@@ -520,6 +660,37 @@ class Environment(_Model):
     machinery: Machinery | None = Field(None, description="CSI machinery serving the class (preflight).")
 
 
+class DataPathLatency(_Model):
+    """Completion latency (fio's clat) of a data-path row, in seconds: per direction, the largest per-pod
+    percentile (the slowest volume's), so a slow volume is never averaged away."""
+
+    readP50: float | None = Field(None, description="Read clat p50 (max over pods), seconds.")
+    readP99: float | None = Field(None, description="Read clat p99 (max over pods), seconds.")
+    writeP50: float | None = Field(None, description="Write clat p50 (max over pods), seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 (max over pods), seconds.")
+
+
+class DataPathRow(_Model):
+    """One workload of the data path: aggregates over the volumes it ran on (per-volume rows are in the report)."""
+
+    name: str = Field(..., description="Workload name, e.g. seqRead.")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    pattern: str = Field("", description="fio --rw.")
+    blockSize: str = Field("", description="fio --bs.")
+    volumes: int = Field(0, description="Volumes (pods) the workload ran on.")
+    jobs: int = Field(0, description="fio jobs in all (volumes x jobs per volume).")
+    failed: int = Field(0, description="Pods that failed (non-zero exit, refused, timeout).")
+    durationSeconds: float | None = Field(None, description="Wall time of the row: pods created to pods done.")
+    readMiBps: float | None = Field(None, description="Read bandwidth summed over volumes, MiB/s.")
+    writeMiBps: float | None = Field(None, description="Write bandwidth summed over volumes, MiB/s.")
+    readIOPS: float | None = Field(None, description="Read IOPS summed over volumes.")
+    writeIOPS: float | None = Field(None, description="Write IOPS summed over volumes.")
+    minVolumeMiBps: float | None = Field(None, description="Slowest volume's bandwidth (read + write), MiB/s.")
+    maxVolumeMiBps: float | None = Field(None, description="Fastest volume's bandwidth (read + write), MiB/s.")
+    latency: DataPathLatency | None = Field(None, description="Completion latency percentiles.")
+    message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
+
+
 class BenchmarkRunStatus(_Model):
     """Where the run is and what it measured so far (aggregates only)."""
 
@@ -539,6 +710,8 @@ class BenchmarkRunStatus(_Model):
     objectSelector: str | None = Field(None, description="Label selector matching every object the run created.")
     steps: list[StepStatus] = Field(default_factory=list, description="One entry per planned step, of the "
                                                                     "current (at the end: the last) iteration.")
+    dataPath: list[DataPathRow] = Field(default_factory=list, max_length=MAX_WORKLOADS,
+                                        description="One row per data-path workload (spec.dataPath).")
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
     aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
                                                                             "that measured well (spec.repeat > 1).")

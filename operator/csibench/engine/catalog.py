@@ -11,13 +11,15 @@ an unknown step is an error, never a fall-through.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.engine import judges, manifests
+from csibench.engine.datapath import fio
+from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT, Observed
 from csibench.engine.tracker import StepTracker
@@ -30,6 +32,7 @@ Manifest = dict[str, Any]
 class Action(StrEnum):
     CREATE = "create"  # the step creates its objects (409 counts only for the run's own object)
     DELETE = "delete"  # the step deletes objects an earlier step created (by the uid the run saw)
+    MEASURE = "measure"  # the step runs workloads on existing volumes (its ``measure`` drives batches of pods)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class StepContext:
 
 
 SkipRule = Callable[["StepSpec", StepContext], set[str]]
+Measure = Callable[[Any, "StepSpec", StepTracker, StepContext], Awaitable[None]]
 JudgeFactory = Callable[[Observed, frozenset[str]], judges.Judge]
 
 
@@ -76,6 +80,8 @@ class StepSpec:
     gone: JudgeFactory | None = None  # restore: when one of its objects and what depends on it are gone
     recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
     provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
+    measure: Measure | None = None  # MEASURE steps: runs the step's batches itself (the data path's matrix)
+    enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
 
     def objects(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
         return [self.object_name(names, index) for index in range(self.count(spec))]
@@ -146,6 +152,30 @@ def _clone(context: StepContext, index: int) -> Manifest:
                                      context.labels)
 
 
+def _data_pod(context: StepContext, index: int) -> Manifest:
+    spec, data = context.spec, context.spec.dataPath
+    assert data is not None, "the data-path step runs only with spec.dataPath"
+    volumes = datapath.selected_volumes(spec.volumes, data)
+    workload = data.workloads[index // volumes]
+    return manifests.build_workload_pod(context.names.data_pod(index), context.names.volume(index % volumes), spec,
+                                        data, workload, datapath.workload_image(data),
+                                        fio.build_fio_command(data, workload), context.labels)
+
+
+def _data_pods(spec: BenchmarkRunSpec) -> int:
+    data = spec.dataPath
+    return len(data.workloads) * datapath.selected_volumes(spec.volumes, data) if data is not None else 0
+
+
+def skip_data_pods_of_failed_volumes(step: StepSpec, context: StepContext) -> set[str]:
+    """A data-path pod runs on volume i % volumes: skipped when that volume failed to be created."""
+    data = context.spec.dataPath
+    assert data is not None
+    volumes = datapath.selected_volumes(context.spec.volumes, data)
+    bad = _failed_indexes(context, StepName.CREATE_VOLUME)
+    return {name for index, name in enumerate(step.objects(context.spec, context.names)) if index % volumes in bad}
+
+
 def _volumes(spec: BenchmarkRunSpec) -> int:
     return spec.volumes
 
@@ -170,6 +200,11 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
     StepSpec(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", POD, r.PODS, Action.DELETE, Names.pod, _pods,
              judges.pod_gone_and_detached, skip_never_seen, requires=StepName.PUBLISH,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),
+    StepSpec(StepName.DATA_PATH, "Data Path (fio)", "pod", POD, r.PODS, Action.MEASURE, Names.data_pod, _data_pods,
+             judges.pod_finished, skip_data_pods_of_failed_volumes, requires=StepName.CREATE_VOLUME,
+             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_data_pod,
+             report_key="dataPathPod", gone=judges.pod_gone_and_detached, measure=datapath.measure,
+             enabled=lambda spec: spec.dataPath is not None),
     StepSpec(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.CREATE,
              Names.snapshot, _volumes, judges.snapshot_ready, skip_if_prerequisite_failed,
              requires=StepName.CREATE_VOLUME, needs_snapshot_class=True,

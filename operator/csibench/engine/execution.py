@@ -15,16 +15,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from csibench.api.models import ConditionReason
+from csibench.api.models import ConditionReason, StepName
 from csibench.engine.catalog import WFFC, Action, StepContext, StepSpec
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
+from csibench.engine.datapath.step import record_metrics, rows_of
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
 from csibench.engine.status import StatusRecorder
 from csibench.engine.timing import human_duration
 from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.metrics import METRICS
 
@@ -75,6 +77,7 @@ class StepRunner:
         """Copy the trackers' aggregates into the status model (not yet written)."""
         status = self.recorder.status
         status.steps = [t.status() for t in self.context.trackers.values()]
+        status.dataPath = rows_of(self.context.trackers.get(StepName.DATA_PATH))
         if self._progress_of is not None:
             status.progress = self._progress_of.progress()
         durations = [s.durationSeconds for s in status.steps if s.durationSeconds is not None]
@@ -103,11 +106,17 @@ class StepRunner:
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
         try:
-            await self._batch(step.kind, tracker, judge, submit, float(context.spec.timeouts.for_step(step.name)))
+            if step.measure is not None:  # a measuring step (the data path) drives its own batches
+                self._progress_of = None
+                await step.measure(self, step, tracker, step_context)
+            else:
+                await self._batch(step.kind, tracker, judge, submit,
+                                  float(context.spec.timeouts.for_step(step.name)))
         finally:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         status = tracker.status()
+        record_metrics(recorder.ref.label, rows_of(tracker))
         METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
                             status.throughput, status.succeeded, status.failed, status.skipped)
         if before_done is not None:
@@ -117,6 +126,29 @@ class StepRunner:
         await recorder.event("StepCompleted", f"{step.name}: {status.succeeded}/{len(tracker.active)} succeeded in "
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
+
+    # -- what a measuring step (engine/datapath) uses ---------------------------------------------------------------
+    async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
+                    timeout: float) -> None:
+        await self._batch(kind, tracker, judge, submit, timeout)
+
+    def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
+        return self._submitter(step, step_context, tracker)
+
+    def remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
+        return self._deleter(step, tracker)
+
+    async def pod_log(self, name: str) -> str:
+        return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"))
+
+    async def show(self, progress: str) -> None:
+        """Status says where a measuring step is (``progress``), with its rows so far."""
+        self.publish()
+        self.recorder.status.progress = progress
+        try:
+            await self.recorder.write()
+        except ApiError as error:
+            log.warning("progress update failed: %s", error)
 
     async def _batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
                      timeout: float) -> None:

@@ -73,6 +73,13 @@ def pod_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
                        lambda pod: Verdict(False, "PodFailed", "the pod failed") if pod.phase == "Failed" else None)
 
 
+def pod_finished(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """A run-to-completion pod (the data path's): done when Succeeded, failed when Failed or a terminal Warning
+    (a mount failure, a container the kubelet refused) came."""
+    return _ready_with(observed, terminal, POD, observed.pods.get, lambda pod: pod.phase == "Succeeded",
+                       lambda pod: Verdict(False, "PodFailed", "the pod failed") if pod.phase == "Failed" else None)
+
+
 def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge:
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.pods.get(name)

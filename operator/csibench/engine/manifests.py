@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from csibench.api.models import BenchmarkRunSpec
+from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
@@ -45,6 +45,39 @@ def build_snapshot(name: str, claim: str, snapshot_class: str, labels: dict[str,
     return {"apiVersion": f"{SNAPSHOT_API_GROUP}/v1", "kind": "VolumeSnapshot",
             "metadata": {"name": name, "labels": labels},
             "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}
+
+
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+WORKLOAD_USER = 65532
+WORKLOAD_GROUP = 65532
+WORKLOAD_FS_GROUP = 65532
+
+
+def build_workload_pod(name: str, claim: str, spec: BenchmarkRunSpec, data: DataPathSpec,
+                       workload: DataPathWorkload, image: str, command: list[str], labels: dict[str, str]) -> Manifest:
+    """A data-path pod: fio on one volume, once (restartPolicy Never), as non-root with fsGroup so the volume is
+    writable, meeting Pod Security "restricted". Its labels name the workload so its log can be found."""
+    container: Manifest = {"name": "fio", "image": image, "command": command,
+                           "securityContext": dict(RESTRICTED_CONTAINER),
+                           "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    resources = {k: v for k, v in data.resources.model_dump().items() if v}
+    if resources:
+        container["resources"] = resources
+    pod_spec: Manifest = {
+        "automountServiceAccountToken": False, "enableServiceLinks": False, "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": WORKLOAD_USER, "runAsGroup": WORKLOAD_GROUP,
+                            "fsGroup": WORKLOAD_FS_GROUP, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+    }
+    if spec.pod.nodeSelector:
+        pod_spec["nodeSelector"] = dict(spec.pod.nodeSelector)
+    if spec.pod.tolerations:
+        pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in spec.pod.tolerations]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {**labels, "csibench.io/workload": workload.name}},
+            "spec": pod_spec}
 
 
 def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict[str, str],

@@ -59,6 +59,10 @@ class Names:
     def clone(self, index: int) -> str:
         return f"{self._objects}-c{index:05d}"
 
+    def data_pod(self, index: int) -> str:
+        """Data-path pods: one per (workload, volume), numbered workload-major (``-d`` + index)."""
+        return f"{self._objects}-d{index:05d}"
+
 
 def pod_count(volumes: int, per_pod: int) -> int:
     return math.ceil(volumes / per_pod)

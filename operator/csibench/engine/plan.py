@@ -17,7 +17,8 @@ def resolve_steps(spec: BenchmarkRunSpec) -> list[StepSpec]:
     """The spec's steps, or the default (every step the classes allow), checked for order and dependencies."""
     lifecycle = list(catalog.STEPS.values())
     if spec.steps is None:
-        return [s for s in lifecycle if spec.volumeSnapshotClassName or not s.needs_snapshot_class]
+        return [s for s in lifecycle if (spec.volumeSnapshotClassName or not s.needs_snapshot_class)
+                and (s.enabled is None or s.enabled(spec))]
     try:
         steps = [catalog.step_named(name) for name in spec.steps]
     except KeyError as error:
@@ -32,6 +33,10 @@ def resolve_steps(spec: BenchmarkRunSpec) -> list[StepSpec]:
         if step.requires is not None and step.requires not in names:
             raise PlanError(ConditionReason.INVALID_STEPS,
                             f"step {step.name} needs step {step.requires} in the same run")
+    for step in steps:
+        if step.enabled is not None and not step.enabled(spec):
+            raise PlanError(ConditionReason.INVALID_STEPS, f"step {step.name} needs its part of the spec "
+                            f"(spec.{step.name})")
     if any(s.needs_snapshot_class for s in steps) and not spec.volumeSnapshotClassName:
         raise PlanError(ConditionReason.MISSING_VOLUME_SNAPSHOT_CLASS,
                         "volumeSnapshotClassName is required when createSnapshot or cloneFromSnapshot runs")

@@ -101,7 +101,7 @@ def representative_manifests(context: RunContext) -> dict[str, Any]:
     step_context = context.step_context(Observed(context.target_namespace, context.names.prefix))
     used: dict[str, Any] = {}
     for step in context.plan:
-        if step.action == Action.CREATE and step.manifest is not None and step.report_key is not None:
+        if step.action in (Action.CREATE, Action.MEASURE) and step.manifest is not None and step.report_key:
             used[step.report_key] = step.manifest(step_context, 0)
     if context.own_namespace:
         used["namespace"] = manifests.build_namespace(context.target_namespace, context.labels)

@@ -27,7 +27,8 @@ def build_step_record(tracker: StepTracker) -> dict[str, Any] | None:
     first = tracker.objects[0] if tracker.objects else ""
     return {"status": tracker.status().model_dump(mode="json", exclude_none=True),
             "objectPrefix": first[:-5], "objectCount": len(tracker.objects),
-            "startWall": tracker.anchor.wall, **tracker.per_object()}
+            "startWall": tracker.anchor.wall, **tracker.per_object(),
+            **({"extra": tracker.extra} if tracker.extra is not None else {})}
 
 
 def build_step_records(context: RunContext) -> list[dict[str, Any]]:

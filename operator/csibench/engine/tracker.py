@@ -48,6 +48,7 @@ class StepTracker:
     saved: StepStatus | None = None  # a step finished before an operator restart: its status as recorded then
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
+    extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
     _active: list[str] | None = None
 
@@ -130,6 +131,7 @@ class StepTracker:
         tracker.started = origin
         tracker.stopped = origin + (saved.durationSeconds or 0.0)
         tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result")}
+        tracker.extra = record.get("extra")
         for name, sent_ms, latency_ms, result in zip(objects, record["submitMs"], record["latencyMs"],
                                                      record["result"], strict=True):
             if result == "Skipped":

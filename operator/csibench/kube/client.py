@@ -196,6 +196,19 @@ class KubeClient:
         backoff for up to ``RETRY_SECONDS``; a create retried after a lost answer then meets 409, which callers
         treat as success. The send time stays the first attempt's, so retries count in the object's latency.
         """
+        return _parse(*self._exchange_sync(method, path, body, query, content_type, on_send, timeout), decode)
+
+    def text_sync(self, path: str, query: dict[str, str] | None = None) -> str:
+        """A GET whose answer is text, not JSON (``pods/log``); errors as ApiError."""
+        status, data = self._exchange_sync("GET", path, None, query, "application/json", None, 60.0)
+        if status >= 400:
+            _parse(status, data)
+        return bytes(data).decode(errors="replace")
+
+    def _exchange_sync(self, method: str, path: str, body: Json | None, query: dict[str, str] | None,
+                       content_type: str, on_send: Callable[[float], None] | None,
+                       timeout: float) -> tuple[int, bytes]:
+        """The status and body of one request after throttling and retries (see ``request_sync``)."""
         payload = orjson.dumps(body) if body is not None else None
         url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
         deadline = time.monotonic() + RETRY_SECONDS
@@ -218,7 +231,7 @@ class KubeClient:
             if wait is None:
                 if status is None:
                     raise ApiError(0, "ConnectionFailed", str(failure)) from failure
-                return _parse(status, data, decode)
+                return status, data
             time.sleep(wait)
             delay = min(delay * 2, 5.0)
 
@@ -242,6 +255,10 @@ class KubeClient:
         async with session.request(method, url, data=payload, headers=headers, proxy=self.configuration.proxy,
                                    server_hostname=self.configuration.tls_server_name) as response:
             return response.status, await response.read(), response.headers.get("Retry-After")
+
+    async def text(self, path: str, query: dict[str, str] | None = None) -> str:
+        """``text_sync`` on the client's worker threads (a pod's log: rare and possibly large)."""
+        return await self.run(self.text_sync, path, query)
 
     async def request(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
                       content_type: str = "application/json",

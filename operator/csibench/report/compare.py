@@ -15,6 +15,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
+from csibench.report import datapath
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
 from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples
@@ -148,4 +149,8 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
                    alpha: float = ALPHA) -> str:
     headers, rows, notes = comparison_rows(run_a, run_b, alpha)
     lines = markdown_table(headers, rows) if markdown else align(headers, rows)
+    data = datapath.compare_table(run_a, run_b)
+    if data is not None:
+        lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",
+                  *(markdown_table(*data) if markdown else align(*data))]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"

@@ -11,6 +11,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
+from csibench.report import datapath
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -104,6 +105,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "",
              *markdown_table(_headers(run), _rows(run))]
+    data = datapath.table(run)
+    if data is not None:
+        lines += ["", "#### Data path (fio)", "", *markdown_table(*data)]
     notes = [f"- {line}" for line in trailer if line]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
@@ -115,7 +119,9 @@ def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
 
 def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
-    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *trailer]) + "\n"
+    data = datapath.table(run)
+    second = ["", "Data path (fio)", *align(*data)] if data is not None else []
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *second, *trailer]) + "\n"
 
 
 def iteration_lines(status: dict[str, Any]) -> list[str]:
@@ -157,6 +163,7 @@ def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
+    notes += datapath.notes(run)
     trailer = ["", *notes, *failures] if notes or failures else []
     findings = finding_lines(status.get("preflight") or [])
     if findings:

@@ -1,0 +1,98 @@
+"""Data path: fio through csibench (process-mode pods on the local cluster) against the same fio job run directly.
+
+Both sides run the very command line the data-path step builds (``engine/datapath/fio.py``), one fio per volume
+at once, one workload after the other, on directories of the same filesystem: the operator's pods write into
+the simulated array's per-volume directories (bind-mounted into each pod's private mount namespace), the direct
+side into sibling directories under the same data directory. Rows are aggregated by the same code
+(``engine/datapath/rows.py``). Trials alternate (ABBA) and the ratio of medians per workload is reported.
+Target: csibench / direct >= 0.9 (the pod machinery must not cost bandwidth). The numbers measure this
+machine's disk, not a storage product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.harness import bench_cluster, command_line, machine_facts, operator_run
+from csibench.api.models import DataPathSpec, default_workloads
+from csibench.engine.datapath.fio import MOUNT_PATH, build_fio_command, parse_fio_log
+from csibench.engine.datapath.rows import build_row
+
+WORKLOAD_USER = "65532"
+
+
+def direct_trial(data: DataPathSpec, volumes: int, root: Path) -> dict[str, float]:
+    """Every workload with ``volumes`` fio processes at once on plain directories: MiB/s (read + write)."""
+    totals = {}
+    directories = [root / f"direct-{i}" for i in range(volumes)]
+    for directory in directories:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.chown(directory, int(WORKLOAD_USER), int(WORKLOAD_USER))
+    try:
+        for workload in data.workloads:
+            command = [part.replace(f"--directory={MOUNT_PATH}", "--directory={dir}")
+                       for part in build_fio_command(data, workload)]
+
+            def one(directory: Path, command: list[str] = command) -> str:
+                argv = ["setpriv", f"--reuid={WORKLOAD_USER}", f"--regid={WORKLOAD_USER}", "--clear-groups",
+                        *[part.replace("{dir}", str(directory)) for part in command]]
+                return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+            started = time.monotonic()
+            with ThreadPoolExecutor(volumes) as pool:
+                logs = list(pool.map(one, directories))
+            row = build_row(data, workload, [parse_fio_log(log) for log in logs], [], time.monotonic() - started)
+            totals[workload.name] = (row.readMiBps or 0.0) + (row.writeMiBps or 0.0)
+    finally:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--volumes", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2, help="fio jobs per volume")
+    parser.add_argument("--file-size", default="64Mi")
+    parser.add_argument("--runtime", type=int, default=5)
+    parser.add_argument("--ramp", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=2, help="trials of each side (ABBA order)")
+    parser.add_argument("--api-port", type=int, default=19743)
+    args = parser.parse_args()
+    data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
+                        rampSeconds=args.ramp)
+    size = f"{4 * args.jobs * int(args.file_size.removesuffix('Mi'))}Mi"
+    results: dict[str, dict[str, list[float]]] = {"csibench": {}, "direct": {}}
+    with bench_cluster(api_port=args.api_port) as (cluster, _operator, kube):
+        order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
+        for trial, side in enumerate(order[: 2 * args.trials]):
+            if side == "direct":
+                totals = direct_trial(data, args.volumes, cluster.config.data_dir / "volumes")
+            else:
+                run = operator_run(kube, f"dp-{trial}", 900, storageClassName="csibench-sim", size=size,
+                                   volumes=args.volumes, steps=["createVolume", "dataPath", "deleteVolume"],
+                                   dataPath=data.model_dump(mode="json", exclude_none=True))
+                totals = {row["name"]: float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0)
+                          for row in run["status"]["dataPath"]}
+            for name, value in totals.items():
+                results[side].setdefault(name, []).append(value)
+            print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f}" for n, v in totals.items()), flush=True)
+    print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
+    print(f"`{command_line('bench.datapath')}`: {args.volumes} volumes x {args.jobs} jobs, {args.file_size} files, "
+          f"{args.runtime} s (+{args.ramp} s ramp), direct I/O, libaio, iodepth {data.iodepth}; "
+          f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes, medians\n")
+    print("| workload | direct fio | csibench | csibench / direct |\n|---|---|---|---|")
+    for workload in default_workloads():
+        direct = statistics.median(results["direct"][workload.name])
+        through = statistics.median(results["csibench"][workload.name])
+        print(f"| {workload.name} | {direct:,.0f} | {through:,.0f} | {through / direct:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""The simulated kubelet's container runtime: pods whose containers are not the pause image run as host processes.
+
+A pause pod only has to look Running, so it stays a status patch (the lifecycle benchmarks depend on that speed).
+Any other pod really runs: each container's ``command`` + ``args`` as a process (``sandbox.py`` gives it a
+private mount namespace, its CSI volumes at their mountPath, and the pod's runAsUser/runAsGroup/fsGroup), in a
+process group of its own so that stopping it reaches every process it started. Its stdout and stderr go to a log
+file the node's log server (``logserver.py``) serves as ``/containerLogs/<ns>/<pod>/<container>``.
+
+What is decided from the pod spec alone is pure and unit-tested: whether a pod runs processes, who a container
+runs as (never root: a container without a non-root runAsUser is refused with the kubelet's wording), its
+environment, its command line, and the container and pod status a kubelet reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localcluster.simulator import api
+
+log = logging.getLogger("simulator.runtime")
+PAUSE_IMAGE_NAME = "pause"
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+class ContainerConfigError(ValueError):
+    """A container the kubelet will not start (the reason a kubelet reports: CreateContainerConfigError)."""
+
+
+def is_pause_image(image: str) -> bool:
+    """``registry.k8s.io/pause:3.10`` and the like: the image's last path component is ``pause`` (pure)."""
+    name = image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+    return name == PAUSE_IMAGE_NAME
+
+
+def runs_processes(pod: api.Obj) -> bool:
+    """A pod with any container that is not a pause image runs for real (pure). Mirror pods stay status-only: they
+    stand for processes the launcher runs itself (the CSI sidecars), like a kubelet's static pods."""
+    if "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {}):
+        return False
+    containers = (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or [])
+    return any(not is_pause_image(c.get("image", "")) for c in containers)
+
+
+@dataclass(frozen=True)
+class Identity:
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+
+def identity_of(pod: api.Obj, container: api.Obj) -> Identity:
+    """Who a container runs as: the container's securityContext over the pod's (pure). No runAsUser, or 0, is
+    refused: this kubelet has no image metadata to fall back on and runs nothing as root."""
+    pod_context = pod["spec"].get("securityContext") or {}
+    own = container.get("securityContext") or {}
+    uid = own.get("runAsUser", pod_context.get("runAsUser"))
+    gid = own.get("runAsGroup", pod_context.get("runAsGroup"))
+    where = f"(pod: \"{pod['metadata']['name']}_{pod['metadata']['namespace']}({pod['metadata'].get('uid', '')})\", " \
+            f"container: {container['name']})"
+    if uid is None:
+        raise ContainerConfigError(f"Error: container has runAsNonRoot and image will run as root {where}: the "
+                                   "simulated kubelet runs nothing as root; set a non-root runAsUser")
+    if int(uid) == 0:
+        raise ContainerConfigError(f"Error: container's runAsUser breaks non-root policy {where}")
+    groups = [int(g) for g in pod_context.get("supplementalGroups") or []]
+    if pod_context.get("fsGroup") is not None:
+        groups.append(int(pod_context["fsGroup"]))
+    group = int(gid) if gid is not None else int(uid)
+    return Identity(int(uid), group, tuple(dict.fromkeys([group, *groups])))
+
+
+def env_of(pod: api.Obj, container: api.Obj) -> dict[str, str]:
+    """The container's environment: literal values and the downward API's pod name/namespace/uid (pure)."""
+    meta = pod["metadata"]
+    fields = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
+              "metadata.uid": meta.get("uid", ""), "spec.nodeName": pod["spec"].get("nodeName", "")}
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        else:
+            path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if path in fields:
+                env[item["name"]] = fields[path]
+    return env
+
+
+def command_of(container: api.Obj) -> list[str]:
+    """``command`` + ``args``; there are no images here, so a container must name its command (pure)."""
+    command = [str(part) for part in (container.get("command") or []) + (container.get("args") or [])]
+    if not container.get("command"):
+        raise ContainerConfigError(f"Error: container {container['name']} has no command: the simulated kubelet "
+                                   "runs host binaries and has no image entrypoint to fall back on")
+    return command
+
+
+def mount_paths(pod: api.Obj, container: api.Obj, volume_dirs: dict[str, str]) -> dict[str, str]:
+    """mountPath -> host data directory for the container's mounts of CSI volumes (pure; ``volume_dirs`` maps
+    the pod's volume names to directories)."""
+    found = {}
+    for mount in container.get("volumeMounts") or []:
+        source = volume_dirs.get(mount["name"])
+        if source is not None:
+            path = os.path.normpath("/" + mount["mountPath"].lstrip("/"))
+            if path == "/" or ".." in path.split("/"):
+                raise ContainerConfigError(f"Error: mountPath {mount['mountPath']!r} is not usable")
+            found[path] = source
+    return found
+
+
+def termination_reason(exit_code: int) -> str:
+    return "Completed" if exit_code == 0 else "Error"
+
+
+def pod_phase(restart_policy: str, exit_codes: list[int | None]) -> str | None:
+    """The phase once containers ended (None: some still run, or will be restarted) (pure)."""
+    if any(code is None for code in exit_codes):
+        return None
+    if restart_policy == "Always":
+        return None
+    if all(code == 0 for code in exit_codes):
+        return "Succeeded"
+    return "Failed" if restart_policy == "Never" else None
+
+
+@dataclass
+class Container:
+    """One container of a process-mode pod."""
+
+    name: str
+    image: str
+    log_path: Path
+    process: asyncio.subprocess.Process | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+    waiting: tuple[str, str] | None = None  # (reason, message) of a container that could not start
+
+    def status(self, uid: str) -> api.Obj:
+        if self.waiting is not None:
+            state: api.Obj = {"terminated": {"exitCode": 128, "reason": self.waiting[0], "message": self.waiting[1],
+                                             "startedAt": self.started_at, "finishedAt": self.finished_at}}
+        elif self.exit_code is not None:
+            state = {"terminated": {"exitCode": self.exit_code, "reason": termination_reason(self.exit_code),
+                                    "startedAt": self.started_at, "finishedAt": self.finished_at,
+                                    "containerID": f"sim://{uid}-{self.name}"}}
+        else:
+            state = {"running": {"startedAt": self.started_at}}
+        return {"name": self.name, "image": self.image, "imageID": "", "containerID": f"sim://{uid}-{self.name}",
+                "ready": self.exit_code is None and self.waiting is None, "started": self.exit_code is None,
+                "restartCount": self.restarts, "state": state}
+
+
+@dataclass
+class PodProcesses:
+    """The containers of one pod, and where their logs and roots live."""
+
+    uid: str
+    namespace: str
+    name: str
+    directory: Path
+    containers: dict[str, Container] = field(default_factory=dict)
+    stopping: bool = False
+
+
+class Runtime:
+    """Starts, watches and stops the containers of process-mode pods on all simulated nodes."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self.pods: dict[str, PodProcesses] = {}  # pod uid -> its processes
+        self.logs: dict[tuple[str, str, str], Path] = {}  # (namespace, pod, container) -> log file
+
+    def log_path(self, namespace: str, pod: str, container: str) -> Path | None:
+        return self.logs.get((namespace, pod, container))
+
+    async def start(self, pod: api.Obj, volume_dirs: dict[str, str]) -> PodProcesses:
+        """Start every container of the pod (ContainerConfigError: none started)."""
+        meta = pod["metadata"]
+        directory = self._root / pod["spec"]["nodeName"] / "pods" / meta["uid"]
+        plans = []
+        for container in pod["spec"].get("containers") or []:
+            who = identity_of(pod, container)
+            plans.append((container, who, command_of(container), env_of(pod, container),
+                          mount_paths(pod, container, volume_dirs)))
+        group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
+        self.pods[meta["uid"]] = group
+        for container, who, command, env, mounts in plans:
+            await asyncio.to_thread(_apply_fs_group, pod, list(mounts.values()))
+            entry = Container(container["name"], container.get("image", ""),
+                              directory / "logs" / f"{container['name']}.log")
+            group.containers[entry.name] = entry
+            self.logs[(group.namespace, group.name, entry.name)] = entry.log_path
+            await self._spawn(group, entry, container, who, command, env, mounts)
+        return group
+
+    async def _spawn(self, group: PodProcesses, entry: Container, container: api.Obj, who: Identity,
+                     command: list[str], env: dict[str, str], mounts: dict[str, str]) -> None:
+        root = group.directory / "containers" / entry.name / "rootfs"
+        root.mkdir(parents=True, exist_ok=True)
+        entry.log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec = {"command": command, "env": env, "workingDir": container.get("workingDir") or "/", "uid": who.uid,
+                "gid": who.gid, "groups": list(who.groups), "root": str(root), "volumes": mounts}
+        with entry.log_path.open("ab") as log_file:
+            entry.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
+                stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True, env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.defpath})
+        entry.started_at = api.now_rfc3339()
+        entry.exit_code = None
+        entry.finished_at = None
+
+    async def wait(self, group: PodProcesses, name: str) -> int:
+        """Wait for a container's process to exit; then stop what it left in its process group."""
+        entry = group.containers[name]
+        assert entry.process is not None
+        code = await entry.process.wait()
+        _kill_group(entry.process.pid, signal.SIGKILL)  # fio's workers and anything else it started
+        entry.exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a runtime reports
+        entry.finished_at = api.now_rfc3339()
+        return entry.exit_code
+
+    async def restart(self, group: PodProcesses, pod: api.Obj, name: str, volume_dirs: dict[str, str]) -> None:
+        container = next(c for c in pod["spec"]["containers"] if c["name"] == name)
+        entry = group.containers[name]
+        entry.restarts += 1
+        await self._spawn(group, entry, container, identity_of(pod, container), command_of(container),
+                          env_of(pod, container), mount_paths(pod, container, volume_dirs))
+
+    async def stop(self, uid: str, grace_seconds: float) -> None:
+        """SIGTERM every container's process group, SIGKILL what is left after the grace period, and wait."""
+        group = self.pods.get(uid)
+        if group is None:
+            return
+        group.stopping = True
+        running = [c.process for c in group.containers.values()
+                   if c.process is not None and c.process.returncode is None]
+        for process in running:
+            _kill_group(process.pid, signal.SIGTERM)
+        if running:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), timeout=grace_seconds)
+        for entry in group.containers.values():
+            if entry.process is not None:
+                _kill_group(entry.process.pid, signal.SIGKILL)
+                await entry.process.wait()
+
+    def forget(self, uid: str) -> None:
+        """After the pod's volumes are unmounted: drop its logs and directories (nothing stays on the host)."""
+        group = self.pods.pop(uid, None)
+        if group is None:
+            return
+        for name in group.containers:
+            self.logs.pop((group.namespace, group.name, name), None)
+        shutil.rmtree(group.directory / "logs", ignore_errors=True)
+        shutil.rmtree(group.directory / "containers", ignore_errors=True)
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _apply_fs_group(pod: api.Obj, directories: list[str]) -> None:
+    """fsGroup, as a kubelet applies it for a driver with fsGroupPolicy File: the volume's files belong to the
+    group, which may read and write them, and new files inherit it (setgid directories)."""
+    fs_group = (pod["spec"].get("securityContext") or {}).get("fsGroup")
+    if fs_group is None:
+        return
+    for directory in directories:
+        for base, _dirs, files in os.walk(directory):
+            os.chown(base, -1, int(fs_group))
+            os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
+            for name in files:
+                path = os.path.join(base, name)
+                os.chown(path, -1, int(fs_group), follow_symlinks=False)
+                os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)

@@ -1,0 +1,159 @@
+"""Start one container of a simulated pod: a private mount namespace, its volumes at their mountPath, its user.
+
+The simulated kubelet runs ``python -m localcluster.simulator.sandbox SPEC`` (SPEC is JSON: command, env,
+workingDir, uid, gid, groups, the per-container root directory and the volumes). This process is single-threaded
+and becomes the container by ``exec``:
+
+1. ``unshare(CLONE_NEWNS)`` and make every mount private (``MS_REC | MS_PRIVATE``), so nothing it mounts is
+   seen on the host and every mount disappears with the namespace when the container's last process exits;
+2. a tmpfs at the container's root directory, holding a view of the host's root: each top-level entry bind-mounted
+   (recursively), symlinks recreated, fresh tmpfs for ``/tmp`` and ``/run``, and the directories leading to a
+   mountPath made in the tmpfs (the host's entries beside them bound one by one), so a mountPath such as
+   ``/data/vol-0`` needs no directory on the host;
+3. each volume's data directory bind-mounted at its mountPath, then ``chroot`` into that root;
+4. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
+   container without a non-root runAsUser before it gets here, and this helper checks again), then ``execvpe``.
+
+A failure before ``exec`` is written to stderr (the container's log) and exits 128, like a runtime's start error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 1, 4096, 16384, 1 << 18
+PR_SET_NO_NEW_PRIVS = 38
+START_ERROR_EXIT = 128
+PRIVATE_TMPFS = frozenset({"/tmp", "/run"})  # fresh per container: nothing it writes there reaches the host
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of building the container's root (paths inside the root are absolute, e.g. "/data")."""
+
+    kind: str  # "dir", "file", "symlink", "bind", "tmpfs", "volume"
+    path: str
+    source: str = ""  # host path (bind, volume) or link target (symlink)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) if i else "/" for i in range(len(parts))]
+
+
+def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, str, str]]]) -> list[Action]:
+    """How to build a root that shows the host plus ``volumes`` (mountPath -> host directory), touching nothing
+    on the host (pure: ``entries(dir)`` lists a host directory as (name, "dir"|"file"|"symlink"|"other", link
+    target)). Directories on the way to a mountPath are made in the tmpfs; their host entries are bound one by
+    one, except the one leading on to the mountPath."""
+    shadowed = {a for path in volumes for a in _ancestors(path)}
+    order = sorted(shadowed, key=lambda p: (p.count("/") if p != "/" else 0, p))
+    actions = [Action("dir", directory) for directory in order if directory != "/"]
+    for directory in order:
+        for name, kind, target in entries(directory):
+            path = directory.rstrip("/") + "/" + name
+            if path in shadowed or path in volumes:
+                continue  # made by the plan itself
+            if path in PRIVATE_TMPFS:
+                actions += [Action("dir", path), Action("tmpfs", path)]
+            elif kind == "symlink":
+                actions.append(Action("symlink", path, target))
+            elif kind == "dir":
+                actions += [Action("dir", path), Action("bind", path, path)]
+            elif kind == "file":
+                actions += [Action("file", path), Action("bind", path, path)]
+    for path, source in sorted(volumes.items()):
+        actions += [Action("dir", path), Action("volume", path, source)]
+    return actions
+
+
+def host_entries(directory: str) -> list[tuple[str, str, str]]:
+    found: list[tuple[str, str, str]] = []
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return found  # a directory the plan makes (e.g. /data): nothing of the host's to show in it
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            found.append((name, "symlink", os.readlink(path)))
+        elif stat.S_ISDIR(mode):
+            found.append((name, "dir", ""))
+        elif stat.S_ISREG(mode):
+            found.append((name, "file", ""))
+        else:
+            found.append((name, "other", ""))
+    return found
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {source} on {target}")
+
+
+def build_root(root: str, actions: list[Action]) -> None:
+    """Carry out ``plan_root`` under ``root`` (a directory that is about to become a tmpfs in this namespace)."""
+    _mount("tmpfs", root, "tmpfs", 0, "mode=0755")
+    for action in actions:
+        inside = root + action.path
+        if action.kind == "dir":
+            os.makedirs(inside, exist_ok=True)
+        elif action.kind == "file":
+            open(inside, "a").close()
+        elif action.kind == "symlink":
+            os.symlink(action.source, inside)
+        elif action.kind == "tmpfs":
+            _mount("tmpfs", inside, "tmpfs", 0, "mode=1777")
+        elif action.kind in ("bind", "volume"):
+            _mount(action.source, inside, None, MS_BIND | MS_REC)
+
+
+def enter(spec: dict[str, Any]) -> None:
+    uid, gid = int(spec["uid"]), int(spec["gid"])
+    if uid == 0:
+        raise PermissionError("the simulated kubelet runs nothing as root (runAsUser 0)")
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
+    build_root(spec["root"], plan_root(volumes, host_entries))
+    os.chroot(spec["root"])
+    os.chdir(spec.get("workingDir") or "/")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    os.setgroups([int(g) for g in spec.get("groups") or []])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[1])
+    command = [str(part) for part in spec["command"]]
+    env = {str(k): str(v) for k, v in spec.get("env", {}).items()}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("HOME", "/tmp")
+    try:
+        enter(spec)
+        os.execvpe(command[0], command, env)
+    except OSError as error:
+        print(f"sandbox: cannot start {command[0]!r}: {error}", file=sys.stderr, flush=True)
+    return START_ERROR_EXIT
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

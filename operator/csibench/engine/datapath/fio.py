@@ -1,0 +1,130 @@
+"""fio for one volume of one workload: the command line the pod runs, and what its log says (pure).
+
+The pod runs ``fio --output-format=json --group_reporting`` over ``jobsPerVolume`` jobs, each with a file of its
+own on the volume. ``--group_reporting`` makes fio merge its jobs (their I/O and their latency histograms) into
+one result: one result per volume. ``--status-interval=1`` makes fio print a cumulative JSON document every
+second, so ``kubectl logs`` of a running workload pod shows how it goes; the last document is the final result.
+Sizes go to fio in bytes, so fio's own unit conventions never matter. The
+log holds stdout and stderr, as ``pods/log`` returns them: fio's error lines (``fio: ...``) and its JSON. A
+result whose job reports an error, or a log without JSON, is a failure carrying fio's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from csibench.api import validation as v
+from csibench.api.models import DataPathSpec, DataPathWorkload, FioPattern
+
+MOUNT_PATH = "/data"
+PERCENTILES = ("50.000000", "99.000000")
+MAX_MESSAGE = 600
+
+
+def size_bytes(quantity: str) -> int:
+    return int(v.parse_quantity(quantity))
+
+
+def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[str]:
+    """The container's command: every value comes from validated fields (patterns in the CRD and the models)."""
+    command = ["fio", f"--name={workload.name}", f"--directory={MOUNT_PATH}", f"--rw={workload.pattern.value}",
+               f"--bs={size_bytes(workload.blockSize)}", f"--size={size_bytes(spec.file_size(workload))}",
+               f"--numjobs={spec.jobsPerVolume}", f"--iodepth={workload.iodepth or spec.iodepth}",
+               f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
+               "--time_based", f"--runtime={spec.runtimeSeconds}", f"--ramp_time={spec.rampSeconds}",
+               "--group_reporting", "--percentile_list=50:99", "--output-format=json",
+               "--status-interval=1"]
+    if workload.pattern == FioPattern.RANDRW:
+        command.insert(4, f"--rwmixread={workload.readPercent}")
+    return command
+
+
+@dataclass(frozen=True)
+class Direction:
+    bytes_per_second: float
+    iops: float
+    clat_p50: float | None  # seconds
+    clat_p99: float | None
+
+
+@dataclass(frozen=True)
+class VolumeResult:
+    """What one pod measured on its volume (all of its jobs, merged by fio)."""
+
+    read: Direction
+    write: Direction
+    jobs: int
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.read.bytes_per_second + self.write.bytes_per_second
+
+
+class FioFailed(ValueError):
+    """The log shows no measurement: the message is fio's own (or says what the log held instead)."""
+
+
+def _direction(data: dict[str, object]) -> Direction:
+    clat = data.get("clat_ns") or {}
+    percentiles = clat.get("percentile") if isinstance(clat, dict) else None
+    percentiles = percentiles if isinstance(percentiles, dict) else {}
+    values = [percentiles.get(p) for p in PERCENTILES]
+    p50, p99 = (float(x) / 1e9 if isinstance(x, (int, float)) and x > 0 else None for x in values)
+    bw = data.get("bw_bytes", 0)
+    iops = data.get("iops", 0)
+    return Direction(float(bw) if isinstance(bw, (int, float)) else 0.0,
+                     float(iops) if isinstance(iops, (int, float)) else 0.0, p50, p99)
+
+
+def split_log(log: str) -> tuple[list[object], str]:
+    """The JSON documents in a log, in order, and the text around them (fio's own error and warning lines)."""
+    decoder = json.JSONDecoder()
+    documents: list[object] = []
+    text: list[str] = []
+    position = 0
+    while True:
+        if log.startswith("{", position):
+            start = position
+        else:
+            found = log.find("\n{", position)  # a document starts at the beginning of a line
+            if found < 0:
+                text.append(log[position:])
+                break
+            start = found + 1
+        text.append(log[position:start])
+        try:
+            document, length = decoder.raw_decode(log[start:])
+        except ValueError:
+            text.append(log[start:])
+            break
+        documents.append(document)
+        position = start + length
+    return documents, "".join(text)
+
+
+def messages_of(log: str) -> str:
+    """fio's own lines outside its JSON documents (errors and warnings), joined."""
+    _, text = split_log(log)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines)[:MAX_MESSAGE]
+
+
+def parse_fio_log(log: str) -> VolumeResult:
+    """One volume's result from its pod's log (the last JSON document); FioFailed with fio's message when there
+    is none."""
+    documents, _ = split_log(log)
+    if not documents:
+        raise FioFailed(messages_of(log) or "fio wrote no output")
+    document = documents[-1]
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
+        raise FioFailed(messages_of(log) or "fio reported no job")
+    job = jobs[0]
+    error = job.get("error", 0)
+    if error:
+        raise FioFailed(messages_of(log) or f"fio job {job.get('jobname')} ended with error {error}")
+    options = job.get("job options") or {}
+    numjobs = options.get("numjobs", "1") if isinstance(options, dict) else "1"
+    return VolumeResult(_direction(job.get("read") or {}), _direction(job.get("write") or {}),
+                        int(numjobs) if str(numjobs).isdigit() else 1)

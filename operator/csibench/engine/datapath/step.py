@@ -1,0 +1,182 @@
+"""The data-path step: for each workload in order, one fio pod per selected volume at once; wait until all are
+done; read each pod's log through the API (``pods/log``); parse; delete the pods (and wait until they are gone
+and their volumes detached); then the next workload.
+
+The step's clock covers the whole matrix; each row records its own wall time (pods created to the last pod
+done). A pod that fails (non-zero exit, refused by the kubelet, a mount failure, the workload's timeout) fails its
+row with fio's own message when its log has one; the rest of the matrix still runs. Every pod carries the run's
+labels, so cleanup removes whatever an interruption leaves. After an operator restart the step is restored
+(its pods deleted, untimed) and measured again from scratch, like any step: the rows start over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from csibench.api import validation as v
+from csibench.api.models import ConditionReason, DataPathLatency, DataPathRow, DataPathSpec, StepState
+from csibench.engine import judges
+from csibench.engine.datapath.fio import FioFailed, VolumeResult, messages_of, parse_fio_log
+from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_record
+from csibench.engine.errors import PlanError
+from csibench.engine.judges import Verdict
+from csibench.engine.observed import POD
+from csibench.engine.tracker import StepTracker
+from csibench.kube.client import ApiError
+from csibench.metrics import METRICS
+
+if TYPE_CHECKING:
+    from csibench.engine.catalog import StepContext, StepSpec
+
+DEFAULT_WORKLOAD_IMAGE = "ghcr.io/csibench/workload:0.1.0"
+WORKLOAD_IMAGE_ENV = "CSIBENCH_WORKLOAD_IMAGE"
+SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
+ROWS, VOLUMES = "rows", "volumes"
+READS, WRITES = frozenset({"read", "randread", "randrw"}), frozenset({"write", "randwrite", "randrw"})
+
+
+def workload_image(data: DataPathSpec, environ: dict[str, str] | None = None) -> str:
+    """The run's workload image: spec.dataPath.image, else the operator's default (``--workload-image`` /
+    CSIBENCH_WORKLOAD_IMAGE), else the release's. An operator default that is not an image reference is a
+    PlanError: nothing is created."""
+    if data.image:
+        return data.image
+    image = (environ if environ is not None else dict(os.environ)).get(WORKLOAD_IMAGE_ENV) or DEFAULT_WORKLOAD_IMAGE
+    if len(image) > v.IMAGE_MAX or not re.fullmatch(v.IMAGE_PATTERN, image):
+        raise PlanError(ConditionReason.INVALID_SPEC, f"the operator's workload image {image!r} ({WORKLOAD_IMAGE_ENV}) "
+                        "is not an image reference")
+    return image
+
+
+def selected_volumes(spec_volumes: int, data: DataPathSpec) -> int:
+    return min(data.volumes or spec_volumes, spec_volumes)
+
+
+def timeout_of(context: StepContext) -> float:
+    data = context.spec.dataPath
+    assert data is not None
+    own = context.spec.timeouts.dataPath
+    return float(own if own is not None else data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
+
+
+def rows_of(tracker: StepTracker | None) -> list[DataPathRow]:
+    """The rows a data-path tracker holds (status shows them)."""
+    if tracker is None or tracker.extra is None:
+        return []
+    return [DataPathRow.model_validate(row) for row in tracker.extra.get(ROWS, [])]
+
+
+class Batches(Protocol):
+    """What the data path needs from the step runner: timed batches, submitters and the API."""
+
+    async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
+                    timeout: float) -> None: ...
+
+    def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
+
+    def remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
+
+    async def pod_log(self, name: str) -> str: ...
+
+    async def show(self, progress: str) -> None: ...
+
+
+async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
+    """Run the matrix (the caller wrote status and started nothing yet); the tracker's clock covers it all."""
+    data = context.spec.dataPath
+    assert data is not None
+    volumes = selected_volumes(context.spec.volumes, data)
+    rows = [pending_row(data, workload, volumes) for workload in data.workloads]
+    records: list[dict[str, Any]] = []
+    tracker.extra = {ROWS: [row.model_dump(mode="json", exclude_none=True) for row in rows], VOLUMES: records}
+    judge = step.judge_in(context)
+    gone = judges.pod_gone_and_detached(context.observed, frozenset())
+    timeout = timeout_of(context)
+    tracker.start()
+    try:
+        for w, workload in enumerate(data.workloads):
+            names = [step.object_name(context.names, w * volumes + i) for i in range(volumes)]
+            active = [name for name in names if name not in tracker.skipped]
+            rows[w].state = StepState.RUNNING
+            _keep(tracker, rows)
+            await runner.show(f"{workload.name} ({w + 1}/{len(data.workloads)})")
+            run = StepTracker(f"{step.name}-{workload.name}", active)
+            await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout)
+            results: list[VolumeResult] = []
+            failures: list[tuple[str, str]] = []
+            for index, name in enumerate(names):
+                if name not in active:
+                    continue
+                result, failure = await _outcome(runner, name, run)
+                outcome = run.outcomes[name]
+                tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
+                tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
+                records.append(volume_record(workload.name, context.names.volume(index), name, result, failure))
+                if result is not None:
+                    results.append(result)
+                if failure is not None:
+                    failures.append(failure)
+            seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
+            rows[w] = build_row(data, workload, results, failures, seconds)
+            _keep(tracker, rows)
+            seen = context.observed.uids_of(POD)
+            removal = StepTracker(f"{step.name}-{workload.name}-delete", [n for n in active if n in seen])
+            await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
+    except BaseException:
+        tracker.interrupted = True
+        for row in rows:
+            if row.state == StepState.RUNNING:
+                interrupted(row)
+        _keep(tracker, rows)
+        raise
+    tracker.stopped = time.monotonic()
+
+
+def record_metrics(run_label: str, rows: list[DataPathRow]) -> None:
+    """Measured rows into Prometheus, in base units (a failed or interrupted row has no measurement)."""
+    for row in rows:
+        if row.state != StepState.SUCCEEDED:
+            continue
+        latency = row.latency or DataPathLatency()
+        directions = {}
+        reads, writes = row.pattern in READS, row.pattern in WRITES  # only the directions the workload drives
+        if reads and row.readMiBps is not None:
+            directions["read"] = (row.readMiBps * MIB, row.readIOPS or 0.0, latency.readP50, latency.readP99)
+        if writes and row.writeMiBps is not None:
+            directions["write"] = (row.writeMiBps * MIB, row.writeIOPS or 0.0, latency.writeP50, latency.writeP99)
+        METRICS.record_datapath(run_label, row.name, row.durationSeconds, directions)
+
+
+def interrupted(row: DataPathRow) -> None:
+    """A row cut short is not a measurement: its numbers are dropped, its state says why."""
+    row.state = StepState.INTERRUPTED
+    row.readMiBps = row.writeMiBps = row.readIOPS = row.writeIOPS = None
+    row.minVolumeMiBps = row.maxVolumeMiBps = None
+    row.latency = None
+    row.message = "interrupted (operator restart or stop): not a measurement"
+
+
+def _keep(tracker: StepTracker, rows: list[DataPathRow]) -> None:
+    assert tracker.extra is not None
+    tracker.extra[ROWS] = [row.model_dump(mode="json", exclude_none=True) for row in rows]
+
+
+async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[VolumeResult | None,
+                                                                          tuple[str, str] | None]:
+    """The pod's result, or why it has none: fio's own words from its log when there are any."""
+    outcome = run.outcomes[name]
+    try:
+        log = await runner.pod_log(name)
+    except ApiError as error:
+        log = ""
+        if outcome.ok:
+            return None, ("LogUnavailable", f"pods/log of {name}: {error}"[:600])
+    if not outcome.ok:
+        return None, (outcome.reason, messages_of(log) or outcome.message or outcome.reason)
+    try:
+        return parse_fio_log(log), None
+    except FioFailed as error:
+        return None, ("FioError", str(error))

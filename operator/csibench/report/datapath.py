@@ -1,0 +1,115 @@
+"""The data-path table, shaped like the published vendor tables (workload, block, pattern, MiB/s), plus IOPS,
+completion latency, the volumes and jobs behind each row and the spread across volumes; and two runs' data
+paths side by side (pure, over the run's status as the API returns it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from csibench.api.models import WORKLOAD_TITLES
+from csibench.engine.timing import human_duration
+
+HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
+           "clat p50/p99 ms", "Volumes · jobs", "Per volume MiB/s", "Time", "State"]
+COMPARE_HEADERS = ["Workload", "A: MiB/s · IOPS", "B: MiB/s · IOPS", "B vs A (MiB/s)"]
+PATTERNS = {"read": "100% read, sequential", "write": "100% write, sequential", "randread": "100% read, random",
+            "randwrite": "100% write, random"}
+
+
+def rows_of(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((run.get("status") or {}).get("dataPath") or [])
+
+
+def title(row: dict[str, Any]) -> str:
+    return str(WORKLOAD_TITLES.get(row["name"], row["name"]))
+
+
+def pattern(row: dict[str, Any], read_percent: int | None = None) -> str:
+    if row.get("pattern") == "randrw":
+        share = 50 if read_percent is None else read_percent
+        return f"{share}% read / {100 - share}% write, random"
+    return PATTERNS.get(str(row.get("pattern")), str(row.get("pattern", "")))
+
+
+def block(row: dict[str, Any]) -> str:
+    size = str(row.get("blockSize", ""))
+    return size.replace("Ki", " KiB").replace("Mi", " MiB")
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _latency(row: dict[str, Any]) -> str:
+    latency = row.get("latency") or {}
+    p50 = max((latency.get(k) or 0.0) for k in ("readP50", "writeP50"))
+    p99 = max((latency.get(k) or 0.0) for k in ("readP99", "writeP99"))
+    return "-" if not p99 else f"{p50 * 1000:.2f}/{p99 * 1000:.2f}"
+
+
+def _read_percents(run: dict[str, Any]) -> dict[str, int]:
+    workloads = ((run.get("spec") or {}).get("dataPath") or {}).get("workloads") or []
+    return {w["name"]: int(w.get("readPercent", 50)) for w in workloads}
+
+
+def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The data-path table's headers and rows, or None for a run without a data path."""
+    found = rows_of(run)
+    if not found:
+        return None
+    shares = _read_percents(run)
+    rows = []
+    for row in found:
+        spread = "-" if row.get("minVolumeMiBps") is None else \
+            f"{row['minVolumeMiBps']:,.1f}-{row['maxVolumeMiBps']:,.1f}"
+        duration = row.get("durationSeconds")
+        rows.append([title(row), block(row), pattern(row, shares.get(row["name"])), _number(row.get("readMiBps")),
+                     _number(row.get("writeMiBps")), _number(row.get("readIOPS"), 0),
+                     _number(row.get("writeIOPS"), 0), _latency(row), f"{row.get('volumes', 0)} · "
+                     f"{row.get('jobs', 0)}", spread, "-" if duration is None else human_duration(duration),
+                     row.get("state", "") + (f" ({row['failed']} failed)" if row.get("failed") else "")])
+    return HEADERS, rows
+
+
+def notes(run: dict[str, Any]) -> list[str]:
+    """Under the table: how to read it, and each failed row's message (the tool's own words)."""
+    found = rows_of(run)
+    if not found:
+        return []
+    lines = ["data path: MiB/s and IOPS summed over volumes; clat p50/p99 is the slowest volume's (fio merges its "
+             "jobs within a pod)"]
+    lines += [f"data path ({row['name']}): {row['message']}" for row in found if row.get("message")]
+    return lines
+
+
+def _total(row: dict[str, Any]) -> float | None:
+    if row.get("readMiBps") is None and row.get("writeMiBps") is None:
+        return None
+    return float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0)
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    total = _total(row)
+    if total is None:
+        return str(row.get("state", "-"))
+    iops = float(row.get("readIOPS") or 0.0) + float(row.get("writeIOPS") or 0.0)
+    return f"{total:,.1f} MiB/s · {iops:,.0f} IOPS"
+
+
+def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """B vs A per workload (bandwidth ratio, read + write), for the workloads either run has."""
+    a = {row["name"]: row for row in rows_of(run_a)}
+    b = {row["name"]: row for row in rows_of(run_b)}
+    if not a and not b:
+        return None
+    names = list(a) + [name for name in b if name not in a]
+    rows = []
+    for name in names:
+        total_a = _total(a[name]) if name in a else None
+        total_b = _total(b[name]) if name in b else None
+        ratio = "-" if not total_a or total_b is None else f"{total_b / total_a:.2f}×"
+        rows.append([WORKLOAD_TITLES.get(name, name), _cell(a.get(name)), _cell(b.get(name)), ratio])
+    return COMPARE_HEADERS, rows

@@ -1,0 +1,29 @@
+"""What a test can see on the host: mounts and processes the simulated kubelet must not leave behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SANDBOX_MODULE = "localcluster.simulator.sandbox"
+
+
+def host_mounts_under(directory: Path) -> list[str]:
+    """Mount points in the host's mount namespace under ``directory`` (the cluster's state directory)."""
+    root = str(directory.resolve())
+    lines = Path("/proc/mounts").read_text().splitlines()
+    return [line.split()[1] for line in lines if line.split()[1].startswith(root)]
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of running processes that contain ``marker`` (this test process excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and "pytest" not in cmdline:
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found

@@ -1,0 +1,227 @@
+"""The data-path step against the in-memory API server, and its pure parts: fio's command line and output, rows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.models import BenchmarkRunSpec, DataPathSpec, StepState, default_workloads
+from csibench.engine.datapath.fio import FioFailed, build_fio_command, parse_fio_log
+from csibench.engine.datapath.rows import MIB, build_row
+from csibench.engine.datapath.step import workload_image
+from csibench.engine.errors import PlanError
+from csibench.engine.manifests import build_workload_pod
+from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
+from tests.unit.test_run import UID, owned_left, run, spec
+
+FIO_JSON = {"fio version": "fio-3.33", "jobs": [{
+    "jobname": "seqRead", "error": 0, "job options": {"numjobs": "2"},
+    "read": {"bw_bytes": 104857600, "iops": 1600.0, "clat_ns": {"percentile": {"50.000000": 500000,
+                                                                               "99.000000": 2000000}}},
+    "write": {"bw_bytes": 0, "iops": 0.0, "clat_ns": {"percentile": {}}}}]}
+
+
+def data_spec(**data: Any) -> BenchmarkRunSpec:
+    return spec(volumes=3, pvcsPerPod=1, size="64Mi", dataPath={"rampSeconds": 0, "runtimeSeconds": 1, **data})
+
+
+def test_defaults_reproduce_the_published_table_at_a_small_scale() -> None:
+    rows = [(w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
+    assert rows == [("seqRead", "read", "64Ki"), ("seqWrite", "write", "64Ki"), ("randRead", "randread", "8Ki"),
+                    ("randWrite", "randwrite", "8Ki"), ("randReadWrite", "randrw", "8Ki")]
+    data = DataPathSpec()
+    assert data.direct and data.jobsPerVolume >= 1 and data.fileSize == "16Mi"
+
+
+def test_fio_command_is_built_from_validated_fields_in_bytes() -> None:
+    data = DataPathSpec(fileSize="4Mi", jobsPerVolume=3, iodepth=16, runtimeSeconds=2, rampSeconds=1)
+    command = build_fio_command(data, default_workloads()[4])
+    assert command[0] == "fio" and "--output-format=json" in command and "--group_reporting" in command
+    assert {"--rw=randrw", "--rwmixread=50", "--bs=8192", "--size=4194304", "--numjobs=3", "--iodepth=16",
+            "--direct=1", "--time_based", "--runtime=2", "--ramp_time=1", "--directory=/data"} <= set(command)
+
+
+def test_fio_json_is_parsed_after_its_warnings_and_errors_keep_fios_words() -> None:
+    log = "fio: this platform does not support process shared mutexes\n" + json.dumps(FIO_JSON, indent=2)
+    result = parse_fio_log(log)
+    assert result.read.bytes_per_second == 104857600 and result.read.iops == 1600.0
+    assert (result.read.clat_p50, result.read.clat_p99) == (0.0005, 0.002) and result.write.clat_p50 is None
+    assert result.jobs == 2
+    with pytest.raises(FioFailed, match="engine nosuch not loadable"):
+        parse_fio_log("fio: engine nosuch not loadable\nfio: failed to load engine\n")
+    broken = dict(FIO_JSON, jobs=[dict(FIO_JSON["jobs"][0], error=28)])  # type: ignore[arg-type]
+    with pytest.raises(FioFailed, match="No space left"):
+        parse_fio_log("fio: io_u error on file /data/x: No space left on device: write offset=0\n"
+                      + json.dumps(broken))
+
+
+def test_row_sums_bandwidth_takes_the_slowest_volumes_percentiles_and_shows_the_spread() -> None:
+    data = DataPathSpec()
+    fast = parse_fio_log(json.dumps(FIO_JSON))
+    slow_json = json.loads(json.dumps(FIO_JSON))
+    slow_json["jobs"][0]["read"].update(bw_bytes=52428800, iops=800.0)
+    slow_json["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"] = 9000000
+    slow = parse_fio_log(json.dumps(slow_json))
+    row = build_row(data, default_workloads()[0], [fast, slow], [], 3.5)
+    assert row.state == StepState.SUCCEEDED and row.volumes == 2 and row.jobs == 2 * data.jobsPerVolume
+    assert row.readMiBps == 150.0 and row.readIOPS == 2400.0 and row.writeMiBps == 0.0
+    assert (row.minVolumeMiBps, row.maxVolumeMiBps) == (50.0, 100.0)
+    assert row.latency is not None and row.latency.readP99 == 0.009 and row.latency.writeP99 is None
+    failed = build_row(data, default_workloads()[0], [fast], [("PodFailed", "fio: engine x not loadable")], 1.0)
+    assert failed.state == StepState.FAILED and failed.failed == 1 and "engine x not loadable" in (failed.message
+                                                                                                   or "")
+
+
+def test_workload_pods_meet_restricted_and_carry_the_run_labels() -> None:
+    run_spec = data_spec()
+    assert run_spec.dataPath is not None
+    pod = build_workload_pod("p", "claim", run_spec, run_spec.dataPath, default_workloads()[0], "img:1",
+                             ["fio"], {"csibench.io/run-uid": UID})
+    security = pod["spec"]["securityContext"]
+    assert security["runAsNonRoot"] and security["runAsUser"] != 0 and security["fsGroup"]
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["spec"]["containers"][0]["securityContext"]
+    assert container["allowPrivilegeEscalation"] is False and container["capabilities"] == {"drop": ["ALL"]}
+    assert pod["spec"]["restartPolicy"] == "Never" and pod["metadata"]["labels"]["csibench.io/run-uid"] == UID
+
+
+def test_admission_rules_in_the_models() -> None:
+    for bad, words in [({"size": "16Mi", "dataPath": {"fileSize": "16Mi"}}, "must fit the volume"),
+                       ({"repeat": 2, "dataPath": {}}, "repeat"),
+                       ({"volumes": 2, "dataPath": {"volumes": 3}}, "at most volumes"),
+                       ({"steps": ["createVolume"], "dataPath": {}}, "exactly when"),
+                       ({"volumeMode": "Block", "dataPath": {}}, "Filesystem"),
+                       ({"dataPath": {"workloads": [{"name": "a", "pattern": "read", "blockSize": "4Ki"}] * 2}},
+                        "unique")]:
+        with pytest.raises(ValidationError, match=words):
+            BenchmarkRunSpec.model_validate({"storageClassName": "sim", **bad})
+
+
+def test_workload_image_spec_over_operator_default_and_a_bad_default_is_a_plan_error() -> None:
+    assert workload_image(DataPathSpec(image="example.com/fio:1")) == "example.com/fio:1"
+    assert workload_image(DataPathSpec(), {"CSIBENCH_WORKLOAD_IMAGE": "r.example/w:2"}) == "r.example/w:2"
+    with pytest.raises(PlanError):
+        workload_image(DataPathSpec(), {"CSIBENCH_WORKLOAD_IMAGE": "bad image; rm -rf"})
+
+
+def test_data_path_runs_every_workload_on_every_volume_after_unpublish() -> None:
+    fake = FakeKube()
+    status = run(fake, data_spec())
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    names = [s.name for s in status.steps]
+    assert names.index("dataPath") == names.index("unpublish") + 1
+    step = next(s for s in status.steps if s.name == "dataPath")
+    assert (step.objects, step.succeeded, step.failed) == (15, 15, 0)
+    assert [row.name for row in status.dataPath] == ["seqRead", "seqWrite", "randRead", "randWrite",
+                                                     "randReadWrite"]
+    by_name = {row.name: row for row in status.dataPath}
+    assert by_name["seqRead"].readMiBps == 300.0 and by_name["seqRead"].writeMiBps == 0.0
+    assert by_name["seqWrite"].writeMiBps == 150.0 and by_name["seqWrite"].readMiBps == 0.0
+    assert (by_name["randReadWrite"].readIOPS or 0) > 0 and (by_name["randReadWrite"].writeIOPS or 0) > 0
+    assert all(row.state == StepState.SUCCEEDED and row.durationSeconds is not None for row in status.dataPath)
+    # Each workload's pods are deleted before the next workload's are created.
+    posts = [path for verb, path in fake.timeline if verb == "POST" and "/pods/" in path and "-d0" in path]
+    deletes = [path for verb, path in fake.timeline if verb == "DELETE" and "-d000" in path]
+    first_of_second = fake.timeline.index(("POST", posts[3]))
+    assert all(fake.timeline.index(("DELETE", d)) < first_of_second for d in deletes[:3])
+    assert owned_left(fake) == []
+
+
+def test_a_failing_pod_fails_its_row_with_fios_message_and_the_matrix_goes_on() -> None:
+    def workload(pod: dict[str, Any]) -> tuple[int, str]:
+        if "--rw=write" in pod["spec"]["containers"][0]["command"]:
+            return 1, "fio: engine nosuch not loadable\nfio: failed to load engine\n"
+        return fake_fio(pod)
+    fake = FakeKube(Behaviour(workload=workload))
+    status = run(fake, data_spec())
+    assert status.phase is not None and status.phase.value == "Failed"
+    by_name = {row.name: row for row in status.dataPath}
+    assert by_name["seqWrite"].state == StepState.FAILED and by_name["seqWrite"].failed == 3
+    assert "engine nosuch not loadable" in (by_name["seqWrite"].message or "")
+    assert by_name["seqWrite"].writeMiBps is None
+    assert all(by_name[n].state == StepState.SUCCEEDED for n in ("seqRead", "randRead", "randWrite"))
+    assert "engine nosuch not loadable" in (status.message or "")
+    assert owned_left(fake) == []
+
+
+def test_data_path_volumes_are_a_subset_and_default_steps_include_it() -> None:
+    fake = FakeKube()
+    status = run(fake, data_spec(volumes=2, workloads=[{"name": "w", "pattern": "randread", "blockSize": "4Ki"}]))
+    step = next(s for s in status.steps if s.name == "dataPath")
+    assert step.objects == 2 and status.dataPath[0].volumes == 2
+    assert status.dataPath[0].readMiBps == pytest.approx(200 * 2**20 / MIB)
+
+
+def _as_run(status: Any, run_spec: BenchmarkRunSpec, name: str = "bench") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "runs"}, "spec": run_spec.model_dump(mode="json"),
+            "status": status.model_dump(mode="json", exclude_none=True)}
+
+
+def test_report_has_a_second_table_shaped_like_the_published_one_and_compare_puts_workloads_side_by_side() -> None:
+    from csibench.report.compare import render_compare
+    from csibench.report.render import render_markdown, render_table
+    run_spec = data_spec()
+    base = _as_run(run(FakeKube(), run_spec), run_spec, "base")
+    faster = _as_run(run(FakeKube(Behaviour(workload=lambda pod: fake_fio(pod, 200 * 2**20, 100 * 2**20))),
+                         run_spec), run_spec, "fast")
+    text = render_table(base)
+    assert "Data path (fio)" in text
+    line = next(line for line in text.splitlines() if line.startswith("Sequential read"))
+    assert "64 KiB" in line and "100% read, sequential" in line and "300.0" in line
+    assert "50% read / 50% write, random" in text
+    assert "Data path (fio)" in render_markdown(base)
+    compared = render_compare(base, faster)
+    row = next(line for line in compared.splitlines() if line.startswith("Sequential write"))
+    assert row.rstrip().endswith("2.00×")
+
+
+def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from csibench.engine.datapath.step import record_metrics
+    from csibench.metrics import METRICS
+    status = run(FakeKube(), data_spec())
+    record_metrics("runs/metered", status.dataPath)
+    text = generate_latest().decode()
+    assert 'csibench_datapath_bandwidth_bytes_per_second{direction="read",run="runs/metered",workload="seqRead"} ' \
+           f'{float(3 * 100 * 2**20)!r}'.replace("314572800.0", "3.145728e+08") in text
+    assert 'csibench_datapath_operations_per_second{direction="write",run="runs/metered",workload="randWrite"}' \
+        in text
+    assert 'quantile="0.99"' in text and "volume=" not in text
+    METRICS.forget_run("runs/metered")
+    assert 'run="runs/metered"' not in generate_latest().decode()
+    assert CollectorRegistry  # the default registry is the operator's
+
+
+def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
+    import yaml
+
+    from localcluster.launcher import REPO_ROOT
+    example = yaml.safe_load((REPO_ROOT / "examples" / "datapath.yaml").read_text())
+    run_spec = BenchmarkRunSpec.model_validate(example["spec"])
+    assert run_spec.dataPath is not None
+    assert [(w.name, w.pattern.value, w.blockSize) for w in run_spec.dataPath.workloads] == [
+        (w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
+
+
+def test_restart_policy_fail_marks_the_row_under_way_interrupted_without_numbers() -> None:
+    run_spec = spec(volumes=3, pvcsPerPod=1, size="64Mi", restartPolicy="Fail", dataPath={
+        "rampSeconds": 0, "runtimeSeconds": 1, "workloads": [{"name": "a", "pattern": "read", "blockSize": "8Ki"},
+                                                             {"name": "b", "pattern": "write", "blockSize": "8Ki"},
+                                                             {"name": "c", "pattern": "randread", "blockSize": "8Ki"}]})
+    measured = {"name": "a", "state": "Succeeded", "pattern": "read", "blockSize": "8Ki", "volumes": 3, "jobs": 6,
+                "readMiBps": 10.0, "writeMiBps": 0.0}
+    half = {**measured, "name": "b", "state": "Running", "pattern": "write", "writeMiBps": 5.0}
+    previous = {"phase": "Running", "targetNamespace": "csibench-bench-0a1b2",
+                "steps": [{"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3},
+                          {"name": "dataPath", "state": "Running", "objects": 9}],
+                "dataPath": [measured, half, {"name": "c", "state": "Pending"}]}
+    status = run(FakeKube(), run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Failed"
+    rows = {row.name: row for row in status.dataPath}
+    assert rows["a"].state == StepState.SUCCEEDED and rows["a"].readMiBps == 10.0  # a finished row stays
+    assert rows["b"].state == StepState.INTERRUPTED and rows["b"].writeMiBps is None  # never half a measurement
+    assert rows["c"].state == StepState.PENDING

@@ -1,0 +1,90 @@
+"""Pure parts of the simulated kubelet's process mode: who runs, where volumes go, what the log endpoint serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from localcluster.simulator.logserver import parse_log_path, select_text
+from localcluster.simulator.runtime import (
+    ContainerConfigError,
+    command_of,
+    env_of,
+    identity_of,
+    is_pause_image,
+    mount_paths,
+    pod_phase,
+    runs_processes,
+)
+from localcluster.simulator.sandbox import Action, plan_root
+
+
+def pod(security: dict[str, Any] | None = None, image: str = "csibench/workload:1") -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"nodeName": "n0", "securityContext": security or {},
+                     "containers": [{"name": "c", "image": image, "command": ["fio"], "args": ["--version"]}]}}
+
+
+def test_pause_pods_stay_status_only_and_everything_else_runs() -> None:
+    assert is_pause_image("registry.k8s.io/pause:3.10") and is_pause_image("pause")
+    assert is_pause_image("example.com/mirror/pause@sha256:abc")
+    assert not runs_processes(pod(image="registry.k8s.io/pause:3.10"))
+    assert runs_processes(pod(image="example.com/pause-not/fio:1"))
+
+
+def test_identity_comes_from_the_container_over_the_pod_and_never_root() -> None:
+    who = identity_of(pod({"runAsUser": 1000, "runAsGroup": 1001, "fsGroup": 2000, "supplementalGroups": [7]}),
+                      {"name": "c", "securityContext": {"runAsUser": 1500}})
+    assert (who.uid, who.gid, who.groups) == (1500, 1001, (1001, 7, 2000))
+    with pytest.raises(ContainerConfigError, match="will run as root"):
+        identity_of(pod({}), {"name": "c"})
+    with pytest.raises(ContainerConfigError, match="breaks non-root policy"):
+        identity_of(pod({"runAsUser": 0}), {"name": "c"})
+
+
+def test_env_command_and_mounts() -> None:
+    p = pod()
+    container = {"name": "c", "command": ["fio"], "args": ["--output-format=json"],
+                 "env": [{"name": "A", "value": "1"},
+                         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                 "volumeMounts": [{"name": "v", "mountPath": "/data/v/"}, {"name": "cfg", "mountPath": "/etc/x"}]}
+    assert env_of(p, container) == {"A": "1", "POD": "p"}
+    assert command_of(container) == ["fio", "--output-format=json"]
+    assert mount_paths(p, container, {"v": "/srv/vol"}) == {"/data/v": "/srv/vol"}
+    with pytest.raises(ContainerConfigError, match="no command"):
+        command_of({"name": "c", "args": ["x"]})
+    with pytest.raises(ContainerConfigError):
+        mount_paths(p, {"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/"}]}, {"v": "/srv"})
+
+
+def test_pod_phase_follows_restart_policy() -> None:
+    assert pod_phase("Never", [0, 0]) == "Succeeded"
+    assert pod_phase("Never", [0, 3]) == "Failed"
+    assert pod_phase("Never", [0, None]) is None
+    assert pod_phase("OnFailure", [1]) is None and pod_phase("OnFailure", [0]) == "Succeeded"
+    assert pod_phase("Always", [0]) is None
+
+
+def test_root_plan_makes_mount_paths_inside_the_tmpfs_and_binds_the_rest() -> None:
+    host = {"/": [("usr", "dir", ""), ("bin", "symlink", "usr/bin"), ("tmp", "dir", ""), ("var", "dir", ""),
+                  ("etc", "dir", "")],
+            "/var": [("lib", "dir", ""), ("log", "dir", "")], "/var/lib": [("dpkg", "dir", "")]}
+    actions = plan_root({"/data/v": "/srv/a", "/var/lib/pg": "/srv/b"}, lambda d: host.get(d, []))
+    assert Action("bind", "/usr", "/usr") in actions and Action("symlink", "/bin", "usr/bin") in actions
+    assert Action("tmpfs", "/tmp") in actions  # private, never the host's /tmp
+    assert Action("bind", "/var/log", "/var/log") in actions and Action("bind", "/var/lib/dpkg",
+                                                                        "/var/lib/dpkg") in actions
+    assert Action("bind", "/var", "/var") not in actions  # shadowed: a mountPath goes below it
+    assert actions[-2:] == [Action("dir", "/var/lib/pg"), Action("volume", "/var/lib/pg", "/srv/b")]
+    assert Action("volume", "/data/v", "/srv/a") in actions
+
+
+def test_log_endpoint_paths_and_selection() -> None:
+    assert parse_log_path("/containerLogs/ns/pod-1/work?follow=true") == ("ns", "pod-1", "work")
+    assert parse_log_path("/containerLogs/ns/pod") is None
+    assert parse_log_path("/containerLogs/ns/%2e%2e/x") is None
+    assert parse_log_path("/metrics") is None
+    assert select_text(b"a\nb\nc\n", 2, None) == b"b\nc\n"
+    assert select_text(b"abcdef", None, 3) == b"abc"
+    assert select_text(b"a\n", 0, None) == b""
