@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from csibench.engine.judges import DONE, claim_and_volume_gone, pod_gone_and_detached
@@ -64,3 +65,16 @@ def test_a_multi_attach_warning_is_transient_but_an_attach_failure_is_not() -> N
     observed.apply(_event("events", "ADDED", {**warning, "message": "rpc error: code = Internal"}, at=3.0))
     verdict = judge("run-abcde-p00000", 1.0)
     assert verdict is not None and not verdict.ok and verdict.reason == "FailedAttachVolume"
+
+
+def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> None:
+    """What the cluster-wide watches pass over undecoded must be exactly what ``apply`` would ignore."""
+    observed = Observed("ns", "run-abcde")
+    ours = {"metadata": {"name": "pv-1"}, "spec": {"claimRef": {"namespace": "ns", "name": "run-abcde-v00000"}}}
+    repeated = {"metadata": {"name": "pv-2"}, "spec": {"claimRef": {"namespace": "ns", "name": "run-abcde-i2-v00000"}}}
+    namesake = {"metadata": {"name": "pv-3"}, "spec": {"claimRef": {"namespace": "ns", "name": "xrun-abcde-v00000"}}}
+    foreign = {"metadata": {"name": "pv-4"}, "spec": {"claimRef": {"namespace": "ns", "name": "users-claim"}}}
+    for obj, wanted in ((ours, True), (repeated, True), (namesake, False), (foreign, False)):
+        line = json.dumps({"type": "MODIFIED", "object": obj}, separators=(",", ":")).encode()
+        assert observed.mentions_ours(line) is wanted
+        assert bool(observed.apply(_event("pvs", "MODIFIED", obj))) is wanted

@@ -61,6 +61,7 @@ class Observed:
     def __init__(self, namespace: str, prefix: str) -> None:
         self.namespace = namespace
         self._prefix = prefix + "-"
+        self._prefix_bytes = f'"{self._prefix}'.encode()
         self.claims: dict[str, ClaimState] = {}
         self.pods: dict[str, PodState] = {}
         self.snapshots: dict[str, SnapshotState] = {}
@@ -77,6 +78,11 @@ class Observed:
 
     def ours(self, name: str) -> bool:
         return name.startswith(self._prefix)
+
+    def mentions_ours(self, line: bytes) -> bool:
+        """A raw watch line that can concern the run: it names one of its objects (a PV's claimRef, a content's
+        snapshotRef). Lines that do not are passed over undecoded (other runs' and users' volumes)."""
+        return self._prefix_bytes in line
 
     def apply(self, event: WatchEvent) -> list[Key]:
         """Update state from one event; return the run's objects whose state may have changed."""

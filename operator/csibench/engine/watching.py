@@ -9,7 +9,7 @@ from collections.abc import Callable
 from csibench.engine.observed import Key, Observed
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
-from csibench.kube.watch import Watch, WatchEvent
+from csibench.kube.watch import Keep, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -24,17 +24,21 @@ class RunWatches:
         loop = asyncio.get_running_loop()
         ns = observed.namespace
         labelled = {"labelSelector": selector}
-        specs: list[tuple[str, r.Resource, str | None, dict[str, str]]] = [
-            ("claims", r.PVCS, ns, labelled),
-            ("pods", r.PODS, ns, labelled),
-            ("events", r.EVENTS, ns, {"fieldSelector": "type=Warning"}),
-            ("pvs", r.PVS, None, {}),
-            ("attachments", r.VOLUME_ATTACHMENTS, None, {}),
+        # Cluster-wide PVs and snapshot contents name the run's claims and snapshots when they are its own:
+        # the rest (other runs', users') is passed over undecoded. Attachments name only the PV: all decoded.
+        mine = observed.mentions_ours
+        specs: list[tuple[str, r.Resource, str | None, dict[str, str], Keep | None]] = [
+            ("claims", r.PVCS, ns, labelled, None),
+            ("pods", r.PODS, ns, labelled, None),
+            ("events", r.EVENTS, ns, {"fieldSelector": "type=Warning"}, None),
+            ("pvs", r.PVS, None, {}, mine),
+            ("attachments", r.VOLUME_ATTACHMENTS, None, {}, None),
         ]
         if snapshots:
-            specs += [("snapshots", r.SNAPSHOTS, ns, labelled), ("contents", r.SNAPSHOT_CONTENTS, None, {})]
-        self.watches = [Watch(client, source, resource, namespace, query, loop, self._sink)
-                        for source, resource, namespace, query in specs]
+            specs += [("snapshots", r.SNAPSHOTS, ns, labelled, None),
+                      ("contents", r.SNAPSHOT_CONTENTS, None, {}, mine)]
+        self.watches = [Watch(client, source, resource, namespace, query, loop, self._sink, keep)
+                        for source, resource, namespace, query, keep in specs]
 
     def _sink(self, events: list[WatchEvent]) -> None:
         for event in events:
