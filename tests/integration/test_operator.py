@@ -117,7 +117,7 @@ def test_printer_columns_and_explain(cluster: LocalCluster, crd: None) -> None:
     assert "Number of volumes (PVCs) in the batch." in explained
     columns = json.loads(cluster.kubectl("get", "crd", "benchmarkruns.csibench.io", "-o", "json"))
     printed = [c["name"] for c in columns["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert printed == ["Phase", "Step", "Progress", "Duration", "Age"]
+    assert printed == ["Phase", "Step", "Progress", "Iteration", "Duration", "Age"]
     assert set(columns["spec"]["names"]["shortNames"]) == {"br", "bench"}
 
 
@@ -126,8 +126,8 @@ def test_printer_columns_show_a_run(kube: Kube, namespace: str, operator: Operat
     run_to_end(kube, namespace, benchmark_run("columns", storageClassName="csibench-sim", volumes=2,
                                               steps=["createVolume", "deleteVolume"]))
     lines = cluster.kubectl("get", "br", "-n", namespace).splitlines()
-    assert lines[0].split() == ["NAME", "PHASE", "STEP", "PROGRESS", "DURATION", "AGE"]
-    assert lines[1].split()[:2] == ["columns", "Succeeded"]
+    assert lines[0].split() == ["NAME", "PHASE", "STEP", "PROGRESS", "ITERATION", "DURATION", "AGE"]
+    assert lines[1].split()[:2] == ["columns", "Succeeded"] and "1/1" in lines[1].split()
 
 
 def _assert_failed_without_objects(kube: Kube, namespace: str, name: str, reason: str, words: str) -> None:
