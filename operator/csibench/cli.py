@@ -161,7 +161,11 @@ def _preflight(args: argparse.Namespace) -> int:
         finally:
             await client.close()
 
-    found = asyncio.run(check())
+    from csibench.kube.client import ApiError
+    try:
+        found = asyncio.run(check())
+    except ApiError as error:
+        raise CliError(f"preflight could not read the cluster: {error}") from None
     if found is None:
         raise CliError(f"StorageClass {args.storage_class!r} not found", EXIT_NOT_FOUND)
     if args.output == "json":

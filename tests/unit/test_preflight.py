@@ -286,3 +286,54 @@ def test_compare_says_when_the_machinery_differs() -> None:
 
 def test_a_spec_field_defaults_to_warn() -> None:
     assert BenchmarkRunSpec(storageClassName="x").preflight == PreflightMode.WARN
+
+
+# -- found by review: what real clusters hold -------------------------------------------------------------------------
+@pytest.mark.parametrize(("command", "args", "expected"), [
+    ([], ["--leader-election", "false", "--kube-api-qps=100"], {"leader-election": "true"}),  # Go stops at "false"
+    ([], ["--kube-api-qps", "-1"], {"kube-api-qps": "-1"}),
+    ([], ["--timeout=1m", "--", "--kube-api-qps=100"], {"timeout": "1m"}),
+    ([], ["--feature-gates=A=true, B=false"], {"feature-gates": "A=true, B=false"}),  # not a shell line
+    (["/bin/sh", "-c", "exec /csi-provisioner --kube-api-qps=20 'x y'"], [], {"kube-api-qps": "20"}),
+])
+def test_flags_stop_and_take_values_where_go_does(command: list[str], args: list[str],
+                                                  expected: dict[str, str]) -> None:
+    assert parse_flags(command, args) == expected
+
+
+def test_a_driver_whose_name_is_part_of_another_is_not_given_the_others_sidecars() -> None:
+    pods = [hostpath_controller("nfs.csi.example.com", qps="5"), hostpath_controller("csi.example.com", qps="100")]
+    found = components_for(pods, "csi.example.com")
+    assert {c.flags.get("kube-api-qps") for c in found if c.kind == "csi-provisioner"} == {"100"}
+    by_path = pod("p", "a", container("csi-provisioner", "csi-provisioner:v6.4.0",
+                                      ["--csi-address=/var/lib/kubelet/plugins/nfs.csi.example.com/csi.sock"]))
+    assert components_for([by_path], "csi.example.com", registered=False) == []
+
+
+def test_the_lone_sidecar_of_a_kind_is_taken_only_for_a_registered_driver() -> None:
+    elsewhere = pod("p2", "b", container("csi-provisioner", "csi-provisioner:v6.4.0", ["--csi-address=/x/y.sock"]))
+    assert components_for([elsewhere], DRIVER, registered=False) == []
+    assert [c.matchedBy for c in components_for([elsewhere], DRIVER, registered=True)] == [
+        "the only csi-provisioner in the cluster"]
+
+
+def test_client_go_limit_semantics_zero_is_the_default_and_negative_is_no_limit() -> None:
+    assert client_throttling(snapshot_controller("-1", "0"), shape(200), VISIBLE) is None
+    zero = client_throttling(snapshot_controller("0", "0"), shape(200), VISIBLE)
+    assert zero is not None and "--kube-api-qps=5 --kube-api-burst=10" in zero.message
+
+
+def test_an_info_floor_does_not_advise_raising_what_is_already_raised() -> None:
+    finding = client_throttling(snapshot_controller("400", "800"), shape(300), VISIBLE)
+    assert finding is not None and finding.severity == Severity.INFO
+    assert "Raise" not in finding.message and "not a distortion" in finding.message
+
+
+def test_a_provisioner_that_cannot_be_a_csi_driver_is_said_and_the_run_goes_on() -> None:
+    fake = FakeKube()
+    fake.put("storageclasses", "", {"metadata": {"name": "local"}, "provisioner": "rancher.io/local-path",
+                                    "volumeBindingMode": "Immediate"})
+    status = run(fake, spec(storageClassName="local", steps=["createVolume", "deleteVolume"], volumes=2))
+    assert [f.check for f in status.preflight] == ["NotACSIDriver"]
+    assert status.environment is not None and status.environment.machinery is not None
+    assert "rancher.io/local-path" in (status.environment.machinery.note or "")

@@ -185,3 +185,23 @@ def test_a_missing_record_of_an_earlier_iteration_ends_the_run_with_a_reason() -
     status = resume(fake, run_spec, previous)
     assert status.conditions[0].reason == "OperatorRestarted" and "iteration 1" in (status.message or "")
     assert owned_left(fake) == []
+
+
+def test_restart_policy_fail_between_iterations_is_not_a_success() -> None:
+    """Killed once iteration 1's last step is written Succeeded, before iteration 2 starts: the run stops with
+    OperatorRestarted (found by review: it used to end Succeeded after one of three iterations)."""
+    fake = FakeKube(Behaviour(bind_delay=0.05, ready_delay=0.2))
+    original = fake.merge_patch
+
+    async def slow_second_iteration(path: str, body: Any) -> Any:  # hold status at the boundary, then kill
+        if path.endswith("/status") and (body["status"].get("iterations") or {}).get("current") == 2:
+            await asyncio.sleep(5)
+        return await original(path, body)
+    fake.merge_patch = slow_second_iteration  # type: ignore[method-assign]
+    run_spec = spec(steps=["createVolume", "deleteVolume"], repeat=3, restartPolicy="Fail")
+    previous = kill_when(fake, run_spec, iteration_is(1, "deleteVolume", "Succeeded"), extra_sleep=0.3)
+    fake.merge_patch = original  # type: ignore[method-assign]
+    status = run(fake, run_spec, previous)
+    assert (status.conditions[0].reason, status.phase and status.phase.value) == ("OperatorRestarted", "Failed")
+    assert "after iteration 1 of 3" in (status.message or ""), status.message
+    assert owned_left(fake) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from csibench.report.compare import comparison_rows
 from csibench.report.render import render_table
 
 RUN = {
@@ -37,3 +38,15 @@ def test_step_table_reads_like_published_tables() -> None:
     assert "23m 04s · 0.18 pod/s" in publish and "249/250 (1 failed)" in publish
     assert next(line for line in lines if line.startswith("Sum of step times")).endswith("57m 31s")
     assert "failures (publish): 1× FailedMount: mount timed out" in lines
+
+
+def test_a_single_run_meets_a_repeated_runs_medians_not_its_last_iteration() -> None:
+    single = {"metadata": {"namespace": "n", "name": "one"}, "status": {"phase": "Succeeded", "steps": [
+        {"name": "createVolume", "durationSeconds": 10.0, "throughput": 1.0}]}}
+    repeated = {"metadata": {"namespace": "n", "name": "many"}, "status": {
+        "phase": "Succeeded",
+        "steps": [{"name": "createVolume", "durationSeconds": 100.0, "throughput": 0.1}],  # its last iteration
+        "aggregates": [{"name": "createVolume", "iterations": 3, "durationSeconds": {"median": 10.0},
+                        "throughput": {"median": 1.0}, "throughputs": [0.9, 1.0, 0.1]}]}}
+    _, rows, _ = comparison_rows(single, repeated)
+    assert rows[0][-1] == "1.0×", rows

@@ -95,3 +95,8 @@ def test_report_of_a_repeated_run_shows_medians_ranges_and_failed_iterations() -
     assert "3.0s (2.5s-4.0s) · 2.00 vol/s" in create and "3/4" in create
     assert "iteration 2 failed (not in the aggregates): createVolume: 1 of 6 failed" in lines
     assert any(line.startswith("iterations 4/4 (1 failed): medians") for line in lines)
+
+
+def test_no_spread_on_either_side_is_untestable_not_significant_at_p_zero() -> None:
+    (difference,) = compare_samples([([0.017, 0.017, 0.017], [0.016, 0.016, 0.016])])
+    assert difference.p is None and difference.significant() is None

@@ -68,7 +68,7 @@ async def _preflight(client: KubeClient, spec: BenchmarkRunSpec, steps: list[str
     """The preflight; discovery that fails for any other reason than RBAC is recorded, never fatal to the run."""
     try:
         return await run_preflight(client, spec, steps, storage_class)
-    except (ApiError, OSError, TimeoutError) as error:
+    except (ApiError, OSError, TimeoutError, ValueError) as error:  # ValueError: a name that cannot be a path
         log.warning("preflight discovery failed: %s", error)
         return Preflight(Machinery(visible=False, driver=storage_class.get("provisioner"),
                                    note=f"discovery failed: {error}"))

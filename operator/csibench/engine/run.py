@@ -340,9 +340,13 @@ class RunEngine:
             self.recorder.status = BenchmarkRunStatus(targetNamespace=target if isinstance(target, str) else None)
         steps = self.status.steps
         interrupted = [s.name for s in steps if s.state == StepState.RUNNING]
-        if steps and all(s.state in (StepState.SUCCEEDED, StepState.FAILED) for s in steps):
+        iterations = self.status.iterations
+        more_to_come = iterations is not None and iterations.current < iterations.total
+        if steps and not more_to_come and all(s.state in (StepState.SUCCEEDED, StepState.FAILED) for s in steps):
             return await self._stop_after_restart(None)
         where = f"during step {interrupted[0]}" if interrupted else "between steps"
+        if more_to_come and iterations is not None and not interrupted:
+            where = f"after iteration {iterations.current} of {iterations.total}"
         return await self._stop_after_restart(Stop(
             ConditionReason.OPERATOR_RESTARTED, f"the operator restarted {where}; an interrupted step is not a "
             "measurement, so the run was stopped and cleaned up instead of resumed"))

@@ -87,25 +87,41 @@ def _steps_of(component: Component, shape: RunShape, machinery: Machinery) -> li
     return steps
 
 
-def client_throttling(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+def client_limits(component: Component) -> tuple[float, float] | None:
+    """(qps, burst) the component's client runs with, as client-go reads them: 0 means the default 5/10, a
+    negative qps means no client-side limit (None); a value not readable from the spec (an unresolved
+    ``$(VAR)``) is None too."""
     qps, burst = _number(effective(component, "kube-api-qps")), _number(effective(component, "kube-api-burst"))
-    steps = _steps_of(component, shape, machinery)
-    if qps is None or burst is None or not steps:
+    if qps is None or burst is None or qps < 0:
         return None
+    return (qps or 5.0), (burst or 10.0)
+
+
+def client_throttling(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+    limits = client_limits(component)
+    steps = _steps_of(component, shape, machinery)
+    if limits is None or not steps:
+        return None
+    qps, burst = limits
     per_object = REQUESTS_PER_OBJECT[component.kind]
     step = max(steps, key=lambda s: per_object[s])
     requests = shape.volumes * per_object[step]
     floor = pacing_floor(shape.volumes, per_object[step], qps, burst)
     if floor < INFO_SECONDS:
         return None
-    defaulted = " (its upstream defaults)" if "kube-api-qps" in component.defaults else ""
-    suggested = _suggested_qps(requests)
-    severity = Severity.WARNING if floor >= WARNING_SECONDS else Severity.INFO
-    message = (f"{component.kind} in {component.namespace} runs with --kube-api-qps={component_value(qps)} "
-               f"--kube-api-burst={component_value(burst)}{defaulted}: {shape.volumes} {NOUNS.get(step, 'volumes')} "
-               f"in {step} need about {requests} API requests from it, at least {floor:.0f} s at that rate, so "
-               f"the step will be paced by its client, not the storage. Raise them, e.g. "
-               f"--kube-api-qps={suggested} --kube-api-burst={2 * suggested}")
+    defaulted = (" (its upstream defaults)" if {"kube-api-qps", "kube-api-burst"} <= set(component.defaults)
+                 else "")
+    running = (f"{component.kind} in {component.namespace} runs with --kube-api-qps={component_value(qps)} "
+               f"--kube-api-burst={component_value(burst)}{defaulted}: {shape.volumes} "
+               f"{NOUNS.get(step, 'volumes')} in {step} need about {requests} API requests from it, at least "
+               f"{floor:.0f} s at that rate")
+    if floor >= WARNING_SECONDS:
+        suggested = _suggested_qps(requests)  # always above a qps that paces this step for >= WARNING_SECONDS
+        severity, message = Severity.WARNING, (
+            f"{running}, so the step will be paced by its client, not the storage. Raise them, e.g. "
+            f"--kube-api-qps={suggested} --kube-api-burst={2 * suggested}")
+    else:
+        severity, message = Severity.INFO, f"{running}: a floor under the step's time, not a distortion"
     return Finding(check="ClientThrottling", severity=severity, component=_where(component), message=message,
                    facts={"kube-api-qps": component_value(qps), "kube-api-burst": component_value(burst),
                           "step": step, "requestsPerObject": str(per_object[step]),
@@ -166,6 +182,9 @@ def visibility(shape: RunShape, machinery: Machinery) -> list[Finding]:
     if not machinery.visible:
         return [Finding(check="MachineryNotVisible", severity=Severity.INFO, message=(
             f"the CSI machinery serving {machinery.driver} was not checked: {machinery.note}"))]
+    if machinery.note:  # visible, but the provisioner cannot be a CSI driver: nothing else to say
+        return [Finding(check="NotACSIDriver", severity=Severity.INFO, message=machinery.note,
+                        facts={"provisioner": machinery.driver or ""})]
     findings = []
     if machinery.csiDriver is None:
         findings.append(Finding(check="CSIDriverNotFound", severity=Severity.INFO, message=(

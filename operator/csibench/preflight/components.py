@@ -2,9 +2,11 @@
 
 A sidecar is recognised by its image name (``.../csi-provisioner:v6.4.0``), else its container name, else its
 binary. It serves the class's driver when (in this order) another container of its pod names the driver (the
-driver container, ``--drivername=...``, ``--endpoint=...``, env), its ``--csi-address`` path names it (the
-kubelet's ``/var/lib/kubelet/plugins/<driver>/csi.sock`` convention), or it is the only sidecar of its kind in
-the cluster. The snapshot-controller and the controller-manager are cluster-wide: every one found is recorded.
+driver container, ``--drivername=...``, ``--endpoint=...``, env — as a whole token, so ``nfs.csi.example.com``
+never matches ``csi.example.com``), its ``--csi-address`` path names it as a segment (the kubelet's
+``/var/lib/kubelet/plugins/<driver>/csi.sock`` convention), or it is the only sidecar of its kind in the cluster
+and the driver has a CSIDriver object. The snapshot-controller and the controller-manager are cluster-wide:
+every one found is recorded.
 
 Upstream defaults are those of the binaries' flag definitions (external-provisioner v6.4.0, external-attacher
 v4.13.0, external-snapshotter v8.7.0, csi-lib-utils' standard flags; controller-manager: Kubernetes' defaults),
@@ -58,10 +60,19 @@ def kind_of(container: Mapping[str, Any]) -> str | None:
     return None
 
 
+def names_driver(text: str, driver: str) -> bool:
+    """``text`` names ``driver`` as a whole token: a value (``--drivername=d``, ``d``) or a path segment
+    (``/var/lib/kubelet/plugins/d/csi.sock``), never as part of a longer name (``nfs.d`` is not ``d``)."""
+    for token in text.replace("=", " ").replace(",", " ").split():
+        if token == driver or driver in token.split("/"):
+            return True
+    return False
+
+
 def _mentions(container: Mapping[str, Any], driver: str) -> bool:
     words = [*map(str, container.get("command") or []), *map(str, container.get("args") or []),
              *container_env(container).values()]
-    return any(driver in word for word in words)
+    return any(names_driver(word, driver) for word in words)
 
 
 @dataclass(frozen=True)
@@ -102,22 +113,24 @@ def _match(item: Found, driver: str, only_of_kind: bool) -> str | None:
     siblings = [c for c in (item.pod.get("spec") or {}).get("containers") or [] if kind_of(c) is None]
     if any(_mentions(sibling, driver) for sibling in siblings):
         return "a container of its pod names the driver"
-    if driver in item.flags.get("csi-address", ""):
+    if names_driver(item.flags.get("csi-address", ""), driver):
         return "its --csi-address names the driver"
     if only_of_kind:
         return f"the only {item.kind} in the cluster"
     return None
 
 
-def components_for(pods: Iterable[Mapping[str, Any]], driver: str) -> list[Component]:
-    """The machinery serving ``driver`` among ``pods``, in a stable order (kind, namespace, pod)."""
+def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: bool = True) -> list[Component]:
+    """The machinery serving ``driver`` among ``pods``, in a stable order (kind, namespace, pod). The lone
+    sidecar of a kind is taken only for a ``registered`` driver (a CSIDriver object exists): otherwise it
+    serves some other driver, or the class is not CSI at all."""
     found = _found(pods)
     per_kind: dict[str, int] = {}
     for item in found:
         per_kind[item.kind] = per_kind.get(item.kind, 0) + 1
     components = []
     for item in found:
-        reason = _match(item, driver, per_kind[item.kind] == 1)
+        reason = _match(item, driver, registered and per_kind[item.kind] == 1)
         if reason is not None:
             components.append(item.component(reason))
     return sorted(components, key=lambda c: (list(KINDS).index(c.kind), c.namespace, c.pod, c.container))

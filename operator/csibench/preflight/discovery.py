@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Finding, Machinery
+from csibench.api.validation import is_dns_subdomain
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.preflight.checks import RunShape, run_checks, schedulable_nodes
@@ -59,6 +60,10 @@ def _not_visible(driver: str, what: str, error: ApiError) -> Machinery:
 
 
 async def discover_machinery(client: KubeClient, driver: str) -> Machinery:
+    if not is_dns_subdomain(driver):  # kubernetes.io/no-provisioner, rancher.io/local-path: not a CSI driver name
+        return Machinery(visible=True, driver=driver, note=(
+            f"the StorageClass's provisioner {driver!r} cannot name a CSI driver (CSI driver names are DNS "
+            "subdomains): no CSI sidecars serve it, nothing to check"))
     try:
         csi_driver = await client.get(r.CSI_DRIVERS.path(name=driver))
     except ApiError as error:
@@ -72,7 +77,7 @@ async def discover_machinery(client: KubeClient, driver: str) -> Machinery:
             return _not_visible(driver, "pods in all namespaces", error)
         raise
     return Machinery(visible=True, driver=driver, csiDriver=None if csi_driver is None else _facts(csi_driver),
-                     components=components_for(pods, driver)[:32])
+                     components=components_for(pods, driver, registered=csi_driver is not None)[:32])
 
 
 def _facts(csi_driver: dict[str, Any]) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
 Real-world specs spell flags every way Go's ``flag`` package accepts: ``--a=b``, ``-a=b``, ``--a b`` (the value as
 the next argument), bare booleans, all split between ``command`` and ``args``, sometimes inside a ``sh -c`` line,
-and with ``$(VAR)`` references the kubelet expands from the container's env. The last occurrence of a flag wins,
-as in Go. Durations are Go durations ("10s", "1m30s", "500ms").
+and with ``$(VAR)`` references the kubelet expands from the container's env. The last occurrence of a flag wins
+and parsing stops at ``--`` or the first non-flag argument, as in Go (``--leader-election false`` ends it: a
+boolean takes no separate value). Durations are Go durations ("10s", "1m30s", "500ms").
 """
 
 from __future__ import annotations
@@ -37,34 +38,42 @@ def container_env(container: Mapping[str, Any]) -> dict[str, str]:
             if isinstance(item, Mapping) and "name" in item and "value" in item}
 
 
-def _tokens(argv: Sequence[str]) -> list[str]:
-    """The argument list; a shell line (``sh -c "/bin --a=b"``) is split the way the shell would."""
-    tokens: list[str] = []
-    for item in argv:
-        if any(ch.isspace() for ch in item.strip()):
-            try:
-                tokens += shlex.split(item)
-            except ValueError:
-                tokens.append(item)
-        else:
-            tokens.append(item)
-    return tokens
+SHELLS = frozenset({"sh", "bash", "ash", "dash"})
+# Flags that always take a value, so "--kube-api-qps -1" reads -1 as its value, as Go's flag package does.
+VALUE_FLAGS = frozenset({"kube-api-qps", "kube-api-burst", "worker-threads", "workers", "timeout",
+                         "retry-interval-start", "retry-interval-max", "feature-gates", "csi-address", "v",
+                         "kubeconfig", "drivername", "driver-name", "endpoint"})
+
+
+def _argv(command: Sequence[str], args: Sequence[str]) -> list[str]:
+    """The binary's own arguments: after the binary's name, or the line a shell runs (``sh -c "exec /bin
+    --a=b"``, split as the shell would)."""
+    tokens = [*command, *args]
+    if tokens and tokens[0].rsplit("/", 1)[-1] in SHELLS and "-c" in tokens[:-1]:
+        try:
+            line = shlex.split(tokens[tokens.index("-c") + 1])
+        except ValueError:
+            return []
+        tokens = line[1:] if line[:1] == ["exec"] else line
+    return tokens[1:] if tokens and not tokens[0].startswith("-") else tokens
 
 
 def parse_flags(command: Sequence[str], args: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every ``--name[=value]`` in command and args, by name without dashes; the last one wins."""
-    tokens = [expand_env(token, env or {}) for token in _tokens([*command, *args])]
+    """Every ``--name[=value]`` the binary would parse, by name without dashes; the last one wins. Parsing stops
+    where Go's ``flag`` package stops: at ``--`` or at the first argument that is not a flag."""
+    tokens = [expand_env(token, env or {}) for token in _argv(command, args)]
     flags: dict[str, str] = {}
     index = 0
     while index < len(tokens):
         token = tokens[index]
         index += 1
-        if not token.startswith("-") or token in ("-", "--") or len(token.lstrip("-")) == 0:
-            continue
+        if token == "--" or not token.startswith("-") or token == "-":
+            break
         name, equals, value = token.lstrip("-").partition("=")
         if not equals:
             following = tokens[index] if index < len(tokens) else None
-            if name not in BOOLEAN_FLAGS and following is not None and not following.startswith("-"):
+            if following is not None and (name in VALUE_FLAGS or
+                                          (name not in BOOLEAN_FLAGS and not following.startswith("-"))):
                 value = following
                 index += 1
             else:

@@ -46,6 +46,20 @@ def _name(run: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
+def _medians(run: dict[str, Any], steps: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A repeated run's steps as their medians over the measured iterations (its status.steps hold only the
+    last iteration), so a single run compared with a repeated one meets its typical figure, not its last."""
+    medians = {}
+    for name, step in steps.items():
+        aggregate = aggregates_of(run).get(name)
+        if aggregate:
+            medians[name] = {**step, "durationSeconds": (aggregate.get("durationSeconds") or {}).get("median"),
+                             "throughput": (aggregate.get("throughput") or {}).get("median"), "failed": 0}
+        else:
+            medians[name] = step
+    return medians
+
+
 def compare_runs(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[StepComparison], list[str]]:
     """Per-step comparisons of the shared steps, and the steps only one run has."""
     for run in (run_a, run_b):
@@ -53,8 +67,8 @@ def compare_runs(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[Ste
         if phase not in TERMINAL:
             raise CompareError(f"BenchmarkRun {_name(run)} is still {phase or 'Pending'}; "
                                "compare needs two finished runs")
-    steps_a = {s["name"]: s for s in run_a["status"].get("steps", [])}
-    steps_b = {s["name"]: s for s in run_b["status"].get("steps", [])}
+    steps_a = _medians(run_a, {s["name"]: s for s in run_a["status"].get("steps", [])})
+    steps_b = _medians(run_b, {s["name"]: s for s in run_b["status"].get("steps", [])})
     shared = [name for name in steps_a if name in steps_b]
     if not shared:
         raise CompareError(f"{_name(run_a)} and {_name(run_b)} have no step in common")

@@ -119,9 +119,11 @@ class Difference:
 
 def compare_samples(samples: list[tuple[list[float], list[float]]]) -> list[Difference]:
     """Per step (A's per-iteration values, B's), the ratio of medians and the Holm-adjusted p of Welch's test on
-    logarithms; steps with a side under 2 values get p None and do not count in the correction."""
+    logarithms; steps with a side under 2 values, or without any spread on either side (identical values, e.g.
+    throughputs rounded to the same figure: no variance to test against), get p None and do not count in the
+    correction."""
     tested = [i for i, (a, b) in enumerate(samples) if len(a) >= 2 and len(b) >= 2
-              and min(a) > 0 and min(b) > 0]
+              and min(a) > 0 and min(b) > 0 and (len(set(a)) > 1 or len(set(b)) > 1)]
     raw = [welch([math.log(x) for x in samples[i][0]], [math.log(x) for x in samples[i][1]]).p for i in tested]
     adjusted = dict(zip(tested, holm(raw), strict=True))
     return [Difference(statistics.median(b) / statistics.median(a) if a and b and statistics.median(a) else math.nan,
