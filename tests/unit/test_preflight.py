@@ -337,3 +337,15 @@ def test_a_provisioner_that_cannot_be_a_csi_driver_is_said_and_the_run_goes_on()
     assert [f.check for f in status.preflight] == ["NotACSIDriver"]
     assert status.environment is not None and status.environment.machinery is not None
     assert "rancher.io/local-path" in (status.environment.machinery.note or "")
+
+
+def test_replicas_are_one_component_with_a_count_and_one_finding() -> None:
+    replicas = [pod(f"snapshot-controller-7d-{suffix}", "kube-system", container(
+        "snapshot-controller", "registry.k8s.io/sig-storage/snapshot-controller:v8.7.0", ["--leader-election=true"]))
+        for suffix in ("a", "b")]
+    (found,) = components_for(replicas, DRIVER)
+    assert found.replicas == 2
+    machinery = Machinery(visible=True, driver=DRIVER, csiDriver={}, components=[found])
+    assert [f.check for f in run_checks(shape(200, steps=("createVolume", "createSnapshot", "deleteSnapshot",
+                                                          "deleteVolume")), machinery, [ready_node("n")])
+            ].count("ClientThrottling") == 1

@@ -635,6 +635,7 @@ class Component(_Model):
     defaults: dict[str, str] = Field(default_factory=dict,
                                      description="Result-changing flags not set, at the binary's upstream default.")
     matchedBy: str = Field("", description="Why it is taken to serve the class's driver.")
+    replicas: int = Field(1, description="Pods running it with this same image and flags (one is named in pod).")
 
 
 class Machinery(_Model):

@@ -128,12 +128,21 @@ def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: b
     per_kind: dict[str, int] = {}
     for item in found:
         per_kind[item.kind] = per_kind.get(item.kind, 0) + 1
-    components = []
+    # Replicas of one Deployment or DaemonSet (same namespace, container, image and flags) are one component with
+    # a count: upstream's snapshot-controller runs two, and its findings must not come twice.
+    components: dict[tuple[str, ...], Component] = {}
     for item in found:
         reason = _match(item, driver, registered and per_kind[item.kind] == 1)
-        if reason is not None:
-            components.append(item.component(reason))
-    return sorted(components, key=lambda c: (list(KINDS).index(c.kind), c.namespace, c.pod, c.container))
+        if reason is None:
+            continue
+        component = item.component(reason)
+        key = (component.kind, component.namespace, component.container, component.image or "",
+               repr(sorted(component.flags.items())))
+        if key in components:
+            components[key].replicas += 1
+        else:
+            components[key] = component
+    return sorted(components.values(), key=lambda c: (list(KINDS).index(c.kind), c.namespace, c.pod, c.container))
 
 
 def effective(component: Component, flag: str) -> str | None:
