@@ -265,3 +265,18 @@ def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
     assert run_spec.database is not None and run_spec.database.modes == [PgbenchMode.READ_ONLY,
                                                                          PgbenchMode.READ_WRITE]
     assert len(run_spec.database.scales) == 2 and len(run_spec.database.clients) >= 2
+
+
+def test_an_operator_restart_mid_step_deletes_the_pod_and_its_claim_and_measures_again() -> None:
+    from tests.unit.test_resume import kill_when, resume, running
+    fake = FakeKube(Behaviour(workload=pgbench_pod, bind_delay=0.05, ready_delay=0.6, release_delay=0.05))
+    run_spec = db_spec()
+    previous = kill_when(fake, run_spec, running("database"), extra_sleep=0.3)
+    claims = [key for key in fake.objects if key[0] == "persistentvolumeclaims"]
+    assert claims and [key for key in fake.objects if key[0] == "pods"]  # killed with both in place
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    redone = next(s for s in status.steps if s.name == "database")
+    assert redone.attempts == 2 and redone.restored and "deleted 1 claims" in redone.restored
+    assert [row.state for row in status.database] == [StepState.SUCCEEDED] * 5
+    assert owned_left(fake) == []
