@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.launcher import LocalCluster
 from tests.integration.conftest import StorageClassFactory
@@ -149,7 +150,7 @@ def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
     assert_host_clean(cluster)
 
 
-def test_deleting_the_run_mid_step_stops_postgresql_and_removes_everything(
+def test_deleting_the_run_mid_step_stops_postgresql_and_removes_everything_and_bad_specs_are_refused(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
     database = {"scales": [1], "modes": ["readWrite"], "clients": [2], "durationSeconds": {"readWrite": 120},
                 "size": "1Gi", **QUICK}
@@ -160,6 +161,14 @@ def test_deleting_the_run_mid_step_stops_postgresql_and_removes_everything(
         rows = ((get_run(kube, namespace, "gone") or {}).get("status") or {}).get("database") or []
         return len(rows) == 2 and rows[1].get("state") == "Running"
 
+    # Meanwhile, admission refuses what the CRD can express (no run, no pod).
+    for bad, words in [({"repeat": 2, "database": {}}, "database cannot be combined with repeat"),
+                       ({"database": {"scales": [1, 1]}}, "Duplicate value"),
+                       ({"database": {"postgres": {"sharedBuffers": "1 GB"}}}, "sharedBuffers")]:
+        with pytest.raises(ApiException) as refused:
+            create_run(kube, namespace, benchmark_run("refused", storageClassName="csibench-sim",
+                                                      steps=["database"], **bad))
+        assert refused.value.status == 422 and words in refused.value.body, refused.value.body
     wait_until(run_row_running, 120, "the readWrite run under way", interval=0.3)
     assert any(p.split(": ", 1)[1].startswith("postgres") for p in processes_rooted_under(cluster.config.state_dir))
     run = get_run(kube, namespace, "gone")
