@@ -14,14 +14,18 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from csibench.api import validation as v
 from csibench.api.models import ConditionReason, StepState
+from csibench.engine import judges
 from csibench.engine.errors import PlanError
 from csibench.engine.tracker import StepTracker
+
+if TYPE_CHECKING:
+    from csibench.engine.catalog import StepContext, StepSpec
 
 DEFAULT_WORKLOAD_IMAGE = "ghcr.io/csibench/workload:0.1.0"
 WORKLOAD_IMAGE_ENV = "CSIBENCH_WORKLOAD_IMAGE"
@@ -81,3 +85,22 @@ def keep_rows(tracker: StepTracker, rows: Sequence[BaseModel]) -> None:
     if tracker.extra is None:
         tracker.extra = {}
     tracker.extra[ROWS] = [row.model_dump(mode="json", exclude_none=True) for row in rows]
+
+
+class Batches(Protocol):
+    """What a workload step needs from the step runner: timed batches, submitters and the API."""
+
+    async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
+                    timeout: float) -> None: ...
+
+    def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
+
+    def remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
+
+    def companion_creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
+
+    def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
+
+    async def pod_log(self, name: str) -> str: ...
+
+    async def show(self, progress: str) -> None: ...

@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING
 from csibench.api.models import DatabaseRow, DatabaseRowKind, StepState
 from csibench.engine import judges
 from csibench.engine.database import pgbench
-from csibench.engine.datapath.step import Batches
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import ResultTable, keep_rows
+from csibench.engine.workload import Batches, ResultTable, keep_rows
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
 from csibench.engine import judges
@@ -22,7 +22,7 @@ from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_re
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import ROWS, ResultTable, keep_rows
+from csibench.engine.workload import ROWS, Batches, ResultTable, keep_rows
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
@@ -43,25 +43,6 @@ def timeout_of(context: StepContext) -> float:
     assert data is not None
     own = context.spec.timeouts.dataPath
     return float(own if own is not None else data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
-
-
-class Batches(Protocol):
-    """What a workload step needs from the step runner: timed batches, submitters and the API."""
-
-    async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
-                    timeout: float) -> None: ...
-
-    def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
-
-    def remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
-
-    def companion_creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
-
-    def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
-
-    async def pod_log(self, name: str) -> str: ...
-
-    async def show(self, progress: str) -> None: ...
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
