@@ -55,6 +55,7 @@ class Identity:
     uid: int
     gid: int
     groups: tuple[int, ...]
+    fs_group: int | None = None  # the sandbox gives the volumes to this group (fsGroupPolicy File)
 
 
 def identity_of(pod: api.Obj, container: api.Obj) -> Identity:
@@ -75,7 +76,9 @@ def identity_of(pod: api.Obj, container: api.Obj) -> Identity:
     if pod_context.get("fsGroup") is not None:
         groups.append(int(pod_context["fsGroup"]))
     group = int(gid) if gid is not None else int(uid)
-    return Identity(int(uid), group, tuple(dict.fromkeys([group, *groups])))
+    fs_group = pod_context.get("fsGroup")
+    return Identity(int(uid), group, tuple(dict.fromkeys([group, *groups])),
+                    int(fs_group) if fs_group is not None else None)
 
 
 def env_of(pod: api.Obj, container: api.Obj) -> dict[str, str]:
@@ -196,7 +199,6 @@ class Runtime:
         group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
         self.pods[meta["uid"]] = group
         for container, who, command, env, mounts in plans:
-            await asyncio.to_thread(_apply_fs_group, pod, list(mounts.values()))
             entry = Container(container["name"], container.get("image", ""),
                               directory / "logs" / f"{container['name']}.log")
             group.containers[entry.name] = entry
@@ -210,7 +212,8 @@ class Runtime:
         root.mkdir(parents=True, exist_ok=True)
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         spec = {"command": command, "env": env, "workingDir": container.get("workingDir") or "/", "uid": who.uid,
-                "gid": who.gid, "groups": list(who.groups), "root": str(root), "volumes": mounts}
+                "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
+                "volumes": mounts}
         with entry.log_path.open("ab") as log_file:
             entry.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
@@ -269,19 +272,3 @@ class Runtime:
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def _apply_fs_group(pod: api.Obj, directories: list[str]) -> None:
-    """fsGroup, as a kubelet applies it for a driver with fsGroupPolicy File: the volume's files belong to the
-    group, which may read and write them, and new files inherit it (setgid directories)."""
-    fs_group = (pod["spec"].get("securityContext") or {}).get("fsGroup")
-    if fs_group is None:
-        return
-    for directory in directories:
-        for base, _dirs, files in os.walk(directory):
-            os.chown(base, -1, int(fs_group))
-            os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
-            for name in files:
-                path = os.path.join(base, name)
-                os.chown(path, -1, int(fs_group), follow_symlinks=False)
-                os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)
