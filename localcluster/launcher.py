@@ -39,6 +39,7 @@ DEFAULT_STATE_DIR = REPO_ROOT / ".localcluster" / "default"
 DEFAULT_API_PORT = 17443
 SERVICE_CIDR = "10.96.0.0/16"
 DEFAULT_STORAGE_CLASS = "csibench-sim"
+FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesystems of their size (the data path)
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
 
 
@@ -496,6 +497,10 @@ class LocalCluster:
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DEFAULT_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "parameters": {}},
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": FILESYSTEM_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+             "parameters": {"csi.storage.k8s.io/fstype": "ext4"}},
             {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
              "metadata": {"name": DEFAULT_SNAPSHOT_CLASS,
                           "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},

@@ -18,7 +18,9 @@ StorageClass the volume was provisioned from:
   sidecars turn it into their own Warning events and retry with their own backoff.
 
 Each volume has a data directory (``<data dir>/volumes/<volume ID>``); a snapshot copies it and a restore copies
-the snapshot, and NodeStage/NodePublish link the kubelet's staging and target paths to it.
+the snapshot, and NodeStage/NodePublish link the kubelet's staging and target paths to it. A volume whose
+capability asks for ``fs_type: ext4`` (the class's ``csi.storage.k8s.io/fstype``) keeps a formatted image of its
+capacity in that directory instead, and the paths lead to the image (``volumes.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from localcluster.csi import csi_pb2 as csi
 from localcluster.csi import csi_pb2_grpc as csi_grpc
-from localcluster.simulator import api
+from localcluster.simulator import api, volumes
 from localcluster.simulator.backend import InjectedFailure
 from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle, pv_name_of_handle, volume_handle
 from localcluster.simulator.context import Context
@@ -89,13 +91,16 @@ class Driver:
         self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
 
     async def perform(self, operation: Operation, key: tuple[str, ...], storage_class: str, obj: str,
-                      done: Callable[[], None]) -> None:
+                      done: Callable[[], None], io: Callable[[], object] | None = None) -> None:
         """Run one array operation, or join the same one still in flight; ``done`` records its effect when it
-        succeeds, even if the caller gave up waiting (the array finishes what it started)."""
+        succeeds, even if the caller gave up waiting (the array finishes what it started). ``io`` is the
+        operation's blocking file work (copying data, formatting), run in a thread before ``done``."""
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
                 await self.ctx.backend(storage_class).run(operation, obj)
+                if io is not None:
+                    await asyncio.to_thread(io)
                 done()
 
             task = asyncio.get_running_loop().create_task(operate(), name=f"{operation.value}:{obj}")
@@ -137,12 +142,13 @@ Handler = TypeVar("Handler", bound=Callable[[Any, Any, Any], Awaitable[Any]])
 
 
 def _array_errors(handler: Handler) -> Handler:
-    """Injected failures become INTERNAL errors, as a driver reports an array-side error."""
+    """Injected failures, and the array's own file work failing (a copy, mkfs), become INTERNAL errors, as a
+    driver reports an array-side error: the sidecar or the kubelet shows the message and retries."""
     @functools.wraps(handler)
     async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
-        except InjectedFailure as failure:
+        except (InjectedFailure, OSError) as failure:
             await context.abort(grpc.StatusCode.INTERNAL, str(failure))
 
     return cast(Handler, wrapped)
@@ -215,16 +221,19 @@ class Controller(csi_grpc.ControllerServicer):
         if existing is None:
             record = VolumeRecord(volume_id, capacity, snapshot.snapshot_id if snapshot else None)
 
+            target = driver.volume_dir(volume_id)
+            restored = driver.snapshot_dir(snapshot.snapshot_id) if snapshot else None
+
             def created() -> None:
-                target = driver.volume_dir(volume_id)
-                if snapshot is not None and driver.snapshot_dir(snapshot.snapshot_id).exists():
-                    shutil.copytree(driver.snapshot_dir(snapshot.snapshot_id), target, dirs_exist_ok=True)
                 target.mkdir(parents=True, exist_ok=True)
                 driver.volumes[request.name] = record
                 driver.deleted_volumes.discard(volume_id)
 
             operation = Operation.CLONE_VOLUME if snapshot else Operation.CREATE_VOLUME
-            await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created)
+            restore = (functools.partial(volumes.copy_data, restored, target)
+                       if restored is not None and volumes.holds_data(restored) else None)
+            await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created,
+                                 io=restore)
             existing = driver.volumes[request.name]
         volume = csi.Volume(volume_id=existing.volume_id, capacity_bytes=existing.capacity)
         if existing.source_snapshot:
@@ -288,15 +297,17 @@ class Controller(csi_grpc.ControllerServicer):
             source = next((v for v in driver.volumes.values() if v.volume_id == request.source_volume_id), None)
             record = SnapshotRecord(new_id, request.source_volume_id, source.capacity if source else 0, time.time())
 
+            volume_dir = driver.volume_dir(request.source_volume_id)
+
             def taken() -> None:
-                volume_dir = driver.volume_dir(request.source_volume_id)
-                if volume_dir.exists():
-                    shutil.copytree(volume_dir, driver.snapshot_dir(new_id), dirs_exist_ok=True)
                 driver.snapshots[new_id] = record
                 driver.snapshot_names[request.name] = new_id
                 driver.deleted_snapshots.discard(new_id)
 
-            await driver.perform(Operation.CREATE_SNAPSHOT, ("snapshot", request.name), storage_class, obj, taken)
+            copy = (functools.partial(volumes.copy_data, volume_dir, driver.snapshot_dir(new_id))
+                    if volumes.holds_data(volume_dir) else None)
+            await driver.perform(Operation.CREATE_SNAPSHOT, ("snapshot", request.name), storage_class, obj, taken,
+                                 io=copy)
             snapshot_id = driver.snapshot_names[request.name]
         record = driver.snapshots[snapshot_id]
         created = Timestamp()
@@ -370,13 +381,24 @@ class Node(csi_grpc.NodeServicer):
         driver, pair = self.driver, (request.volume_id, self.node_id)
         if not request.staging_target_path:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "staging target path missing")
+        fs_type = request.volume_capability.mount.fs_type if request.volume_capability.HasField("mount") else ""
+        try:
+            volumes.check_fs_type(fs_type)
+        except volumes.UnsupportedFsType as error:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if pair not in driver.staged:
+            volume_dir = driver.volume_dir(request.volume_id)
+            record = driver.volumes.get(pv_name_of_handle(request.volume_id))
+            capacity = record.capacity if record else DEFAULT_CAPACITY
+            data = volumes.image_of(volume_dir) if fs_type else volume_dir
+
             def staged() -> None:
-                _link(request.staging_target_path, driver.volume_dir(request.volume_id))
+                _link(request.staging_target_path, data)
                 driver.staged.add(pair)
 
+            formatted = functools.partial(volumes.prepare_filesystem, volume_dir, capacity) if fs_type else None
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
-                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged)
+                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged, io=formatted)
         return csi.NodeStageVolumeResponse()
 
     async def NodePublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

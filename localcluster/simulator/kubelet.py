@@ -59,7 +59,8 @@ def target_path(root: Path, pod_uid: str, pv_name: str) -> str:
 
 
 def volume_capability(pv: api.Obj) -> Any:
-    """The capability a kubelet sends for a PV: block or mount, and the access mode (pure)."""
+    """The capability a kubelet sends for a PV: block or mount (with the PV's fsType), and the access mode
+    (pure)."""
     modes = pv["spec"].get("accessModes") or ["ReadWriteOnce"]
     mode = csi.VolumeCapability.AccessMode
     access = (mode.MULTI_NODE_MULTI_WRITER if "ReadWriteMany" in modes
@@ -71,6 +72,7 @@ def volume_capability(pv: api.Obj) -> Any:
         capability.block.SetInParent()
     else:
         capability.mount.SetInParent()
+        capability.mount.fs_type = (pv["spec"].get("csi") or {}).get("fsType") or ""
     return capability
 
 

@@ -61,6 +61,7 @@ class Identity:
     uid: int
     gid: int
     groups: tuple[int, ...]
+    fs_group: int | None = None  # the sandbox gives the volumes to this group (fsGroupPolicy File)
 
 
 def identity_of(pod: api.Obj, container: api.Obj) -> Identity:
@@ -81,7 +82,9 @@ def identity_of(pod: api.Obj, container: api.Obj) -> Identity:
     if pod_context.get("fsGroup") is not None:
         groups.append(int(pod_context["fsGroup"]))
     group = int(gid) if gid is not None else int(uid)
-    return Identity(int(uid), group, tuple(dict.fromkeys([group, *groups])))
+    fs_group = pod_context.get("fsGroup")
+    return Identity(int(uid), group, tuple(dict.fromkeys([group, *groups])),
+                    int(fs_group) if fs_group is not None else None)
 
 
 def env_of(pod: api.Obj, container: api.Obj) -> dict[str, str]:
@@ -228,7 +231,6 @@ class Runtime:
         self.pods[meta["uid"]] = group
         await asyncio.to_thread(_make_empty_dirs, list(group.scratch.values()))
         for container, who, command, env, mounts in plans:
-            await asyncio.to_thread(_apply_fs_group, pod, list(mounts.values()))
             entry = Container(container["name"], container.get("image", ""),
                               directory / "logs" / f"{container['name']}.log")
             group.containers[entry.name] = entry
@@ -243,7 +245,8 @@ class Runtime:
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         files = await asyncio.to_thread(_identity_files, root.parent, who)
         spec = {"command": command, "env": env, "workingDir": container.get("workingDir") or "/", "uid": who.uid,
-                "gid": who.gid, "groups": list(who.groups), "root": str(root), "volumes": mounts, "files": files}
+                "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
+                "volumes": mounts, "files": files}
         with entry.log_path.open("ab") as log_file:
             entry.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
@@ -322,19 +325,3 @@ def _identity_files(directory: Path, who: Identity) -> dict[str, str]:
             target.chmod(0o644)
             files[path] = str(target)
     return files
-
-
-def _apply_fs_group(pod: api.Obj, directories: list[str]) -> None:
-    """fsGroup, as a kubelet applies it for a driver with fsGroupPolicy File: the volume's files belong to the
-    group, which may read and write them, and new files inherit it (setgid directories)."""
-    fs_group = (pod["spec"].get("securityContext") or {}).get("fsGroup")
-    if fs_group is None:
-        return
-    for directory in directories:
-        for base, _dirs, files in os.walk(directory):
-            os.chown(base, -1, int(fs_group))
-            os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
-            for name in files:
-                path = os.path.join(base, name)
-                os.chown(path, -1, int(fs_group), follow_symlinks=False)
-                os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)

@@ -1,8 +1,8 @@
 """Start one container of a simulated pod: a private mount namespace, its volumes at their mountPath, its user.
 
 The simulated kubelet runs ``python -m localcluster.simulator.sandbox SPEC`` (SPEC is JSON: command, env,
-workingDir, uid, gid, groups, the per-container root directory and the volumes). This process is single-threaded
-and becomes the container by ``exec``:
+workingDir, uid, gid, groups, fsGroup, the per-container root directory and the volumes). This process is
+single-threaded and becomes the container by ``exec``:
 
 1. ``unshare(CLONE_NEWNS | CLONE_NEWIPC)`` and make every mount private (``MS_REC | MS_PRIVATE``), so nothing it
    mounts is seen on the host and every mount disappears with the namespace when the container's last process
@@ -13,9 +13,14 @@ and becomes the container by ``exec``:
    as a container runtime gives each container), and the directories leading to a mountPath made in the tmpfs (the
    host's entries beside them bound one by one), so a mountPath such as ``/data/vol-0`` needs no directory on the
    host;
-3. each volume's directory bind-mounted at its mountPath, and the container's own ``/etc/passwd`` and
-   ``/etc/group`` (when the runtime wrote them: its user is not the host's) over the host's, then ``chroot``;
-4. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
+3. each volume at its mountPath: a data directory (or a pod's emptyDir) bind-mounted, or a volume image (an ext4
+   filesystem of the volume's size, see ``volumes.py``) loop-mounted with direct I/O on the loop device, so the
+   container's direct I/O reaches the disk rather than the host's page cache; the loop device is set to clear
+   itself, so it goes with the namespace's last mount; and the container's own ``/etc/passwd`` and ``/etc/group``
+   (when the runtime wrote them: its user is not the host's) bound over the host's;
+4. fsGroup applied to each volume as a kubelet does for a driver with fsGroupPolicy File (group ownership, group
+   rw, setgid directories), then ``chroot`` into that root;
+5. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
    container without a non-root runAsUser before it gets here, and this helper checks again), then ``execvpe``.
 
 A failure before ``exec`` is written to stderr (the container's log) and exits 128, like a runtime's start error.
@@ -27,10 +32,14 @@ import ctypes
 import json
 import os
 import stat
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from localcluster.simulator.volumes import run_tool, tool
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -135,8 +144,44 @@ def build_root(root: str, actions: list[Action]) -> None:
             os.symlink(action.source, inside)
         elif action.kind == "tmpfs":
             _mount("tmpfs", inside, "tmpfs", 0, "mode=1777")
+        elif action.kind == "volume" and os.path.isfile(action.source):
+            _mount_image(action.source, inside)
         elif action.kind in ("bind", "volume"):
             _mount(action.source, inside, None, MS_BIND | MS_REC)
+
+
+def _mount_image(image: str, target: str) -> None:
+    """Loop-mount a volume image (util-linux sets up a self-clearing loop device; ``-n`` writes nothing to the
+    host's /run/mount), then switch that device to direct I/O (best effort: a backing filesystem without
+    O_DIRECT keeps buffered I/O)."""
+    run_tool("mount", "-n", "-t", "ext4", "-o", "loop,nosuid,nodev", image, target)
+    device = loop_device_of(target, Path("/proc/self/mountinfo").read_text())
+    if device:
+        subprocess.run([tool("losetup"), "--direct-io=on", device], capture_output=True, check=False)
+
+
+def loop_device_of(target: str, mountinfo: str) -> str | None:
+    """The device mounted at ``target`` according to /proc/self/mountinfo (pure; the last mount there wins)."""
+    device = None
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) > 4 and parts[4] == target and rest.split()[1:2]:
+            device = rest.split()[1]
+    return device
+
+
+def apply_fs_group(directory: str, fs_group: int) -> None:
+    """fsGroup, as a kubelet applies it for a driver with fsGroupPolicy File: the volume's files belong to the
+    group, which may read and write them, and new files inherit it (setgid directories)."""
+    for base, _dirs, files in os.walk(directory):
+        os.chown(base, -1, fs_group)
+        os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
+        for name in files:
+            path = os.path.join(base, name)
+            os.chown(path, -1, fs_group, follow_symlinks=False)
+            if not os.path.islink(path):
+                os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)
 
 
 def enter(spec: dict[str, Any]) -> None:
@@ -148,6 +193,9 @@ def enter(spec: dict[str, Any]) -> None:
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
     build_root(spec["root"], plan_root(volumes, host_entries, files))
+    if spec.get("fsGroup") is not None:
+        for path in volumes:
+            apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))
     os.chroot(spec["root"])
     os.chdir(spec.get("workingDir") or "/")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")

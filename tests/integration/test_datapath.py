@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from tests.integration.test_localcluster import create_pod
 from tests.integration.test_processes import phase, pod_gone
 from tests.integration.test_results import samples
 from tests.support import manifests
-from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, processes_with
+from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
 from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import (
@@ -51,6 +51,7 @@ def assert_host_clean(cluster: LocalCluster) -> None:
     wait_until(lambda: not processes_with(SANDBOX_MODULE), 30, "no container helper left")
     wait_until(lambda: not processes_with("--output-format=json"), 30, "no fio left")
     assert host_mounts_under(cluster.config.state_dir) == []
+    wait_until(lambda: not loop_devices_under(cluster.config.state_dir), 30, "no loop device left")
 
 
 def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namespace: str, cluster: LocalCluster,
@@ -126,18 +127,25 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
 
 def test_failing_workloads_fail_their_rows_with_the_tools_message_and_the_rest_runs(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
+    # On the ext4 class each volume is a real 64 MiB filesystem: two 32 MiB files pass admission (they "fit" the
+    # volume's size) but not the filesystem's journal and metadata, so fio meets ENOSPC and says so.
+    # The full volume comes last: its files stay on the volume, so a workload after it would have no room either.
     workloads = [{"name": "badEngine", "pattern": "read", "blockSize": "8Ki", "ioengine": "nosuchengine"},
-                 {"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]
+                 {"name": "randRead", "pattern": "randread", "blockSize": "8Ki"},
+                 {"name": "volumeFull", "pattern": "write", "blockSize": "64Ki", "fileSize": "32Mi"}]
     run = run_to_end(kube, namespace, benchmark_run(
-        "fails", volumes=2, steps=["createVolume", "dataPath", "deleteVolume"], storageClassName="csibench-sim",
-        size="64Mi", dataPath={**TINY, "workloads": workloads}), timeout=240)
+        "fails", volumes=2, steps=["createVolume", "dataPath", "deleteVolume"],
+        storageClassName=FILESYSTEM_STORAGE_CLASS, size="64Mi", dataPath={**TINY, "workloads": workloads}),
+        timeout=240)
     status = run["status"]
     assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "ObjectsFailed"), status
     rows = {row["name"]: row for row in status["dataPath"]}
     assert rows["badEngine"]["state"] == "Failed" and rows["badEngine"]["failed"] == 2
     assert "engine nosuchengine not loadable" in rows["badEngine"]["message"], rows["badEngine"]
+    assert rows["volumeFull"]["state"] == "Failed" and rows["volumeFull"]["failed"] == 2, rows["volumeFull"]
+    assert "No space left on device" in rows["volumeFull"]["message"], rows["volumeFull"]
     assert rows["randRead"]["state"] == "Succeeded" and rows["randRead"]["readMiBps"] > 0
-    assert step(run, "dataPath")["failed"] == 2 and "nosuchengine" in status["message"]
+    assert step(run, "dataPath")["failed"] == 4 and "nosuchengine" in status["message"]
     wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
@@ -186,16 +194,18 @@ def test_operator_killed_inside_the_data_path_redoes_it_honestly_and_leaves_noth
 
 def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
+    # On the ext4 class: the snapshot copies the volume's filesystem image, the clone restores it.
     workloads = [{"name": "seqWrite", "pattern": "write", "blockSize": "64Ki"}]
     run = run_to_end(kube, namespace, benchmark_run(
         "content", volumes=1, cleanup="Never", targetNamespace=namespace,
         steps=["createVolume", "publish", "unpublish", "dataPath", "createSnapshot", "cloneFromSnapshot"],
-        dataPath={**TINY, "jobsPerVolume": 1, "workloads": workloads}, **SIM), timeout=240)
+        dataPath={**TINY, "jobsPerVolume": 1, "workloads": workloads},
+        **{**SIM, "storageClassName": FILESYSTEM_STORAGE_CLASS}), timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
     claims = {c.metadata.name: c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items}
     source = next(name for name in claims if name.endswith("-v00000"))
     clone = next(name for name in claims if name.endswith("-c00000"))
-    digest = "ls -n /data/v; md5sum /data/v/seqWrite.0.0 | cut -d' ' -f1"
+    digest = "df -B1 --output=size /data/v; ls -n /data/v; md5sum /data/v/seqWrite.0.0 | cut -d' ' -f1"
     for pod, claim in (("read-source", source), ("read-clone", clone)):
         body = manifests.workload_pod(pod, claim, digest)
         body["spec"]["securityContext"]["fsGroup"] = 65532
@@ -207,6 +217,8 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
     assert any("seqWrite.0.0" in line and " 65532 " in line and str(4 * 2**20) in line for line in clone_out), \
         clone_out
     assert clone_out[-1] == source_out[-1] and len(clone_out[-1]) == 32  # the same bytes, written by fio
+    for out in (source_out, clone_out):  # each claim is its own filesystem of the claim's size, not the host's
+        assert 48 * 2**20 < int(out[1]) <= 64 * 2**20, out
     for pod in ("read-source", "read-clone"):
         kube.core.delete_namespaced_pod(pod, namespace)
         wait_until(lambda pod=pod: pod_gone(kube, namespace, pod), 30, f"{pod} gone")  # type: ignore[misc]

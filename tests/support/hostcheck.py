@@ -15,6 +15,20 @@ def host_mounts_under(directory: Path) -> list[str]:
     return [line.split()[1] for line in lines if line.split()[1].startswith(root)]
 
 
+def loop_devices_under(directory: Path) -> list[str]:
+    """Loop devices whose backing file lies under ``directory`` (volume images the sandbox mounted)."""
+    root = str(directory.resolve())
+    found = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            path = backing.read_text().strip()
+        except OSError:
+            continue  # detached meanwhile
+        if path.startswith(root):
+            found.append(f"/dev/{backing.parent.parent.name}: {path}")
+    return found
+
+
 def processes_with(marker: str) -> list[str]:
     """Command lines of running processes that contain ``marker`` (this test process excluded)."""
     found = []

@@ -39,7 +39,8 @@ def test_pause_pods_stay_status_only_and_everything_else_runs() -> None:
 def test_identity_comes_from_the_container_over_the_pod_and_never_root() -> None:
     who = identity_of(pod({"runAsUser": 1000, "runAsGroup": 1001, "fsGroup": 2000, "supplementalGroups": [7]}),
                       {"name": "c", "securityContext": {"runAsUser": 1500}})
-    assert (who.uid, who.gid, who.groups) == (1500, 1001, (1001, 7, 2000))
+    assert (who.uid, who.gid, who.groups, who.fs_group) == (1500, 1001, (1001, 7, 2000), 2000)
+    assert identity_of(pod({"runAsUser": 1000}), {"name": "c"}).fs_group is None
     with pytest.raises(ContainerConfigError, match="will run as root"):
         identity_of(pod({}), {"name": "c"})
     with pytest.raises(ContainerConfigError, match="breaks non-root policy"):
