@@ -192,6 +192,7 @@ def test_a_volume_too_small_for_the_scale_fails_the_initialization_with_postgres
     init, only_run = status["database"]
     assert init["state"] == "Failed" and "No space left on device" in init["message"], init
     assert init["message"].startswith("pgbench -i failed")
+    print(init["message"])  # PostgreSQL's words, for the record (pytest -rP shows them)
     assert only_run["state"] == "Failed" and only_run["message"].startswith("not run"), only_run
     assert "No space left on device" in status["message"]
     assert step(run, "database")["failureReasons"][0]["reason"] == "InitializationFailed"

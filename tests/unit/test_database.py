@@ -106,6 +106,11 @@ def test_setup_failures_and_tool_messages() -> None:
     messages = pgbench.messages_of(["postgres[1] LOG:  checkpoint starting", "postgres[2] FATAL:  too many clients",
                                     "pgbench: error: client 3 aborted in command 4", "postgres[2] PANIC:  x"])
     assert messages == "PANIC: x; FATAL: too many clients; pgbench: error: client 3 aborted in command 4"
+    echoed = pgbench.messages_of(['postgres[7] ERROR:  could not extend file "base/5/1": No space left on device',
+                                  'ERROR:  could not extend file "base/5/1": No space left on device',
+                                  "pgbench: error: PQendcopy failed"])
+    assert echoed == ('ERROR: could not extend file "base/5/1": No space left on device; '
+                      "pgbench: error: PQendcopy failed")
     aborted = MATRIX_LOG.replace('"clients":2,"threads":2,"exit":0', '"clients":2,"threads":2,"exit":2', 1)
     failed = pgbench.build_rows(planned, aborted)[0][2]
     assert failed.state == StepState.FAILED and failed.tps is None and "exit 2" in (failed.message or "")

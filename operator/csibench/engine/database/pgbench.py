@@ -212,7 +212,8 @@ def messages_of(lines: list[str]) -> str:
         if (tool and (tool.group(2) or "could not" in text)) or "No space left on device" in text:
             tools.append(text)
     ordered = [text for _, text in sorted(server, key=lambda item: item[0])] + tools
-    return "; ".join(dict.fromkeys(ordered))[:MAX_MESSAGE]
+    # pgbench echoes the server's error as it received it ("ERROR:  could not extend ..."): said once.
+    return "; ".join(dict.fromkeys(" ".join(text.split()) for text in ordered))[:MAX_MESSAGE]
 
 
 _NUMBERS = {
