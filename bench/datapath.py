@@ -87,7 +87,8 @@ def main() -> None:
                 results[side].setdefault(name, []).append(value)
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f}" for n, v in totals.items()), flush=True)
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
-    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes x {args.jobs} jobs, {args.file_size} files, "
+    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes x "
+          f"{args.jobs} jobs, {args.file_size} files, "
           f"{args.runtime} s (+{args.ramp} s ramp), direct I/O, libaio, iodepth {data.iodepth}; "
           f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes, medians\n")
     print("| workload | direct fio | csibench | csibench / direct |\n|---|---|---|---|")
