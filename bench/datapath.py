@@ -64,6 +64,9 @@ def main() -> None:
     parser.add_argument("--ramp", type=int, default=1)
     parser.add_argument("--trials", type=int, default=2, help="trials of each side (ABBA order)")
     parser.add_argument("--api-port", type=int, default=19743)
+    parser.add_argument("--storage-class", default="csibench-sim",
+                        help="csibench's side: csibench-sim (directories, as the direct side) or csibench-sim-ext4 "
+                             "(each volume an ext4 image, loop-mounted: the ratio is then what that filesystem costs)")
     args = parser.parse_args()
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
                         rampSeconds=args.ramp)
@@ -75,7 +78,7 @@ def main() -> None:
             if side == "direct":
                 totals = direct_trial(data, args.volumes, cluster.config.data_dir / "volumes")
             else:
-                run = operator_run(kube, f"dp-{trial}", 900, storageClassName="csibench-sim", size=size,
+                run = operator_run(kube, f"dp-{trial}", 900, storageClassName=args.storage_class, size=size,
                                    volumes=args.volumes, steps=["createVolume", "dataPath", "deleteVolume"],
                                    dataPath=data.model_dump(mode="json", exclude_none=True))
                 totals = {row["name"]: float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0)
@@ -84,7 +87,8 @@ def main() -> None:
                 results[side].setdefault(name, []).append(value)
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f}" for n, v in totals.items()), flush=True)
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
-    print(f"`{command_line('bench.datapath')}`: {args.volumes} volumes x {args.jobs} jobs, {args.file_size} files, "
+    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes x "
+          f"{args.jobs} jobs, {args.file_size} files, "
           f"{args.runtime} s (+{args.ramp} s ramp), direct I/O, libaio, iodepth {data.iodepth}; "
           f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes, medians\n")
     print("| workload | direct fio | csibench | csibench / direct |\n|---|---|---|---|")

@@ -215,6 +215,13 @@ class Controller(csi_grpc.ControllerServicer):
             if snapshot is None:
                 return await _fail(context, grpc.StatusCode.NOT_FOUND,
                                    f"snapshot {source.snapshot.snapshot_id} not found")
+        fs_type = next((c.mount.fs_type for c in request.volume_capabilities if c.HasField("mount")), "")
+        try:
+            volumes.check_fs_type(fs_type)
+            if snapshot is not None:
+                volumes.check_restore(driver.snapshot_dir(snapshot.snapshot_id), fs_type)
+        except volumes.UnsupportedFsType as error:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         capacity = max(request.capacity_range.required_bytes or DEFAULT_CAPACITY, snapshot.size if snapshot else 0)
         volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
         existing = driver.volumes.get(request.name)
@@ -252,9 +259,10 @@ class Controller(csi_grpc.ControllerServicer):
         def deleted() -> None:
             driver.volumes.pop(name, None)
             driver.deleted_volumes.add(volume_id)
-            shutil.rmtree(driver.volume_dir(volume_id), ignore_errors=True)
+            shutil.rmtree(driver.volume_dir(volume_id), ignore_errors=True)  # what is left: an empty directory
 
-        await driver.perform(Operation.DELETE_VOLUME, ("delete-volume", volume_id), storage_class, name, deleted)
+        await driver.perform(Operation.DELETE_VOLUME, ("delete-volume", volume_id), storage_class, name, deleted,
+                             io=volumes.removal(driver.volume_dir(volume_id)))
         return csi.DeleteVolumeResponse()
 
     @_array_errors
@@ -328,10 +336,10 @@ class Controller(csi_grpc.ControllerServicer):
             driver.snapshots.pop(snapshot_id, None)
             driver.snapshot_names = {n: s for n, s in driver.snapshot_names.items() if s != snapshot_id}
             driver.deleted_snapshots.add(snapshot_id)
-            shutil.rmtree(driver.snapshot_dir(snapshot_id), ignore_errors=True)
+            shutil.rmtree(driver.snapshot_dir(snapshot_id), ignore_errors=True)  # what is left: an empty directory
 
         await driver.perform(Operation.DELETE_SNAPSHOT, ("delete-snapshot", snapshot_id), storage_class,
-                             snapshot_id, deleted)
+                             snapshot_id, deleted, io=volumes.removal(driver.snapshot_dir(snapshot_id)))
         return csi.DeleteSnapshotResponse()
 
 
@@ -389,14 +397,14 @@ class Node(csi_grpc.NodeServicer):
         if pair not in driver.staged:
             volume_dir = driver.volume_dir(request.volume_id)
             record = driver.volumes.get(pv_name_of_handle(request.volume_id))
-            capacity = record.capacity if record else DEFAULT_CAPACITY
             data = volumes.image_of(volume_dir) if fs_type else volume_dir
 
             def staged() -> None:
                 _link(request.staging_target_path, data)
                 driver.staged.add(pair)
 
-            formatted = functools.partial(volumes.prepare_filesystem, volume_dir, capacity) if fs_type else None
+            formatted = (functools.partial(volumes.prepare_filesystem, volume_dir, record.capacity if record else None,
+                                           DEFAULT_CAPACITY) if fs_type else None)
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
                                  f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged, io=formatted)
         return csi.NodeStageVolumeResponse()

@@ -244,7 +244,9 @@ class Runtime:
         root.mkdir(parents=True, exist_ok=True)
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         files = await asyncio.to_thread(_identity_files, root.parent, who)
-        spec = {"command": command, "env": env, "workingDir": container.get("workingDir") or "/", "uid": who.uid,
+        _namespace_file(group, entry).unlink(missing_ok=True)
+        spec = {"namespaceFile": str(_namespace_file(group, entry)), "command": command, "env": env,
+                "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
                 "volumes": mounts, "files": files}
         with entry.log_path.open("ab") as log_file:
@@ -261,7 +263,7 @@ class Runtime:
         entry = group.containers[name]
         assert entry.process is not None
         code = await entry.process.wait()
-        _kill_group(entry.process.pid, signal.SIGKILL)  # fio's workers and anything else it started
+        await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry))
         entry.exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a runtime reports
         entry.finished_at = api.now_rfc3339()
         return entry.exit_code
@@ -290,6 +292,7 @@ class Runtime:
             if entry.process is not None:
                 _kill_group(entry.process.pid, signal.SIGKILL)
                 await entry.process.wait()
+                await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry))
 
     def forget(self, uid: str) -> None:
         """After the pod's volumes are unmounted: drop its logs and directories (nothing stays on the host)."""
@@ -301,6 +304,34 @@ class Runtime:
         shutil.rmtree(group.directory / "logs", ignore_errors=True)
         shutil.rmtree(group.directory / "containers", ignore_errors=True)
         shutil.rmtree(group.empty_dir_root, ignore_errors=True)  # emptyDirs go with the pod
+
+
+def _namespace_file(group: PodProcesses, entry: Container) -> Path:
+    """Where the sandbox records the container's mount namespace (``mnt:[inode]``)."""
+    return group.directory / "containers" / entry.name / "mnt-namespace"
+
+
+def end_leftovers(pgid: int, namespace_file: Path) -> None:
+    """After a container's main process ended: SIGKILL its process group (fio's workers) and every process
+    still in its mount namespace, including those that left the group with setsid (a daemonized server): they
+    would keep its volumes mounted, and an image's loop device with them."""
+    _kill_group(pgid, signal.SIGKILL)
+    try:
+        namespace = namespace_file.read_text()
+    except FileNotFoundError:
+        return  # the sandbox failed before it made the namespace
+    if not namespace or namespace == os.readlink("/proc/self/ns/mnt"):
+        return  # never the simulator's own namespace, whatever the file says
+    for _attempt in range(3):  # a process may fork while the first pass kills
+        found = False
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(entry / "ns" / "mnt") == namespace:
+                        os.kill(int(entry.name), signal.SIGKILL)
+                        found = True
+        if not found:
+            return
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:

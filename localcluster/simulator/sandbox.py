@@ -29,17 +29,16 @@ A failure before ``exec`` is written to stderr (the container's log) and exits 1
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from localcluster.simulator.volumes import run_tool, tool
+from localcluster.simulator.volumes import SYSTEM_PATH, run_tool
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -48,7 +47,6 @@ PR_SET_NO_NEW_PRIVS = 38
 START_ERROR_EXIT = 128
 PRIVATE_TMPFS = frozenset({"/tmp", "/run"})  # fresh per container: nothing it writes there reaches the host
 NESTED_TMPFS = ("/dev/shm",)  # below a bound host directory: a fresh tmpfs over it
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -151,37 +149,66 @@ def build_root(root: str, actions: list[Action]) -> None:
 
 
 def _mount_image(image: str, target: str) -> None:
-    """Loop-mount a volume image (util-linux sets up a self-clearing loop device; ``-n`` writes nothing to the
-    host's /run/mount), then switch that device to direct I/O (best effort: a backing filesystem without
-    O_DIRECT keeps buffered I/O)."""
+    """Loop-mount a volume image (util-linux sets up a self-clearing loop device, and reuses the one already on
+    this image, so two containers share one superblock; ``-n`` writes nothing to the host's /run/mount), then
+    switch that device to direct I/O. A device left on buffered I/O is said in the container's log: its numbers
+    would then include the host's page cache."""
     run_tool("mount", "-n", "-t", "ext4", "-o", "loop,nosuid,nodev", image, target)
-    device = loop_device_of(target, Path("/proc/self/mountinfo").read_text())
-    if device:
-        subprocess.run([tool("losetup"), "--direct-io=on", device], capture_output=True, check=False)
+    device = loop_device_of(target)
+    try:
+        if device is None:
+            raise OSError(f"no loop device found at {target}")
+        run_tool("losetup", "--direct-io=on", device)
+    except OSError as error:
+        print(f"sandbox: direct I/O not enabled on the volume at {target} ({error}); the loop device stays "
+              "buffered", file=sys.stderr, flush=True)
 
 
-def loop_device_of(target: str, mountinfo: str) -> str | None:
-    """The device mounted at ``target`` according to /proc/self/mountinfo (pure; the last mount there wins)."""
-    device = None
-    for line in mountinfo.splitlines():
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split()
-        if len(parts) > 4 and parts[4] == target and rest.split()[1:2]:
-            device = rest.split()[1]
-    return device
+def loop_device_of(target: str) -> str | None:
+    """The loop device whose filesystem is mounted at ``target`` (from the mount's device number, so no path
+    escaping in /proc/self/mountinfo can hide it); None when it is not a loop device."""
+    device = os.stat(target).st_dev
+    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}"))
+    return f"/dev/{name}" if name.startswith("loop") else None
+
+
+SKIPPED = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # an entry that went or changed kind during the walk
 
 
 def apply_fs_group(directory: str, fs_group: int) -> None:
     """fsGroup, as a kubelet applies it for a driver with fsGroupPolicy File: the volume's files belong to the
-    group, which may read and write them, and new files inherit it (setgid directories)."""
-    for base, _dirs, files in os.walk(directory):
-        os.chown(base, -1, fs_group)
-        os.chmod(base, (os.stat(base).st_mode & 0o7777) | 0o2070)
+    group, which may read and write them, and new files inherit it (setgid directories).
+
+    This runs as root while other containers may be changing the same volume, so it never follows a link:
+    ``os.fwalk`` holds each directory open and checks it is the one it listed, entries are changed through
+    that descriptor (a regular file opened with O_NOFOLLOW and checked to be the file that was listed, anything
+    else only ``lchown``ed), and an entry that vanished or changed kind meanwhile is passed over."""
+    for _base, _dirs, files, dir_fd in os.fwalk(directory, follow_symlinks=False):
+        mode = os.fstat(dir_fd).st_mode
+        os.fchown(dir_fd, -1, fs_group)
+        os.fchmod(dir_fd, (mode & 0o7777) | 0o2070)
         for name in files:
-            path = os.path.join(base, name)
-            os.chown(path, -1, fs_group, follow_symlinks=False)
-            if not os.path.islink(path):
-                os.chmod(path, (os.stat(path).st_mode & 0o7777) | 0o060)
+            try:
+                _give_to_group(name, dir_fd, fs_group)
+            except OSError as error:
+                if error.errno not in SKIPPED:
+                    raise
+
+
+def _give_to_group(name: str, dir_fd: int, fs_group: int) -> None:
+    listed = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISREG(listed.st_mode):
+        os.chown(name, -1, fs_group, dir_fd=dir_fd, follow_symlinks=False)
+        return
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (listed.st_dev, listed.st_ino):
+            return  # replaced between the listing and the open: not the file that was listed
+        os.fchown(fd, -1, fs_group)
+        os.fchmod(fd, (opened.st_mode & 0o7777) | 0o060)
+    finally:
+        os.close(fd)
 
 
 def enter(spec: dict[str, Any]) -> None:
@@ -190,6 +217,9 @@ def enter(spec: dict[str, Any]) -> None:
         raise PermissionError("the simulated kubelet runs nothing as root (runAsUser 0)")
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if spec.get("namespaceFile"):  # the runtime ends whatever is left in this namespace when the container ends
+        with open(spec["namespaceFile"], "w") as recorded:
+            recorded.write(os.readlink("/proc/self/ns/mnt"))
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
     build_root(spec["root"], plan_root(volumes, host_entries, files))
@@ -208,7 +238,7 @@ def main(argv: list[str]) -> int:
     spec = json.loads(argv[1])
     command = [str(part) for part in spec["command"]]
     env = {str(k): str(v) for k, v in spec.get("env", {}).items()}
-    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("PATH", SYSTEM_PATH)
     env.setdefault("HOME", "/tmp")
     try:
         enter(spec)

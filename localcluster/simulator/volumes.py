@@ -6,23 +6,34 @@ sparse image file of exactly its capacity, formatted at its first NodeStageVolum
 fresh device (``mkfs.ext4 -m 0``, the options Kubernetes' mount-utils use), grown (``resize2fs``) when a clone
 asks for more than its snapshot held. The pod's sandbox loop-mounts that image inside the container's private
 mount namespace, so writing past the size fails with the kernel's own ENOSPC ("No space left on device"), ``df``
-shows the volume's size, and no mount or loop device outlives the container.
+shows a filesystem of the volume's size (less ext4's own metadata), and the loop device clears itself with the
+namespace's last mount (the runtime ends every process left in that namespace when the container ends).
 
 Snapshots and clones copy a volume's directory with ``cp --sparse=always``: an image's holes stay holes, so a
-64 GiB volume that holds 4 MiB costs 4 MiB to snapshot.
+fresh 1 GiB volume costs about 32 MiB of host disk (ext4's metadata), a 64 GiB one about 0.5 GiB, and a copy only
+what was written. Limits, stated rather than hidden: a snapshot of a volume a pod is writing to is a copy taken
+over time, not a point-in-time image (the data path and the lifecycle snapshot volumes no pod holds); images
+overcommit the host's disk, and a host that fills up gives the pod EIO from the loop device, not ENOSPC.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # e2fsprogs and losetup live in sbin
 IMAGE_NAME = "ext4.img"
 SUPPORTED_FS_TYPES = frozenset({"ext4"})
-EXT4_MAGIC_OFFSET, EXT4_MAGIC = 1024 + 0x38, b"\x53\xef"  # s_magic in the superblock, little-endian 0xEF53
+SUPERBLOCK, SUPERBLOCK_READ = 1024, 0x158  # ext4's superblock: where it starts, the part read here
+EXT4_MAGIC, INCOMPAT_64BIT = b"\x53\xef", 0x80  # s_magic (0xEF53, little-endian); s_feature_incompat's 64bit
+E2FSCK_OK = (0, 1)  # 1: errors corrected, e.g. the journal of a volume snapshotted while mounted was replayed
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
 
 
 class UnsupportedFsType(ValueError):
@@ -35,18 +46,48 @@ def check_fs_type(fs_type: str) -> None:
                                 f"{', '.join(sorted(SUPPORTED_FS_TYPES))}, or none for an unlimited directory)")
 
 
+def check_restore(snapshot_dir: Path, fs_type: str) -> None:
+    """A snapshot restores only into a volume of its own kind: an ext4 image into an ext4 class, a directory
+    into a class without an fstype (otherwise the pod would see a raw image file, or an empty filesystem hiding
+    the data, and a file a pod named like the image could reach the kernel's ext4 code as a filesystem)."""
+    holds_image = image_of(snapshot_dir).is_file()
+    if holds_data(snapshot_dir) and holds_image != (fs_type == "ext4"):
+        kind = "an ext4 filesystem" if holds_image else "a directory (no fstype)"
+        raise UnsupportedFsType(f"the snapshot holds {kind}: restore it into a class with the same "
+                                "csi.storage.k8s.io/fstype")
+
+
+def removal(directory: Path) -> Callable[[], None] | None:
+    """The blocking removal of a volume's or snapshot's data, for a thread; None when it holds nothing (the
+    empty directory is removed on the spot: thousands of lifecycle volumes need no thread each)."""
+    return functools.partial(shutil.rmtree, directory, ignore_errors=True) if holds_data(directory) else None
+
+
 def image_of(volume_dir: Path) -> Path:
     return volume_dir / IMAGE_NAME
 
 
 def has_ext4(image: Path) -> bool:
     """Whether the image already carries an ext4 superblock (a node plugin formats only unformatted devices)."""
+    return filesystem_bytes(image) is not None
+
+
+def filesystem_bytes(image: Path) -> int | None:
+    """The size of the ext4 filesystem in the image, from its superblock (None: no ext4 there). This, not the
+    file's length, says whether a clone still has to grow: the file may have been lengthened by a try that
+    failed before resize2fs."""
     try:
         with image.open("rb") as device:
-            device.seek(EXT4_MAGIC_OFFSET)
-            return device.read(2) == EXT4_MAGIC
+            device.seek(SUPERBLOCK)
+            block = device.read(SUPERBLOCK_READ)
     except FileNotFoundError:
-        return False
+        return None
+    if len(block) < SUPERBLOCK_READ or block[0x38:0x3A] != EXT4_MAGIC:
+        return None
+    blocks = int.from_bytes(block[0x04:0x08], "little")
+    if int.from_bytes(block[0x60:0x64], "little") & INCOMPAT_64BIT:
+        blocks |= int.from_bytes(block[0x150:0x154], "little") << 32
+    return blocks * (1024 << int.from_bytes(block[0x18:0x1C], "little"))
 
 
 def tool(name: str) -> str:
@@ -58,28 +99,38 @@ def tool(name: str) -> str:
     return found
 
 
-def run_tool(*command: str) -> None:
-    """Run a system tool; a failure raises OSError with the tool's own message."""
+def run_tool(*command: str, ok: tuple[int, ...] = (0,)) -> None:
+    """Run a system tool; an exit code outside ``ok`` raises OSError with the tool's own message."""
     result = subprocess.run([tool(command[0]), *command[1:]], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
+    if result.returncode not in ok:
         raise OSError(f"{command[0]} failed ({result.returncode}): {(result.stderr or result.stdout).strip()}")
 
 
-def prepare_filesystem(volume_dir: Path, capacity: int) -> Path:
-    """Make the volume's image hold an ext4 filesystem of at least ``capacity`` bytes; return its path.
-    Idempotent: a formatted image of the right size is left as it is (its data is the volume's data)."""
-    volume_dir.mkdir(parents=True, exist_ok=True)
-    image = image_of(volume_dir)
-    if not has_ext4(image):
-        with image.open("wb") as device:
-            device.truncate(capacity)
-        run_tool("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard", str(image))
-    elif image.stat().st_size < capacity:
-        with image.open("r+b") as device:
-            device.truncate(capacity)
-        run_tool("e2fsck", "-f", "-p", str(image))
-        run_tool("resize2fs", str(image))
-    return image
+def _lock_of(volume_dir: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(volume_dir, threading.Lock())
+
+
+def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity: int) -> Path:
+    """Make the volume's image hold an ext4 filesystem of at least ``capacity`` bytes (``None``: the array lost
+    its record, so the image stays as it is, or a new one gets ``default_capacity``); return its path.
+    Idempotent, and serialized per volume (two nodes staging one RWX volume format it once): a formatted image
+    of the right size is left as it is, since its data is the volume's data."""
+    with _lock_of(volume_dir):
+        volume_dir.mkdir(parents=True, exist_ok=True)
+        image = image_of(volume_dir)
+        size = filesystem_bytes(image)
+        if size is None:
+            with image.open("wb") as device:
+                device.truncate(capacity or default_capacity)
+            run_tool("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard", str(image))
+        elif capacity is not None and size < capacity:
+            if image.stat().st_size < capacity:
+                with image.open("r+b") as device:
+                    device.truncate(capacity)
+            run_tool("e2fsck", "-f", "-p", str(image), ok=E2FSCK_OK)
+            run_tool("resize2fs", str(image))
+        return image
 
 
 def holds_data(directory: Path) -> bool:
@@ -88,7 +139,7 @@ def holds_data(directory: Path) -> bool:
 
 
 def copy_data(source: Path, target: Path) -> None:
-    """Copy a volume's data (directory or image) keeping holes. Blocking: the driver runs it in a thread."""
+    """Copy a volume's data (directory or image; the caller checked ``holds_data``) keeping holes. Blocking: the
+    driver runs it in a thread."""
     target.mkdir(parents=True, exist_ok=True)
-    if holds_data(source):
-        run_tool("cp", "-a", "--sparse=always", f"{source}/.", str(target))
+    run_tool("cp", "-a", "--sparse=always", f"{source}/.", str(target))

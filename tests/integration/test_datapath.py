@@ -129,7 +129,6 @@ def test_failing_workloads_fail_their_rows_with_the_tools_message_and_the_rest_r
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
     # On the ext4 class each volume is a real 64 MiB filesystem: two 32 MiB files pass admission (they "fit" the
     # volume's size) but not the filesystem's journal and metadata, so fio meets ENOSPC and says so.
-    # The full volume comes last: its files stay on the volume, so a workload after it would have no room either.
     workloads = [{"name": "badEngine", "pattern": "read", "blockSize": "8Ki", "ioengine": "nosuchengine"},
                  {"name": "randRead", "pattern": "randread", "blockSize": "8Ki"},
                  {"name": "volumeFull", "pattern": "write", "blockSize": "64Ki", "fileSize": "32Mi"}]
@@ -205,7 +204,7 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
     claims = {c.metadata.name: c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items}
     source = next(name for name in claims if name.endswith("-v00000"))
     clone = next(name for name in claims if name.endswith("-c00000"))
-    digest = "df -B1 --output=size /data/v; ls -n /data/v; md5sum /data/v/seqWrite.0.0 | cut -d' ' -f1"
+    digest = "df -B1 --output=size /data/v; ls -n /data/v; md5sum /data/v/csibench.0.0 | cut -d' ' -f1"
     for pod, claim in (("read-source", source), ("read-clone", clone)):
         body = manifests.workload_pod(pod, claim, digest)
         body["spec"]["securityContext"]["fsGroup"] = 65532
@@ -214,7 +213,7 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
         wait_until(lambda pod=pod: phase(kube, namespace, pod) == "Succeeded", 60, f"{pod} Succeeded")  # type: ignore[misc]
     source_out = cluster.kubectl("logs", "-n", namespace, "read-source").splitlines()
     clone_out = cluster.kubectl("logs", "-n", namespace, "read-clone").splitlines()
-    assert any("seqWrite.0.0" in line and " 65532 " in line and str(4 * 2**20) in line for line in clone_out), \
+    assert any("csibench.0.0" in line and " 65532 " in line and str(4 * 2**20) in line for line in clone_out), \
         clone_out
     assert clone_out[-1] == source_out[-1] and len(clone_out[-1]) == 32  # the same bytes, written by fio
     for out in (source_out, clone_out):  # each claim is its own filesystem of the claim's size, not the host's

@@ -42,6 +42,9 @@ def test_fio_command_is_built_from_validated_fields_in_bytes() -> None:
     assert command[0] == "fio" and "--output-format=json" in command and "--group_reporting" in command
     assert {"--rw=randrw", "--rwmixread=50", "--bs=8192", "--size=4194304", "--numjobs=3", "--iodepth=16",
             "--direct=1", "--time_based", "--runtime=2", "--ramp_time=1", "--directory=/data"} <= set(command)
+    # every row works on the same files, so the volume holds jobsPerVolume x fileSize, whatever the rows
+    formats = {part for w in default_workloads() for part in build_fio_command(data, w) if "filename_format" in part}
+    assert formats == {"--filename_format=csibench.$jobnum.$filenum"}
 
 
 def test_fio_json_is_parsed_after_its_warnings_and_errors_keep_fios_words() -> None:

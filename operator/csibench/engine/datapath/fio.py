@@ -26,9 +26,16 @@ def size_bytes(quantity: str) -> int:
     return int(v.parse_quantity(quantity))
 
 
+FILENAME_FORMAT = "csibench.$jobnum.$filenum"  # the same files for every workload, not one set per workload
+
+
 def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[str]:
-    """The container's command: every value comes from validated fields (patterns in the CRD and the models)."""
-    command = ["fio", f"--name={workload.name}", f"--directory={MOUNT_PATH}", f"--rw={workload.pattern.value}",
+    """The container's command: every value comes from validated fields (patterns in the CRD and the models).
+    Every workload uses the same files (``FILENAME_FORMAT``: job N's file is ``csibench.N.0`` whatever the row),
+    as the reference setup lays out one file per process once: the volume holds jobsPerVolume x fileSize, the
+    bound admission checks, not that times the number of workloads, and reads read what earlier rows wrote."""
+    command = ["fio", f"--name={workload.name}", f"--directory={MOUNT_PATH}",
+               f"--filename_format={FILENAME_FORMAT}", f"--rw={workload.pattern.value}",
                f"--bs={size_bytes(workload.blockSize)}", f"--size={size_bytes(spec.file_size(workload))}",
                f"--numjobs={spec.jobsPerVolume}", f"--iodepth={workload.iodepth or spec.iodepth}",
                f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
@@ -36,7 +43,7 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
                "--group_reporting", "--percentile_list=50:99", "--output-format=json",
                "--status-interval=1"]
     if workload.pattern == FioPattern.RANDRW:
-        command.insert(4, f"--rwmixread={workload.readPercent}")
+        command.insert(5, f"--rwmixread={workload.readPercent}")
     return command
 
 
