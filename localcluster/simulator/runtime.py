@@ -2,9 +2,14 @@
 
 A pause pod only has to look Running, so it stays a status patch (the lifecycle benchmarks depend on that speed).
 Any other pod really runs: each container's ``command`` + ``args`` as a process (``sandbox.py`` gives it a
-private mount namespace, its CSI volumes at their mountPath, and the pod's runAsUser/runAsGroup/fsGroup), in a
-process group of its own so that stopping it reaches every process it started. Its stdout and stderr go to a log
-file the node's log server (``logserver.py``) serves as ``/containerLogs/<ns>/<pod>/<container>``.
+private mount namespace, its CSI volumes and emptyDirs at their mountPath, and the pod's
+runAsUser/runAsGroup/fsGroup), in a process group of its own so that stopping it reaches every process it
+started. Its stdout and stderr go to a log file the node's log server (``logserver.py``) serves as
+``/containerLogs/<ns>/<pod>/<container>``. An emptyDir is a directory of the pod's own on the node (mode 0777,
+given to fsGroup like a volume), shared by its containers and removed with the pod, as a kubelet's is. There is
+no image to bring its own ``/etc/passwd``: when the container's user is not in the host's, the container gets a
+copy with that user added (bound over ``/etc/passwd`` in its namespace only), as an image's user would be there
+(PostgreSQL's initdb refuses a user it cannot look up).
 
 What is decided from the pod spec alone is pure and unit-tested: whether a pod runs processes, who a container
 runs as (never root: a container without a non-root runAsUser is refused with the kubelet's wording), its
@@ -29,6 +34,7 @@ from localcluster.simulator import api
 log = logging.getLogger("simulator.runtime")
 PAUSE_IMAGE_NAME = "pause"
 DEFAULT_GRACE_SECONDS = 30.0
+EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"  # where a kubelet keeps a pod's emptyDirs
 
 
 class ContainerConfigError(ValueError):
@@ -120,6 +126,24 @@ def mount_paths(pod: api.Obj, container: api.Obj, volume_dirs: dict[str, str]) -
     return found
 
 
+def empty_dirs(pod: api.Obj) -> list[str]:
+    """The pod's emptyDir volumes, by name (pure). Every medium is a directory on the node here: a tmpfs would
+    live in one container's mount namespace and could not be shared by the pod's containers."""
+    return [v["name"] for v in pod["spec"].get("volumes") or [] if "emptyDir" in v]
+
+
+def with_user(passwd: str, group: str, who: Identity) -> tuple[str | None, str | None]:
+    """/etc/passwd and /etc/group for a container whose user or group the host does not know (pure): the host's
+    files with an entry added, or None where nothing is missing."""
+    def known(text: str, number: int) -> bool:
+        return any(len(fields) > 2 and fields[2] == str(number) for fields in
+                   (line.split(":") for line in text.splitlines()))
+    entry = f"user{who.uid}:x:{who.uid}:{who.gid}:pod user:/tmp:/usr/sbin/nologin"
+    added_passwd = None if known(passwd, who.uid) else passwd.rstrip("\n") + f"\n{entry}\n"
+    added_group = None if known(group, who.gid) else group.rstrip("\n") + f"\ngroup{who.gid}:x:{who.gid}:\n"
+    return added_passwd, added_group
+
+
 def termination_reason(exit_code: int) -> str:
     return "Completed" if exit_code == 0 else "Error"
 
@@ -174,6 +198,11 @@ class PodProcesses:
     directory: Path
     containers: dict[str, Container] = field(default_factory=dict)
     stopping: bool = False
+    scratch: dict[str, str] = field(default_factory=dict)  # emptyDir name -> its directory on the node
+
+    @property
+    def empty_dir_root(self) -> Path:
+        return self.directory / "volumes" / EMPTY_DIR_PLUGIN
 
 
 class Runtime:
@@ -191,13 +220,16 @@ class Runtime:
         """Start every container of the pod (ContainerConfigError: none started)."""
         meta = pod["metadata"]
         directory = self._root / pod["spec"]["nodeName"] / "pods" / meta["uid"]
+        group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
+        group.scratch = {name: str(group.empty_dir_root / name) for name in empty_dirs(pod)}
+        dirs = {**volume_dirs, **group.scratch}
         plans = []
         for container in pod["spec"].get("containers") or []:
             who = identity_of(pod, container)
             plans.append((container, who, command_of(container), env_of(pod, container),
-                          mount_paths(pod, container, volume_dirs)))
-        group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
+                          mount_paths(pod, container, dirs)))
         self.pods[meta["uid"]] = group
+        await asyncio.to_thread(_make_empty_dirs, list(group.scratch.values()))
         for container, who, command, env, mounts in plans:
             entry = Container(container["name"], container.get("image", ""),
                               directory / "logs" / f"{container['name']}.log")
@@ -211,11 +243,12 @@ class Runtime:
         root = group.directory / "containers" / entry.name / "rootfs"
         root.mkdir(parents=True, exist_ok=True)
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
+        files = await asyncio.to_thread(_identity_files, root.parent, who)
         _namespace_file(group, entry).unlink(missing_ok=True)
         spec = {"namespaceFile": str(_namespace_file(group, entry)), "command": command, "env": env,
                 "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
-                "volumes": mounts}
+                "volumes": mounts, "files": files}
         with entry.log_path.open("ab") as log_file:
             entry.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
@@ -240,7 +273,7 @@ class Runtime:
         entry = group.containers[name]
         entry.restarts += 1
         await self._spawn(group, entry, container, identity_of(pod, container), command_of(container),
-                          env_of(pod, container), mount_paths(pod, container, volume_dirs))
+                          env_of(pod, container), mount_paths(pod, container, {**volume_dirs, **group.scratch}))
 
     async def stop(self, uid: str, grace_seconds: float) -> None:
         """SIGTERM every container's process group, SIGKILL what is left after the grace period, and wait."""
@@ -270,6 +303,7 @@ class Runtime:
             self.logs.pop((group.namespace, group.name, name), None)
         shutil.rmtree(group.directory / "logs", ignore_errors=True)
         shutil.rmtree(group.directory / "containers", ignore_errors=True)
+        shutil.rmtree(group.empty_dir_root, ignore_errors=True)  # emptyDirs go with the pod
 
 
 def _namespace_file(group: PodProcesses, entry: Container) -> Path:
@@ -303,3 +337,22 @@ def end_leftovers(pgid: int, namespace_file: Path) -> None:
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _make_empty_dirs(directories: list[str]) -> None:
+    for directory in directories:
+        os.makedirs(directory, exist_ok=True)
+        os.chmod(directory, 0o777)  # a kubelet's emptyDir mode; fsGroup then gives it to the pod's group
+
+
+def _identity_files(directory: Path, who: Identity) -> dict[str, str]:
+    """Write /etc/passwd and /etc/group copies for the container when its user or group is unknown here."""
+    passwd, group = with_user(Path("/etc/passwd").read_text(), Path("/etc/group").read_text(), who)
+    files = {}
+    for path, text in (("/etc/passwd", passwd), ("/etc/group", group)):
+        if text is not None:
+            target = directory / path.rsplit("/", 1)[-1]
+            target.write_text(text)
+            target.chmod(0o644)
+            files[path] = str(target)
+    return files

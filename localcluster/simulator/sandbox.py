@@ -4,16 +4,20 @@ The simulated kubelet runs ``python -m localcluster.simulator.sandbox SPEC`` (SP
 workingDir, uid, gid, groups, fsGroup, the per-container root directory and the volumes). This process is
 single-threaded and becomes the container by ``exec``:
 
-1. ``unshare(CLONE_NEWNS)`` and make every mount private (``MS_REC | MS_PRIVATE``), so nothing it mounts is
-   seen on the host and every mount disappears with the namespace when the container's last process exits;
+1. ``unshare(CLONE_NEWNS | CLONE_NEWIPC)`` and make every mount private (``MS_REC | MS_PRIVATE``), so nothing it
+   mounts is seen on the host and every mount disappears with the namespace when the container's last process
+   exits; System V IPC objects (PostgreSQL's shared-memory interlock) go with the IPC namespace likewise, even when
+   the process is killed, as in a pod's own IPC namespace;
 2. a tmpfs at the container's root directory, holding a view of the host's root: each top-level entry bind-mounted
-   (recursively), symlinks recreated, fresh tmpfs for ``/tmp`` and ``/run``, and the directories leading to a
-   mountPath made in the tmpfs (the host's entries beside them bound one by one), so a mountPath such as
-   ``/data/vol-0`` needs no directory on the host;
-3. each volume at its mountPath: a data directory bind-mounted, or a volume image (an ext4 filesystem of the
-   volume's size, see ``volumes.py``) loop-mounted with direct I/O on the loop device, so the container's direct
-   I/O reaches the disk rather than the host's page cache; the loop device is set to clear itself, so it goes
-   with the namespace's last mount;
+   (recursively), symlinks recreated, fresh tmpfs for ``/tmp``, ``/run`` and ``/dev/shm`` (POSIX shared memory,
+   as a container runtime gives each container), and the directories leading to a mountPath made in the tmpfs (the
+   host's entries beside them bound one by one), so a mountPath such as ``/data/vol-0`` needs no directory on the
+   host;
+3. each volume at its mountPath: a data directory (or a pod's emptyDir) bind-mounted, or a volume image (an ext4
+   filesystem of the volume's size, see ``volumes.py``) loop-mounted with direct I/O on the loop device, so the
+   container's direct I/O reaches the disk rather than the host's page cache; the loop device is set to clear
+   itself, so it goes with the namespace's last mount; and the container's own ``/etc/passwd`` and ``/etc/group``
+   (when the runtime wrote them: its user is not the host's) bound over the host's;
 4. fsGroup applied to each volume as a kubelet does for a driver with fsGroupPolicy File (group ownership, group
    rw, setgid directories), then ``chroot`` into that root;
 5. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
@@ -37,10 +41,12 @@ from typing import Any
 from localcluster.simulator.volumes import SYSTEM_PATH, run_tool
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 1, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
 START_ERROR_EXIT = 128
 PRIVATE_TMPFS = frozenset({"/tmp", "/run"})  # fresh per container: nothing it writes there reaches the host
+NESTED_TMPFS = ("/dev/shm",)  # below a bound host directory: a fresh tmpfs over it
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,13 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) if i else "/" for i in range(len(parts))]
 
 
-def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, str, str]]]) -> list[Action]:
-    """How to build a root that shows the host plus ``volumes`` (mountPath -> host directory), touching nothing
-    on the host (pure: ``entries(dir)`` lists a host directory as (name, "dir"|"file"|"symlink"|"other", link
-    target)). Directories on the way to a mountPath are made in the tmpfs; their host entries are bound one by
-    one, except the one leading on to the mountPath."""
+def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, str, str]]],
+              files: dict[str, str] | None = None) -> list[Action]:
+    """How to build a root that shows the host plus ``volumes`` (mountPath -> host directory) and ``files`` (path
+    -> host file bound over the host's, e.g. /etc/passwd), touching nothing on the host (pure: ``entries(dir)``
+    lists a host directory as (name, "dir"|"file"|"symlink"|"other", link target)). Directories on the way to a
+    mountPath are made in the tmpfs; their host entries are bound one by one, except the one leading on to the
+    mountPath."""
     shadowed = {a for path in volumes for a in _ancestors(path)}
     order = sorted(shadowed, key=lambda p: (p.count("/") if p != "/" else 0, p))
     actions = [Action("dir", directory) for directory in order if directory != "/"]
@@ -78,6 +86,12 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
                 actions += [Action("dir", path), Action("bind", path, path)]
             elif kind == "file":
                 actions += [Action("file", path), Action("bind", path, path)]
+    for path in NESTED_TMPFS:
+        parent, _, name = path.rpartition("/")
+        if parent not in shadowed and any(n == name and kind == "dir" for n, kind, _ in entries(parent)):
+            actions.append(Action("tmpfs", path))
+    for path, source in sorted((files or {}).items()):
+        actions.append(Action("bind", path, source))
     for path, source in sorted(volumes.items()):
         actions += [Action("dir", path), Action("volume", path, source)]
     return actions
@@ -201,13 +215,14 @@ def enter(spec: dict[str, Any]) -> None:
     uid, gid = int(spec["uid"]), int(spec["gid"])
     if uid == 0:
         raise PermissionError("the simulated kubelet runs nothing as root (runAsUser 0)")
-    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     if spec.get("namespaceFile"):  # the runtime ends whatever is left in this namespace when the container ends
         with open(spec["namespaceFile"], "w") as recorded:
             recorded.write(os.readlink("/proc/self/ns/mnt"))
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
-    build_root(spec["root"], plan_root(volumes, host_entries))
+    files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
+    build_root(spec["root"], plan_root(volumes, host_entries, files))
     if spec.get("fsGroup") is not None:
         for path in volumes:
             apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))

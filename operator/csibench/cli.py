@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from csibench.engine.datapath.step import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
+from csibench.engine.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 
 EXIT_NOT_FOUND = 2
 EXIT_NOT_READY = 3
@@ -252,8 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port")
     operator.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
     operator.add_argument("--workload-image", default=None,
-                          help=f"default image of data-path pods (else ${WORKLOAD_IMAGE_ENV}, else "
-                               f"{DEFAULT_WORKLOAD_IMAGE}); spec.dataPath.image overrides it per run")
+                          help=f"default image of data-path and database pods (else ${WORKLOAD_IMAGE_ENV}, "
+                               f"else {DEFAULT_WORKLOAD_IMAGE}); spec.dataPath.image and spec.database.image "
+                               "override it per run")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print the BenchmarkRun CRD generated from the models")

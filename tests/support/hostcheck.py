@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SANDBOX_MODULE = "localcluster.simulator.sandbox"
@@ -40,4 +41,22 @@ def processes_with(marker: str) -> list[str]:
             continue
         if marker in cmdline and "pytest" not in cmdline:
             found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+def processes_rooted_under(directory: Path) -> list[str]:
+    """Processes whose root directory (their chroot) is under ``directory``: a simulated container's, of this
+    cluster only. PostgreSQL renames its processes ("postgres: checkpointer"), so their command lines cannot
+    tell; the root they run in can."""
+    root = str(directory.resolve())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "root").startswith(root):
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{entry.name}: {cmdline.strip()}")
+        except OSError:
+            continue
     return found

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from csibench.api.models import BenchmarkRunSpec, DataPathSpec, StepState, default_workloads
 from csibench.engine.datapath.fio import FioFailed, build_fio_command, parse_fio_log
 from csibench.engine.datapath.rows import MIB, build_row
-from csibench.engine.datapath.step import workload_image
 from csibench.engine.errors import PlanError
-from csibench.engine.manifests import build_workload_pod
+from csibench.engine.manifests import WorkloadMount, build_workload_pod
+from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
 from tests.unit.test_run import UID, owned_left, run, spec
 
@@ -81,14 +81,17 @@ def test_row_sums_bandwidth_takes_the_slowest_volumes_percentiles_and_shows_the_
 def test_workload_pods_meet_restricted_and_carry_the_run_labels() -> None:
     run_spec = data_spec()
     assert run_spec.dataPath is not None
-    pod = build_workload_pod("p", "claim", run_spec, run_spec.dataPath, default_workloads()[0], "img:1",
-                             ["fio"], {"csibench.io/run-uid": UID})
+    pod = build_workload_pod("p", "fio", "img:1", ["fio"], [WorkloadMount("data", "/data", "claim"),
+                                                            WorkloadMount("scratch", "/scratch")],
+                             {"csibench.io/run-uid": UID}, run_spec.dataPath.resources, {}, [])
     security = pod["spec"]["securityContext"]
     assert security["runAsNonRoot"] and security["runAsUser"] != 0 and security["fsGroup"]
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
     container = pod["spec"]["containers"][0]["securityContext"]
     assert container["allowPrivilegeEscalation"] is False and container["capabilities"] == {"drop": ["ALL"]}
     assert pod["spec"]["restartPolicy"] == "Never" and pod["metadata"]["labels"]["csibench.io/run-uid"] == UID
+    assert pod["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "claim"}},
+                                      {"name": "scratch", "emptyDir": {}}]
 
 
 def test_admission_rules_in_the_models() -> None:
@@ -104,10 +107,10 @@ def test_admission_rules_in_the_models() -> None:
 
 
 def test_workload_image_spec_over_operator_default_and_a_bad_default_is_a_plan_error() -> None:
-    assert workload_image(DataPathSpec(image="example.com/fio:1")) == "example.com/fio:1"
-    assert workload_image(DataPathSpec(), {"CSIBENCH_WORKLOAD_IMAGE": "r.example/w:2"}) == "r.example/w:2"
+    assert workload_image(DataPathSpec(image="example.com/fio:1").image) == "example.com/fio:1"
+    assert workload_image(DataPathSpec().image, {"CSIBENCH_WORKLOAD_IMAGE": "r.example/w:2"}) == "r.example/w:2"
     with pytest.raises(PlanError):
-        workload_image(DataPathSpec(), {"CSIBENCH_WORKLOAD_IMAGE": "bad image; rm -rf"})
+        workload_image(DataPathSpec().image, {"CSIBENCH_WORKLOAD_IMAGE": "bad image; rm -rf"})
 
 
 def test_data_path_runs_every_workload_on_every_volume_after_unpublish() -> None:

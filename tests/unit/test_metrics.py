@@ -47,9 +47,12 @@ def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
     metrics.count_request("GET", "/api/v1/pods", 200)
     metrics.add_throttle("r", 1)
     metrics.record_datapath("r", "seqRead", 1.0, {"read": (1.0, 1.0, 0.001, 0.002)})
+    metrics.record_database_run("r", 10, "readWrite", 8, 1000.0, 0.008, 0.002, 4096, 0)
+    metrics.record_database_initialize("r", 10, 12.5)
     served = {line.split("{")[0].split(" ")[0] for line in generate_latest(registry).decode().splitlines()
               if line and not line.startswith("#")}
     dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "csibench-dashboard.json").read_text())
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\bcsibench_[a-z_]+", target["expr"])}
     assert queried and queried <= served, queried - served
+    assert {"csibench_database_transactions_per_second", "csibench_database_wal_bytes"} <= queried

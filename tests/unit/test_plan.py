@@ -18,10 +18,15 @@ def spec(**fields: Any) -> BenchmarkRunSpec:
 def test_default_steps_depend_on_the_snapshot_class() -> None:
     assert [s.name for s in resolve_steps(spec())] == [StepName.CREATE_VOLUME, StepName.PUBLISH,
                                                        StepName.UNPUBLISH, StepName.DELETE_VOLUME]
+    workloads = (StepName.DATA_PATH, StepName.DATABASE)
     assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == [
-        s for s in StepName if s != StepName.DATA_PATH]
+        s for s in StepName if s not in workloads]
     with_data = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}))
-    assert [s.name for s in with_data] == list(StepName)  # the data path only with spec.dataPath, after unpublish
+    assert [s.name for s in with_data] == [s for s in StepName if s != StepName.DATABASE]
+    both = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}, database={}))
+    assert [s.name for s in both] == list(StepName)  # each only with its part of the spec; the database after
+    alone = resolve_steps(spec(steps=["database"], database={}))
+    assert [s.name for s in alone] == [StepName.DATABASE]  # its volume is its own: no lifecycle step needed
 
 
 @pytest.mark.parametrize(("steps", "reason", "words"), [

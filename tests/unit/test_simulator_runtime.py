@@ -9,13 +9,16 @@ import pytest
 from localcluster.simulator.logserver import parse_log_path, select_text
 from localcluster.simulator.runtime import (
     ContainerConfigError,
+    Identity,
     command_of,
+    empty_dirs,
     env_of,
     identity_of,
     is_pause_image,
     mount_paths,
     pod_phase,
     runs_processes,
+    with_user,
 )
 from localcluster.simulator.sandbox import Action, plan_root
 
@@ -79,6 +82,34 @@ def test_root_plan_makes_mount_paths_inside_the_tmpfs_and_binds_the_rest() -> No
     assert Action("bind", "/var", "/var") not in actions  # shadowed: a mountPath goes below it
     assert actions[-2:] == [Action("dir", "/var/lib/pg"), Action("volume", "/var/lib/pg", "/srv/b")]
     assert Action("volume", "/data/v", "/srv/a") in actions
+
+
+def test_empty_dirs_are_mounted_like_volumes_and_shm_and_passwd_are_the_containers_own() -> None:
+    p = pod()
+    p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
+                            {"name": "scratch", "emptyDir": {}}, {"name": "mem", "emptyDir": {"medium": "Memory"}}]
+    assert empty_dirs(p) == ["scratch", "mem"]
+    container = {"name": "c", "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                                               {"name": "scratch", "mountPath": "/scratch"}]}
+    assert mount_paths(p, container, {"data": "/k/csi/pv/mount", "scratch": "/k/empty-dir/scratch"}) == {
+        "/data": "/k/csi/pv/mount", "/scratch": "/k/empty-dir/scratch"}
+    host = {"/": [("dev", "dir", ""), ("etc", "dir", "")], "/dev": [("shm", "dir", ""), ("null", "other", "")]}
+    actions = plan_root({"/scratch": "/k/s"}, lambda d: host.get(d, []), {"/etc/passwd": "/k/c/passwd"})
+    assert Action("bind", "/dev", "/dev") in actions and Action("tmpfs", "/dev/shm") in actions
+    assert actions.index(Action("tmpfs", "/dev/shm")) > actions.index(Action("bind", "/dev", "/dev"))
+    assert Action("bind", "/etc/passwd", "/k/c/passwd") in actions
+    assert actions.index(Action("bind", "/etc/passwd", "/k/c/passwd")) > actions.index(Action("bind", "/etc", "/etc"))
+    assert Action("tmpfs", "/dev/shm") not in plan_root({}, lambda d: {"/": [("dev", "dir", "")]}.get(d, []))
+
+
+def test_a_user_the_host_does_not_know_gets_an_entry_in_the_containers_passwd_only() -> None:
+    passwd = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    group = "root:x:0:\nnogroup:x:65534:\n"
+    added_passwd, added_group = with_user(passwd, group, Identity(65532, 65532, (65532,)))
+    assert added_passwd is not None and added_passwd.startswith(passwd)
+    assert added_passwd.endswith("user65532:x:65532:65532:pod user:/tmp:/usr/sbin/nologin\n")
+    assert added_group == group + "group65532:x:65532:\n"
+    assert with_user(passwd, group, Identity(65534, 65534, ())) == (None, None)  # known: the host's files stay
 
 
 def test_log_endpoint_paths_and_selection() -> None:

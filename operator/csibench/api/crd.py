@@ -25,7 +25,7 @@ from csibench.api.models import (
 Schema = dict[str, Any]
 _DROP = {"title", "$defs"}
 # Lists whose items are unique and order-insensitive for merging.
-_SET_LISTS = {"accessModes"}
+_SET_LISTS = {"accessModes", "scales", "modes", "clients"}
 
 
 def _resolve(schema: Schema, definitions: Schema) -> Schema:

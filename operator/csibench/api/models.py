@@ -53,6 +53,7 @@ class StepName(StrEnum):
     PUBLISH = "publish"
     UNPUBLISH = "unpublish"
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
+    DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
     CREATE_SNAPSHOT = "createSnapshot"
     CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
     DELETE_CLONE = "deleteClone"
@@ -331,6 +332,136 @@ class DataPathSpec(_Model):
         return workload.fileSize or self.fileSize
 
 
+class PgbenchMode(StrEnum):
+    """What pgbench runs: its built-in select-only script (readOnly) or its TPC-B-like script (readWrite)."""
+
+    READ_ONLY = "readOnly"
+    READ_WRITE = "readWrite"
+
+
+class SynchronousCommit(StrEnum):
+    """PostgreSQL's synchronous_commit: whether a commit waits for its WAL to reach the disk."""
+
+    ON = "on"
+    OFF = "off"
+    LOCAL = "local"
+    REMOTE_WRITE = "remote_write"
+    REMOTE_APPLY = "remote_apply"
+
+
+MAX_SCALES = 6
+MAX_CLIENT_COUNTS = 8
+MAX_DATABASE_ROWS = MAX_SCALES * (1 + len(PgbenchMode) * MAX_CLIENT_COUNTS)  # init rows + run rows
+PG_SIZE_PATTERN = r"^[1-9][0-9]{0,8}(kB|MB|GB|TB)$"  # PostgreSQL's own memory units (1024-based)
+
+
+class PostgresSettings(_Model):
+    """The PostgreSQL settings that change what the storage sees; PostgreSQL's defaults unless set."""
+
+    sharedBuffers: str = Field("128MB", max_length=16, pattern=PG_SIZE_PATTERN,
+                               description="shared_buffers: PostgreSQL's cache; smaller than the data set means "
+                                           "reads reach the volume (or the page cache in front of it).")
+    maxWalSize: str = Field("1GB", max_length=16, pattern=PG_SIZE_PATTERN,
+                            description="max_wal_size: WAL between automatic checkpoints; the volume must hold it "
+                                        "besides the data.")
+    synchronousCommit: SynchronousCommit = Field(SynchronousCommit.ON,
+                                                 description="synchronous_commit: on waits for every commit's WAL "
+                                                             "flush (fsync latency shows in readWrite TPS); off "
+                                                             "does not.")
+    checkpointTimeoutSeconds: int = Field(300, ge=30, le=86400,
+                                          description="checkpoint_timeout in seconds: the longest time between "
+                                                      "checkpoints.")
+
+
+class ModeDurations(_Model):
+    """How long each pgbench run of a mode lasts (pgbench -T), in seconds."""
+
+    readOnly: int = Field(120, ge=1, le=86400, description="Seconds per readOnly run (published tests: 120-600).")
+    readWrite: int = Field(60, ge=1, le=86400, description="Seconds per readWrite run (published tests: 60).")
+
+    def of(self, mode: PgbenchMode) -> int:
+        return self.readOnly if mode == PgbenchMode.READ_ONLY else self.readWrite
+
+
+def _unique(values: list[Any], what: str) -> list[Any]:
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} must not repeat: {values}")
+    return values
+
+
+class DatabaseSpec(_Model):
+    """The database workload: PostgreSQL with its data directory on a volume of its own (a PVC of the class under
+    test) and pgbench beside it in one pod; for each scale, initialize (pgbench -i, timed), then every mode x
+    clients run, with pauses in between."""
+
+    scales: list[Annotated[int, Field(ge=1, le=100000)]] = Field(
+        default_factory=lambda: [10, 100], min_length=1, max_length=MAX_SCALES,
+        description="pgbench scale factors (-s), in order: 1 is 100,000 accounts, about 16 MB of tables and "
+                    "indexes; 10000 is about 150 GB.")
+    modes: list[PgbenchMode] = Field(
+        default_factory=lambda: [PgbenchMode.READ_ONLY, PgbenchMode.READ_WRITE], min_length=1,
+        max_length=len(PgbenchMode), description="readOnly (pgbench -S, select only) and/or readWrite (TPC-B-like), "
+                                                 "in order.")
+    clients: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default_factory=lambda: [8, 32], min_length=1, max_length=MAX_CLIENT_COUNTS,
+        description="pgbench client counts (-c), one run per count and mode.")
+    threads: int | None = Field(None, ge=1, le=1000,
+                                description="pgbench worker threads (-j), at most the run's clients; default "
+                                            "min(clients, CPUs the pod sees).")
+    durationSeconds: ModeDurations = Field(default_factory=ModeDurations,
+                                           description="Length of each run, per mode (pgbench -T).")
+    pauseSeconds: int = Field(30, ge=0, le=3600, description="Pause before each run (lets checkpoints and "
+                                                             "writeback of the previous one settle).")
+    phasePauseSeconds: int = Field(60, ge=0, le=3600,
+                                   description="Pause after each scale's initialization and between modes.")
+    size: str = Field("16Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
+        f"database.size must be greater than 0 and at most {v.SIZE_MAX}")),
+        description="Size of the database's PVC: it must hold the largest scale's tables and indexes (about 16 MB "
+                    "per scale unit) plus max_wal_size of WAL; one that cannot fails the initialization row with "
+                    "PostgreSQL's message.")
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings, description="PostgreSQL settings.")
+    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
+                              description="Workload image (PostgreSQL 15 and pgbench inside); default: the "
+                                          "operator's --workload-image / CSIBENCH_WORKLOAD_IMAGE.")
+    resources: Resources = Field(default_factory=Resources, description="Resources of the database container.")
+    nodeSelector: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        description="Node selector of the database pod; default spec.pod's.")
+    tolerations: list[Toleration] = Field(default_factory=list,
+                                          description="Tolerations of the database pod; default spec.pod's.")
+
+    @field_validator("scales")
+    @classmethod
+    def _scales_unique(cls, value: list[int]) -> list[int]:
+        return _unique(value, "database.scales")
+
+    @field_validator("modes")
+    @classmethod
+    def _modes_unique(cls, value: list[PgbenchMode]) -> list[PgbenchMode]:
+        return _unique(value, "database.modes")
+
+    @field_validator("clients")
+    @classmethod
+    def _clients_unique(cls, value: list[int]) -> list[int]:
+        return _unique(value, "database.clients")
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = v.label_problems(value, "database.nodeSelector")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _size_in_bounds(cls, value: str) -> str:
+        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
+            raise ValueError(f"database.size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
+        return value
+
+
 class Timeouts(_Model):
     """Per-step timeouts in seconds. A step still running at its timeout ends; pending objects count as failed."""
 
@@ -341,6 +472,10 @@ class Timeouts(_Model):
     dataPath: int | None = Field(None, ge=1, le=604800,
                                  description="Timeout of one data-path workload (its pods' run), in seconds; "
                                              "default: ramp + runtime + 300.")
+    database: int | None = Field(None, ge=1, le=604800,
+                                 description="Timeout of the whole database step, in seconds; default: the runs' "
+                                             "durations and pauses, plus 300 + 1 per scale unit for each "
+                                             "initialization, plus 300.")
     createSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of createSnapshot, in seconds.")
     cloneFromSnapshot: int | None = Field(None, ge=1, le=604800,
                                           description="Timeout of cloneFromSnapshot, in seconds.")
@@ -379,12 +514,18 @@ _DATA_PATH_RULES = (
     ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
      "steps must list dataPath exactly when spec.dataPath is set"),
 )
+_DATABASE_RULES = (
+    ("!has(self.database) || self.repeat == 1",
+     "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
+    ("!has(self.steps) || has(self.database) == ('database' in self.steps)",
+     "steps must list database exactly when spec.database is set"),
+)
 
 
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES))
+    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -419,6 +560,10 @@ class BenchmarkRunSpec(_Model):
     dataPath: DataPathSpec | None = Field(
         None, description="Measure the data path (fio) on the run's volumes after unpublish: one row per workload "
                           "with aggregate bandwidth, IOPS and completion latency.")
+    database: DatabaseSpec | None = Field(
+        None, description="Measure a database on the class (after the data path if both are set): PostgreSQL on a "
+                          "PVC of its own and pgbench in one pod, one row per scale's initialization and per "
+                          "scale x mode x clients run (TPS, latency, WAL generated).")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
@@ -492,6 +637,16 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_DATA_PATH_RULES[3][1])
         if len({w.name for w in data.workloads}) != len(data.workloads):
             raise ValueError("workload names must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _database_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        listed = self.steps is not None and StepName.DATABASE in self.steps
+        if self.steps is not None and listed != (self.database is not None):
+            raise ValueError(_DATABASE_RULES[1][1])
+        if self.database is not None and self.repeat != 1:
+            raise ValueError(_DATABASE_RULES[0][1])
         return self
 
     @field_validator("targetNamespace")
@@ -692,6 +847,31 @@ class DataPathRow(_Model):
     message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
 
 
+class DatabaseRowKind(StrEnum):
+    INITIALIZE = "initialize"  # pgbench -i -s SCALE: its wall time
+    RUN = "run"  # one pgbench run of a mode and a client count
+
+
+class DatabaseRow(_Model):
+    """One row of the database table: a scale's initialization (its wall time) or one pgbench run."""
+
+    kind: DatabaseRowKind = Field(..., description="initialize (pgbench -i) or run.")
+    scale: int = Field(..., description="pgbench scale factor.")
+    mode: PgbenchMode | None = Field(None, description="readOnly or readWrite (runs only).")
+    clients: int | None = Field(None, description="pgbench clients (runs only).")
+    threads: int | None = Field(None, description="pgbench threads, as pgbench reported them (runs only).")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    durationSeconds: float | None = Field(None, description="Wall time: of the initialization, or of the run.")
+    tps: float | None = Field(None, description="Transactions per second, excluding connection time (pgbench's "
+                                                "'without initial connection time').")
+    latencyAverageMs: float | None = Field(None, description="pgbench's latency average, ms.")
+    latencyStddevMs: float | None = Field(None, description="pgbench's latency stddev, ms.")
+    transactions: int | None = Field(None, description="Transactions processed.")
+    failedTransactions: int | None = Field(None, description="Failed transactions (pgbench's count).")
+    walBytes: int | None = Field(None, description="WAL generated, bytes: pg_current_wal_lsn() after minus before.")
+    message: str | None = Field(None, description="Why the row failed: PostgreSQL's or pgbench's own message.")
+
+
 class BenchmarkRunStatus(_Model):
     """Where the run is and what it measured so far (aggregates only)."""
 
@@ -713,6 +893,9 @@ class BenchmarkRunStatus(_Model):
                                                                     "current (at the end: the last) iteration.")
     dataPath: list[DataPathRow] = Field(default_factory=list, max_length=MAX_WORKLOADS,
                                         description="One row per data-path workload (spec.dataPath).")
+    database: list[DatabaseRow] = Field(default_factory=list, max_length=MAX_DATABASE_ROWS,
+                                        description="The database table (spec.database): per scale, its "
+                                                    "initialization row, then one row per mode x clients run.")
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
     aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
                                                                             "that measured well (spec.repeat > 1).")

@@ -18,11 +18,14 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.engine import judges, manifests
+from csibench.engine.database import pgbench
+from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT, Observed
 from csibench.engine.tracker import StepTracker
+from csibench.engine.workload import ResultTable, workload_image
 from csibench.kube import resources as r
 
 WFFC = "WaitForFirstConsumer"
@@ -51,6 +54,19 @@ class StepContext:
     @property
     def wffc(self) -> bool:
         return self.binding_mode == WFFC
+
+
+@dataclass(frozen=True)
+class Companion:
+    """An object a measuring step creates besides its own (the database's claim): named, dry-run and reported
+    like the step's objects, deleted by the step itself, and by a restore before the step runs again."""
+
+    kind: str
+    resource: r.Resource
+    object_name: Callable[[Names, int], str]
+    manifest: Callable[[StepContext, int], dict[str, Any]]
+    report_key: str
+    gone: Callable[[Observed, frozenset[str]], judges.Judge]
 
 
 SkipRule = Callable[["StepSpec", StepContext], set[str]]
@@ -82,6 +98,8 @@ class StepSpec:
     provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
     measure: Measure | None = None  # MEASURE steps: runs the step's batches itself (the data path's matrix)
     enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
+    companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
+    results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
 
     def objects(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
         return [self.object_name(names, index) for index in range(self.count(spec))]
@@ -157,9 +175,12 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     assert data is not None, "the data-path step runs only with spec.dataPath"
     volumes = datapath.selected_volumes(spec.volumes, data)
     workload = data.workloads[index // volumes]
-    return manifests.build_workload_pod(context.names.data_pod(index), context.names.volume(index % volumes), spec,
-                                        data, workload, datapath.workload_image(data),
-                                        fio.build_fio_command(data, workload), context.labels)
+    claim = context.names.volume(index % volumes)
+    return manifests.build_workload_pod(
+        context.names.data_pod(index), "fio", workload_image(data.image), fio.build_fio_command(data, workload),
+        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim)],
+        {**context.labels, "csibench.io/workload": workload.name}, data.resources, spec.pod.nodeSelector,
+        spec.pod.tolerations)
 
 
 def _data_pods(spec: BenchmarkRunSpec) -> int:
@@ -174,6 +195,29 @@ def skip_data_pods_of_failed_volumes(step: StepSpec, context: StepContext) -> se
     volumes = datapath.selected_volumes(context.spec.volumes, data)
     bad = _failed_indexes(context, StepName.CREATE_VOLUME)
     return {name for index, name in enumerate(step.objects(context.spec, context.names)) if index % volumes in bad}
+
+
+def _database_pod(context: StepContext, index: int) -> Manifest:
+    spec, data = context.spec, context.spec.database
+    assert data is not None, "the database step runs only with spec.database"
+    mounts = [manifests.WorkloadMount("data", pgbench.MOUNT_PATH, context.names.database_volume(index)),
+              manifests.WorkloadMount("scratch", pgbench.SCRATCH_PATH)]
+    return manifests.build_workload_pod(
+        context.names.database_pod(index), "postgres", workload_image(data.image), pgbench.build_command(), mounts,
+        context.labels, data.resources, data.nodeSelector or spec.pod.nodeSelector,
+        data.tolerations or spec.pod.tolerations, env=pgbench.build_env(data),
+        grace_seconds=database.GRACE_SECONDS)
+
+
+def _database_volume(context: StepContext, index: int) -> Manifest:
+    data = context.spec.database
+    assert data is not None
+    return manifests.build_pvc(context.names.database_volume(index), context.spec, context.labels, size=data.size,
+                               filesystem=True)
+
+
+def _database_pods(spec: BenchmarkRunSpec) -> int:
+    return 1 if spec.database is not None else 0
 
 
 def _volumes(spec: BenchmarkRunSpec) -> int:
@@ -204,7 +248,14 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              judges.pod_finished, skip_data_pods_of_failed_volumes, requires=StepName.CREATE_VOLUME,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_data_pod,
              report_key="dataPathPod", gone=judges.pod_gone_and_detached, measure=datapath.measure,
-             enabled=lambda spec: spec.dataPath is not None),
+             enabled=lambda spec: spec.dataPath is not None, results=datapath.RESULTS),
+    StepSpec(StepName.DATABASE, "Database (pgbench)", "pod", POD, r.PODS, Action.MEASURE, Names.database_pod,
+             _database_pods, judges.pod_finished, skip_nothing,
+             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_database_pod,
+             report_key="databasePod", gone=judges.pod_gone_and_detached, measure=database.measure,
+             enabled=lambda spec: spec.database is not None, results=database.RESULTS,
+             companion=Companion(CLAIM, r.PVCS, Names.database_volume, _database_volume, "databaseVolume",
+                                 judges.claim_and_volume_gone)),
     StepSpec(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", SNAPSHOT, r.SNAPSHOTS, Action.CREATE,
              Names.snapshot, _volumes, judges.snapshot_ready, skip_if_prerequisite_failed,
              requires=StepName.CREATE_VOLUME, needs_snapshot_class=True,

@@ -15,11 +15,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from csibench.api.models import ConditionReason, StepName
-from csibench.engine.catalog import WFFC, Action, StepContext, StepSpec
+from csibench.api.models import ConditionReason
+from csibench.engine.catalog import WFFC, Action, Manifest, StepContext, StepSpec
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
-from csibench.engine.datapath.step import record_metrics, rows_of
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
@@ -77,7 +76,9 @@ class StepRunner:
         """Copy the trackers' aggregates into the status model (not yet written)."""
         status = self.recorder.status
         status.steps = [t.status() for t in self.context.trackers.values()]
-        status.dataPath = rows_of(self.context.trackers.get(StepName.DATA_PATH))
+        for step in self.context.plan:  # the workload steps' rows (data path, database)
+            if step.results is not None:
+                setattr(status, step.results.status_field, step.results.rows(self.context.trackers.get(step.name)))
         if self._progress_of is not None:
             status.progress = self._progress_of.progress()
         durations = [s.durationSeconds for s in status.steps if s.durationSeconds is not None]
@@ -116,7 +117,8 @@ class StepRunner:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         status = tracker.status()
-        record_metrics(recorder.ref.label, rows_of(tracker))
+        if step.results is not None:
+            step.results.record_metrics(recorder.ref.label, step.results.rows(tracker))
         METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
                             status.throughput, status.succeeded, status.failed, status.skipped)
         if before_done is not None:
@@ -127,7 +129,7 @@ class StepRunner:
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
 
-    # -- what a measuring step (engine/datapath) uses ---------------------------------------------------------------
+    # -- what a measuring step (engine/datapath, engine/database) uses ------------------------------------------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
                     timeout: float) -> None:
         await self._batch(kind, tracker, judge, submit, timeout)
@@ -137,6 +139,17 @@ class StepRunner:
 
     def remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
         return self._deleter(step, tracker)
+
+    def companion_creator(self, step: StepSpec, step_context: StepContext,
+                          tracker: StepTracker) -> Callable[[str], Any]:
+        """Creates the step's companion objects (the database's claim), as the step's own are created."""
+        companion = step.companion
+        assert companion is not None
+        return self._creator(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
+
+    def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
+        assert step.companion is not None
+        return self._deleter_of(step.companion.kind, step.companion.resource, tracker)
 
     async def pod_log(self, name: str) -> str:
         return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"))
@@ -191,6 +204,15 @@ class StepRunner:
                           timeout)
         batches = [removal]
         restored = [f"deleted {len(removal.objects)} {step.kind}s"]
+        if step.companion is not None:  # what the step created besides its own objects (the database's claim)
+            companion = step.companion
+            names = [companion.object_name(context.names, 0)]
+            seen = self.observed.uids_of(companion.kind)
+            extra = StepTracker(f"{step.name}-restore-{companion.kind}", [n for n in names if n in seen])
+            await self._batch(companion.kind, extra, companion.gone(self.observed, frozenset()),
+                              self._deleter_of(companion.kind, companion.resource, extra), timeout)
+            batches.append(extra)
+            restored.append(f"deleted {len(extra.objects)} {companion.kind}s")
         if step.recreated_by is not None:
             creator = catalog_step(step.recreated_by)
             made = context.trackers[creator.name]
@@ -213,34 +235,40 @@ class StepRunner:
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
 
     def _deleter(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
+        return self._deleter_of(step.kind, step.resource, tracker)
+
+    def _deleter_of(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Callable[[str], Any]:
         client, scope = self.client, self.context.scope
-        uids = self.observed.uids_of(step.kind)
+        uids = self.observed.uids_of(kind)
 
         async def delete(name: str) -> None:
             # Only the very object the run's label-selected watch saw (its uid as a precondition).
-            await client.delete(step.resource.path(scope.namespace, name), uid=uids[name],
+            await client.delete(resource.path(scope.namespace, name), uid=uids[name],
                                 on_send=lambda at: tracker.mark_submitted(name, at))
         return delete
 
     def _submitter(self, step: StepSpec, step_context: StepContext,
                    tracker: StepTracker) -> Callable[[str], Any]:
-        client, scope = self.client, self.context.scope
-        path = step.resource.path(scope.namespace)
-        index = {name: i for i, name in enumerate(step.objects(self.context.spec, self.context.names))}
-
-        def stamp(name: str) -> Callable[[float], None]:
-            return lambda at: tracker.mark_submitted(name, at)
-
         if step.action == Action.DELETE:
             return self._deleter(step, tracker)
         assert step.manifest is not None, f"creation step {step.name} has no manifest in the catalog"
         manifest = step.manifest
+        index = {name: i for i, name in enumerate(step.objects(self.context.spec, self.context.names))}
+        return self._creator(step.resource, lambda name: manifest(step_context, index[name]), tracker)
+
+    def _creator(self, resource: r.Resource, body_of: Callable[[str], Manifest],
+                 tracker: StepTracker) -> Callable[[str], Any]:
+        client, scope = self.client, self.context.scope
+        path = resource.path(scope.namespace)
+
+        def stamp(name: str) -> Callable[[float], None]:
+            return lambda at: tracker.mark_submitted(name, at)
 
         async def create(name: str) -> None:
-            body = manifest(step_context, index[name])
+            body = body_of(name)
             if not await client.create(path, body, stamp(name)):
                 # "Already exists" is success only for an object this run created (a restart re-submitting).
-                existing = await client.get(step.resource.path(scope.namespace, name))
+                existing = await client.get(resource.path(scope.namespace, name))
                 if existing is not None and not scope.owns(existing.get("metadata") or {}):
                     raise NotOwned(f"{body['kind']} {scope.namespace}/{name} already exists and does not carry "
                                    f"this run's label {scope.selector}; the run never touches it")

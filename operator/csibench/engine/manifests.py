@@ -7,9 +7,10 @@ RuntimeDefault seccomp, no service-account token.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload
+from csibench.api.models import BenchmarkRunSpec, Resources, Toleration
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
@@ -29,9 +30,16 @@ def _claim_spec(spec: BenchmarkRunSpec) -> Manifest:
     }
 
 
-def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str]) -> Manifest:
+def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: str | None = None,
+              filesystem: bool = False) -> Manifest:
+    """A claim of the run's shape; ``size`` and ``filesystem`` for a workload's own volume (the database's)."""
+    claim = _claim_spec(spec)
+    if size is not None:
+        claim["resources"] = {"requests": {"storage": size}}
+    if filesystem:
+        claim["volumeMode"] = "Filesystem"
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "labels": labels}, "spec": _claim_spec(spec)}
+            "metadata": {"name": name, "labels": labels}, "spec": claim}
 
 
 def build_clone_pvc(name: str, snapshot: str, spec: BenchmarkRunSpec, labels: dict[str, str]) -> Manifest:
@@ -53,31 +61,44 @@ WORKLOAD_GROUP = 65532
 WORKLOAD_FS_GROUP = 65532
 
 
-def build_workload_pod(name: str, claim: str, spec: BenchmarkRunSpec, data: DataPathSpec,
-                       workload: DataPathWorkload, image: str, command: list[str], labels: dict[str, str]) -> Manifest:
-    """A data-path pod: fio on one volume, once (restartPolicy Never), as non-root with fsGroup so the volume is
-    writable, meeting Pod Security "restricted". Its labels name the workload so its log can be found."""
-    container: Manifest = {"name": "fio", "image": image, "command": command,
-                           "securityContext": dict(RESTRICTED_CONTAINER),
-                           "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
-    resources = {k: v for k, v in data.resources.model_dump().items() if v}
-    if resources:
-        container["resources"] = resources
+@dataclass(frozen=True)
+class WorkloadMount:
+    """A volume of a workload pod: a PVC (``claim``), or with no claim an emptyDir (scratch space of the pod,
+    removed with it)."""
+
+    name: str
+    path: str
+    claim: str | None = None
+
+
+def build_workload_pod(name: str, container: str, image: str, command: list[str], mounts: list[WorkloadMount],
+                       labels: dict[str, str], resources: Resources, node_selector: dict[str, str],
+                       tolerations: list[Toleration], env: dict[str, str] | None = None,
+                       grace_seconds: int = 5) -> Manifest:
+    """A workload pod (fio, PostgreSQL and pgbench): one container run once (restartPolicy Never), as non-root
+    with fsGroup so its volumes are writable, meeting Pod Security "restricted"."""
+    body: Manifest = {"name": container, "image": image, "command": command,
+                      "securityContext": dict(RESTRICTED_CONTAINER),
+                      "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts]}
+    if env:
+        body["env"] = [{"name": key, "value": value} for key, value in env.items()]
+    requested = {k: v for k, v in resources.model_dump().items() if v}
+    if requested:
+        body["resources"] = requested
     pod_spec: Manifest = {
         "automountServiceAccountToken": False, "enableServiceLinks": False, "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 5,
+        "terminationGracePeriodSeconds": grace_seconds,
         "securityContext": {"runAsNonRoot": True, "runAsUser": WORKLOAD_USER, "runAsGroup": WORKLOAD_GROUP,
                             "fsGroup": WORKLOAD_FS_GROUP, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        "containers": [body],
+        "volumes": [{"name": m.name, "persistentVolumeClaim": {"claimName": m.claim}} if m.claim is not None
+                    else {"name": m.name, "emptyDir": {}} for m in mounts],
     }
-    if spec.pod.nodeSelector:
-        pod_spec["nodeSelector"] = dict(spec.pod.nodeSelector)
-    if spec.pod.tolerations:
-        pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in spec.pod.tolerations]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {**labels, "csibench.io/workload": workload.name}},
-            "spec": pod_spec}
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in tolerations]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}
 
 
 def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict[str, str],

@@ -63,6 +63,14 @@ class Names:
         """Data-path pods: one per (workload, volume), numbered workload-major (``-d`` + index)."""
         return f"{self._objects}-d{index:05d}"
 
+    def database_pod(self, index: int) -> str:
+        """The database step's pod (PostgreSQL and pgbench): ``-g`` + index (one per run of the step)."""
+        return f"{self._objects}-g{index:05d}"
+
+    def database_volume(self, index: int) -> str:
+        """The database step's own claim (its data directory and WAL): ``-q`` + index."""
+        return f"{self._objects}-q{index:05d}"
+
 
 def pod_count(volumes: int, per_pod: int) -> int:
     return math.ceil(volumes / per_pod)

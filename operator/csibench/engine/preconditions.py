@@ -103,6 +103,8 @@ def representative_manifests(context: RunContext) -> dict[str, Any]:
     for step in context.plan:
         if step.action in (Action.CREATE, Action.MEASURE) and step.manifest is not None and step.report_key:
             used[step.report_key] = step.manifest(step_context, 0)
+        if step.companion is not None:
+            used[step.companion.report_key] = step.companion.manifest(step_context, 0)
     if context.own_namespace:
         used["namespace"] = manifests.build_namespace(context.target_namespace, context.labels)
     return used
@@ -113,6 +115,8 @@ async def _dry_run(ref: RunRef, context: RunContext, client: KubeClient) -> None
     tried in the BenchmarkRun's namespace, where only a refusal of the object itself (400/422) counts."""
     namespace = ref.namespace if context.own_namespace else context.target_namespace
     resources = {step.report_key: step.resource for step in context.plan if step.report_key is not None}
+    resources.update({step.companion.report_key: step.companion.resource for step in context.plan
+                      if step.companion is not None})
     for key, body in representative_manifests(context).items():
         path = r.NAMESPACES.path() if key == "namespace" else resources[key].path(namespace)
         try:

@@ -15,8 +15,8 @@ import gzip
 import json
 from typing import Any
 
-from csibench.api.models import GROUP, KIND, VERSION, DataPathRow
-from csibench.engine.datapath.step import record_metrics
+from csibench.api.models import GROUP, KIND, VERSION
+from csibench.engine.catalog import STEPS
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
 from csibench.kube.ownership import REPORT_OF_LABEL
@@ -114,9 +114,11 @@ async def load_report(client: KubeClient, namespace: str, name: str,
 
 def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, Any],
                         report: dict[str, Any] | None) -> None:
-    """Re-create a finished run's series: step gauges and data-path rows from status, latency histograms from the
+    """Re-create a finished run's series: step gauges and workload rows from status, latency histograms from the
     report."""
-    record_metrics(run_label, [DataPathRow.model_validate(row) for row in status.get("dataPath") or []])
+    for step in STEPS.values():  # the workload steps' rows (data path, database)
+        if step.results is not None:
+            step.results.record_metrics(run_label, step.results.from_status(status))
     for step in status.get("steps") or []:
         METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),

@@ -25,14 +25,12 @@ from csibench.api.models import (
     ConditionReason,
     Phase,
     Severity,
-    StepName,
     StepState,
 )
 from csibench.engine import manifests
-from csibench.engine.catalog import StepSpec
+from csibench.engine.catalog import STEPS, StepSpec
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef, scope_of
-from csibench.engine.datapath.step import interrupted, record_metrics, rows_of
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.iterations import build_aggregates, build_iteration_record, count_iterations
@@ -277,7 +275,9 @@ class RunEngine:
                                                            f"restarted and the stored record of step {name} is "
                                                            f"missing or unreadable ({error!r}), so the run "
                                                            "cannot resume honestly"))
-            record_metrics(self.ref.label, rows_of(context.trackers[name]))
+            results = STEPS[name].results
+            if results is not None:
+                results.record_metrics(self.ref.label, results.rows(context.trackers[name]))
             METRICS.record_step(self.ref.label, name, self.spec.storageClassName, step_status.durationSeconds,
                                 step_status.throughput, step_status.succeeded, step_status.failed,
                                 step_status.skipped)
@@ -358,10 +358,10 @@ class RunEngine:
             if step.state == StepState.RUNNING:
                 step.state = StepState.INTERRUPTED
                 step.latency, step.throughput, step.completionTime = None, None, None
-        for row in status.dataPath:
-            if row.state == StepState.RUNNING and any(
-                    s.name == StepName.DATA_PATH and s.state == StepState.INTERRUPTED for s in status.steps):
-                interrupted(row)
+        for step in status.steps:  # a workload step's row under way is no measurement either
+            results = STEPS[step.name].results if step.name in STEPS else None
+            if results is not None and step.state == StepState.INTERRUPTED:
+                results.interrupt_running(getattr(status, results.status_field))
         complete = True
         if status.targetNamespace:
             measured_well = stop is None and not any(s.state == StepState.FAILED for s in status.steps) \

@@ -15,7 +15,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
-from csibench.report import datapath
+from csibench.report import database, datapath
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
 from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples
@@ -167,4 +167,8 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
     if data is not None:
         lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",
                   *(markdown_table(*data) if markdown else align(*data))]
+    db = database.compare_table(run_a, run_b)
+    if db is not None:
+        lines += ["", "Database (pgbench), B vs A TPS per row:" if not markdown else "#### Database (pgbench)", "",
+                  *(markdown_table(*db) if markdown else align(*db))]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"

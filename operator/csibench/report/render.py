@@ -11,7 +11,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.timing import human_duration
-from csibench.report import datapath
+from csibench.report import database, datapath
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -108,6 +108,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     data = datapath.table(run)
     if data is not None:
         lines += ["", "#### Data path (fio)", "", *markdown_table(*data)]
+    db = database.table(run)
+    if db is not None:
+        lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
     notes = [f"- {line}" for line in trailer if line]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
@@ -121,7 +124,9 @@ def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     data = datapath.table(run)
     second = ["", "Data path (fio)", *align(*data)] if data is not None else []
-    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *second, *trailer]) + "\n"
+    db = database.table(run)
+    third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *second, *third, *trailer]) + "\n"
 
 
 def iteration_lines(status: dict[str, Any]) -> list[str]:
@@ -164,6 +169,7 @@ def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
     notes += datapath.notes(run)
+    notes += database.notes(run)
     trailer = ["", *notes, *failures] if notes or failures else []
     findings = finding_lines(status.get("preflight") or [])
     if findings:

@@ -11,44 +11,27 @@ labels, so cleanup removes whatever an interruption leaves. After an operator re
 
 from __future__ import annotations
 
-import os
-import re
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from csibench.api import validation as v
-from csibench.api.models import ConditionReason, DataPathLatency, DataPathRow, DataPathSpec, StepState
+from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
 from csibench.engine import judges
 from csibench.engine.datapath.fio import FioFailed, VolumeResult, messages_of, parse_fio_log
 from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_record
-from csibench.engine.errors import PlanError
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.tracker import StepTracker
+from csibench.engine.workload import ROWS, Batches, ResultTable, keep_rows
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 if TYPE_CHECKING:
     from csibench.engine.catalog import StepContext, StepSpec
 
-DEFAULT_WORKLOAD_IMAGE = "ghcr.io/csibench/workload:0.1.0"
-WORKLOAD_IMAGE_ENV = "CSIBENCH_WORKLOAD_IMAGE"
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
-ROWS, VOLUMES = "rows", "volumes"
+VOLUMES = "volumes"
 READS, WRITES = frozenset({"read", "randread", "randrw"}), frozenset({"write", "randwrite", "randrw"})
-
-
-def workload_image(data: DataPathSpec, environ: dict[str, str] | None = None) -> str:
-    """The run's workload image: spec.dataPath.image, else the operator's default (``--workload-image`` /
-    CSIBENCH_WORKLOAD_IMAGE), else the release's. An operator default that is not an image reference is a
-    PlanError: nothing is created."""
-    if data.image:
-        return data.image
-    image = (environ if environ is not None else dict(os.environ)).get(WORKLOAD_IMAGE_ENV) or DEFAULT_WORKLOAD_IMAGE
-    if len(image) > v.IMAGE_MAX or not re.fullmatch(v.IMAGE_PATTERN, image):
-        raise PlanError(ConditionReason.INVALID_SPEC, f"the operator's workload image {image!r} ({WORKLOAD_IMAGE_ENV}) "
-                        "is not an image reference")
-    return image
 
 
 def selected_volumes(spec_volumes: int, data: DataPathSpec) -> int:
@@ -60,28 +43,6 @@ def timeout_of(context: StepContext) -> float:
     assert data is not None
     own = context.spec.timeouts.dataPath
     return float(own if own is not None else data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
-
-
-def rows_of(tracker: StepTracker | None) -> list[DataPathRow]:
-    """The rows a data-path tracker holds (status shows them)."""
-    if tracker is None or tracker.extra is None:
-        return []
-    return [DataPathRow.model_validate(row) for row in tracker.extra.get(ROWS, [])]
-
-
-class Batches(Protocol):
-    """What the data path needs from the step runner: timed batches, submitters and the API."""
-
-    async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
-                    timeout: float) -> None: ...
-
-    def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
-
-    def remover(self, step: StepSpec, tracker: StepTracker) -> Any: ...
-
-    async def pod_log(self, name: str) -> str: ...
-
-    async def show(self, progress: str) -> None: ...
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
@@ -127,15 +88,13 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
     except BaseException:
         tracker.interrupted = True
-        for row in rows:
-            if row.state == StepState.RUNNING:
-                interrupted(row)
+        RESULTS.interrupt_running(rows)
         _keep(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
 
 
-def record_metrics(run_label: str, rows: list[DataPathRow]) -> None:
+def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
     """Measured rows into Prometheus, in base units (a failed or interrupted row has no measurement)."""
     for row in rows:
         if row.state != StepState.SUCCEEDED:
@@ -150,18 +109,12 @@ def record_metrics(run_label: str, rows: list[DataPathRow]) -> None:
         METRICS.record_datapath(run_label, row.name, row.durationSeconds, directions)
 
 
-def interrupted(row: DataPathRow) -> None:
-    """A row cut short is not a measurement: its numbers are dropped, its state says why."""
-    row.state = StepState.INTERRUPTED
-    row.readMiBps = row.writeMiBps = row.readIOPS = row.writeIOPS = None
-    row.minVolumeMiBps = row.maxVolumeMiBps = None
-    row.latency = None
-    row.message = "interrupted (operator restart or stop): not a measurement"
+RESULTS = ResultTable("dataPath", DataPathRow, ("readMiBps", "writeMiBps", "readIOPS", "writeIOPS",
+                                                "minVolumeMiBps", "maxVolumeMiBps", "latency"), record_metrics)
 
 
 def _keep(tracker: StepTracker, rows: list[DataPathRow]) -> None:
-    assert tracker.extra is not None
-    tracker.extra[ROWS] = [row.model_dump(mode="json", exclude_none=True) for row in rows]
+    keep_rows(tracker, rows)
 
 
 async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[VolumeResult | None,

@@ -1,0 +1,1 @@
+"""The database workload (spec.database): PostgreSQL on a volume of the class under test, pgbench beside it."""
