@@ -220,6 +220,8 @@ class Runtime:
         """Start every container of the pod (ContainerConfigError: none started)."""
         meta = pod["metadata"]
         directory = self._root / pod["spec"]["nodeName"] / "pods" / meta["uid"]
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)  # its emptyDirs, logs and roots are the pod's alone: other pods see the host's paths
         group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
         group.scratch = {name: str(group.empty_dir_root / name) for name in empty_dirs(pod)}
         dirs = {**volume_dirs, **group.scratch}

@@ -97,7 +97,9 @@ def test_a_full_disk_fails_the_initialization_with_postgresqls_words_and_the_res
 
 def test_setup_failures_and_tool_messages() -> None:
     planned = pgbench.matrix(DatabaseSpec(**SMALL))
-    log = ('initdb: error: could not create directory "/data/pgdata": Permission denied\n'
+    log = ('Data page checksums are disabled.\n\n'  # as initdb prints it: the error after its progress text
+           'creating directory /data/pgdata ... initdb: error: could not create directory "/data/pgdata": '
+           'Permission denied\n'
            'csibench-db {"event":"setup","stage":"initdb"}\n')
     rows, _ = pgbench.build_rows(planned, log)
     assert rows[0].state == StepState.FAILED and rows[1].state == StepState.PENDING

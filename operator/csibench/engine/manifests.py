@@ -36,8 +36,9 @@ def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: s
     claim = _claim_spec(spec)
     if size is not None:
         claim["resources"] = {"requests": {"storage": size}}
-    if filesystem:
+    if filesystem:  # a database writes to its volume from one pod: never a read-only or block claim
         claim["volumeMode"] = "Filesystem"
+        claim["accessModes"] = ["ReadWriteOnce"]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "labels": labels}, "spec": claim}
 

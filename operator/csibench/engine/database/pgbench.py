@@ -44,27 +44,35 @@ emit() { printf 'csibench-db %s\n' "$1"; }
 now() { date +%s%N; }
 export PGHOST="$SCRATCH_DIR" PGUSER=postgres PGDATABASE=postgres
 pg=
+child=
 stop() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
   if [ -n "$pg" ]; then kill -INT "$pg" 2>/dev/null; wait "$pg"; fi
   exit "$1"
 }
 trap 'stop 143' TERM INT
+# A trap runs only between commands: long ones (pgbench -T, the pauses) run in the background and are waited
+# for, so a TERM (the pod deleted) reaches the script at once and it stops them and PostgreSQL within the grace.
+run() { "$@" & child=$!; wait "$child"; code=$?; child=; }
+ready() {
+  tries=0
+  until pg_isready -q; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 600 ] || ! kill -0 "$pg" 2>/dev/null; then
+      emit "{\"event\":\"setup\",\"stage\":\"$1\"}"; stop 1
+    fi
+    sleep 0.1
+  done
+}
 if ! initdb -D "$PGDATA" -U postgres --auth=trust --no-instructions 2>&1; then
   emit '{"event":"setup","stage":"initdb"}'; exit 1
 fi
-postgres -D "$PGDATA" -c listen_addresses= -c unix_socket_directories="$SCRATCH_DIR" \
-  -c shared_buffers="$SHARED_BUFFERS" -c max_wal_size="$MAX_WAL_SIZE" \
+postgres -D "$PGDATA" -c 'log_line_prefix=postgres[%p] ' -c listen_addresses= \
+  -c unix_socket_directories="$SCRATCH_DIR" -c shared_buffers="$SHARED_BUFFERS" -c max_wal_size="$MAX_WAL_SIZE" \
   -c synchronous_commit="$SYNCHRONOUS_COMMIT" -c checkpoint_timeout="$CHECKPOINT_TIMEOUT" \
-  -c max_connections="$MAX_CONNECTIONS" -c log_checkpoints=on -c 'log_line_prefix=postgres[%p] ' 2>&1 &
+  -c max_connections="$MAX_CONNECTIONS" -c log_checkpoints=on 2>&1 &
 pg=$!
-tries=0
-until pg_isready -q; do
-  tries=$((tries + 1))
-  if [ "$tries" -gt 600 ] || ! kill -0 "$pg" 2>/dev/null; then
-    emit '{"event":"setup","stage":"postgres"}'; stop 1
-  fi
-  sleep 0.1
-done
+ready postgres
 cpus=$(nproc)
 out="$SCRATCH_DIR/pgbench.out"
 row=0
@@ -72,8 +80,7 @@ for scale in $SCALES; do
   what="\"row\":$row,\"kind\":\"initialize\",\"scale\":$scale"
   emit "{\"event\":\"start\",$what}"
   t0=$(now)
-  pgbench -i -q -s "$scale" >"$out" 2>&1
-  code=$?
+  run pgbench -i -q -s "$scale" >"$out" 2>&1
   t1=$(now)
   cat "$out"
   emit "{\"event\":\"end\",$what,\"exit\":$code,\"ns\":$((t1 - t0))}"
@@ -86,7 +93,7 @@ for scale in $SCALES; do
     [ "$duration" -lt 10 ] && progress=$duration
     pause=$PHASE_PAUSE_SECONDS
     for clients in $CLIENTS; do
-      sleep "$pause"
+      run sleep "$pause"
       pause=$PAUSE_SECONDS
       threads=${THREADS:-$cpus}
       [ "$threads" -gt "$clients" ] && threads=$clients
@@ -95,8 +102,7 @@ for scale in $SCALES; do
       what="\"row\":$row,\"kind\":\"run\",\"scale\":$scale,\"mode\":\"$mode\",\"clients\":$clients"
       emit "{\"event\":\"start\",$what}"
       t0=$(now)
-      pgbench -n $script -c "$clients" -j "$threads" -T "$duration" --progress="$progress" >"$out" 2>&1
-      code=$?
+      run pgbench -n $script -c "$clients" -j "$threads" -T "$duration" --progress="$progress" >"$out" 2>&1
       t1=$(now)
       cat "$out"
       wal=$(psql -XAtqc "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$before')::bigint")
@@ -104,6 +110,7 @@ for scale in $SCALES; do
       emit "{\"event\":\"end\",$what,\"threads\":$threads,\"exit\":$code,\"ns\":$((t1 - t0)),\"walBytes\":$wal}"
       row=$((row + 1))
       kill -0 "$pg" 2>/dev/null || { emit '{"event":"setup","stage":"postgres exited"}'; exit 1; }
+      [ "$code" -eq 0 ] || ready "postgres recovering"  # after a PANIC, the next row waits for crash recovery
     done
   done
 done
@@ -193,7 +200,8 @@ def read_log(log: str) -> LogView:
 
 
 _SEVERITY = re.compile(r"^postgres\[\d+\] (PANIC|FATAL|ERROR):\s+(.*)$")
-_TOOL_ERROR = re.compile(r"^(pgbench|initdb|psql|postgres|pg_isready): (error: |FATAL: )?(.*)$")
+# Unanchored: initdb writes its error after its own progress text on the same line ("creating ... initdb: error:").
+_TOOL_ERROR = re.compile(r"(?:^|\s)(pgbench|initdb|psql|postgres|pg_isready): (error: |FATAL: )?(.*)$")
 
 
 def messages_of(lines: list[str]) -> str:
@@ -208,8 +216,10 @@ def messages_of(lines: list[str]) -> str:
         if match:
             server.append((rank[match.group(1)], f"{match.group(1)}: {match.group(2)}"))
             continue
-        tool = _TOOL_ERROR.match(text)
-        if (tool and (tool.group(2) or "could not" in text)) or "No space left on device" in text:
+        tool = _TOOL_ERROR.search(text)
+        if tool and (tool.group(2) or "could not" in text):
+            tools.append(text[tool.start(1):])
+        elif "No space left on device" in text:
             tools.append(text)
     ordered = [text for _, text in sorted(server, key=lambda item: item[0])] + tools
     # pgbench echoes the server's error as it received it ("ERROR:  could not extend ..."): said once.
