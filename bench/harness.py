@@ -59,7 +59,7 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
     operator = OperatorProcess(cluster, cluster.config.log_dir / "operator.log")
     try:
         cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/benchmarkruns.csibench.io")
+        cluster.wait_established("benchmarkruns.csibench.io")
         operator.start()
         kube = Kube.from_kubeconfig(cluster.config.kubeconfig)
         kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.up()
         _say(f"cluster ready in {time.monotonic() - started:.1f}s at {cluster.config.server}")
         cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/benchmarkruns.csibench.io")
+        cluster.wait_established("benchmarkruns.csibench.io")
         operator_log = cluster.config.log_dir / "operator.log"
         operator = _start_operator(cluster, operator_log)
         _say(f"operator started (log: {operator_log})")

@@ -325,6 +325,21 @@ class LocalCluster:
     def env(self) -> str:
         return f"export KUBECONFIG={self.config.kubeconfig}"
 
+    def wait_established(self, *crds: str, timeout: float = 60.0) -> None:
+        """Wait until each CRD is Established. Polled rather than ``kubectl wait --for=condition=Established``:
+        on a busy machine the wait can read the CRD before the API server wrote any status and fails at once
+        (".status.conditions accessor error: <nil>")."""
+        deadline = time.monotonic() + timeout
+        for crd in crds:
+            while True:
+                status = self.kubectl("get", f"crd/{crd}", "-o",
+                                      'jsonpath={.status.conditions[?(@.type=="Established")].status}', check=False)
+                if status.strip() == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"CRD {crd} not Established within {timeout:.0f}s")
+                time.sleep(0.2)
+
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
         completed = subprocess.run(
             [str(self.binaries.kubectl), f"--kubeconfig={self.config.kubeconfig}", *args],
@@ -489,10 +504,9 @@ class LocalCluster:
         crds = [f"--filename={crd}" for crd in sorted(self.binaries.snapshot_crd_dir.glob("*.yaml"))
                 if crd.name != "kustomization.yaml"]
         self.kubectl("apply", "--server-side", *crds)
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/volumesnapshots.snapshot.storage.k8s.io",
-                     "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
-                     "crd/volumesnapshotclasses.snapshot.storage.k8s.io")
+        self.wait_established("volumesnapshots.snapshot.storage.k8s.io",
+                              "volumesnapshotcontents.snapshot.storage.k8s.io",
+                              "volumesnapshotclasses.snapshot.storage.k8s.io")
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DEFAULT_STORAGE_CLASS}, "provisioner": DRIVER_NAME,

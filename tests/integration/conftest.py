@@ -22,7 +22,7 @@ StorageClassFactory = Callable[..., str]
 @pytest.fixture(scope="session")
 def crd(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/benchmarkruns.csibench.io")
+    cluster.wait_established("benchmarkruns.csibench.io")
 
 
 @pytest.fixture(scope="module")
