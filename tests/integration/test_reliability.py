@@ -84,7 +84,11 @@ def test_operator_killed_inside_a_step_redoes_it_and_the_run_succeeds(
     before = (get_run(kube, namespace, name) or {}).get("status") or {}
     operator.stop(signal.SIGKILL)
     operator.start()
-    run = wait_for_phase(kube, namespace, name, TERMINAL, 300)
+    try:
+        run = wait_for_phase(kube, namespace, name, TERMINAL, 300)
+    except AssertionError as stuck:
+        last = (get_run(kube, namespace, name) or {}).get("status")
+        raise AssertionError(f"{stuck}\nstatus: {json.dumps(last)}\noperator log:\n{operator.log(120)}") from None
     status = run["status"]
     assert status["phase"] == "Succeeded", (status.get("message"), status["steps"], operator.log())
     steps = {s["name"]: s for s in status["steps"]}
