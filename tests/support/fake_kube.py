@@ -114,6 +114,13 @@ class FakeKube:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.seed_cluster()
 
+    @property
+    def server(self) -> str:
+        return f"fake:{id(self)}"
+
+    def shared(self) -> FakeKube:
+        return self
+
     # -- set-up ---------------------------------------------------------------------------------------------
     def seed_cluster(self) -> None:
         for index in range(3):
@@ -306,7 +313,7 @@ class FakeKube:
         return plural, namespace, name, sub
 
     def _notify(self, plural: str, namespace: str, event: str, obj: Json) -> None:
-        line = json.dumps({"type": event, "object": obj}).encode() + b"\n"
+        line = json.dumps({"type": event, "object": _as_served(obj)}, separators=(",", ":")).encode() + b"\n"
         self._history.append((int(obj["metadata"]["resourceVersion"]), plural, namespace, line, obj))
         for watcher in self._watchers:
             if self._wants(watcher, plural, namespace, obj):
@@ -423,3 +430,12 @@ def _field_ok(obj: Json, selector: str) -> bool:
     if selector == "status.phase=Running":
         return (obj.get("status") or {}).get("phase") == "Running"
     return selector != "type=Warning" or obj.get("type") == "Warning"
+
+
+def _as_served(obj: Json) -> Json:
+    """The object in the API server's field order (kind, apiVersion, metadata with its name first, the rest), as
+    the watch threads' raw-line tests (engine/relevance.py) expect it."""
+    meta = obj.get("metadata") or {}
+    ordered_meta = {**({"name": meta["name"]} if "name" in meta else {}), **meta}
+    head = {key: obj[key] for key in ("kind", "apiVersion") if key in obj}
+    return {**head, "metadata": ordered_meta, **{k: v for k, v in obj.items() if k not in head and k != "metadata"}}

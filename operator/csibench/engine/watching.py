@@ -1,4 +1,11 @@
-"""Start the set of watches a run (or its cleanup) needs, all feeding one ``Observed``."""
+"""Start the set of watches a run (or its cleanup) needs, all feeding one ``Observed``.
+
+The run's own kinds (claims, pods, snapshots, Warning events) are label- or field-selected watches of its
+namespace. The cluster-scoped kinds (PVs, VolumeAttachments, snapshot contents) are the operator's shared
+watches (kube/shared_watch.py): one stream each for all runs, so N concurrent runs do not read every PV event
+N times. Every watch but the Warning events' and the attachments' also passes over the MODIFIED lines that
+change nothing a run keeps (engine/relevance.py).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,33 @@ import logging
 from collections.abc import Callable
 
 from csibench.engine.observed import Key, Observed
+from csibench.engine.relevance import (
+    ChangeFilter,
+    Signature,
+    claim_signature,
+    content_signature,
+    pod_signature,
+    pv_signature,
+    snapshot_signature,
+)
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
+from csibench.kube.shared_watch import SharedWatch, SharedWatches, Subscription
 from csibench.kube.watch import Keep, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
+SHARED = SharedWatches()
+
+
+def _changes(signature: Signature) -> Callable[[], tuple[Keep, Callable[[], None]]]:
+    def build() -> tuple[Keep, Callable[[], None]]:
+        changes = ChangeFilter(signature)
+        return changes, changes.reset
+    return build
 
 
 class RunWatches:
-    """Label-selected watches in the target namespace plus cluster-scoped PVs, attachments and contents."""
+    """Label-selected watches in the target namespace plus the shared cluster-scoped ones."""
 
     def __init__(self, client: KubeClient, observed: Observed, selector: str, snapshots: bool,
                  on_change: Callable[[list[Key], float], None] | None = None) -> None:
@@ -24,21 +49,28 @@ class RunWatches:
         loop = asyncio.get_running_loop()
         ns = observed.namespace
         labelled = {"labelSelector": selector}
-        # Cluster-wide PVs and snapshot contents name the run's claims and snapshots when they are its own:
-        # the rest (other runs', users') is passed over undecoded. Attachments name only the PV: all decoded.
+        own: list[tuple[str, r.Resource, dict[str, str], Signature | None]] = [
+            ("claims", r.PVCS, labelled, claim_signature),
+            ("pods", r.PODS, labelled, pod_signature),
+            ("events", r.EVENTS, {"fieldSelector": "type=Warning"}, None),
+        ]
+        # PVs and snapshot contents name the run's claims and snapshots when they are its own: the rest (other
+        # runs', users') is passed over undecoded. Attachments name only the PV: all decoded.
         mine = observed.mentions_ours
-        specs: list[tuple[str, r.Resource, str | None, dict[str, str], Keep | None]] = [
-            ("claims", r.PVCS, ns, labelled, None),
-            ("pods", r.PODS, ns, labelled, None),
-            ("events", r.EVENTS, ns, {"fieldSelector": "type=Warning"}, None),
-            ("pvs", r.PVS, None, {}, mine),
-            ("attachments", r.VOLUME_ATTACHMENTS, None, {}, None),
+        shared: list[tuple[SharedWatch, Keep | None]] = [
+            (SHARED.get(client, "pvs", r.PVS, _changes(pv_signature)), mine),
+            (SHARED.get(client, "attachments", r.VOLUME_ATTACHMENTS), None),
         ]
         if snapshots:
-            specs += [("snapshots", r.SNAPSHOTS, ns, labelled, None),
-                      ("contents", r.SNAPSHOT_CONTENTS, None, {}, mine)]
-        self.watches = [Watch(client, source, resource, namespace, query, loop, self._sink, keep)
-                        for source, resource, namespace, query, keep in specs]
+            own.append(("snapshots", r.SNAPSHOTS, labelled, snapshot_signature))
+            shared.append((SHARED.get(client, "contents", r.SNAPSHOT_CONTENTS, _changes(content_signature)), mine))
+        self.watches = []
+        for source, resource, query, signature in own:
+            changes = ChangeFilter(signature) if signature is not None else None
+            self.watches.append(Watch(client, source, resource, ns, query, loop, self._sink, changes,
+                                      changes.reset if changes is not None else None))
+        self._shared = shared
+        self._subscriptions: list[tuple[SharedWatch, Subscription]] = []
 
     def _sink(self, events: list[WatchEvent]) -> None:
         for event in events:
@@ -49,14 +81,24 @@ class RunWatches:
     async def start(self, timeout: float = 60.0) -> None:
         for watch in self.watches:
             watch.start()
-        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in self.watches)), timeout)
+
+        async def subscribe(shared: SharedWatch, keep: Keep | None) -> None:
+            self._subscriptions.append((shared, await shared.subscribe(self._sink, keep, timeout)))
+
+        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in self.watches),
+                                              *(subscribe(shared, keep) for shared, keep in self._shared)), timeout)
 
     def stop(self) -> None:
         for watch in self.watches:
             watch.stop()
-        log.info("watches of %s: %s", self.observed.namespace, ", ".join(
-            f"{w.source} {w.decoded} events ({w.skipped} skipped undecoded, {w.errors} errors)" for w in self.watches))
+        for shared, subscription in self._subscriptions:
+            shared.unsubscribe(subscription)
+        own = [f"{w.source} {w.decoded} events ({w.skipped} skipped undecoded, {w.errors} errors)"
+               for w in self.watches]
+        log.info("watches of %s: %s; shared: %s", self.observed.namespace, ", ".join(own), ", ".join(
+            f"{s.source} {s.delivered} events delivered" for _, s in self._subscriptions))
+        self._subscriptions = []
 
     @property
     def errors(self) -> int:
-        return sum(w.errors for w in self.watches)
+        return sum(w.errors for w in self.watches) + sum(shared.errors for shared, _ in self._subscriptions)

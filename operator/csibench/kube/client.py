@@ -17,6 +17,7 @@ summed, because a throttled client distorts results and the report must say so.
 from __future__ import annotations
 
 import asyncio
+import copy
 import ssl
 import threading
 import time
@@ -62,6 +63,7 @@ def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuratio
 
 
 RETRY_SECONDS = 90.0
+SHARED_QPS, SHARED_BURST = 20.0, 40  # the shared watches' client: lists and reconnects only
 # How long an Authorization header is reused before the configuration is asked again. Asking runs the
 # kubeconfig loader's refresh hook (it re-derives the whole client configuration: about 0.3 ms, more than the
 # rest of a request's CPU); a rotated ServiceAccount token is picked up within this time, long before the old
@@ -149,6 +151,17 @@ class KubeClient:
         self.requests = 0
         self._authorization: str | None = None
         self._authorization_at = -AUTH_REFRESH_SECONDS
+
+    @property
+    def server(self) -> str:
+        """The API server's URL: what clients that may share a watch have in common."""
+        return self._host
+
+    def shared(self) -> KubeClient:
+        """A client of the same server and credentials for the operator's shared watches (kube/shared_watch.py),
+        which outlive any one run's client; their few requests (one per list or reconnect) are not a run's.
+        Reads TLS files: call it off the loop."""
+        return KubeClient(copy.deepcopy(self.configuration), SHARED_QPS, SHARED_BURST, max_in_flight=2)
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -118,9 +118,11 @@ class Watch:
     """One list+watch in a daemon thread; events go to ``sink`` on the event loop's thread."""
 
     def __init__(self, client: KubeClient, source: str, resource: Resource, namespace: str | None,
-                 query: dict[str, str], loop: asyncio.AbstractEventLoop, sink: Sink, keep: Keep | None = None) -> None:
+                 query: dict[str, str], loop: asyncio.AbstractEventLoop, sink: Sink, keep: Keep | None = None,
+                 on_list: Callable[[], None] | None = None) -> None:
         self._client = client
         self._keep = keep
+        self._on_list = on_list  # called in the watch thread before each list (a ``keep`` with memory resets)
         self.source = source
         self._path = resource.path(namespace)
         self._query = query
@@ -165,6 +167,8 @@ class Watch:
                 self._stop.wait(0.5)
 
     def _list(self) -> str:
+        if self._on_list is not None:
+            self._on_list()
         listing = self._client.request_sync("GET", self._path, query=self._query)
         at = time.monotonic()
         items = listing.get("items", [])

@@ -1,0 +1,117 @@
+"""Which watch lines can change what ``Observed`` keeps: the rest are passed over undecoded, in the watch thread.
+
+Most events a run's watches carry change nothing a judge reads: a claim is MODIFIED three or four times on its
+way to Bound (the provisioner's annotations, the binder's volumeName, then the phase), a PV when its phase moves
+Pending -> Bound -> Released, a pod at every condition and container status. Decoding each one and handing it
+to the event loop was most of the operator's CPU per object (issue 18). Each kind here has a *signature*: the
+few raw bytes of a line that hold every field ``Observed`` takes from that kind (for a claim: its phase and
+volumeName). A MODIFIED line whose signature equals that of the last line delivered for the same object
+cannot change the run's state, so it is skipped. ADDED and DELETED lines are always delivered.
+
+Safety: a signature is compared with the last one *this filter delivered* (kept in the watch thread, in stream
+order), never with the loop's state, which may lag; a relist resets it (the list's objects reach ``Observed``
+without passing here). A line whose signature cannot be read for sure (an unexpected shape, a snapshot with an
+error) gives None and is always delivered. Deciding costs a few regular-expression searches over the raw line,
+much less than decoding it and waking the loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+Signature = Callable[[bytes], bytes | None]
+
+_MODIFIED = b'{"type":"MODIFIED"'
+_NAME = re.compile(rb'"name":"([^"]+)"')  # the first "name" of an object is metadata.name: metadata comes first
+_PHASE = re.compile(rb'"phase":"([A-Za-z]*)"')
+_VOLUME_NAME = re.compile(rb'"volumeName":"([^"]*)"')
+_NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
+_READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([A-Za-z]+)"')
+_READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
+_BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
+
+
+def _one(pattern: re.Pattern[bytes], line: bytes) -> bytes | None:
+    """The single match's group; b"" when absent; None when there are several (ambiguous: decode)."""
+    found = pattern.findall(line)
+    if len(found) > 1:
+        return None
+    return found[0] if found else b""
+
+
+def _joined(*parts: bytes | None) -> bytes | None:
+    return None if any(part is None for part in parts) else b"\0".join(part for part in parts if part is not None)
+
+
+def _ref(line: bytes, key: bytes) -> bytes | None:
+    """The raw bytes of a flat object field such as ``"claimRef":{...}`` (no nested braces in an ObjectReference
+    or a snapshot's reference); b"" when absent, None when it appears more than once."""
+    start = line.find(key)
+    if start < 0:
+        return b""
+    if line.find(key, start + 1) >= 0:
+        return None
+    end = line.find(b"}", start)
+    return line[start:end] if end >= 0 else None
+
+
+def claim_signature(line: bytes) -> bytes | None:
+    return _joined(_one(_PHASE, line), _one(_VOLUME_NAME, line))
+
+
+def pod_signature(line: bytes) -> bytes | None:
+    ready = _one(_READY, line)
+    if ready == b"" and b'"type":"Ready"' in line:
+        return None  # a Ready condition in a shape the pattern does not know
+    return _joined(_one(_PHASE, line), _one(_NODE_NAME, line), ready)
+
+
+def snapshot_signature(line: bytes) -> bytes | None:
+    if b'"error":' in line:
+        return None  # its message is part of the state: always decode
+    return _joined(_one(_READY_TO_USE, line), _one(_BOUND_CONTENT, line))
+
+
+def pv_signature(line: bytes) -> bytes | None:
+    return _ref(line, b'"claimRef":{')
+
+
+def content_signature(line: bytes) -> bytes | None:
+    return _ref(line, b'"volumeSnapshotRef":{')
+
+
+class ChangeFilter:
+    """A watch's ``keep``: False for a MODIFIED line that leaves its object's signature as last delivered."""
+
+    def __init__(self, signature: Signature) -> None:
+        self._signature = signature
+        self._last: dict[bytes, bytes] = {}  # object name -> signature of the last line delivered for it
+        self.skipped = 0
+
+    def reset(self) -> None:
+        """A relist: the list's objects reach the run without passing here, so nothing is known any more."""
+        self._last.clear()
+
+    def __call__(self, line: bytes) -> bool:
+        named = _NAME.search(line)
+        if named is None:
+            return True
+        name = named.group(1)
+        if not line.startswith(_MODIFIED):
+            if line.startswith(b'{"type":"DELETED"'):
+                self._last.pop(name, None)
+            else:
+                signature = self._signature(line)
+                if signature is not None:
+                    self._last[name] = signature
+            return True
+        signature = self._signature(line)
+        if signature is None:
+            self._last.pop(name, None)
+            return True
+        if self._last.get(name) == signature:
+            self.skipped += 1
+            return False
+        self._last[name] = signature
+        return True
