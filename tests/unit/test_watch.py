@@ -10,7 +10,8 @@ from typing import Any, cast
 
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
-from csibench.kube.watch import ChunkedDecoder, Watch, WatchEvent, body_blocks
+from csibench.kube.http import ChunkedDecoder
+from csibench.kube.watch import Watch, WatchEvent, body_blocks
 from tests.support.fake_kube import FakeKube
 
 

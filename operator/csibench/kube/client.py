@@ -32,6 +32,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from csibench.kube.http import HttpConnectionError, HttpPool, build_request
 from csibench.metrics import METRICS
 
 Json = dict[str, Any]
@@ -63,6 +64,7 @@ def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuratio
 
 
 RETRY_SECONDS = 90.0
+READ_TIMEOUT_SECONDS = 60.0
 SHARED_QPS, SHARED_BURST = 20.0, 40  # the shared watches' client: lists and reconnects only
 # How long an Authorization header is reused before the configuration is asked again. Asking runs the
 # kubeconfig loader's refresh hook (it re-derives the whole client configuration: about 0.3 ms, more than the
@@ -145,7 +147,8 @@ class KubeClient:
         self.max_in_flight = max_in_flight
         self._executor = ThreadPoolExecutor(max_in_flight, thread_name_prefix="csibench-api")
         self._ssl = ssl_context(configuration) if self._host.startswith("https") else None
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # only with an HTTP proxy
+        self._http: HttpPool | None = None
         self._in_flight: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self.requests = 0
@@ -165,6 +168,9 @@ class KubeClient:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._http is not None:
+            self._http.close()
+            self._http = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -252,22 +258,33 @@ class KubeClient:
         """A blocking function on the client's worker threads (never on the loop)."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    def _session_on_loop(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        if self._session is None or self._in_flight is None:
+    def _in_flight_on_loop(self) -> asyncio.Semaphore:
+        if self._in_flight is None:
+            self._in_flight = asyncio.Semaphore(self.max_in_flight)
+        return self._in_flight
+
+    def _session_on_loop(self) -> aiohttp.ClientSession:
+        if self._session is None:
             connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False,
                                              limit=self.max_in_flight + 8)
             self._session = aiohttp.ClientSession(connector=connector,
                                                   timeout=aiohttp.ClientTimeout(total=None, connect=10,
-                                                                                sock_read=60))
-            self._in_flight = asyncio.Semaphore(self.max_in_flight)
-        return self._session, self._in_flight
+                                                                                sock_read=READ_TIMEOUT_SECONDS))
+        return self._session
 
     async def _send(self, method: str, url: str, payload: bytes | None,
                     headers: dict[str, str]) -> tuple[int, bytes, str | None]:
-        session, _ = self._session_on_loop()
-        async with session.request(method, url, data=payload, headers=headers, proxy=self.configuration.proxy,
-                                   server_hostname=self.configuration.tls_server_name) as response:
-            return response.status, await response.read(), response.headers.get("Retry-After")
+        if self.configuration.proxy:  # the lean client speaks to the server directly only
+            session = self._session_on_loop()
+            async with session.request(method, url, data=payload, headers=headers, proxy=self.configuration.proxy,
+                                       server_hostname=self.configuration.tls_server_name) as answer:
+                return answer.status, await answer.read(), answer.headers.get("Retry-After")
+        if self._http is None:
+            self._http = HttpPool(self._host, self._ssl, self.configuration.tls_server_name, self.max_in_flight + 8)
+        pool = self._http
+        request = build_request(method, url[len(pool.origin):], pool.netloc, headers, payload)
+        response = await pool.request(request, READ_TIMEOUT_SECONDS)
+        return response.status, response.body, response.retry_after
 
     async def text(self, path: str, query: dict[str, str] | None = None) -> str:
         """``text_sync`` on the client's worker threads (a pod's log: rare and possibly large)."""
@@ -282,7 +299,7 @@ class KubeClient:
         url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
         deadline = time.monotonic() + RETRY_SECONDS
         delay = 0.2
-        _, in_flight = self._session_on_loop()
+        in_flight = self._in_flight_on_loop()
         while True:
             async with in_flight:
                 wait = self.limiter.reserve()
@@ -296,7 +313,7 @@ class KubeClient:
                     on_send = None
                 try:
                     status, data, retry_after = await self._send(method, url, payload, headers)
-                except (TimeoutError, aiohttp.ClientError) as error:
+                except (TimeoutError, aiohttp.ClientError, HttpConnectionError) as error:
                     status, data, retry_after, failure = None, b"", None, error
             METRICS.count_request(method, path, status or 0)
             retry = _retry_wait(status, retry_after, delay, deadline)
