@@ -112,3 +112,11 @@ def test_keep_turns_away_other_objects_undecoded_and_still_delivers_ours() -> No
     watch = asyncio.run(scenario())
     assert [e.obj["metadata"]["name"] for e in seen if not e.initial] == ["mine-1", "mine-2"]
     assert watch.skipped == 2 and watch.decoded == 2
+
+
+def test_reads_of_one_whole_chunk_each_give_each_chunk_and_then_the_end() -> None:
+    pieces = [b'{"type":"ADDED"}\n', b'{"type":"DELETED"}\n']
+    decoder = ChunkedDecoder()
+    assert [decoder.feed(f"{len(p):x}".encode() + b"\r\n" + p + b"\r\n") for p in pieces] == pieces
+    assert not decoder.done
+    assert decoder.feed(b"0\r\n\r\n") == b"" and decoder.done

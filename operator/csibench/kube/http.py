@@ -35,6 +35,13 @@ class ChunkedDecoder:
 
     def feed(self, data: bytes) -> bytes:
         """The body bytes ``data`` completes; partial framing waits for the next block."""
+        if not self._buffer and not self._left and not self._crlf:
+            # The common case on a watch: a read brings exactly one whole chunk (one event, flushed alone).
+            end = data.find(b"\r\n")
+            if end > 0 and data.endswith(b"\r\n"):
+                size = int(data[:end].split(b";", 1)[0], 16)
+                if size and end + size + 4 == len(data):
+                    return data[end + 2:end + 2 + size]
         buffer, position, out = self._buffer + data, 0, []
         while not self.done:
             if self._left:
