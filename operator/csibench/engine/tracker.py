@@ -51,6 +51,8 @@ class StepTracker:
     extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
     _active: list[str] | None = None
+    _succeeded: int = 0  # outcomes that are ok, counted as they are set (status is built every 2 s)
+    _final: tuple[tuple[Any, ...], StepStatus] | None = None  # a finished step's status, and what it was built from
 
     @property
     def active(self) -> list[str]:
@@ -75,6 +77,8 @@ class StepTracker:
         self._check_all_done()
 
     def _set(self, name: str, outcome: Outcome) -> None:
+        previous = self.outcomes.get(name)
+        self._succeeded += int(outcome.ok) - int(previous is not None and previous.ok)
         self.outcomes[name] = outcome
         if self.on_outcome is not None:
             self.on_outcome(outcome.ok, outcome.at - self.submitted[name])
@@ -105,8 +109,7 @@ class StepTracker:
         return [o.at - self.submitted[n] for n, o in self.outcomes.items() if o.ok]
 
     def counts(self) -> tuple[int, int]:
-        succeeded = sum(1 for o in self.outcomes.values() if o.ok)
-        return succeeded, len(self.outcomes) - succeeded
+        return self._succeeded, len(self.outcomes) - self._succeeded
 
     def failure_reasons(self) -> list[FailureReason]:
         counter: Counter[str] = Counter()
@@ -143,11 +146,24 @@ class StepTracker:
                 at = tracker.submitted[name] + (latency_ms or 0.0) / 1000
                 tracker.outcomes[name] = Outcome(result == "ok", at, "" if result == "ok" else result)
         tracker._active = [name for name in objects if name not in tracker.skipped]
+        tracker._succeeded = sum(1 for o in tracker.outcomes.values() if o.ok)
         return tracker
 
     def status(self) -> StepStatus:
         if self.saved is not None:
             return self.saved.model_copy()
+        # A finished step's status is built once (its latency summary sorts every object's latency), not at
+        # every status write of the steps after it; anything that could change it is part of the key.
+        key = (len(self.outcomes), self.stopped, self.interrupted, self.restored, self.restored_objects,
+               self.note, self.attempt, len(self.skipped), self.announced)
+        if self._final is not None and self._final[0] == key:
+            return self._final[1].model_copy()
+        status = self._build_status()
+        if self.stopped is not None:
+            self._final = (key, status.model_copy())
+        return status
+
+    def _build_status(self) -> StepStatus:
         succeeded, failed = self.counts()
         duration = (self.stopped if self.stopped is not None else time.monotonic()) - self.started \
             if self.started is not None else None
