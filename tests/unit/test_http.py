@@ -136,3 +136,44 @@ def test_nothing_can_break_the_framing() -> None:
         build_request("GET", "/x HTTP/1.0\r\n", "h", {}, None)
     with pytest.raises(ValueError):
         build_request("GET", "/a b", "h", {}, None)
+
+
+def test_no_answer_in_time_is_never_sent_again_and_a_slow_answer_is_not_a_timeout() -> None:
+    """A hung server: the POST is written once (not once per idle connection). An answer whose bytes keep
+    coming is not cut off by the read timeout, which counts from the last bytes received."""
+    received: list[bytes] = []
+
+    async def handler(request: bytes, writer: asyncio.StreamWriter, served: int) -> bool:
+        received.append(request.split(b"\r\n", 1)[0])
+        if request.startswith(b"POST"):
+            await asyncio.sleep(3)  # never in time
+        elif b"/slow" in request:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+            for byte in b"slow!":
+                await writer.drain()
+                await asyncio.sleep(0.15)
+                writer.write(bytes([byte]))
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        return True
+
+    async def scenario() -> None:
+        server, url, _ = await _serve(handler)
+        pool = HttpPool(url, None, None, 8)
+        await asyncio.gather(*(pool.request(_get(pool), 5) for _ in range(3)))  # three idle connections
+        received.clear()
+        with pytest.raises(HttpConnectionError, match="read timeout"):
+            await pool.request(build_request("POST", "/api/v1/namespaces/n/pods", pool.netloc, {}, b"{}"), 0.3)
+        assert received == [b"POST /api/v1/namespaces/n/pods HTTP/1.1"]
+        assert (await pool.request(_get(pool, "/slow"), 0.5)).body == b"slow!"  # 0.75 s in all, 0.15 s gaps
+        pool.close()
+        server.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_host_header_never_carries_userinfo_and_keeps_ipv6_brackets() -> None:
+    assert HttpPool("https://user:secret@api.example:6443/prefix", None, None, 1).netloc == "api.example:6443"
+    assert HttpPool("https://[::1]:6443", None, None, 1).netloc == "[::1]:6443"
+    assert HttpPool("https://[::1]:6443/k8s/clusters/c-1", None, None, 1).origin == "https://[::1]:6443"

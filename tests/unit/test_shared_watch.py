@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any, cast
 
+from csibench.engine.observed import Observed
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
 from csibench.kube.shared_watch import SharedWatch, SharedWatches, Subscription
-from csibench.kube.watch import WatchEvent
+from csibench.kube.watch import Watch, WatchEvent
 from tests.support.fake_kube import FakeKube
 
 
@@ -85,3 +87,30 @@ def test_one_stream_for_every_subscriber_and_a_late_one_misses_nothing() -> None
     assert {e.obj["metadata"]["name"] for e in its_list} == {"pv-old", "pv-a1", "pv-b1"}
     assert names(late)[:2] == [("DELETED", "pv-a1"), ("ADDED", "pv-b2")]
     assert len([e for e in names(late) if e == ("ADDED", "pv-b2")]) == 1
+
+
+def test_a_shared_relist_older_than_a_subscribers_list_does_not_forget_its_objects() -> None:
+    """The shared watch's list and a new subscriber's own list run at the same time; when the shared one is the
+    older, its SYNC (which does not have pv-b) must not reach the subscriber after its own newer list."""
+    observed = Observed("ns", "run")
+    subscription = Subscription("pvs", lambda events: [observed.apply(e) for e in events], None)
+    listing = {"metadata": {"resourceVersion": "5"}, "items": [_pv_event("pv-a", "run-a", 4).obj]}
+    client = SimpleNamespace(request_sync=lambda *args, **kwargs: listing)
+    loop = asyncio.new_event_loop()
+    try:
+        watch = Watch(cast(KubeClient, client), "pvs", r.PVS, None, {}, loop, subscription.deliver)
+        watch._list()  # the shared watch's list, as of version 5
+        loop.run_until_complete(asyncio.sleep(0.01))
+    finally:
+        loop.close()
+    subscription.deliver([_pv_event("pv-b", "run-b", 6)])
+    own = [_pv_event("pv-a", "run-a", 4, initial=True), _pv_event("pv-b", "run-b", 6, initial=True),
+           WatchEvent("pvs", "SYNC", {"present": ["/pv-a", "/pv-b"], "resourceVersion": "7"}, 7.0, initial=True)]
+    subscription.begin(own, 7)
+    assert observed.pv_claim == {"pv-a": "run-a", "pv-b": "run-b"}
+
+
+def _pv_event(name: str, claim: str, version: int, initial: bool = False) -> WatchEvent:
+    obj = {"metadata": {"name": name, "resourceVersion": str(version)},
+           "spec": {"claimRef": {"namespace": "ns", "name": claim, "uid": f"u-{claim}"}}}
+    return WatchEvent("pvs", "ADDED", obj, float(version), initial=initial)

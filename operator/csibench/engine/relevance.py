@@ -10,9 +10,11 @@ cannot change the run's state, so it is skipped. ADDED and DELETED lines are alw
 
 Safety: a signature is compared with the last one *this filter delivered* (kept in the watch thread, in stream
 order), never with the loop's state, which may lag; a relist resets it (the list's objects reach ``Observed``
-without passing here). A line whose signature cannot be read for sure (an unexpected shape, a snapshot with an
-error) gives None and is always delivered. Deciding costs a few regular-expression searches over the raw line,
-much less than decoding it and waking the loop.
+without passing here). On a shared watch the filter sees only the lines some subscriber keeps: a line of an
+object nobody kept before is compared with nothing and delivered; a PV's or content's signature holds its
+reference's uid, so a namesake never looks like a repeat. A line whose name or signature cannot be read for
+sure (an unexpected shape, a snapshot with an error) is always delivered. Deciding costs a few
+regular-expression searches over the raw line, much less than decoding it and waking the loop.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from collections.abc import Callable
 Signature = Callable[[bytes], bytes | None]
 
 _MODIFIED = b'{"type":"MODIFIED"'
-_NAME = re.compile(rb'"name":"([^"]+)"')  # the first "name" of an object is metadata.name: metadata comes first
+# Where an object's own name is. Built-in kinds are written in Go struct order: metadata, then its name first.
+# Custom resources (snapshots, contents) are written with every object's keys sorted, so metadata.name comes
+# after labels and annotations (a label called "name" is common) and right before "namespace" (namespaced) or
+# "resourceVersion" (cluster-scoped; an ownerReferences key in between means no match). A line where the
+# pattern does not match exactly once is always delivered.
+CORE_NAME = re.compile(rb'"metadata":\{"name":"([^"]+)"')
+NAMESPACED_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","namespace":"')
+CLUSTER_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","resourceVersion":"')
 _PHASE = re.compile(rb'"phase":"([A-Za-z]*)"')
 _VOLUME_NAME = re.compile(rb'"volumeName":"([^"]*)"')
 _NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
@@ -84,8 +93,9 @@ def content_signature(line: bytes) -> bytes | None:
 class ChangeFilter:
     """A watch's ``keep``: False for a MODIFIED line that leaves its object's signature as last delivered."""
 
-    def __init__(self, signature: Signature) -> None:
+    def __init__(self, signature: Signature, name: re.Pattern[bytes] = CORE_NAME) -> None:
         self._signature = signature
+        self._name = name
         self._last: dict[bytes, bytes] = {}  # object name -> signature of the last line delivered for it
         self.skipped = 0
 
@@ -94,21 +104,19 @@ class ChangeFilter:
         self._last.clear()
 
     def __call__(self, line: bytes) -> bool:
-        named = _NAME.search(line)
-        if named is None:
+        names = self._name.findall(line)
+        if len(names) != 1:
             return True
-        name = named.group(1)
-        if not line.startswith(_MODIFIED):
-            if line.startswith(b'{"type":"DELETED"'):
-                self._last.pop(name, None)
-            else:
-                signature = self._signature(line)
-                if signature is not None:
-                    self._last[name] = signature
+        name = names[0]
+        if line.startswith(b'{"type":"DELETED"'):
+            self._last.pop(name, None)
             return True
         signature = self._signature(line)
         if signature is None:
             self._last.pop(name, None)
+            return True
+        if not line.startswith(_MODIFIED):
+            self._last[name] = signature
             return True
         if self._last.get(name) == signature:
             self.skipped += 1

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
+from typing import Any
 
 from csibench.engine.observed import Key, Observed
 from csibench.engine.relevance import (
+    CLUSTER_CUSTOM_NAME,
+    CORE_NAME,
+    NAMESPACED_CUSTOM_NAME,
     ChangeFilter,
     Signature,
     claim_signature,
@@ -32,9 +37,10 @@ log = logging.getLogger(__name__)
 SHARED = SharedWatches()
 
 
-def _changes(signature: Signature) -> Callable[[], tuple[Keep, Callable[[], None]]]:
+def _changes(signature: Signature, name: re.Pattern[bytes] = CORE_NAME,
+             ) -> Callable[[], tuple[Keep, Callable[[], None]]]:
     def build() -> tuple[Keep, Callable[[], None]]:
-        changes = ChangeFilter(signature)
+        changes = ChangeFilter(signature, name)
         return changes, changes.reset
     return build
 
@@ -49,10 +55,10 @@ class RunWatches:
         loop = asyncio.get_running_loop()
         ns = observed.namespace
         labelled = {"labelSelector": selector}
-        own: list[tuple[str, r.Resource, dict[str, str], Signature | None]] = [
-            ("claims", r.PVCS, labelled, claim_signature),
-            ("pods", r.PODS, labelled, pod_signature),
-            ("events", r.EVENTS, {"fieldSelector": "type=Warning"}, None),
+        own: list[tuple[str, r.Resource, dict[str, str], Signature | None, re.Pattern[bytes]]] = [
+            ("claims", r.PVCS, labelled, claim_signature, CORE_NAME),
+            ("pods", r.PODS, labelled, pod_signature, CORE_NAME),
+            ("events", r.EVENTS, {"fieldSelector": "type=Warning"}, None, CORE_NAME),
         ]
         # PVs and snapshot contents name the run's claims and snapshots when they are its own: the rest (other
         # runs', users') is passed over undecoded. Attachments name only the PV: all decoded.
@@ -62,15 +68,17 @@ class RunWatches:
             (SHARED.get(client, "attachments", r.VOLUME_ATTACHMENTS), None),
         ]
         if snapshots:
-            own.append(("snapshots", r.SNAPSHOTS, labelled, snapshot_signature))
-            shared.append((SHARED.get(client, "contents", r.SNAPSHOT_CONTENTS, _changes(content_signature)), mine))
+            own.append(("snapshots", r.SNAPSHOTS, labelled, snapshot_signature, NAMESPACED_CUSTOM_NAME))
+            shared.append((SHARED.get(client, "contents", r.SNAPSHOT_CONTENTS,
+                                      _changes(content_signature, CLUSTER_CUSTOM_NAME)), mine))
         self.watches = []
-        for source, resource, query, signature in own:
-            changes = ChangeFilter(signature) if signature is not None else None
+        for source, resource, query, signature, name in own:
+            changes = ChangeFilter(signature, name) if signature is not None else None
             self.watches.append(Watch(client, source, resource, ns, query, loop, self._sink, changes,
                                       changes.reset if changes is not None else None))
         self._shared = shared
         self._subscriptions: list[tuple[SharedWatch, Subscription]] = []
+        self._stopped = False
 
     def _sink(self, events: list[WatchEvent]) -> None:
         for event in events:
@@ -83,12 +91,25 @@ class RunWatches:
             watch.start()
 
         async def subscribe(shared: SharedWatch, keep: Keep | None) -> None:
-            self._subscriptions.append((shared, await shared.subscribe(self._sink, keep, timeout)))
+            # Its own list gives up a second before ours, so that a failure is said as itself, not as a timeout.
+            subscription = await shared.subscribe(self._sink, keep, max(0.5, timeout - 1))
+            if self._stopped:  # stopped meanwhile: a late subscription must not feed a finished run
+                shared.unsubscribe(subscription)
+            else:
+                self._subscriptions.append((shared, subscription))
 
-        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in self.watches),
-                                              *(subscribe(shared, keep) for shared, keep in self._shared)), timeout)
+        tasks: list[asyncio.Future[Any]] = [asyncio.ensure_future(w.synced.wait()) for w in self.watches]
+        tasks += [asyncio.ensure_future(subscribe(shared, keep)) for shared, keep in self._shared]
+        try:
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout)
+        except BaseException:
+            for task in tasks:  # gather leaves the others running when one fails: none may outlive start()
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     def stop(self) -> None:
+        self._stopped = True
         for watch in self.watches:
             watch.stop()
         for shared, subscription in self._subscriptions:
@@ -98,7 +119,3 @@ class RunWatches:
         log.info("watches of %s: %s; shared: %s", self.observed.namespace, ", ".join(own), ", ".join(
             f"{s.source} {s.delivered} events delivered" for _, s in self._subscriptions))
         self._subscriptions = []
-
-    @property
-    def errors(self) -> int:
-        return sum(w.errors for w in self.watches) + sum(shared.errors for shared, _ in self._subscriptions)

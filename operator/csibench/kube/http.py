@@ -8,20 +8,34 @@ compression or proxies. Here a request is one write of prebuilt bytes and one pa
 (status line, Content-Length or chunked coding, Connection, Retry-After) in ``data_received``.
 
 Failures are connection failures (``HttpConnectionError``): refused, reset, closed before a whole answer,
-or no answer within the read timeout; the caller's retry policy decides. A reused keep-alive connection that
-the server had closed while it was idle fails before any byte of an answer arrives; such a request is sent
-again at once on a new connection (as browsers and client-go do), so an idle close never costs an object a
-retry delay in its latency. Configurations that need an HTTP proxy keep aiohttp (kube/client.py).
+or no bytes of the answer for the read timeout; the caller's retry policy decides. A reused keep-alive
+connection that the server had closed while it was idle fails before any byte of an answer arrives; such a
+request is sent again at once on a new connection (as browsers and Go's net/http do), so an idle close never
+costs an object a retry delay in its latency. A timeout is never sent again here: the server may be working on
+the request. Configurations that need an HTTP proxy keep aiohttp (kube/client.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+def _chunk_size(line: bytes) -> int:
+    """A chunk's size line (hex digits, then maybe ``;extensions``); ValueError for anything else (``int`` would
+    also take signs, ``0x`` and underscores)."""
+    field = line.split(b";", 1)[0].strip()
+    if not _HEX.fullmatch(field):
+        raise ValueError(f"bad chunk size {field[:20]!r}")
+    return int(field, 16)
 
 
 class ChunkedDecoder:
@@ -39,7 +53,7 @@ class ChunkedDecoder:
             # The common case on a watch: a read brings exactly one whole chunk (one event, flushed alone).
             end = data.find(b"\r\n")
             if end > 0 and data.endswith(b"\r\n"):
-                size = int(data[:end].split(b";", 1)[0], 16)
+                size = _chunk_size(data[:end])
                 if size and end + size + 4 == len(data):
                     return data[end + 2:end + 2 + size]
         buffer, position, out = self._buffer + data, 0, []
@@ -61,7 +75,7 @@ class ChunkedDecoder:
             end = buffer.find(b"\r\n", position)
             if end < 0:
                 break
-            size = int(buffer[position:end].split(b";", 1)[0], 16)
+            size = _chunk_size(buffer[position:end])
             position = end + 2
             if size == 0:
                 self.done = True
@@ -88,6 +102,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.answered = False  # some byte of an answer came since the last request was sent
+        self.timed_out = False
+        self.last_data = 0.0  # loop time of the last bytes received (the read timeout is one of inactivity)
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Response] | None = None
         self._reset()
@@ -109,6 +125,7 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None:
             return  # nothing asked: whatever this is (a late CRLF of a chunked trailer), it is not an answer
         self.answered = True
+        self.last_data = asyncio.get_running_loop().time()
         self._buffer += data
         try:
             self._parse()
@@ -117,6 +134,7 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def eof_received(self) -> bool:
+        self.closed = True
         self._fail(HttpConnectionError("the server closed the connection before answering"))
         return False
 
@@ -129,11 +147,14 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None and self._waiter is None
         self._waiter = asyncio.get_running_loop().create_future()
         self.answered = False
+        self.last_data = asyncio.get_running_loop().time()
+        self._buffer.clear()  # nothing left over from an earlier answer is part of this one
         self._reset()
         self.transport.write(request)
         return self._waiter
 
     def time_out(self) -> None:
+        self.timed_out = True
         self._fail(HttpConnectionError("no answer within the read timeout"))
         self.close()
 
@@ -175,6 +196,8 @@ class _Connection(asyncio.Protocol):
             if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
                 self._chunks = ChunkedDecoder()
             elif b"content-length" in headers:
+                if not headers[b"content-length"].isdigit():
+                    raise ValueError(f"Content-Length {headers[b'content-length']!r}")
                 self._length = int(headers[b"content-length"])
             elif status in (204, 304):
                 self._length = 0
@@ -203,7 +226,6 @@ class HttpPool:
     def __init__(self, url: str, ssl_context: ssl.SSLContext | None, server_hostname: str | None,
                  limit: int) -> None:
         parts = urlsplit(url)
-        self.netloc = parts.netloc
         self.origin = f"{parts.scheme}://{parts.netloc}"  # what precedes a request's target in a URL
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -211,6 +233,8 @@ class HttpPool:
         self._server_hostname = (server_hostname or self._host) if self._ssl is not None else None
         self._limit = limit
         self._idle: list[_Connection] = []
+        host = f"[{self._host}]" if ":" in self._host else self._host  # an IPv6 literal keeps its brackets
+        self.netloc = f"{host}:{parts.port}" if parts.port else host  # the Host header: never userinfo
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -231,21 +255,30 @@ class HttpPool:
             try:
                 return await self._exchange(connection, request, timeout)
             except HttpConnectionError:
-                if connection.answered:
-                    raise  # the server did answer something: not an idle close, the caller decides
-                # closed while idle: send it again on a new connection
+                if connection.answered or connection.timed_out:
+                    raise  # an answer began, or none came in time: not an idle close, the caller decides
+                # closed while idle (the close arrived before any answer): send it again on a new connection
         return await self._exchange(await self._connect(), request, timeout)
 
     async def _exchange(self, connection: _Connection, request: bytes, timeout: float) -> Response:
         loop = asyncio.get_running_loop()
-        timer = loop.call_later(timeout, connection.time_out)
+        timers: list[asyncio.TimerHandle] = []
+
+        def check() -> None:  # the read timeout counts from the last bytes received, as aiohttp's sock_read
+            quiet = loop.time() - connection.last_data
+            if quiet >= timeout:
+                connection.time_out()
+            else:
+                timers.append(loop.call_later(timeout - quiet, check))
+
+        timers.append(loop.call_later(timeout, check))
         try:
             response = await connection.send(request)
         except BaseException:
             connection.close()
             raise
         finally:
-            timer.cancel()
+            timers[-1].cancel()
         if connection.reusable and len(self._idle) < self._limit:
             self._idle.append(connection)
         else:

@@ -75,6 +75,7 @@ class SharedWatch:
                  changes: Keep | None = None, on_list: Callable[[], None] | None = None) -> None:
         self._make_client = make_client  # reads TLS files: called in a thread, once
         self._client: KubeClient | None = None
+        self._building = asyncio.Lock()
         self.source = source
         self._resource = resource
         self._changes = changes  # a test every line anyone keeps must pass too (relevance.ChangeFilter)
@@ -103,8 +104,9 @@ class SharedWatch:
 
     async def subscribe(self, sink: Sink, keep: Keep | None, timeout: float) -> Subscription:
         """Register, start the watch if it is the first subscriber, list, and deliver in order."""
-        if self._client is None:
-            self._client = await asyncio.to_thread(self._make_client)
+        async with self._building:  # two first subscribers at once build one client
+            if self._client is None:
+                self._client = await asyncio.to_thread(self._make_client)
         subscription = Subscription(self.source, sink, keep)
         self._subscriptions = (*self._subscriptions, subscription)
         if self._watch is None:

@@ -122,8 +122,13 @@ class Watch:
 
     def _drain(self) -> None:
         self._drain_scheduled = False  # first: a batch queued from now on schedules another drain
-        while self._pending:
-            self._sink(self._pending.popleft())
+        try:
+            while self._pending:
+                self._sink(self._pending.popleft())
+        finally:  # a sink that raised leaves the rest queued: deliver it on the next turn, not at the next event
+            if self._pending and not self._drain_scheduled:
+                self._drain_scheduled = True
+                self._loop.call_soon(self._drain)
 
     def _run(self) -> None:
         try:
@@ -156,9 +161,11 @@ class Watch:
         items = listing.get("items", [])
         # Objects deleted while the watch was down produce no DELETED event: SYNC lists who is still there.
         present = [f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}" for i in items]
+        version = str(listing["metadata"]["resourceVersion"])  # in SYNC too: shared watches fence by it
         self._emit([*(WatchEvent(self.source, "ADDED", item, at, initial=True) for item in items),
-                    WatchEvent(self.source, "SYNC", {"present": present}, at, initial=True)])
-        return str(listing["metadata"]["resourceVersion"])
+                    WatchEvent(self.source, "SYNC", {"present": present, "resourceVersion": version}, at,
+                               initial=True)])
+        return version
 
     def _watch(self, version: str) -> str:
         query = {**self._query, "watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true",
