@@ -33,7 +33,7 @@ STAGES = [
     ("loop: watch batches (Observed.apply + judges + trackers)", "_sink (csibench/engine/watching.py"),
     ("loop: Observed.apply", "apply (csibench/engine/observed.py"),
     ("loop: judges and trackers (on_change)", "on_change (csibench/engine/execution.py"),
-    ("loop: engine requests (aiohttp)", "request (csibench/kube/client.py"),
+    ("loop: engine requests (kube/http.py)", "request (csibench/kube/client.py"),
     ("loop: status writes", "write (csibench/engine/status.py"),
     ("loop: status building (publish)", "publish (csibench/engine/execution.py"),
     ("loop: kopf's own handling (no csibench frame)", "kopf/"),

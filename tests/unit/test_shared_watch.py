@@ -61,7 +61,7 @@ def test_one_stream_for_every_subscriber_and_a_late_one_misses_nothing() -> None
         two = await shared.subscribe(late.extend, lambda line: b'"b-' in line, 5)
         fake.remove("persistentvolumes", "", "pv-a1")
         fake.put("persistentvolumes", "", pv("pv-b2", "b-2"))
-        await _until(lambda: ("ADDED", "pv-b2") in names(late) and ("ADDED", "pv-b2") in names(first))
+        await _until(lambda: ("ADDED", "pv-b2") in names(late) and ("DELETED", "pv-a1") in names(first))
         # The shared stream expires (410 Gone): both get the relist, and its SYNC.
         syncs = sum(1 for e in first if e.type == "SYNC")
         with fake.lock:
@@ -79,13 +79,14 @@ def test_one_stream_for_every_subscriber_and_a_late_one_misses_nothing() -> None
     asyncio.run(scenario())
     watches = [verb for verb, path in fake.log if verb == "WATCH" and path.endswith("/persistentvolumes")]
     assert len(watches) == 2  # one stream for both subscribers, then one after the relist
-    # Alone, the first subscriber's keep ("a-" lines) left pv-b1 undecoded; once the second ("b-" lines) is in,
-    # both get every decoded line (each one's state ignores what is not its own).
-    assert names(first)[:3] == [("ADDED", "pv-a1"), ("DELETED", "pv-a1"), ("ADDED", "pv-b2")]
+    # Each subscriber gets the decoded lines it keeps, and only those: the first ("a-" lines) never sees a "b-"
+    # PV, even once the second subscriber has them decoded.
+    assert names(first)[:2] == [("ADDED", "pv-a1"), ("DELETED", "pv-a1")]
+    assert all("pv-b" not in name for _, name in names(first))
     # The late subscriber: the state at its list (no pv-a1 ADDED twice, nothing before), then later changes once.
     its_list = late[:next(i for i, e in enumerate(late) if e.type == "SYNC")]
     assert {e.obj["metadata"]["name"] for e in its_list} == {"pv-old", "pv-a1", "pv-b1"}
-    assert names(late)[:2] == [("DELETED", "pv-a1"), ("ADDED", "pv-b2")]
+    assert names(late)[:1] == [("ADDED", "pv-b2")]  # pv-a1's deletion is not its business: never routed to it
     assert len([e for e in names(late) if e == ("ADDED", "pv-b2")]) == 1
 
 

@@ -2,8 +2,8 @@
 
 PVs, VolumeAttachments and snapshot contents carry no run label, so each run used to watch all of them and
 pass over the others' lines: with five runs every PV line was read five times, by five threads. A
-``SharedWatch`` reads the stream once; a line is decoded when any subscriber wants it (its ``keep``), and every
-decoded event is handed to every subscriber, whose own state then ignores what is not its own.
+``SharedWatch`` reads the stream once; a line is decoded when any subscriber wants it (its ``keep``) and handed to
+the subscribers that want it (to all, for a watch whose subscribers keep everything, such as attachments).
 
 A subscriber that joins while the watch is running needs the current objects first, then every change after
 them, with no gap and nothing older than what it already has. It lists on its own (stamped on arrival, as
@@ -92,15 +92,25 @@ class SharedWatch:
     def errors(self) -> int:
         return self._stopped_errors + (self._watch.errors if self._watch is not None else 0)
 
-    def _keep(self, line: bytes) -> bool:
-        """In the watch thread: decode a line if any subscriber keeps it and it changes something."""
-        if not any(s.keep is None or s.keep(line) for s in self._subscriptions):
+    def _keep(self, line: bytes) -> object:
+        """In the watch thread: decode a line if any subscriber keeps it and it changes something, for those
+        subscribers only (a run never even looks at another run's volumes' events)."""
+        subscriptions = self._subscriptions
+        wanted = tuple(s for s in subscriptions if s.keep is None or s.keep(line))
+        if not wanted or (self._changes is not None and not self._changes(line)):
             return False
-        return self._changes is None or self._changes(line)
+        return True if len(wanted) == len(subscriptions) else wanted
 
     def _dispatch(self, events: list[WatchEvent]) -> None:
-        for subscription in self._subscriptions:
-            subscription.deliver(events)
+        subscriptions = self._subscriptions
+        if all(event.route is None for event in events):
+            for subscription in subscriptions:
+                subscription.deliver(events)
+            return
+        for subscription in subscriptions:
+            routed = [e for e in events if e.route is None or subscription in e.route]
+            if routed:
+                subscription.deliver(routed)
 
     async def subscribe(self, sink: Sink, keep: Keep | None, timeout: float) -> Subscription:
         """Register, start the watch if it is the first subscriber, list, and deliver in order."""

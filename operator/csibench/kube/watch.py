@@ -43,10 +43,13 @@ class WatchEvent:
     obj: Json
     at: float  # time.monotonic() when the event arrived
     initial: bool = False  # from the initial list, not a live change
+    route: tuple[object, ...] | None = None  # a shared watch's subscribers this event is for (None: everyone)
 
 
 Sink = Callable[[list[WatchEvent]], None]  # one batch: the events one read delivered, in order
-Keep = Callable[[bytes], bool]  # False: the raw event line is not the caller's business (never decoded)
+# Falsy: the raw event line is not the caller's business (never decoded); a tuple: decode it, for those only
+# (WatchEvent.route); anything else truthy: decode it.
+Keep = Callable[[bytes], object]
 READ_BLOCK = 64 * 1024
 _RESOURCE_VERSION = re.compile(rb'"resourceVersion":"([^"]*)"')
 
@@ -184,11 +187,15 @@ class Watch:
                 for line in lines:
                     if not line.strip():
                         continue
-                    if self._keep is not None and b'"ERROR"' not in line[:32] and not self._keep(line):
-                        found = _RESOURCE_VERSION.search(line)  # metadata comes first: the object's own
-                        version = found.group(1).decode() if found else version
-                        self.skipped += 1
-                        continue
+                    route = None
+                    if self._keep is not None and b'"ERROR"' not in line[:32]:
+                        kept = self._keep(line)
+                        if not kept:
+                            found = _RESOURCE_VERSION.search(line)  # metadata comes first: the object's own
+                            version = found.group(1).decode() if found else version
+                            self.skipped += 1
+                            continue
+                        route = kept if isinstance(kept, tuple) else None
                     event = orjson.loads(line)
                     kind, obj = event["type"], event["object"]
                     if kind == "ERROR":
@@ -198,7 +205,7 @@ class Watch:
                         raise ApiError(int(obj.get("code", 500)), obj.get("reason", ""), obj.get("message", ""))
                     version = obj["metadata"]["resourceVersion"]
                     if kind != "BOOKMARK":
-                        batch.append(WatchEvent(self.source, kind, obj, at))
+                        batch.append(WatchEvent(self.source, kind, obj, at, route=route))
                 self.decoded += len(batch)
                 self._emit(batch)
             return version
