@@ -105,7 +105,8 @@ class FakeKube:
         self._history: list[tuple[int, str, str, bytes, Json]] = []  # for watches that start from a version
         self.log: list[tuple[str, str]] = []  # (verb, path) of every request, in order
         self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
-        self.status_writes: list[Json] = []  # every status patch of a BenchmarkRun, in order
+        self.status_writes: list[Json] = []  # a BenchmarkRun's status as stored after each status patch, in order
+        self.status_patches: list[Json] = []  # the status patches themselves
         self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
         self.limiter = TokenBucket(1000, 1000)
         self.max_in_flight = 16
@@ -225,9 +226,10 @@ class FakeKube:
             if obj is None:
                 return None
             if sub == "status":
-                self.status_writes.append(json.loads(json.dumps(body["status"])))
+                self.status_patches.append(json.loads(json.dumps(body["status"])))
+                _merge(obj.setdefault("status", {}), body["status"])
+                self.status_writes.append(json.loads(json.dumps(obj["status"])))
                 self.timeline.append(("status", self.status_writes[-1]))
-                obj["status"] = {k: v for k, v in body["status"].items() if v is not None}
             else:
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
             self.put(plural, namespace, obj, "MODIFIED")

@@ -98,6 +98,18 @@ def test_each_step_is_running_in_status_before_its_first_request() -> None:
         assert seen[step] == "Running", (step, seen)
 
 
+def test_status_writes_send_what_changed_and_the_stored_status_is_the_whole_status() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(volumeSnapshotClassName="snap"))
+    first, later = fake.status_patches[0], fake.status_patches[1:]
+    assert "phase" in first and "conditions" in first  # a recorder's first write sends everything
+    assert "environment" in first or any("environment" in patch for patch in later)
+    assert sum("environment" in patch for patch in fake.status_patches) == 1  # written once, never again
+    assert all(patch for patch in fake.status_patches)  # nothing written when nothing changed
+    stored = fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"]
+    assert stored == status.model_dump(mode="json", exclude_none=True)
+
+
 def test_skip_rules_follow_the_catalog() -> None:
     """Volume 1 fails: its snapshot and clone are skipped, and so is the pod that mounts it; deletions act
     only on what exists."""

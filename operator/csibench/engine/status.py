@@ -1,7 +1,11 @@
 """The run's status and Events: what ``kubectl get br -w`` and ``kubectl describe br`` show.
 
-Status is written as a merge patch of the whole (bounded) status model at each step's start and end and every
-couple of seconds in between, never once per object. The Ready condition goes through one helper that keeps
+Status is written as a merge patch at each step's start and end and every couple of seconds in between, never
+once per object. A write sends only the top-level fields that changed since the last write that succeeded (the
+first write of a recorder, and the one after a failed write, send everything): a progress write is then
+``progress``, the running step and the request count, not the environment and every finished step again, and
+a write with nothing changed is not sent. The operator is the status subresource's only writer, so what it last
+wrote is what the server has. The Ready condition goes through one helper that keeps
 ``lastTransitionTime`` unless the condition's status really changes. The client limits written are the ones the
 run's client really has, so a failure status needs no spec at all.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from csibench.api.models import BenchmarkRunStatus, ClientUsed, Condition, ConditionReason, Phase
 from csibench.engine.context import RunRef
@@ -39,11 +44,20 @@ def set_condition(conditions: list[Condition], type_: str, status: str, reason: 
     return sorted([c for c in conditions if c.type != type_] + [updated], key=lambda c: c.type != READY)
 
 
+def status_patch(written: dict[str, Any] | None, status: dict[str, Any]) -> dict[str, Any]:
+    """The top-level fields of ``status`` that differ from ``written`` (all of them when ``written`` is None),
+    each sent whole as the full write sent it."""
+    if written is None:
+        return dict(status)
+    return {name: value for name, value in status.items() if written.get(name, None) != value}
+
+
 class StatusRecorder:
     def __init__(self, ref: RunRef, client: KubeClient, status: BenchmarkRunStatus | None = None) -> None:
         self.ref = ref
         self.client = client
         self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)
+        self._written: dict[str, Any] | None = None  # the status as last written; None: unknown, send it all
 
     def ready(self, ready: bool, reason: ConditionReason, message: str) -> None:
         self.condition(READY, "True" if ready else "False", reason.value, message)
@@ -62,7 +76,12 @@ class StatusRecorder:
         status = self.status.model_dump(mode="json", exclude_none=True)
         # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
         status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
-        await self.client.merge_patch(self.ref.status_path, {"status": status})
+        patch = status_patch(self._written, status)
+        if not patch:
+            return
+        self._written = None  # until the server has taken it
+        await self.client.merge_patch(self.ref.status_path, {"status": patch})
+        self._written = status
 
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
         stamp = now()
