@@ -11,7 +11,9 @@ figure (below 1: sub-linear), and each run's step times against a raw client's a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from pathlib import Path
 
 from bench.harness import (
     BENCH_NAMESPACE,
@@ -22,6 +24,7 @@ from bench.harness import (
     step_seconds,
     storage_class,
 )
+from bench.profile import sampled, summary
 from bench.scale import cpu_seconds
 from tests.support.runs import TERMINAL, benchmark_run, create_run, get_run
 
@@ -33,6 +36,8 @@ def main() -> None:
     parser.add_argument("--qps", type=float, default=200)
     parser.add_argument("--burst", type=int, default=400)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--profile", type=Path, help="record the operator with py-spy while each K runs, into "
+                        "FILE with K before its suffix (concurrent.txt -> concurrent.5.txt)")
     args = parser.parse_args()
     counts = [int(k) for k in args.runs.split(",")]
     rows: list[tuple[int, float, float, list[tuple[str, str, float, float]]]] = []
@@ -48,18 +53,22 @@ def main() -> None:
         print(f"raw client alone: create {raw_create:.2f}s delete {raw_delete:.2f}s", flush=True)
         for k in counts:
             names = [f"concurrent-{k}-{i}" for i in range(k)]
+            profile = args.profile.with_suffix(f".{k}{args.profile.suffix}") if args.profile else None
             before, started = cpu_seconds(pid), time.monotonic()
-            for name in names:
-                create_run(kube, BENCH_NAMESPACE, benchmark_run(
-                    name, storageClassName=fast, volumes=args.volumes, steps=["createVolume", "deleteVolume"],
-                    client={"qps": args.qps, "burst": args.burst, "maxInFlight": args.threads},
-                    timeouts={"default": 3600}))
-            while True:
-                runs = [get_run(kube, BENCH_NAMESPACE, name) or {} for name in names]
-                if all((run.get("status") or {}).get("phase") in TERMINAL for run in runs):
-                    break
-                time.sleep(2)
+            with sampled(pid, profile) if profile else contextlib.nullcontext():
+                for name in names:
+                    create_run(kube, BENCH_NAMESPACE, benchmark_run(
+                        name, storageClassName=fast, volumes=args.volumes, steps=["createVolume", "deleteVolume"],
+                        client={"qps": args.qps, "burst": args.burst, "maxInFlight": args.threads},
+                        timeouts={"default": 3600}))
+                while True:
+                    runs = [get_run(kube, BENCH_NAMESPACE, name) or {} for name in names]
+                    if all((run.get("status") or {}).get("phase") in TERMINAL for run in runs):
+                        break
+                    time.sleep(2)
             cpu, wall = cpu_seconds(pid) - before, time.monotonic() - started
+            if profile:
+                print(summary(profile, f"Operator CPU by py-spy, {k} runs of {args.volumes} volumes"), flush=True)
             outcomes = [(run["metadata"]["name"], run["status"]["phase"],
                          step_seconds(run, "createVolume") if run["status"]["phase"] == "Succeeded" else 0.0,
                          step_seconds(run, "deleteVolume") if run["status"]["phase"] == "Succeeded" else 0.0)
