@@ -259,6 +259,10 @@ def test_report_has_a_table_shaped_like_the_published_one_and_compare_puts_tps_s
     assert "Database (pgbench), B vs A TPS per row:" in compared
     assert rows_line(compared, "1 RW 1").rstrip().endswith("×")
     assert rows_line(compared, "1 init").rstrip().endswith("1.00×")
+    from csibench.report.html import build_compare_html, build_run_html
+    page = build_run_html(base, None)  # the HTML report has the same table
+    assert "<h2>Database (pgbench)</h2>" in page and "<th>WAL Gen (MB)</th>" in page
+    assert "<h2>Database (pgbench)</h2>" in build_compare_html(base, None, other, None)
 
 
 def rows_line(text: str, prefix: str) -> str:

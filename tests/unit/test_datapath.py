@@ -182,6 +182,10 @@ def test_report_has_a_second_table_shaped_like_the_published_one_and_compare_put
     compared = render_compare(base, faster)
     row = next(line for line in compared.splitlines() if line.startswith("Sequential write"))
     assert row.rstrip().endswith("2.00×")
+    from csibench.report.html import build_compare_html, build_run_html
+    page = build_run_html(base, None)  # the HTML report has the same table
+    assert "<h2>Data path (fio)</h2>" in page and "100% read, sequential" in page and "300.0" in page
+    assert "<td>2.00×</td>" in build_compare_html(base, None, faster, None)
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -1,7 +1,8 @@
 """One self-contained HTML page per run (or per comparison), rendered from status and the stored report.
 
 Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
-holds the step table (medians over iterations for a repeated run), per step a latency distribution over all
+holds the step table (medians over iterations for a repeated run), the data-path (fio) and database (pgbench)
+tables when the run has them, per step a latency distribution over all
 objects (one line per iteration, or per run in a comparison) and a timeline of the step (each object from its
 request to its terminal event, so stalls and throttling show), the iterations, the environment with the CSI
 machinery and the preflight findings. It is built from what is stored, so any finished run can be rendered at
@@ -15,7 +16,7 @@ from typing import Any
 
 from csibench.engine.catalog import title_and_unit
 from csibench.engine.report_store import iteration_records
-from csibench.report import plots
+from csibench.report import database, datapath, plots
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_lines, step_table
@@ -125,6 +126,17 @@ def _environment_section(run: dict[str, Any], report: dict[str, Any] | None) -> 
     return "\n".join(parts)
 
 
+def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
+                       db: tuple[list[str], list[list[str]]] | None) -> list[str]:
+    """The data-path and database tables (one run's, or two runs' side by side), as the text reports have them."""
+    parts: list[str] = []
+    if data is not None:
+        parts += ["<h2>Data path (fio)</h2>", _table(*data, "datapath")]
+    if db is not None:
+        parts += ["<h2>Database (pgbench)</h2>", _table(*db, "database")]
+    return parts
+
+
 def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     meta = run.get("metadata") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -132,6 +144,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     headers, rows = step_table(run)
     body = [f"<h1>{_e(header[0])}</h1>", *[f'<p class="muted">{_e(line)}</p>' for line in header[1:]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
+            *_workload_sections(datapath.table(run), database.table(run)),
             *[f'<p class="muted">{_e(line)}</p>' for line in trailer
               if line and not line.startswith("preflight ")]]  # findings have their own section below
     by_step = steps_by_iteration(report)
@@ -152,6 +165,7 @@ def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, r
     names = ["/".join(str((r.get("metadata") or {}).get(k, "")) for k in ("namespace", "name"))
              for r in (run_a, run_b)]
     body = [f"<h1>csibench compare: A {_e(names[0])} vs B {_e(names[1])}</h1>", _table(headers, rows, "compare"),
+            *_workload_sections(datapath.compare_table(run_a, run_b), database.compare_table(run_a, run_b)),
             *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
     steps_a, steps_b = steps_by_iteration(report_a), steps_by_iteration(report_b)
     for step in [s for s in steps_a if s in steps_b]:
