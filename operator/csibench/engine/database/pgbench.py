@@ -242,7 +242,7 @@ def summary_of(segment: Segment) -> str:
     return "\n".join(kept).strip()[-MAX_SUMMARY:]
 
 
-def build_row(planned: DatabaseRow, segment: Segment | None, view: LogView) -> DatabaseRow:
+def build_row(planned: DatabaseRow, segment: Segment | None) -> DatabaseRow:
     """One row as far as the log shows it (a row whose end line is missing is still Running)."""
     row = planned.model_copy()
     if segment is None or not segment.started:
@@ -287,7 +287,7 @@ def build_row(planned: DatabaseRow, segment: Segment | None, view: LogView) -> D
 def build_rows(planned: list[DatabaseRow], log: str) -> tuple[list[DatabaseRow], list[str]]:
     """Every row as the log shows it so far, and each row's pgbench summary (for the report)."""
     view = read_log(log)
-    rows = [build_row(row, view.segments.get(index), view) for index, row in enumerate(planned)]
+    rows = [build_row(row, view.segments.get(index)) for index, row in enumerate(planned)]
     summaries = [summary_of(view.segments[index]) if index in view.segments else "" for index in range(len(rows))]
     if view.setup_failed is not None:
         reason = messages_of(view.outside) or f"{view.setup_failed} failed"
