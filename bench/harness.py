@@ -115,16 +115,21 @@ class RawClient:
             response = self.client.stream(path, {**(query or {}), "watch": "true", "resourceVersion": version,
                                                   "timeoutSeconds": "60"})
             buffer = b""
-            for chunk in response.stream(None):
-                at = time.monotonic()
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    event = json.loads(line)
-                    version = event["object"]["metadata"].get("resourceVersion", version)
-                    on_event(event["type"], event["object"], at)
-                if done.is_set():
-                    break
+            try:
+                for chunk in response.stream(None):
+                    at = time.monotonic()
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        event = json.loads(line)
+                        version = event["object"]["metadata"].get("resourceVersion", version)
+                        on_event(event["type"], event["object"], at)
+                    if done.is_set():
+                        break
+            except Exception:
+                if done.is_set():  # the measurement is over and the cluster is going away: not an error
+                    return
+                raise
             response.release_conn()
 
     def _parallel(self, calls: list[Any]) -> None:
