@@ -110,6 +110,39 @@ def test_status_writes_send_what_changed_and_the_stored_status_is_the_whole_stat
     assert stored == status.model_dump(mode="json", exclude_none=True)
 
 
+def test_a_recorder_sends_one_status_write_at_a_time() -> None:
+    """Two writes in flight could reach the server in the other order, leaving it with the older value of a field
+    the recorder then believes written (the database step's log follower and the progress timer both write)."""
+    from csibench.engine.status import StatusRecorder
+    fake = FakeKube()
+    fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid}})
+    in_flight, most = 0, 0
+    original = fake.merge_patch
+
+    async def slow(path: str, body: dict[str, Any]) -> Any:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        return await original(path, body)
+
+    fake.merge_patch = slow  # type: ignore[method-assign]
+
+    async def go() -> None:
+        recorder = StatusRecorder(REF, cast(KubeClient, fake))
+        writes = []
+        for progress in ("1/6 rows", "2/6 rows", "3/6 rows"):
+            recorder.status.progress = progress
+            writes.append(asyncio.create_task(recorder.write()))
+            await asyncio.sleep(0)
+        await asyncio.gather(*writes)
+
+    asyncio.run(go())
+    assert most == 1
+    assert fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"]["progress"] == "3/6 rows"
+
+
 def test_skip_rules_follow_the_catalog() -> None:
     """Volume 1 fails: its snapshot and clone are skipped, and so is the pod that mounts it; deletions act
     only on what exists."""

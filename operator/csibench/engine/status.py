@@ -3,15 +3,19 @@
 Status is written as a merge patch at each step's start and end and every couple of seconds in between, never
 once per object. A write sends only the top-level fields that changed since the last write that succeeded (the
 first write of a recorder, and the one after a failed write, send everything): a progress write is then
-``progress``, the running step and the request count, not the environment and every finished step again, and
-a write with nothing changed is not sent. The operator is the status subresource's only writer, so what it last
-wrote is what the server has. The Ready condition goes through one helper that keeps
-``lastTransitionTime`` unless the condition's status really changes. The client limits written are the ones the
-run's client really has, so a failure status needs no spec at all.
+``progress``, ``steps`` (a list: merge patches replace lists whole), the client's counts and the durations, not
+the environment, the preflight findings or the conditions again. The operator is the status subresource's only
+writer (kopf keeps its own state in annotations) and a recorder sends one write at a time (the database step's
+log follower and the progress timer both write), so what it last wrote is what the server has.
+
+The Ready condition goes through one helper that keeps ``lastTransitionTime`` unless the condition's status
+really changes. The client limits written are the ones the run's client really has, so a failure status needs
+no spec at all.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -58,6 +62,7 @@ class StatusRecorder:
         self.client = client
         self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)
         self._written: dict[str, Any] | None = None  # the status as last written; None: unknown, send it all
+        self._writing = asyncio.Lock()  # two patches in flight could be applied in the other order
 
     def ready(self, ready: bool, reason: ConditionReason, message: str) -> None:
         self.condition(READY, "True" if ready else "False", reason.value, message)
@@ -76,12 +81,13 @@ class StatusRecorder:
         status = self.status.model_dump(mode="json", exclude_none=True)
         # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
         status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
-        patch = status_patch(self._written, status)
-        if not patch:
-            return
-        self._written = None  # until the server has taken it
-        await self.client.merge_patch(self.ref.status_path, {"status": patch})
-        self._written = status
+        async with self._writing:
+            patch = status_patch(self._written, status)
+            if not patch:
+                return
+            self._written = None  # until the server has taken it
+            await self.client.merge_patch(self.ref.status_path, {"status": patch})
+            self._written = status
 
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
         stamp = now()
