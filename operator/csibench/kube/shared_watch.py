@@ -5,8 +5,7 @@ pass over the others' lines: with five runs every PV line was read five times, b
 ``SharedWatch`` reads the stream once; a line is decoded when any subscriber wants it (its ``keep``) and handed to
 the subscribers that want it (to all, for a watch whose subscribers keep everything, such as attachments).
 
-The first subscriber receives the watch's own list (stamped on arrival, then a SYNC) and every event after
-it. A subscriber that joins while the watch is running needs the current objects first, then every change after
+A subscriber that joins while the watch is running needs the current objects first, then every change after
 them, with no gap and nothing older than what it already has. It lists on its own (stamped on arrival, as
 every event is) and receives the shared events from the moment it is registered, buffered until its list is
 in; then it gets its list, then the buffered and the later events whose resourceVersion is newer than its
@@ -65,8 +64,7 @@ class Subscription:
         """The subscriber's own list (ADDED + SYNC), then what the shared watch delivered meanwhile."""
         buffered, self._buffer = self._buffer or [], None
         self._fence = version
-        if listed:
-            self._sink(listed)
+        self._sink(listed)
         self.deliver(buffered)
 
 
@@ -121,14 +119,11 @@ class SharedWatch:
                 self._client = await asyncio.to_thread(self._make_client)
         subscription = Subscription(self.source, sink, keep)
         self._subscriptions = (*self._subscriptions, subscription)
+        if self._watch is None:
+            self._watch = Watch(self._client, self.source, self._resource, None, {}, asyncio.get_running_loop(),
+                                self._dispatch, self._keep, self._on_list)
+            self._watch.start()
         try:
-            if self._watch is None:  # the first one takes the watch's own list and everything after it
-                subscription.begin([], None)
-                self._watch = watch = Watch(self._client, self.source, self._resource, None, {},
-                                            asyncio.get_running_loop(), self._dispatch, self._keep, self._on_list)
-                watch.start()
-                await asyncio.wait_for(watch.synced.wait(), timeout)  # set after the list reached the sinks
-                return subscription
             listed, version = await asyncio.wait_for(asyncio.to_thread(self._list, self._client, timeout), timeout)
         except BaseException:
             self.unsubscribe(subscription)
