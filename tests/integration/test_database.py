@@ -45,9 +45,17 @@ def assert_host_clean(cluster: LocalCluster) -> None:
     assert host_mounts_under(cluster.config.state_dir) == []
 
 
-def uid_of(pid: str) -> str:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+def uids_of(processes: list[str]) -> set[str]:
+    """The real uids of the listed processes ("pid: command") that are still there: a short-lived backend or
+    PostgreSQL's startup process can end between the listing and the read."""
+    uids = set()
+    for process in processes:
+        try:
+            status = Path(f"/proc/{process.split(':')[0]}/status").read_text()
+        except OSError:
+            continue
+        uids.add(next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:")))
+    return uids
 
 
 class StatusWatch:
@@ -97,7 +105,7 @@ def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     security = pod.spec.security_context
     assert security.run_as_non_root and security.run_as_user == 65532 and security.fs_group == 65532
-    uids = {uid_of(process.split(":")[0]) for process in postgres_running()}
+    uids = uids_of(postgres_running())
     assert uids == {"65532"}, uids  # every PostgreSQL process (server, backends, pgbench) runs as the pod's user
 
     run = wait_for_phase(kube, namespace, "db", TERMINAL, 300)
