@@ -149,6 +149,11 @@ class Kubelet:
         self._in_use_wanted: dict[str, int] = defaultdict(int)  # node -> version of its set
         self._in_use_reported: dict[str, int] = defaultdict(int)  # node -> version last written
         self._in_use_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # One operation at a time per volume and node, and the pods that have it published there: as the real
+        # kubelet's volume manager, a volume is unstaged only when no pod on the node uses it. A pod deleted and
+        # recreated under the same name (a restored step) tears down while its successor mounts the volume.
+        self._volume_locks: dict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._publishers: dict[tuple[str, str], set[str]] = defaultdict(set)  # (node, handle) -> pod uids
         ctx.informers.pods.handlers.append(self._on_pod)
         ctx.informers.attachments.handlers.append(self._on_attachment)
         ctx.informers.pvcs.handlers.append(self._on_claim)
@@ -359,16 +364,18 @@ class Kubelet:
         publish_context = self._attached_pairs.get((pv_name, node), {})
         staging = staging_path(root, handle)
         stage = "MountVolume.MountDevice"
-        await self._report_in_use(node, add=unique_volume_name(handle))
         try:
-            await plugin.NodeStageVolume(csi.NodeStageVolumeRequest(
-                volume_id=handle, publish_context=publish_context, staging_target_path=staging,
-                volume_capability=capability, volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
-            stage = "MountVolume.SetUp"
-            await plugin.NodePublishVolume(csi.NodePublishVolumeRequest(
-                volume_id=handle, publish_context=publish_context, staging_target_path=staging,
-                target_path=target_path(root, pod["metadata"]["uid"], pv_name), volume_capability=capability,
-                volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
+            async with self._volume_locks[(node, handle)]:
+                await self._report_in_use(node, add=unique_volume_name(handle))
+                await plugin.NodeStageVolume(csi.NodeStageVolumeRequest(
+                    volume_id=handle, publish_context=publish_context, staging_target_path=staging,
+                    volume_capability=capability, volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
+                stage = "MountVolume.SetUp"
+                await plugin.NodePublishVolume(csi.NodePublishVolumeRequest(
+                    volume_id=handle, publish_context=publish_context, staging_target_path=staging,
+                    target_path=target_path(root, pod["metadata"]["uid"], pv_name), volume_capability=capability,
+                    volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
+                self._publishers[(node, handle)].add(pod["metadata"]["uid"])
             return True
         except grpc.aio.AioRpcError as error:
             await self.ctx.event(pod, "FailedMount", f"{stage} failed for volume {pv_name!r} : "
@@ -376,20 +383,26 @@ class Kubelet:
             return False
 
     async def _unmount(self, pod: api.Obj, pv_name: str) -> bool:
-        """NodeUnpublishVolume, then NodeUnstageVolume (one pod per volume here, so the last user unstages)."""
+        """NodeUnpublishVolume, then NodeUnstageVolume when no other pod on the node has the volume published."""
         pv = self.ctx.informers.pvs.get(pv_name)
         handle = (pv or {}).get("spec", {}).get("csi", {}).get("volumeHandle", "")
         node = pod["spec"]["nodeName"]
         plugin, root = self._plugins[node], self._root / node
         stage = "UnmountVolume.TearDown"
         try:
-            await plugin.NodeUnpublishVolume(csi.NodeUnpublishVolumeRequest(
-                volume_id=handle, target_path=target_path(root, pod["metadata"]["uid"], pv_name)),
-                timeout=CSI_TIMEOUT_SECONDS)
-            stage = "UnmountDevice"
-            await plugin.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(
-                volume_id=handle, staging_target_path=staging_path(root, handle)), timeout=CSI_TIMEOUT_SECONDS)
-            await self._report_in_use(node, remove=unique_volume_name(handle))
+            async with self._volume_locks[(node, handle)]:
+                await plugin.NodeUnpublishVolume(csi.NodeUnpublishVolumeRequest(
+                    volume_id=handle, target_path=target_path(root, pod["metadata"]["uid"], pv_name)),
+                    timeout=CSI_TIMEOUT_SECONDS)
+                users = self._publishers[(node, handle)]
+                users.discard(pod["metadata"]["uid"])
+                if users:
+                    return True  # still published for another pod here: the staging stays
+                self._publishers.pop((node, handle), None)
+                stage = "UnmountDevice"
+                await plugin.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(
+                    volume_id=handle, staging_target_path=staging_path(root, handle)), timeout=CSI_TIMEOUT_SECONDS)
+                await self._report_in_use(node, remove=unique_volume_name(handle))
             return True
         except grpc.aio.AioRpcError as error:
             await self.ctx.event(pod, "FailedUnmount", f"{stage} failed for volume {pv_name!r} : "
