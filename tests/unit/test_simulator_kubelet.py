@@ -4,7 +4,6 @@ under the same name mounts its volume while its predecessor is torn down on the 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -50,7 +49,8 @@ class NodePlugin:
 
 
 def _kubelet(plugin: NodePlugin, root: Path, events: list[str]) -> Kubelet:
-    """A kubelet with only what mounting needs: its node plugin, the PV informer, events and volumesInUse."""
+    """A real kubelet whose context has only what mounting needs (the PV informer, events, the node status
+    patch) and whose node plugin is ``plugin``. Built on a running loop: its gRPC channels want one."""
     async def event(obj: Any, reason: str, message: str, component: str) -> None:
         events.append(f"{reason}: {message}")
 
@@ -58,15 +58,12 @@ def _kubelet(plugin: NodePlugin, root: Path, events: list[str]) -> Kubelet:
         await asyncio.sleep(0)
 
     pv = {"spec": {"csi": {"volumeHandle": HANDLE}}}
-    kubelet = Kubelet.__new__(Kubelet)
-    kubelet.ctx = SimpleNamespace(informers=SimpleNamespace(pvs=SimpleNamespace(get=lambda name: pv)),
-                                  event=event, client=SimpleNamespace(patch=patch))
-    kubelet._root, kubelet._plugins = root, {NODE: plugin}
-    kubelet._attached_pairs = {}
-    kubelet._in_use, kubelet._in_use_wanted, kubelet._in_use_reported = defaultdict(set), defaultdict(int), \
-        defaultdict(int)
-    kubelet._in_use_locks = defaultdict(asyncio.Lock)
-    kubelet._volume_locks, kubelet._publishers = defaultdict(asyncio.Lock), defaultdict(set)
+    informer = SimpleNamespace(handlers=[])
+    ctx = SimpleNamespace(node_names=[NODE], event=event, client=SimpleNamespace(patch=patch),
+                          informers=SimpleNamespace(pods=informer, attachments=informer, pvcs=informer,
+                                                    pvs=SimpleNamespace(get=lambda name: pv)))
+    kubelet = Kubelet(ctx, {NODE: root / "node.sock"}, root)  # type: ignore[arg-type]
+    kubelet._plugins = {NODE: plugin}  # type: ignore[dict-item]
     return kubelet
 
 
@@ -76,9 +73,9 @@ def _pod(uid: str) -> dict[str, Any]:
 
 def test_a_successor_mounting_while_its_predecessor_is_torn_down_keeps_the_volume_staged(tmp_path: Path) -> None:
     plugin, events = NodePlugin(), []
-    kubelet = _kubelet(plugin, tmp_path, events)
 
     async def scenario() -> None:
+        kubelet = _kubelet(plugin, tmp_path, events)
         assert await kubelet._mount(_pod("old"), PV, HANDLE)
         # The old pod is deleted and a new one of the same name lands on the same node: both at once.
         mounted, unmounted = await asyncio.gather(kubelet._mount(_pod("new"), PV, HANDLE),
