@@ -78,10 +78,10 @@ class StatusRecorder:
         self.status.client = ClientUsed(qps=limiter.qps, burst=limiter.burst, maxInFlight=self.client.max_in_flight,
                                         throttledSeconds=round(limiter.throttled_seconds, 3),
                                         requests=self.client.requests)
-        status = self.status.model_dump(mode="json", exclude_none=True)
-        # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
-        status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
-        async with self._writing:
+        async with self._writing:  # a write that waited sends the status as it is now, not as it was
+            status = self.status.model_dump(mode="json", exclude_none=True)
+            # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
+            status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
             patch = status_patch(self._written, status)
             if not patch:
                 return
