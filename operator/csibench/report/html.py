@@ -2,11 +2,11 @@
 
 Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
 holds the step table (medians over iterations for a repeated run), the data-path (fio) and database (pgbench)
-tables when the run has them, per step a latency distribution over all
-objects (one line per iteration, or per run in a comparison) and a timeline of the step (each object from its
-request to its terminal event, so stalls and throttling show), the iterations, the environment with the CSI
-machinery and the preflight findings. It is built from what is stored, so any finished run can be rendered at
-any time; nothing is stored beside the run. Builders are pure apart from drawing.
+tables when the run has them, per step a latency distribution over all objects (one line per iteration, or per
+run in a comparison) and a timeline of the step (each object from its request to its terminal event, so stalls
+and throttling show), the iterations, the environment with the CSI machinery and the preflight findings. It is
+built from what is stored, so any finished run can be rendered at any time; nothing is stored beside the run.
+Builders are pure apart from drawing.
 """
 
 from __future__ import annotations
