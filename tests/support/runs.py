@@ -84,3 +84,43 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
 
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:4]}"
+
+
+def _unsettled(kind: str, items: list[dict[str, Any]], settled: Any, limit: int = 4) -> str:
+    """'snapshots 3 of 25 unsettled: a (deleting, finalizers [f], ready False, error ...); ...'"""
+    stuck = [item for item in items if item["metadata"].get("deletionTimestamp") or not settled(item)]
+    if not stuck:
+        return f"{kind}: {len(items)}, all settled"
+    shown = []
+    for item in stuck[:limit]:
+        meta, state = item["metadata"], item.get("status") or {}
+        facts = ["deleting" if meta.get("deletionTimestamp") else "live",
+                 f"finalizers {meta.get('finalizers') or []}"]
+        facts += [f"{key} {state[key]}" for key in ("phase", "readyToUse", "error") if key in state]
+        shown.append(f"{meta['name']} ({', '.join(facts)})")
+    return f"{kind}: {len(stuck)} of {len(items)} unsettled: {'; '.join(shown)}"
+
+
+def describe_stuck_run(kube: Kube, namespace: str, name: str) -> str:
+    """One line on a run that did not end in time: where it is, and what in its namespace has not settled
+    (deleting, not bound, not ready). A test's long output is cut in the middle by CI, so this goes first."""
+    run = get_run(kube, namespace, name)
+    if run is None:
+        return f"run {namespace}/{name} does not exist"
+    status = run.get("status") or {}
+    steps = ", ".join(f"{s['name']} {s['state']} {s.get('succeeded', 0)}+{s.get('failed', 0)}/{s.get('objects', '?')}"
+                      for s in status.get("steps", []))
+    parts = [f"phase {status.get('phase')}, step {status.get('currentStep')} at {status.get('progress')}",
+             f"message {status.get('message')!r}", f"steps [{steps}]"]
+    target = status.get("targetNamespace")
+    if target:
+        api = kube.api.sanitize_for_serialization
+        claims = [api(c) for c in kube.core.list_namespaced_persistent_volume_claim(target).items]
+        pods = [api(p) for p in kube.core.list_namespaced_pod(target).items]
+        snapshots = kube.snapshots(target)
+        contents = [c for c in kube.snapshot_contents() if c["spec"]["volumeSnapshotRef"]["namespace"] == target]
+        parts += [_unsettled("claims", claims, lambda c: (c.get("status") or {}).get("phase") == "Bound"),
+                  _unsettled("pods", pods, lambda p: (p.get("status") or {}).get("phase") == "Running"),
+                  _unsettled("snapshots", snapshots, lambda s: (s.get("status") or {}).get("readyToUse") is True),
+                  _unsettled("contents", contents, lambda c: (c.get("status") or {}).get("readyToUse") is True)]
+    return "; ".join(parts)

@@ -385,6 +385,8 @@ class RunEngine:
         self.status.currentStep = None
         self.status.progress = None
         await self.recorder.write()
+        log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup))
+        log.info("run %s: %s", self.ref.label, result.describe())
         self.status.cleanup = result.describe() + (" (resumed after an operator restart)" if resumed else "")
         return result.complete

@@ -90,6 +90,8 @@ class StatusRecorder:
             self._written = status
 
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
+        # The log says what the Events say: when a run hangs, the operator's log shows where.
+        log.log(logging.WARNING if warning else logging.INFO, "run %s: %s: %s", self.ref.label, reason, message)
         stamp = now()
         body = {
             "metadata": {"generateName": f"{self.ref.name}.", "namespace": self.ref.namespace},
