@@ -95,7 +95,7 @@ def test_operator_killed_inside_a_step_redoes_it_and_the_run_succeeds(
         raise AssertionError(f"{stuck}; {describe_stuck_run(kube, namespace, name)}\noperator log:\n"
                              f"{operator.log(80)}") from None
     status = run["status"]
-    assert status["phase"] == "Succeeded", describe_stuck_run(kube, namespace, name)
+    assert status["phase"] == "Succeeded", f"{describe_stuck_run(kube, namespace, name)}\n{operator.log()}"
     steps = {s["name"]: s for s in status["steps"]}
     assert [s["state"] for s in status["steps"]] == ["Succeeded"] * 8
     redone = steps[target]

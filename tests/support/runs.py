@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -86,8 +87,9 @@ def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:4]}"
 
 
-def _unsettled(kind: str, items: list[dict[str, Any]], settled: Any, limit: int = 4) -> str:
-    """'snapshots 3 of 25 unsettled: a (deleting, finalizers [f], ready False, error ...); ...'"""
+def _unsettled(kind: str, items: list[dict[str, Any]], settled: Callable[[dict[str, Any]], bool],
+               limit: int = 4) -> str:
+    """'snapshots: 3 of 25 unsettled: s1 (deleting, finalizers [...], readyToUse False, error {...}); ...'"""
     stuck = [item for item in items if item["metadata"].get("deletionTimestamp") or not settled(item)]
     if not stuck:
         return f"{kind}: {len(items)}, all settled"
