@@ -67,6 +67,24 @@ def test_a_multi_attach_warning_is_transient_but_an_attach_failure_is_not() -> N
     assert verdict is not None and not verdict.ok and verdict.reason == "FailedAttachVolume"
 
 
+def test_the_pv_controllers_failed_claim_write_is_transient_but_a_provisioning_error_is_not() -> None:
+    """An API server away for two seconds: the PV controller could not annotate the claim and says so as
+    ProvisioningFailed, then retries; the storage never saw the claim, so the claim has not failed."""
+    from csibench.engine.judges import claim_bound
+    observed = Observed("ns", "run-abcde")
+    observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}))
+    judge = claim_bound(observed, frozenset({"ProvisioningFailed"}))
+    warning = {"type": "Warning", "reason": "ProvisioningFailed", "involvedObject": {"uid": "c1"},
+               "message": 'Error saving claim: Put "https://127.0.0.1:18443/api/v1/namespaces/ns/persistentvolumeclaims'
+                          '/run-abcde-v00000": dial tcp 127.0.0.1:18443: connect: connection refused'}
+    observed.apply(_event("events", "ADDED", warning, at=2.0))
+    assert judge("run-abcde-v00000", 1.0) is None
+    refused = 'failed to provision volume with StorageClass "sim": rpc error: code = Internal desc = injected failure'
+    observed.apply(_event("events", "ADDED", {**warning, "message": refused}, at=3.0))
+    verdict = judge("run-abcde-v00000", 1.0)
+    assert verdict is not None and not verdict.ok and verdict.message == refused
+
+
 def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> None:
     """What the cluster-wide watches pass over undecoded must be exactly what ``apply`` would ignore."""
     observed = Observed("ns", "run-abcde")

@@ -26,9 +26,13 @@ DONE = Verdict(True)
 Judge = Callable[[str, float], Verdict | None]
 
 
-# The attach/detach controller's own check, not the storage: it says so while a volume's previous attachment is
-# still being torn down (a pod moved to another node) and retries by itself.
-TRANSIENT_WARNINGS = ("Multi-Attach error",)
+# Warnings of the control plane's own bookkeeping, not of the storage, each retried by the controller that said it:
+# - the attach/detach controller, while a volume's previous attachment is still being torn down (a pod moved to
+#   another node);
+# - the PV controller (ProvisioningFailed), when its write of the claim's provisioner annotation failed, before
+#   any provisioner saw the claim (an API server that was briefly away: "connection refused"); it retries at its
+#   next sync.
+TRANSIENT_WARNINGS = ("Multi-Attach error", "Error saving claim: ")
 
 
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
