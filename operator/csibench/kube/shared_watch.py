@@ -139,8 +139,8 @@ class SharedWatch:
                 listing = client.request_sync("GET", self._resource.path(None))
                 break
             except Exception as error:
-                if time.monotonic() > deadline:
-                    raise
+                if time.monotonic() > deadline:  # out of time, as the caller's own wait would be: say it so
+                    raise TimeoutError(f"list of {self.source} failed for {timeout:.1f}s: {error}") from error
                 log.warning("list of %s for a new subscriber failed (%s); retrying", self.source, error)
                 time.sleep(0.5)
         at = time.monotonic()
