@@ -15,6 +15,7 @@ see on a loaded machine). Only processes recorded by another invocation (``state
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,9 +27,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from localcluster import build, pki, sidecars
 from localcluster.simulator.__main__ import controller_socket
@@ -242,6 +244,15 @@ class LocalCluster:
     def restart(self, component: str, downtime_seconds: float = 0.0) -> float:
         """Stop one component (SIGTERM, by PID), wait ``downtime_seconds``, start it again with the same command
         line; return how long it was down. For failure tests: e.g. an API server restart mid-run."""
+        stopped_at = time.monotonic()
+        with self.stopped(component):
+            time.sleep(downtime_seconds)
+        return time.monotonic() - stopped_at
+
+    @contextlib.contextmanager
+    def stopped(self, component: str) -> Iterator[None]:
+        """One component stopped (SIGTERM, then SIGKILL after 15 s) for the ``with`` block, then started again
+        with the same command line: for failure tests that act while, say, the snapshot-controller is away."""
         record = next(p for p in self._processes if p.name == component)
         stopped_at = time.monotonic()
         self._signal(record, signal.SIGTERM)
@@ -249,12 +260,20 @@ class LocalCluster:
             time.sleep(0.05)
         self._signal(record, signal.SIGKILL)
         self._reap(record)
-        time.sleep(downtime_seconds)
-        self._processes.remove(record)
-        self._spawn(record.name, record.executable, record.args, record.env)
-        if component == "kube-apiserver":
-            self._wait_http(f"{self.config.server}/readyz", component, authenticated=True)
-        return time.monotonic() - stopped_at
+        try:
+            yield
+        finally:
+            self._processes.remove(record)
+            self._spawn(record.name, record.executable, record.args, record.env)
+            if component == "kube-apiserver":
+                self._wait_http(f"{self.config.server}/readyz", component, authenticated=True)
+
+    def ground_truth_records(self) -> list[dict[str, Any]]:
+        """What the simulated arrays did, one record per operation (op, object, storageClass, start, finish,
+        result), as the simulator appends them to the ground-truth file."""
+        path = self.config.ground_truth
+        text = path.read_text() if path.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line]
 
     def reconfigure_sidecar(self, component: str, flags: Mapping[str, str]) -> None:
         """Restart one sidecar with ``flags`` merged over its current ones, and re-register its mirror pod, so a

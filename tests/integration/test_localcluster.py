@@ -258,7 +258,7 @@ def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_cla
 
 
 def read_ground_truth(cluster: LocalCluster) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in cluster.config.ground_truth.read_text().splitlines() if line]
+    return cluster.ground_truth_records()
 
 
 def test_ground_truth_records_each_operation_with_start_and_finish(kube: Kube, namespace: str,

@@ -36,6 +36,7 @@ from tests.support.runs import (
 )
 
 pytestmark = pytest.mark.integration
+SOURCE_PROTECTION = "snapshot.storage.kubernetes.io/pvc-as-source-protection"  # the snapshot-controller's
 ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
              "deleteSnapshot", "deleteVolume"]
 
@@ -394,3 +395,56 @@ def test_deleting_the_storage_class_mid_run_fails_cleanly(kube: Kube, namespace:
     assert run["status"]["conditions"][0]["reason"] == "StorageClassDeleted", run["status"]
     assert leftovers(kube, run) == {}
     assert operator.process is not None and operator.process.poll() is None
+
+
+def test_snapshot_contents_the_snapshot_controller_orphaned_are_reclaimed_by_cleanup(
+        kube: Kube, namespace: str, cluster: LocalCluster, storage_class: Any,
+        operator_as_service_account: OperatorProcess) -> None:
+    """The race seen in a kill trial, made on purpose: each of the run's snapshots is gone while its content (just
+    created, the CSI call still in flight) stays, and the snapshot-controller never deletes a content whose
+    snapshot is missing. Cleanup must remove those contents and the snapshots on the array, with only the
+    ServiceAccount's rights (RBAC and the admission policy admit exactly this)."""
+    array = storage_class(createSnapshotLatency="6s")
+    name = "orphans"
+    create_run(kube, namespace, benchmark_run(name, storageClassName=array, volumes=2,
+                                              steps=["createVolume", "createSnapshot"],
+                                              volumeSnapshotClassName="csibench-sim-snapclass",
+                                              timeouts={"createSnapshot": 20, "cleanup": 60}))
+
+    def bound_snapshots() -> list[dict[str, Any]]:
+        status = (get_run(kube, namespace, name) or {}).get("status") or {}
+        target = status.get("targetNamespace")
+        found = kube.snapshots(target) if target else []
+        bound = [s for s in found if (s.get("status") or {}).get("boundVolumeSnapshotContentName")]
+        return bound if len(bound) == 2 else []
+
+    snapshots = wait_until(bound_snapshots, 120, f"{name}: both snapshots bound to a content, not yet ready")
+    assert not any(s["status"].get("readyToUse") for s in snapshots)  # the array takes 6 s: still being created
+    target = snapshots[0]["metadata"]["namespace"]
+    # What the controller does when the content is missing from its cache, done by hand while it is away (so
+    # that the deletion never reaches the content): release the source claim, then let the snapshot go.
+    with cluster.stopped("snapshot-controller"):
+        for snapshot in snapshots:
+            kube.custom.delete_namespaced_custom_object(
+                "snapshot.storage.k8s.io", "v1", target, "volumesnapshots", snapshot["metadata"]["name"])
+            kube.core.patch_namespaced_persistent_volume_claim(  # a strategic merge patch: finalizers merge
+                snapshot["spec"]["source"]["persistentVolumeClaimName"], target,
+                {"metadata": {"$deleteFromPrimitiveList/finalizers": [SOURCE_PROTECTION]}})
+            kube.custom.patch_namespaced_custom_object(
+                "snapshot.storage.k8s.io", "v1", target, "volumesnapshots", snapshot["metadata"]["name"],
+                {"metadata": {"finalizers": None}})
+        wait_until(lambda: not kube.snapshots(target), 30, "the snapshots gone, their contents left")
+    orphans = {s["status"]["boundVolumeSnapshotContentName"] for s in snapshots}
+    assert orphans <= {c["metadata"]["name"] for c in kube.snapshot_contents()}
+
+    run = wait_for_phase(kube, namespace, name, TERMINAL, 180)
+    status = run["status"]
+    assert status["phase"] == "Failed" and step(run, "createSnapshot")["failed"] == 2, status
+    assert status["cleanup"].startswith("removed every object the run created"), status["cleanup"]
+    assert "deleted 2 snapshot contents the snapshot-controller had left without their snapshots" in status[
+        "cleanup"], status["cleanup"]
+    assert leftovers(kube, run) == {}
+    records = [r for r in cluster.ground_truth_records() if r["storageClass"] == array and r["result"] == "ok"]
+    created = [r for r in records if r["op"] == "createSnapshot"]
+    deleted = [r for r in records if r["op"] == "deleteSnapshot"]
+    assert (len(created), len(deleted)) == (2, 2), records  # nothing left on the array either

@@ -225,6 +225,9 @@ class FakeKube:
             obj = self.objects.get(key)
             if obj is None:
                 return None
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid is not None and uid != obj["metadata"]["uid"]:  # the API server: metadata.uid is immutable
+                raise ApiError(422, "Invalid", f'{plural} "{name}" is invalid: metadata.uid: field is immutable')
             if sub == "status":
                 self.status_patches.append(json.loads(json.dumps(body["status"])))
                 _merge(obj.setdefault("status", {}), body["status"])

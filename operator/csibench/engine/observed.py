@@ -51,6 +51,18 @@ S = TypeVar("S", ClaimState, PodState, SnapshotState)
 
 
 @dataclass(frozen=True)
+class ContentRef:
+    """What a snapshot content that points at one of the run's snapshots says of itself."""
+
+    snapshot_uid: str
+    uid: str
+    # Named snapcontent-<snapshot uid> and made from a volume: the snapshot-controller created it for that snapshot
+    # (a pre-provisioned content names a snapshot handle instead, and a name of its own).
+    dynamic: bool
+    delete_policy: bool  # deletionPolicy Delete: removing it removes the snapshot on the storage too
+
+
+@dataclass(frozen=True)
 class WarningEvent:
     reason: str
     message: str
@@ -70,7 +82,7 @@ class Observed:
         self.attachments: dict[str, tuple[str, str]] = {}  # existing VolumeAttachment -> (PV, node)
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
-        self._content_snapshot_uid: dict[str, str] = {}  # existing snapshot content -> uid of its snapshot
+        self._content_refs: dict[str, ContentRef] = {}  # existing snapshot content -> what it says of itself
         self.warnings: dict[Key, WarningEvent] = {}
         self._by_uid: dict[str, Key] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
@@ -182,10 +194,16 @@ class Observed:
             return []
         if event.type == "DELETED":
             self.contents.pop(name, None)
-            self._content_snapshot_uid.pop(name, None)
+            self._content_refs.pop(name, None)
         else:
+            spec = event.obj.get("spec") or {}
+            snapshot_uid = ref.get("uid", "")
             self.contents[name] = ref["name"]
-            self._content_snapshot_uid[name] = ref.get("uid", "")
+            self._content_refs[name] = ContentRef(
+                snapshot_uid, event.obj["metadata"].get("uid", ""),
+                dynamic=bool(snapshot_uid) and name == f"snapcontent-{snapshot_uid}"
+                and bool((spec.get("source") or {}).get("volumeHandle")),
+                delete_policy=spec.get("deletionPolicy") == "Delete")
         return [(SNAPSHOT, ref["name"])]
 
     def _claim_of_volume(self, pv: str) -> str | None:
@@ -209,7 +227,7 @@ class Observed:
                 affected.append((CLAIM, self.pv_claim.pop(pv)))
         elif event.source == "contents":
             for content in [c for c in self.contents if c not in present]:
-                self._content_snapshot_uid.pop(content, None)
+                self._content_refs.pop(content, None)
                 affected.append((SNAPSHOT, self.contents.pop(content)))
         elif event.source == "attachments":
             for name in [a for a in self.attachments if a not in present]:
@@ -225,7 +243,22 @@ class Observed:
 
     def owned_contents(self) -> int:
         """Snapshot contents present that belong to one of the run's snapshots (by uid)."""
-        return sum(1 for uid in self._content_snapshot_uid.values() if uid in self._by_uid)
+        return sum(1 for ref in self._content_refs.values() if ref.snapshot_uid in self._by_uid)
+
+    def orphaned_contents(self) -> list[tuple[str, str]]:
+        """Contents the snapshot-controller created for one of the run's snapshots that is gone without them,
+        as (name, uid). A snapshot deleted while it was being bound (its content just created, not yet in the
+        controller's cache) loses its finalizer at once, and the controller never deletes a content whose
+        snapshot is missing (it might be an import), so nothing but the run would ever remove it."""
+        orphans = []
+        for name, ref in self._content_refs.items():
+            key = self._by_uid.get(ref.snapshot_uid)
+            if key is None or key[0] != SNAPSHOT or not (ref.dynamic and ref.delete_policy):
+                continue
+            state = self.snapshots.get(key[1])
+            if state is None or not state.exists or state.uid != ref.snapshot_uid:
+                orphans.append((name, ref.uid))
+        return orphans
 
     def uids_of(self, kind: str) -> dict[str, str]:
         """The run's objects of one kind that its label-selected watches have seen, name -> uid."""

@@ -1,0 +1,92 @@
+"""Cleanup's one unlabelled deletion: snapshot contents the snapshot-controller left without their snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from csibench.engine.cleanup import BEING_DELETED, cleanup
+from csibench.engine.observed import Observed
+from csibench.kube.ownership import RunScope
+from csibench.kube.watch import WatchEvent
+from tests.support.fake_kube import FakeKube
+
+PREFIX = "run-abcde"
+SNAPSHOT = f"{PREFIX}-s00000"
+
+
+def _snapshot(uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": SNAPSHOT, "uid": uid}, "status": {"boundVolumeSnapshotContentName": None}}
+
+
+def _content(name: str, snapshot_uid: str, uid: str, source: dict[str, str] | None = None,
+             policy: str = "Delete", namespace: str = "runs", snapshot: str = SNAPSHOT) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": uid},
+            "spec": {"volumeSnapshotRef": {"namespace": namespace, "name": snapshot, "uid": snapshot_uid},
+                     "source": source or {"volumeHandle": "vol-1"}, "deletionPolicy": policy,
+                     "driver": "sim.csibench.io"}}
+
+
+def _seen(observed: Observed, source: str, kind: str, obj: dict[str, Any]) -> None:
+    observed.apply(WatchEvent(source, kind, obj, 1.0))
+
+
+def test_only_a_content_the_controller_made_for_a_snapshot_of_ours_that_is_gone_is_orphaned() -> None:
+    observed = Observed("runs", PREFIX)
+    _seen(observed, "snapshots", "ADDED", _snapshot("s1"))
+    for content in (_content("snapcontent-s1", "s1", "c1"),
+                    _content("imported", "s1", "c2", source={"snapshotHandle": "snap-9"}),  # pre-provisioned
+                    _content("snapcontent-s2", "s2", "c3"),  # a snapshot uid the run never saw
+                    _content("snapcontent-s1r", "s1r", "c4", policy="Retain")):
+        _seen(observed, "contents", "ADDED", content)
+    assert observed.orphaned_contents() == []  # the snapshot is still there: the controller deletes its content
+    _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
+    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]
+    _seen(observed, "snapshots", "ADDED", _snapshot("s1-again"))  # a namesake (a redo) does not adopt it
+    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]
+    _seen(observed, "contents", "ADDED", _content("snapcontent-s1-again", "s1-again", "c5"))
+    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]  # the namesake's own content is bound
+    _seen(observed, "contents", "DELETED", _content("snapcontent-s1", "s1", "c1"))
+    assert observed.orphaned_contents() == []
+
+
+def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_else() -> None:
+    async def scenario() -> None:
+        fake = FakeKube()
+        observed = Observed("runs", PREFIX)
+        _seen(observed, "snapshots", "ADDED", _snapshot("s1"))
+        _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
+        orphan = fake.put("volumesnapshotcontents", "", _content("snapcontent-s1", "s1", "c1"))
+        imported = fake.put("volumesnapshotcontents", "", _content("imported", "s1", "c2",
+                                                                    source={"snapshotHandle": "snap-9"}))
+        for content in (orphan, imported):
+            _seen(observed, "contents", "ADDED", content)
+        replaced = fake.put("volumesnapshotcontents", "", _content("snapcontent-s2", "s2", "c3"))
+        _seen(observed, "snapshots", "ADDED", {**_snapshot("s2"), "metadata": {"name": f"{PREFIX}-s00001",
+                                                                               "uid": "s2"}})
+        _seen(observed, "contents", "ADDED", {**replaced, "spec": {**replaced["spec"], "volumeSnapshotRef": {
+            "namespace": "runs", "name": f"{PREFIX}-s00001", "uid": "s2"}}})
+        _seen(observed, "snapshots", "DELETED", {"metadata": {"name": f"{PREFIX}-s00001", "uid": "s2"}})
+        # What the run saw of snapcontent-s2 is not what is there now: deleted and made again since (new uid).
+        fake.remove("volumesnapshotcontents", "", "snapcontent-s2")
+        fake.put("volumesnapshotcontents", "", _content("snapcontent-s2", "s2", "c3-new"))
+        scope = RunScope("runs", PREFIX, "uid-1", owned_namespace=None)
+        patched: list[dict[str, Any]] = []
+        real_patch = fake.merge_patch
+
+        async def recording_patch(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+            patched.append({"path": path, **body})
+            return await real_patch(path, body)
+
+        fake.merge_patch = recording_patch  # type: ignore[method-assign]
+        result = await cleanup(fake, observed, scope, deadline_seconds=0.5)  # type: ignore[arg-type]
+        contents = fake.named("volumesnapshotcontents")
+        assert "snapcontent-s1" not in contents and {"imported", "snapcontent-s2"} <= set(contents)
+        assert patched[0]["metadata"] == {"uid": "c1", "annotations": {BEING_DELETED: "yes"}}
+        assert result.reclaimed == ("snapcontent-s1",)
+        assert result.reclaim_error is not None and "snapcontent-s2" in result.reclaim_error
+        assert "422" in result.reclaim_error
+        assert not result.complete  # the import and the replaced content still point at the run's snapshots
+        assert "deleted 1 snapshot contents the snapshot-controller had left" in result.describe()
+
+    asyncio.run(scenario())
