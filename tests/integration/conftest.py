@@ -3,6 +3,8 @@ applied, and an operator that runs with only the ServiceAccount's rights."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,10 +15,11 @@ from kubernetes.client.exceptions import ApiException
 from localcluster import pki
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
-from tests.support.kube import Kube
+from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess, OperatorStartError
 
 StorageClassFactory = Callable[..., str]
+OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +30,19 @@ def crd(cluster: LocalCluster) -> None:
 
 @pytest.fixture(scope="module")
 def deployed(cluster: LocalCluster, crd: None) -> None:
+    """deploy/ applied, and its admission policy in force (the API server takes a moment to start enforcing a
+    new policy: until then an unlabelled create by the operator's ServiceAccount would be admitted)."""
     output = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO_ROOT / "deploy"))
     assert "serverside-applied" in output
+    probe = json.dumps(manifests.pvc("policy-probe", "csibench-sim"))
+
+    def enforced() -> bool:
+        answer = subprocess.run([str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}",
+                                 f"--as={OPERATOR_SA}", "create", "--dry-run=server", "-n", "default", "-f", "-"],
+                                input=probe, capture_output=True, text=True)
+        return answer.returncode != 0 and "created by a BenchmarkRun" in answer.stderr
+
+    wait_until(enforced, 30, "the admission policy enforced", interval=0.5)
 
 
 @pytest.fixture

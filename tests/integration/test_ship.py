@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
@@ -20,6 +24,7 @@ from tests.support.runs import benchmark_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration
 OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
+BOUND_PROTECTION = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
 
 
 def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
@@ -27,6 +32,7 @@ def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: 
     kinds = sorted(obj["kind"] for obj in rendered)
     assert kinds == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                             "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding",
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                             "Deployment", "Service"])
     for obj in rendered:
@@ -58,7 +64,7 @@ def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "defa
 @pytest.mark.parametrize(("verb", "resource"), [
     ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("delete", "persistentvolumes"),
     ("delete", "nodes"), ("delete", "storageclasses"), ("delete", "volumeattachments"),
-    ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"), ("create", "deployments"),
+    ("update", "volumesnapshotcontents.snapshot.storage.k8s.io"), ("create", "deployments"),
     ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
     ("create", "clusterrolebindings"), ("patch", "pods"), ("create", "pods/exec"),
 ])
@@ -71,6 +77,7 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("create", "persistentvolumeclaims"), ("deletecollection", "pods"), ("watch", "persistentvolumes"),
     ("create", "volumesnapshots.snapshot.storage.k8s.io"), ("patch", "benchmarkruns.csibench.io/status"),
     ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"), ("get", "pods/log"),
+    ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"),  # orphans only: the admission policy says which
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -91,6 +98,67 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
         capture_output=True, text=True)
     assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
     assert kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).metadata.name == "users-data"
+
+
+def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(kube: Kube, cluster: LocalCluster,
+                                                                            deployed: None) -> None:
+    """Contents carry no run label, so the policy bounds the operator by their shape: it may add the
+    being-deleted mark to, then delete, a content the snapshot-controller made for a snapshot, and nothing else.
+    The driver is one no sidecar here serves, so nothing but the API server acts on these contents."""
+    def content(name: str, source: dict[str, str], snapshot_uid: str) -> dict[str, Any]:
+        return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+                "metadata": {"name": name, "finalizers": [BOUND_PROTECTION]},
+                "spec": {"deletionPolicy": "Delete", "driver": "other.example.com", "source": source,
+                         "volumeSnapshotRef": {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                                               "namespace": "default", "name": "gone", "uid": snapshot_uid}}}
+
+    imported = content("users-import-content", {"snapshotHandle": "snap-1"}, "0e4d6c55-0000-4000-8000-000000000001")
+    dynamic_uid = "0e4d6c55-0000-4000-8000-000000000002"
+    dynamic = content(f"snapcontent-{dynamic_uid}", {"volumeHandle": "vol-1"}, dynamic_uid)
+    for body in (imported, dynamic):
+        kube.custom.create_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", body)
+
+    operator_api = client.ApiClient(kube.api.configuration)  # requests as the operator's ServiceAccount
+    operator_api.set_default_header("Impersonate-User", OPERATOR_SA)
+    contents = client.CustomObjectsApi(operator_api)
+    group = ("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")
+
+    def annotate(name: str, **annotations: str) -> Callable[[], object]:  # a merge patch, as cleanup sends
+        return lambda: contents.patch_cluster_custom_object(
+            *group, name, {"metadata": {"annotations": annotations}}, _content_type="application/merge-patch+json")
+
+    def delete(name: str) -> Callable[[], object]:
+        return lambda: contents.delete_cluster_custom_object(*group, name)
+
+    try:
+        names = {"import": imported["metadata"]["name"], "dynamic": dynamic["metadata"]["name"]}
+        mark = {"snapshot.storage.kubernetes.io/volumesnapshot-being-deleted": "yes"}
+        def refusal(attempt: Callable[[], object]) -> ApiException | None:
+            try:
+                attempt()
+            except ApiException as denied:
+                return denied
+            return None
+
+        # A policy applied a moment ago may not be enforced yet: an allowed annotation harms nothing here.
+        wait_until(lambda: refusal(annotate(names["import"], **mark)), 30, "the contents policy enforced", 0.5)
+        for attempt in (annotate(names["import"], **mark), delete(names["import"]),
+                        annotate(names["dynamic"], other="1"), annotate(names["dynamic"], other="1", **mark),
+                        delete(names["dynamic"])):  # not marked yet
+            denied = refusal(attempt)
+            assert denied is not None and denied.status == 403, denied
+            assert "may only add the volumesnapshot-being-deleted" in str(denied.body), denied.body
+        annotate(names["dynamic"], **mark)()
+        delete(names["dynamic"])()
+        left = {c["metadata"]["name"]: c for c in kube.snapshot_contents()}
+        assert "deletionTimestamp" not in left[names["import"]]["metadata"]
+        assert "deletionTimestamp" in left[names["dynamic"]]["metadata"]  # its finalizer holds it: nobody serves it
+    finally:
+        for body in (imported, dynamic):
+            name = body["metadata"]["name"]
+            kube.custom.patch_cluster_custom_object(*group, name, {"metadata": {"finalizers": None}})
+            with contextlib.suppress(ApiException):  # the deleted one went with its finalizer
+                kube.custom.delete_cluster_custom_object(*group, name)
 
 
 def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, namespace: str,

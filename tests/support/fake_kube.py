@@ -432,9 +432,12 @@ def _matches(obj: Json, labels: dict[str, str]) -> bool:
 
 
 def _field_ok(obj: Json, selector: str) -> bool:
-    """The two field selectors csibench sends: Warning events, and Running pods (preflight discovery)."""
+    """The field selectors csibench sends: Warning events, Running pods (preflight discovery), one object by name
+    (cleanup's fresh read of a snapshot)."""
     if selector == "status.phase=Running":
         return (obj.get("status") or {}).get("phase") == "Running"
+    if selector.startswith("metadata.name="):
+        return bool(obj["metadata"]["name"] == selector.removeprefix("metadata.name="))
     return selector != "type=Warning" or obj.get("type") == "Warning"
 
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from csibench.engine.cleanup import BEING_DELETED, cleanup
-from csibench.engine.observed import Observed
+from csibench.engine.observed import CONTENT_FINALIZER, Observed
 from csibench.kube.ownership import RunScope
 from csibench.kube.watch import WatchEvent
 from tests.support.fake_kube import FakeKube
@@ -20,8 +20,9 @@ def _snapshot(uid: str) -> dict[str, Any]:
 
 
 def _content(name: str, snapshot_uid: str, uid: str, source: dict[str, str] | None = None,
-             policy: str = "Delete", namespace: str = "runs", snapshot: str = SNAPSHOT) -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": uid},
+             policy: str = "Delete", namespace: str = "runs", snapshot: str = SNAPSHOT,
+             finalizers: tuple[str, ...] = (CONTENT_FINALIZER,)) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": uid, "finalizers": list(finalizers)},
             "spec": {"volumeSnapshotRef": {"namespace": namespace, "name": snapshot, "uid": snapshot_uid},
                      "source": source or {"volumeHandle": "vol-1"}, "deletionPolicy": policy,
                      "driver": "sim.csibench.io"}}
@@ -39,15 +40,30 @@ def test_only_a_content_the_controller_made_for_a_snapshot_of_ours_that_is_gone_
                     _content("snapcontent-s2", "s2", "c3"),  # a snapshot uid the run never saw
                     _content("snapcontent-s1r", "s1r", "c4", policy="Retain")):
         _seen(observed, "contents", "ADDED", content)
-    assert observed.orphaned_contents() == []  # the snapshot is still there: the controller deletes its content
+    assert orphans(observed) == []  # the snapshot is still there: the controller deletes its content
     _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
-    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]
+    assert orphans(observed) == [("snapcontent-s1", "c1")]
     _seen(observed, "snapshots", "ADDED", _snapshot("s1-again"))  # a namesake (a redo) does not adopt it
-    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]
+    assert orphans(observed) == [("snapcontent-s1", "c1")]
     _seen(observed, "contents", "ADDED", _content("snapcontent-s1-again", "s1-again", "c5"))
-    assert observed.orphaned_contents() == [("snapcontent-s1", "c1")]  # the namesake's own content is bound
+    assert orphans(observed) == [("snapcontent-s1", "c1")]  # the namesake's own content is bound
     _seen(observed, "contents", "DELETED", _content("snapcontent-s1", "s1", "c1"))
-    assert observed.orphaned_contents() == []
+    assert orphans(observed) == []
+
+
+def test_a_content_without_the_controllers_finalizer_yet_is_not_reclaimed() -> None:
+    """Deleting it would remove the object at once, and the snapshot on the storage would stay behind."""
+    observed = Observed("runs", PREFIX)
+    _seen(observed, "snapshots", "ADDED", _snapshot("s1"))
+    _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
+    _seen(observed, "contents", "ADDED", _content("snapcontent-s1", "s1", "c1", finalizers=()))
+    assert orphans(observed) == []
+    _seen(observed, "contents", "MODIFIED", _content("snapcontent-s1", "s1", "c1"))
+    assert orphans(observed) == [("snapcontent-s1", "c1")]
+
+
+def orphans(observed: Observed) -> list[tuple[str, str]]:
+    return [(name, ref.uid) for name, ref in observed.orphaned_contents()]
 
 
 def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_else() -> None:
@@ -70,6 +86,13 @@ def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_el
         # What the run saw of snapcontent-s2 is not what is there now: deleted and made again since (new uid).
         fake.remove("volumesnapshotcontents", "", "snapcontent-s2")
         fake.put("volumesnapshotcontents", "", _content("snapcontent-s2", "s2", "c3-new"))
+        # A snapshot someone took the run's label off: the label-selected watch said DELETED, but it is there.
+        kept = f"{PREFIX}-s00002"
+        fake.put("volumesnapshots", "runs", {"metadata": {"name": kept, "uid": "s3"}})
+        _seen(observed, "snapshots", "ADDED", {"metadata": {"name": kept, "uid": "s3"}})
+        _seen(observed, "snapshots", "DELETED", {"metadata": {"name": kept, "uid": "s3"}})
+        theirs = fake.put("volumesnapshotcontents", "", _content("snapcontent-s3", "s3", "c6", snapshot=kept))
+        _seen(observed, "contents", "ADDED", theirs)
         scope = RunScope("runs", PREFIX, "uid-1", owned_namespace=None)
         patched: list[dict[str, Any]] = []
         real_patch = fake.merge_patch
@@ -81,12 +104,13 @@ def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_el
         fake.merge_patch = recording_patch  # type: ignore[method-assign]
         result = await cleanup(fake, observed, scope, deadline_seconds=0.5)  # type: ignore[arg-type]
         contents = fake.named("volumesnapshotcontents")
-        assert "snapcontent-s1" not in contents and {"imported", "snapcontent-s2"} <= set(contents)
+        assert "snapcontent-s1" not in contents and {"imported", "snapcontent-s2", "snapcontent-s3"} <= set(contents)
+        assert BEING_DELETED not in (contents["snapcontent-s3"]["metadata"].get("annotations") or {})
         assert patched[0]["metadata"] == {"uid": "c1", "annotations": {BEING_DELETED: "yes"}}
         assert result.reclaimed == ("snapcontent-s1",)
         assert result.reclaim_error is not None and "snapcontent-s2" in result.reclaim_error
         assert "422" in result.reclaim_error
         assert not result.complete  # the import and the replaced content still point at the run's snapshots
-        assert "deleted 1 snapshot contents the snapshot-controller had left" in result.describe()
+        assert "deleted 1 snapshot content the snapshot-controller had left" in result.describe()
 
     asyncio.run(scenario())

@@ -6,28 +6,32 @@ shows it carries the run's uid label, and with that object's uid as a preconditi
 tampered status, or one that replaced the run's, is left alone and the refusal is reported. Completion is
 watched, not assumed: pods, snapshots and claims must be gone, and so must the PVs and snapshot contents that
 pointed at them (no leaked volumes). The namespace is deleted as soon as nothing of the run is left in it, so a
-slow cluster-scoped object does not also leave the namespace behind. What is still there at the deadline is
+slow cluster-scoped object does not also leave the namespace behind ("nothing left": none of the run's pods,
+snapshots or claims, as its watches see them). What is still there at the deadline is
 reported, never silently dropped.
 
 Orphaned snapshot contents are the one kind cleanup removes without a label. A snapshot deleted while the
-snapshot-controller was binding it (its content just created, not yet in the controller's cache; an operator
-restart's redo or a cleanup mid-createSnapshot does that) loses its finalizer at once, and the controller never
-deletes a content whose snapshot is missing: the content, and the snapshot on the storage, would stay forever.
-A content carries no labels of ours (the controller creates it), so ownership is proven by server-assigned uids
-instead: it is named ``snapcontent-<uid>`` after, and points back at, a snapshot uid the run's label-selected
-watch saw; it was made from a volume (not an imported handle) with deletionPolicy Delete. Cleanup then does what
-the controller does for a deleted snapshot: it sets ``snapshot.storage.kubernetes.io/volumesnapshot-being-
-deleted`` and deletes the content, both only if its uid is still the one seen; the CSI snapshotter then deletes
-the snapshot on the storage and removes its finalizer.
+snapshot-controller was binding it (an operator restart's redo, or a cleanup mid-createSnapshot, does that) can
+go without its content, and the controller never deletes a content whose snapshot is missing: the content, and
+the snapshot on the storage, would stay forever. A content carries no labels of ours (the controller creates
+it), so ownership is proven by server-assigned uids instead: it is named ``snapcontent-<uid>`` after, and points
+back at, a snapshot uid the run's label-selected watch saw go; a fresh read without the label confirms that
+snapshot is gone (not merely unlabelled by someone who keeps it); it was made from a volume (not an imported
+handle), with deletionPolicy Delete, and carries the controller's finalizer (so deleting it waits for the
+storage). Cleanup then does what the controller does for a deleted snapshot: it sets
+``snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`` (a merge patch naming the uid seen: another uid
+is refused, 422) and deletes the content (that uid as precondition); csi-snapshotter then deletes the snapshot on
+the storage, once any CreateSnapshot call in flight has returned, and removes the finalizer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from csibench.engine.observed import Observed
+from csibench.engine.observed import ContentRef, Observed
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
@@ -44,7 +48,7 @@ class CleanupResult:
     seconds: float
     refused: str | None = None  # what cleanup would not delete because the run could not prove it owned it
     reclaimed: tuple[str, ...] = ()  # orphaned snapshot contents cleanup deleted (see the module docstring)
-    reclaim_error: str | None = None  # why an orphaned content could not be deleted (e.g. 403 Forbidden)
+    reclaim_error: str | None = None  # why an orphaned content could not be deleted: the first failure
 
     def describe(self) -> str:
         notes = "".join(f"; {note}" for note in (self._reclaimed(), self.reclaim_error, self.refused) if note)
@@ -56,8 +60,9 @@ class CleanupResult:
     def _reclaimed(self) -> str | None:
         if not self.reclaimed:
             return None
-        return (f"deleted {len(self.reclaimed)} snapshot contents the snapshot-controller had left without their "
-                f"snapshots ({', '.join(self.reclaimed[:3])}{', ...' if len(self.reclaimed) > 3 else ''})")
+        count = f"{len(self.reclaimed)} snapshot content{'s' if len(self.reclaimed) != 1 else ''}"
+        return (f"deleted {count} the snapshot-controller had left without their snapshots "
+                f"({', '.join(self.reclaimed[:3])}{', ...' if len(self.reclaimed) > 3 else ''})")
 
 
 def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
@@ -93,27 +98,45 @@ async def delete_owned_namespace(client: KubeClient, scope: RunScope) -> tuple[s
     return uid, None
 
 
+async def _snapshot_still_there(client: KubeClient, namespace: str, ref: ContentRef) -> bool:
+    """A fresh read, without the run's label: a snapshot that only lost the label is someone's now, not gone."""
+    listing = await client.get(r.SNAPSHOTS.path(namespace), query={"fieldSelector": f"metadata.name={ref.snapshot}"})
+    return any((item.get("metadata") or {}).get("uid") == ref.snapshot_uid for item in (listing or {}).get("items", []))
+
+
 async def reclaim_orphaned_content(client: KubeClient, name: str, uid: str) -> bool:
     """Mark one orphaned content as its snapshot's deletion would have, and delete it, both only while its uid is
-    ``uid`` (a uid in a merge patch must match the stored one). True if it was there to delete."""
+    ``uid`` (a merge patch naming another uid is refused, 422; the delete carries the uid as a precondition,
+    409). True if it was there to delete."""
     path = r.SNAPSHOT_CONTENTS.path(name=name)
     patched = await client.merge_patch(path, {"metadata": {"uid": uid, "annotations": {BEING_DELETED: "yes"}}})
     return patched is not None and await client.delete(path, uid=uid)
 
 
-async def _reclaim_orphans(client: KubeClient, observed: Observed, tried: set[str], reclaimed: list[str]) -> str | None:
-    """Reclaim every orphaned content not tried yet (once each); the first refusal, as text (others are alike)."""
-    error = None
-    for name, uid in observed.orphaned_contents():
-        if name in tried:
-            continue
-        tried.add(name)
-        try:
-            if await reclaim_orphaned_content(client, name, uid):
-                reclaimed.append(name)
-        except ApiError as refusal:
-            error = error or f"could not delete orphaned snapshot content {name}: {refusal}"
-    return error
+@dataclass
+class _Reclaim:
+    """Cleanup's reclaim of orphaned contents: each tried once, again after a transient failure."""
+
+    client: KubeClient
+    namespace: str
+    retry_at: dict[str, float] = field(default_factory=dict)  # content uid -> when to try again (inf: never)
+    reclaimed: list[str] = field(default_factory=list)
+    error: str | None = None  # the first failure, as text (others are alike)
+
+    async def __call__(self, observed: Observed) -> None:
+        for name, ref in observed.orphaned_contents():
+            if time.monotonic() < self.retry_at.get(ref.uid, 0.0):
+                continue
+            self.retry_at[ref.uid] = math.inf
+            try:
+                if await _snapshot_still_there(self.client, self.namespace, ref):
+                    continue  # not gone: it lost the run's label, so it and its content are left alone
+                if await reclaim_orphaned_content(self.client, name, ref.uid):
+                    self.reclaimed.append(name)
+            except ApiError as failure:
+                if failure.status == 0 or failure.status == 429 or failure.status >= 500:
+                    self.retry_at[ref.uid] = time.monotonic() + REDELETE_SECONDS
+                self.error = self.error or f"could not delete orphaned snapshot content {name}: {failure}"
 
 
 async def _namespace_gone(client: KubeClient, name: str, uid: str) -> bool:
@@ -136,13 +159,11 @@ async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope
         query = {"labelSelector": scope.selector}
         kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + [r.PVCS]
         last_delete = -REDELETE_SECONDS
-        tried: set[str] = set()
-        reclaimed: list[str] = []
-        reclaim_error: str | None = None
+        reclaim = _Reclaim(client, scope.namespace)
         namespace: tuple[str | None, str | None] | None = None  # (uid being deleted, refusal) once asked
         while time.monotonic() - started < deadline_seconds:
             left = remaining(observed, namespace_left=False)
-            reclaim_error = await _reclaim_orphans(client, observed, tried, reclaimed) or reclaim_error
+            await reclaim(observed)
             in_namespace = left["pods"] + left["volumesnapshots"] + left["persistentvolumeclaims"]
             if not in_namespace and namespace is None and not keep_namespace:
                 namespace = await delete_owned_namespace(client, scope)
@@ -169,7 +190,7 @@ async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope
                     break
                 await asyncio.sleep(0.5)
         return CleanupResult(not any(objects_left.values()), objects_left, time.monotonic() - started, refused,
-                             tuple(reclaimed), reclaim_error)
+                             tuple(reclaim.reclaimed), reclaim.error)
     finally:
         if watches is not None:
             watches.stop()

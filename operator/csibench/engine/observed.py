@@ -16,6 +16,8 @@ from typing import TypeVar
 
 from csibench.kube.watch import WatchEvent
 
+CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
+
 CLAIM, POD, SNAPSHOT = "claim", "pod", "snapshot"
 Key = tuple[str, str]  # (kind, name) of one of the run's objects
 
@@ -60,6 +62,10 @@ class ContentRef:
     # (a pre-provisioned content names a snapshot handle instead, and a name of its own).
     dynamic: bool
     delete_policy: bool  # deletionPolicy Delete: removing it removes the snapshot on the storage too
+    # The snapshot-controller's finalizer is on it: deleting it now waits for csi-snapshotter to delete the
+    # snapshot on the storage (without it, the object would go at once and the storage's snapshot would stay).
+    protected: bool
+    snapshot: str  # the snapshot's name, for the fresh read that proves it gone
 
 
 @dataclass(frozen=True)
@@ -199,11 +205,13 @@ class Observed:
             spec = event.obj.get("spec") or {}
             snapshot_uid = ref.get("uid", "")
             self.contents[name] = ref["name"]
+            meta = event.obj["metadata"]
             self._content_refs[name] = ContentRef(
-                snapshot_uid, event.obj["metadata"].get("uid", ""),
+                snapshot_uid, meta.get("uid", ""),
                 dynamic=bool(snapshot_uid) and name == f"snapcontent-{snapshot_uid}"
                 and bool((spec.get("source") or {}).get("volumeHandle")),
-                delete_policy=spec.get("deletionPolicy") == "Delete")
+                delete_policy=spec.get("deletionPolicy") == "Delete",
+                protected=CONTENT_FINALIZER in (meta.get("finalizers") or []), snapshot=ref["name"])
         return [(SNAPSHOT, ref["name"])]
 
     def _claim_of_volume(self, pv: str) -> str | None:
@@ -245,19 +253,20 @@ class Observed:
         """Snapshot contents present that belong to one of the run's snapshots (by uid)."""
         return sum(1 for ref in self._content_refs.values() if ref.snapshot_uid in self._by_uid)
 
-    def orphaned_contents(self) -> list[tuple[str, str]]:
-        """Contents the snapshot-controller created for one of the run's snapshots that is gone without them,
-        as (name, uid). A snapshot deleted while it was being bound (its content just created, not yet in the
-        controller's cache) loses its finalizer at once, and the controller never deletes a content whose
-        snapshot is missing (it might be an import), so nothing but the run would ever remove it."""
+    def orphaned_contents(self) -> list[tuple[str, ContentRef]]:
+        """Contents the snapshot-controller created for one of the run's snapshots that the run's watch saw go
+        while they stayed, once the controller's finalizer is on them. A snapshot deleted while it was being
+        bound can go without its content, and the controller never deletes a content whose snapshot is
+        missing (it might be an import), so nothing but the run would ever remove it. The label-selected
+        watch also says DELETED when a snapshot loses the run's label: the caller reads it again first."""
         orphans = []
         for name, ref in self._content_refs.items():
             key = self._by_uid.get(ref.snapshot_uid)
-            if key is None or key[0] != SNAPSHOT or not (ref.dynamic and ref.delete_policy):
+            if key is None or key[0] != SNAPSHOT or not (ref.dynamic and ref.delete_policy and ref.protected):
                 continue
             state = self.snapshots.get(key[1])
             if state is None or not state.exists or state.uid != ref.snapshot_uid:
-                orphans.append((name, ref.uid))
+                orphans.append((name, ref))
         return orphans
 
     def uids_of(self, kind: str) -> dict[str, str]:

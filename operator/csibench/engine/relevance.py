@@ -39,6 +39,7 @@ _NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
 _READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([A-Za-z]+)"')
 _READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
 _BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
+_CONTENT_FINALIZER = b'"snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"'
 
 
 def _one(pattern: re.Pattern[bytes], line: bytes) -> bytes | None:
@@ -87,7 +88,8 @@ def pv_signature(line: bytes) -> bytes | None:
 
 
 def content_signature(line: bytes) -> bytes | None:
-    return _ref(line, b'"volumeSnapshotRef":{')
+    """Its reference, and whether the snapshot-controller's finalizer is on it yet (cleanup waits for that)."""
+    return _joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0")
 
 
 class ChangeFilter:

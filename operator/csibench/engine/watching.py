@@ -91,7 +91,7 @@ class RunWatches:
             watch.start()
 
         async def subscribe(shared: SharedWatch, keep: Keep | None) -> None:
-            # Its own list gives up a second before ours, so that a failure is said as itself, not as a timeout.
+            # Its own list gives up a second before ours, with a TimeoutError that names the last failure.
             subscription = await shared.subscribe(self._sink, keep, max(0.5, timeout - 1))
             if self._stopped:  # stopped meanwhile: a late subscription must not feed a finished run
                 shared.unsubscribe(subscription)
