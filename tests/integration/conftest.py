@@ -16,10 +16,9 @@ from localcluster import pki
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess, OperatorStartError
+from tests.support.operator import OPERATOR_SA, OperatorProcess, OperatorStartError
 
 StorageClassFactory = Callable[..., str]
-OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
 
 
 @pytest.fixture(scope="session")

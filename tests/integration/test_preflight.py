@@ -17,13 +17,12 @@ from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
 from localcluster.sidecars import RAISED_CLIENT_LIMITS
 from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OPERATOR_SA, OperatorProcess
 from tests.support.runs import benchmark_run, leftovers, read_report, run_to_end, unique
 
 pytestmark = pytest.mark.integration
 CONTROLLER_POD = "snapshot-controller-sim-node-0"
 SNAPSHOT_STEPS = ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]
-OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
 
 
 def set_snapshot_controller_limits(cluster: LocalCluster, kube: Kube, qps: str, burst: str) -> None:

@@ -16,15 +16,15 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from csibench.engine.cleanup import BEING_DELETED
+from csibench.engine.observed import CONTENT_FINALIZER
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support import manifests
 from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OPERATOR_SA, OperatorProcess
 from tests.support.runs import benchmark_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration
-OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
-BOUND_PROTECTION = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
 
 
 def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
@@ -107,7 +107,7 @@ def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(ku
     The driver is one no sidecar here serves, so nothing but the API server acts on these contents."""
     def content(name: str, source: dict[str, str], snapshot_uid: str) -> dict[str, Any]:
         return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
-                "metadata": {"name": name, "finalizers": [BOUND_PROTECTION]},
+                "metadata": {"name": name, "finalizers": [CONTENT_FINALIZER]},
                 "spec": {"deletionPolicy": "Delete", "driver": "other.example.com", "source": source,
                          "volumeSnapshotRef": {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
                                                "namespace": "default", "name": "gone", "uid": snapshot_uid}}}
@@ -130,16 +130,16 @@ def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(ku
     def delete(name: str) -> Callable[[], object]:
         return lambda: contents.delete_cluster_custom_object(*group, name)
 
-    try:
-        names = {"import": imported["metadata"]["name"], "dynamic": dynamic["metadata"]["name"]}
-        mark = {"snapshot.storage.kubernetes.io/volumesnapshot-being-deleted": "yes"}
-        def refusal(attempt: Callable[[], object]) -> ApiException | None:
-            try:
-                attempt()
-            except ApiException as denied:
-                return denied
-            return None
+    def refusal(attempt: Callable[[], object]) -> ApiException | None:
+        try:
+            attempt()
+        except ApiException as denied:
+            return denied
+        return None
 
+    names = {"import": imported["metadata"]["name"], "dynamic": dynamic["metadata"]["name"]}
+    mark = {BEING_DELETED: "yes"}
+    try:
         # A policy applied a moment ago may not be enforced yet: an allowed annotation harms nothing here.
         wait_until(lambda: refusal(annotate(names["import"], **mark)), 30, "the contents policy enforced", 0.5)
         for attempt in (annotate(names["import"], **mark), delete(names["import"]),

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from localcluster.launcher import REPO_ROOT, LocalCluster, log_tail
 
+# The identity deploy/ gives the operator (its ServiceAccount), for requests made "as the operator".
+OPERATOR_SA = "system:serviceaccount:csibench-system:csibench-operator"
+
 
 class OperatorStartError(RuntimeError):
     """The operator exited or never became healthy; the message carries its log tail."""

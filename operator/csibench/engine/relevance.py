@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from csibench.engine.observed import CONTENT_FINALIZER
+
 Signature = Callable[[bytes], bytes | None]
 
 _MODIFIED = b'{"type":"MODIFIED"'
@@ -39,7 +41,7 @@ _NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
 _READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([A-Za-z]+)"')
 _READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
 _BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
-_CONTENT_FINALIZER = b'"snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"'
+_CONTENT_FINALIZER = f'"{CONTENT_FINALIZER}"'.encode()
 
 
 def _one(pattern: re.Pattern[bytes], line: bytes) -> bytes | None:
