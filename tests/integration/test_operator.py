@@ -17,6 +17,7 @@ from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import (
+    TERMINAL,
     benchmark_run,
     create_run,
     get_run,
@@ -233,4 +234,36 @@ def test_hung_storage_times_out_the_step_and_fails_with_counts(kube: Kube, names
     assert create["durationSeconds"] == pytest.approx(3, abs=0.5)
     assert "createVolume: 3 of 3 failed (Timeout)" in status["conditions"][0]["message"]
     assert step(run, "deleteVolume")["succeeded"] == 3  # pending claims are still deleted
+    assert leftovers(kube, run) == {}
+
+
+def test_a_claim_someone_else_deletes_mid_step_fails_on_its_deletion_not_at_the_timeout(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """A StorageClass whose provisioner nobody serves, so every claim stays Pending without a Warning; a user
+    deletes one of the run's claims. That claim fails with reason Deleted when its deletion is seen, the others
+    at the step's timeout."""
+    unserved = unique("unserved")
+    kube.storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                       "metadata": {"name": unserved}, "provisioner": "nobody.csibench.test"})
+    try:
+        create_run(kube, namespace, benchmark_run("undone", storageClassName=unserved, volumes=3,
+                                                  steps=["createVolume", "deleteVolume"],
+                                                  timeouts={"createVolume": 20}))
+        running = wait_until(lambda: (r := get_run(kube, namespace, "undone")) and (r.get("status") or {}).get(
+            "currentStep") == "createVolume" and r, 60, "createVolume under way", interval=0.2)
+        target, selector = running["status"]["targetNamespace"], running["status"]["objectSelector"]
+        claims = wait_until(lambda: (c := kube.core.list_namespaced_persistent_volume_claim(
+            target, label_selector=selector).items) and len(c) == 3 and c, 30, "the run's three claims created")
+        victim = sorted(claim.metadata.name for claim in claims)[1]
+        kube.core.delete_namespaced_persistent_volume_claim(victim, target)
+        run = wait_for_phase(kube, namespace, "undone", TERMINAL, 120)
+    finally:
+        kube.storage.delete_storage_class(unserved)
+    create = step(run, "createVolume")
+    reasons = {r["reason"]: r["count"] for r in create["failureReasons"]}
+    assert (create["state"], create["failed"], reasons) == ("Failed", 3, {"Deleted": 1, "Timeout": 2}), create
+    report = next(s for s in read_report(kube, run)["steps"] if s["status"]["name"] == "createVolume")
+    index = object_names(report).index(victim)
+    assert report["result"][index] == "Deleted" and report["latencyMs"][index] < 15_000, report
+    assert step(run, "deleteVolume")["succeeded"] == 3  # the deleted claim counts as gone, the others are deleted
     assert leftovers(kube, run) == {}

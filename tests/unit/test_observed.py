@@ -85,6 +85,36 @@ def test_the_pv_controllers_failed_claim_write_is_transient_but_a_provisioning_e
     assert verdict is not None and not verdict.ok and verdict.message == refused
 
 
+def test_an_object_deleted_by_someone_else_during_its_step_fails_at_once_but_an_earlier_namesake_does_not() -> None:
+    """A user deleting one of the run's claims (or pods, or snapshots) while its step waits for it: the object
+    fails when the deletion is seen, instead of waiting for the step's timeout; a deletion from before the
+    object's submission (the previous incarnation a redo removed) says nothing about the new one."""
+    from csibench.engine.judges import claim_bound, pod_ready, snapshot_ready
+    observed = Observed("ns", "run-abcde")
+    claim = {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}
+    observed.apply(_event("claims", "ADDED", claim, at=1.0))
+    observed.apply(_event("claims", "DELETED", claim, at=2.0))
+    judge = claim_bound(observed, frozenset())
+    assert judge("run-abcde-v00000", 3.0) is None  # deleted before this submission: wait for the new one
+    verdict = judge("run-abcde-v00000", 0.5)
+    assert verdict is not None and not verdict.ok and verdict.reason == "Deleted"
+    assert verdict.message == "the claim was deleted before it was ready"
+    observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "c2"}}, at=4.0))
+    assert judge("run-abcde-v00000", 3.0) is None  # the new incarnation exists: not failed
+
+    pod = {"metadata": {"name": "run-abcde-p00000", "uid": "p1"}}
+    observed.apply(_event("pods", "ADDED", pod, at=1.0))
+    observed.apply(_event("pods", "SYNC", {"present": []}, at=6.0))  # a relist without it: deleted meanwhile
+    verdict = pod_ready(observed, frozenset())("run-abcde-p00000", 1.0)
+    assert verdict is not None and verdict.reason == "Deleted"
+
+    ready = {"metadata": {"name": "run-abcde-s00000", "uid": "s1"}, "status": {"readyToUse": True}}
+    observed.apply(_event("snapshots", "ADDED", ready, at=1.0))
+    observed.apply(_event("snapshots", "DELETED", ready, at=2.0))
+    verdict = snapshot_ready(observed, frozenset())("run-abcde-s00000", 1.0)
+    assert verdict is not None and verdict.reason == "Deleted"  # gone, whatever its last status said
+
+
 def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> None:
     """What the cluster-wide watches pass over undecoded must be exactly what ``apply`` would ignore."""
     observed = Observed("ns", "run-abcde")

@@ -48,11 +48,14 @@ def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, sub
 
 def _ready_with(observed: Observed, terminal: frozenset[str], kind: str, lookup: Callable[[str], Any],
                 ready: Callable[[Any], bool], failure: Callable[[Any], Verdict | None]) -> Judge:
-    """Done when the object exists and is ready; failed when its status says so or a terminal Warning came."""
+    """Done when the object exists and is ready; failed when its status says so, a terminal Warning came, or it
+    was deleted after its submission (by someone else: the run deletes nothing of a step still running)."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = lookup(name)
         if state is not None and state.exists and ready(state):
             return DONE
+        if state is not None and not state.exists and state.gone_at is not None and state.gone_at >= submitted:
+            return Verdict(False, "Deleted", f"the {kind} was deleted before it was ready")
         failed = failure(state) if state is not None else None
         return failed or _warning_verdict(observed, terminal, (kind, name), submitted)
     return judge

@@ -28,6 +28,7 @@ class ClaimState:
     phase: str = "Pending"
     volume: str | None = None
     exists: bool = True
+    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class PodState:
     node: str | None = None
     claims: list[str] = field(default_factory=list)
     exists: bool = True
+    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
 
 @dataclass
@@ -47,6 +49,7 @@ class SnapshotState:
     content: str | None = None
     error: str | None = None
     exists: bool = True
+    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
 
 S = TypeVar("S", ClaimState, PodState, SnapshotState)
@@ -119,6 +122,7 @@ class Observed:
         state.uid = meta.get("uid", state.uid)
         self._by_uid[state.uid] = (kind, name)
         state.exists = event.type != "DELETED"
+        state.gone_at = None if state.exists else event.at
         return name, state
 
     def _on_claims(self, event: WatchEvent) -> list[Key]:
@@ -227,7 +231,7 @@ class Observed:
             states = self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
             for name, state in states.items():
                 if state.exists and name not in present:
-                    state.exists = False
+                    state.exists, state.gone_at = False, event.at
                     affected.append((kind, name))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
