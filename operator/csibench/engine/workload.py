@@ -79,6 +79,13 @@ class ResultTable(Generic[Row]):
             if row.state == StepState.RUNNING:  # type: ignore[attr-defined]
                 self.interrupted(row)
 
+    def interrupt_step(self, tracker: StepTracker, rows: Sequence[Row]) -> None:
+        """The step was cut short (a restart, a stop, an error): the tracker says so, and the row under way is
+        kept as interrupted, without numbers."""
+        tracker.interrupted = True
+        self.interrupt_running(rows)
+        keep_rows(tracker, rows)
+
 
 def keep_rows(tracker: StepTracker, rows: Sequence[BaseModel]) -> None:
     """The rows as the tracker keeps them (and the report stores them)."""

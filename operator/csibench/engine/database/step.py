@@ -95,9 +95,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             rows = await _run_pod(runner, step, tracker, context, planned, rows, timeout)
         await _remove(runner, step, context, pod, claim, timeout)
     except BaseException:
-        tracker.interrupted = True
-        RESULTS.interrupt_running(rows)
-        keep_rows(tracker, rows)
+        RESULTS.interrupt_step(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
 

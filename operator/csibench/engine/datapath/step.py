@@ -62,7 +62,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             names = [step.object_name(context.names, w * volumes + i) for i in range(volumes)]
             active = [name for name in names if name not in tracker.skipped]
             rows[w].state = StepState.RUNNING
-            _keep(tracker, rows)
+            keep_rows(tracker, rows)
             await runner.show(f"{workload.name} ({w + 1}/{len(data.workloads)})")
             run = StepTracker(f"{step.name}-{workload.name}", active)
             await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout)
@@ -82,14 +82,12 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                     failures.append(failure)
             seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
             rows[w] = build_row(data, workload, results, failures, seconds)
-            _keep(tracker, rows)
+            keep_rows(tracker, rows)
             seen = context.observed.uids_of(POD)
             removal = StepTracker(f"{step.name}-{workload.name}-delete", [n for n in active if n in seen])
             await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
     except BaseException:
-        tracker.interrupted = True
-        RESULTS.interrupt_running(rows)
-        _keep(tracker, rows)
+        RESULTS.interrupt_step(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
 
@@ -111,10 +109,6 @@ def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
 
 RESULTS = ResultTable("dataPath", DataPathRow, ("readMiBps", "writeMiBps", "readIOPS", "writeIOPS",
                                                 "minVolumeMiBps", "maxVolumeMiBps", "latency"), record_metrics)
-
-
-def _keep(tracker: StepTracker, rows: list[DataPathRow]) -> None:
-    keep_rows(tracker, rows)
 
 
 async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[VolumeResult | None,
