@@ -237,6 +237,28 @@ def test_hung_storage_times_out_the_step_and_fails_with_counts(kube: Kube, names
     assert leftovers(kube, run) == {}
 
 
+def test_storage_slower_than_the_provisioners_timeout_is_measured_not_failed(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
+    """Creates take 13 s, external-provisioner gives up on a CreateVolume call after its 10 s --timeout, says
+    ProvisioningFailed (DeadlineExceeded) and calls again, which the array answers when its create is done: the
+    claims bind, and the step measures how long that took instead of counting them failed at the warning."""
+    slow = storage_class(createVolumeLatency="13s")
+    create_run(kube, namespace, benchmark_run("slow", storageClassName=slow, volumes=2,
+                                              steps=["createVolume", "deleteVolume"], timeouts={"createVolume": 90}))
+    running = wait_until(lambda: (r := get_run(kube, namespace, "slow")) and (r.get("status") or {}).get(
+        "currentStep") == "createVolume" and r, 60, "createVolume under way", interval=0.2)
+    target = running["status"]["targetNamespace"]
+    wait_until(lambda: [e for e in kube.core.list_namespaced_event(target).items
+                        if e.reason == "ProvisioningFailed" and "code = DeadlineExceeded" in (e.message or "")],
+               60, "external-provisioner's DeadlineExceeded warning", interval=0.5)
+    run = wait_for_phase(kube, namespace, "slow", TERMINAL, 180)
+    assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+    create = step(run, "createVolume")
+    assert (create["succeeded"], create["failed"]) == (2, 0), create
+    assert create["latency"]["p50"] >= 13, create
+    assert leftovers(kube, run) == {}
+
+
 def test_a_claim_someone_else_deletes_mid_step_fails_on_its_deletion_not_at_the_timeout(
         kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     """A StorageClass whose provisioner nobody serves, so every claim stays Pending without a Warning; a user

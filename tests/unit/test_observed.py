@@ -85,6 +85,35 @@ def test_the_pv_controllers_failed_claim_write_is_transient_but_a_provisioning_e
     assert verdict is not None and not verdict.ok and verdict.message == refused
 
 
+def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> None:
+    """A storage slower than the sidecar's --timeout: external-provisioner says ProvisioningFailed with
+    DeadlineExceeded and calls again, and the volume comes; Internal is a failure of the call, and final."""
+    from csibench.engine.judges import claim_bound, snapshot_ready
+    observed = Observed("ns", "run-abcde")
+    observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}))
+    judge = claim_bound(observed, frozenset({"ProvisioningFailed"}))
+    prefix = 'failed to provision volume with StorageClass "sim": rpc error: code = '
+    warning = {"type": "Warning", "reason": "ProvisioningFailed", "involvedObject": {"uid": "c1"}}
+    for code in ("DeadlineExceeded", "Canceled", "Unavailable", "Aborted"):
+        observed.apply(_event("events", "ADDED", {**warning, "message": f"{prefix}{code} desc = slow"}, at=2.0))
+        assert judge("run-abcde-v00000", 1.0) is None, code
+    observed.apply(_event("events", "ADDED", {**warning, "message": f"{prefix}Internal desc = DeadlineExceeded"},
+                          at=3.0))
+    verdict = judge("run-abcde-v00000", 1.0)
+    assert verdict is not None and verdict.reason == "ProvisioningFailed"
+
+    snapshot = {"metadata": {"name": "run-abcde-s00000", "uid": "s1"}, "status": {"readyToUse": False, "error": {
+        "message": 'Failed to check and update snapshot content: failed to take snapshot of the volume pv-1: '
+                   '"rpc error: code = DeadlineExceeded desc = context deadline exceeded"'}}}
+    observed.apply(_event("snapshots", "ADDED", snapshot))
+    ready = snapshot_ready(observed, frozenset())
+    assert ready("run-abcde-s00000", 0.5) is None
+    snapshot["status"]["error"]["message"] = "rpc error: code = Internal desc = injected failure"
+    observed.apply(_event("snapshots", "MODIFIED", snapshot))
+    verdict = ready("run-abcde-s00000", 0.5)
+    assert verdict is not None and verdict.reason == "SnapshotError"
+
+
 def test_an_object_deleted_by_someone_else_during_its_step_fails_at_once_but_an_earlier_namesake_does_not() -> None:
     """A user deleting one of the run's claims (or pods, or snapshots) while its step waits for it: the object
     fails when the deletion is seen, instead of waiting for the step's timeout; a deletion from before the

@@ -33,15 +33,26 @@ Judge = Callable[[str, float], Verdict | None]
 #   any provisioner saw the claim (an API server that was briefly away: "connection refused"); it retries at its
 #   next sync.
 TRANSIENT_WARNINGS = ("Multi-Attach error", "Error saving claim: ")
+# The gRPC codes with which a CSI call may still be in progress on the storage: the sidecar that made it calls
+# again (external-provisioner's checkError calls these "ProvisioningInBackground"), and a storage that is merely
+# slower than the sidecar's --timeout finishes on a later call. Any other code (Internal, InvalidArgument,
+# ResourceExhausted, ...) means the call failed and is not in progress.
+IN_PROGRESS_CODES = ("Canceled", "DeadlineExceeded", "Unavailable", "Aborted")
+_IN_PROGRESS = tuple(f"rpc error: code = {code} desc = " for code in IN_PROGRESS_CODES)
+
+
+def is_transient(message: str) -> bool:
+    """A failure message that does not end the object: control-plane bookkeeping that is retried, or a CSI call
+    that may still be in progress. Such an object is only failed by its step's timeout, quoting the message."""
+    return message.startswith(TRANSIENT_WARNINGS) or any(marker in message for marker in _IN_PROGRESS)
 
 
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
     """A Warning event that ends the object's step (e.g. ProvisioningFailed), if one came after its submission.
-    Other warnings (e.g. FailedScheduling, a Multi-Attach error) may resolve themselves and are only quoted if
-    the object then times out."""
+    Other warnings (e.g. FailedScheduling, a Multi-Attach error, a CSI call that timed out) may resolve
+    themselves and are only quoted if the object then times out."""
     warning = observed.warnings.get(key)
-    if (warning and warning.at >= submitted and warning.reason in terminal
-            and not warning.message.startswith(TRANSIENT_WARNINGS)):
+    if warning and warning.at >= submitted and warning.reason in terminal and not is_transient(warning.message):
         return Verdict(False, warning.reason, warning.message)
     return None
 
@@ -102,7 +113,8 @@ def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge
 
 def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
     return _ready_with(observed, terminal, SNAPSHOT, observed.snapshots.get, lambda snapshot: snapshot.ready,
-                       lambda snapshot: Verdict(False, "SnapshotError", snapshot.error) if snapshot.error else None)
+                       lambda snapshot: Verdict(False, "SnapshotError", snapshot.error)
+                       if snapshot.error and not is_transient(snapshot.error) else None)
 
 
 def _gone_with(lookup: Callable[[str], ClaimState | SnapshotState | None],
