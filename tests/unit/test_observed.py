@@ -97,8 +97,8 @@ def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> 
     for code in ("DeadlineExceeded", "Canceled", "Unavailable", "Aborted"):
         observed.apply(_event("events", "ADDED", {**warning, "message": f"{prefix}{code} desc = slow"}, at=2.0))
         assert judge("run-abcde-v00000", 1.0) is None, code
-    observed.apply(_event("events", "ADDED", {**warning, "message": f"{prefix}Internal desc = DeadlineExceeded"},
-                          at=3.0))
+    nested = f"{prefix}Internal desc = backend: rpc error: code = Unavailable desc = gone"  # the outer code counts
+    observed.apply(_event("events", "ADDED", {**warning, "message": nested}, at=3.0))
     verdict = judge("run-abcde-v00000", 1.0)
     assert verdict is not None and verdict.reason == "ProvisioningFailed"
 
@@ -108,6 +108,8 @@ def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> 
     observed.apply(_event("snapshots", "ADDED", snapshot))
     ready = snapshot_ready(observed, frozenset())
     assert ready("run-abcde-s00000", 0.5) is None
+    assert observed.complaints("snapshot") == {  # quoted if it times out: no Warning event says it
+        "run-abcde-s00000": "status.error: " + snapshot["status"]["error"]["message"][:186]}
     snapshot["status"]["error"]["message"] = "rpc error: code = Internal desc = injected failure"
     observed.apply(_event("snapshots", "MODIFIED", snapshot))
     verdict = ready("run-abcde-s00000", 0.5)
@@ -142,6 +144,28 @@ def test_an_object_deleted_by_someone_else_during_its_step_fails_at_once_but_an_
     observed.apply(_event("snapshots", "DELETED", ready, at=2.0))
     verdict = snapshot_ready(observed, frozenset())("run-abcde-s00000", 1.0)
     assert verdict is not None and verdict.reason == "Deleted"  # gone, whatever its last status said
+
+
+def test_a_namesake_a_restore_deleted_says_nothing_about_the_object_created_again() -> None:
+    """An operator restart interrupted a step: its objects are deleted and created again under the same names.
+    The old pod's Failed phase and a Warning about the old claim that arrives after the new submission are not
+    the new objects'."""
+    from csibench.engine.judges import claim_bound, pod_finished
+    observed = Observed("ns", "run-abcde")
+    failed = {"metadata": {"name": "run-abcde-d00000", "uid": "old"}, "status": {"phase": "Failed"}}
+    observed.apply(_event("pods", "ADDED", failed, at=1.0))
+    observed.apply(_event("pods", "DELETED", failed, at=2.0))
+    assert pod_finished(observed, frozenset())("run-abcde-d00000", 3.0) is None  # waits for the new pod
+
+    claim = {"metadata": {"name": "run-abcde-v00000", "uid": "old-claim"}}
+    observed.apply(_event("claims", "ADDED", claim, at=1.0))
+    observed.apply(_event("claims", "DELETED", claim, at=2.0))
+    observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "new-claim"}},
+                          at=4.0))
+    late = {"type": "Warning", "reason": "ProvisioningFailed", "involvedObject": {"uid": "old-claim"},
+            "message": "rpc error: code = Internal desc = the old claim's create failed at last"}
+    assert observed.apply(_event("events", "ADDED", late, at=5.0)) == []
+    assert claim_bound(observed, frozenset({"ProvisioningFailed"}))("run-abcde-v00000", 3.0) is None
 
 
 def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> None:

@@ -171,7 +171,7 @@ class StepRunner:
         submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
         progress = asyncio.create_task(self._report_progress())
         try:
-            await tracker.wait(timeout, lambda: self._last_warnings(kind))
+            await tracker.wait(timeout, lambda: self.observed.complaints(kind))
         except asyncio.CancelledError:
             tracker.interrupted = True
             raise
@@ -302,6 +302,3 @@ class StepRunner:
             except ApiError as error:
                 log.warning("progress update failed: %s", error)
 
-    def _last_warnings(self, kind: str) -> dict[str, str]:
-        return {name: f"{w.reason}: {w.message}"[:200] for (k, name), w in self.observed.warnings.items()
-                if k == kind}

@@ -8,6 +8,7 @@ its objects as failed, is declared in the step catalog.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,14 +38,20 @@ TRANSIENT_WARNINGS = ("Multi-Attach error", "Error saving claim: ")
 # again (external-provisioner's checkError calls these "ProvisioningInBackground"), and a storage that is merely
 # slower than the sidecar's --timeout finishes on a later call. Any other code (Internal, InvalidArgument,
 # ResourceExhausted, ...) means the call failed and is not in progress.
-IN_PROGRESS_CODES = ("Canceled", "DeadlineExceeded", "Unavailable", "Aborted")
-_IN_PROGRESS = tuple(f"rpc error: code = {code} desc = " for code in IN_PROGRESS_CODES)
+# (ResourceExhausted is final here although csi-snapshotter calls again on it: the CSI spec gives it to a storage
+# out of space or of snapshots, which a benchmark reports as a failure.)
+IN_PROGRESS_CODES = frozenset({"Canceled", "DeadlineExceeded", "Unavailable", "Aborted"})
+# grpc-go's status text; only the outermost code counts (an Internal error may quote another call's Unavailable).
+_GRPC_CODE = re.compile(r"rpc error: code = (\w+) desc = ")
 
 
 def is_transient(message: str) -> bool:
     """A failure message that does not end the object: control-plane bookkeeping that is retried, or a CSI call
     that may still be in progress. Such an object is only failed by its step's timeout, quoting the message."""
-    return message.startswith(TRANSIENT_WARNINGS) or any(marker in message for marker in _IN_PROGRESS)
+    if message.startswith(TRANSIENT_WARNINGS):
+        return True
+    code = _GRPC_CODE.search(message)
+    return code is not None and code.group(1) in IN_PROGRESS_CODES
 
 
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
@@ -65,8 +72,10 @@ def _ready_with(observed: Observed, terminal: frozenset[str], kind: str, lookup:
         state = lookup(name)
         if state is not None and state.exists and ready(state):
             return DONE
-        if state is not None and not state.exists and state.gone_at is not None and state.gone_at >= submitted:
-            return Verdict(False, "Deleted", f"the {kind} was deleted before it was ready")
+        if state is not None and not state.exists:
+            if state.gone_at is not None and state.gone_at >= submitted:
+                return Verdict(False, "Deleted", f"the {kind} was deleted before it was ready")
+            return None  # a namesake deleted before this submission (a restore's): its status is not this object's
         failed = failure(state) if state is not None else None
         return failed or _warning_verdict(observed, terminal, (kind, name), submitted)
     return judge

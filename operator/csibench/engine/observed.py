@@ -158,11 +158,28 @@ class Observed:
 
     def _on_events(self, event: WatchEvent) -> list[Key]:
         involved = event.obj.get("involvedObject") or {}
-        key = self._by_uid.get(involved.get("uid", ""))
+        uid = involved.get("uid", "")
+        key = self._by_uid.get(uid)
         if key is None or event.type == "DELETED" or event.obj.get("type") != "Warning":
+            return []
+        state = self._states(key[0]).get(key[1])
+        if state is None or state.uid != uid:  # about a namesake a restore deleted: not about the object now
             return []
         self.warnings[key] = WarningEvent(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
         return [key]
+
+    def _states(self, kind: str) -> dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]:
+        return self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
+
+    def complaints(self, kind: str) -> dict[str, str]:
+        """What was last said against each of the run's objects of a kind, quoted when one times out: its last
+        Warning, else its status error (a snapshot's: the snapshot-controller copies it there without an event)."""
+        said = {name: f"{w.reason}: {w.message}"[:200] for (k, name), w in self.warnings.items() if k == kind}
+        if kind == SNAPSHOT:
+            for name, snapshot in self.snapshots.items():
+                if snapshot.error and name not in said:
+                    said[name] = f"status.error: {snapshot.error}"[:200]
+        return said
 
     # -- cluster-scoped objects that point back at the run's ------------------------------------------------
     def _on_pvs(self, event: WatchEvent) -> list[Key]:
@@ -227,8 +244,7 @@ class Observed:
         affected: list[Key] = []
         if event.source in ("claims", "pods", "snapshots"):
             kind = {"claims": CLAIM, "pods": POD, "snapshots": SNAPSHOT}[event.source]
-            states: dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]
-            states = self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
+            states = self._states(kind)
             for name, state in states.items():
                 if state.exists and name not in present:
                     state.exists, state.gone_at = False, event.at
