@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from csibench.engine.cleanup import BEING_DELETED, cleanup
-from csibench.engine.observed import CONTENT_FINALIZER, Observed
+from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER, Observed
 from csibench.kube.ownership import RunScope
 from csibench.kube.watch import WatchEvent
 from tests.support.fake_kube import FakeKube
@@ -57,6 +57,20 @@ def test_a_content_without_the_controllers_finalizer_yet_is_not_reclaimed() -> N
     _seen(observed, "snapshots", "ADDED", _snapshot("s1"))
     _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
     _seen(observed, "contents", "ADDED", _content("snapcontent-s1", "s1", "c1", finalizers=()))
+    assert orphans(observed) == []
+    _seen(observed, "contents", "MODIFIED", _content("snapcontent-s1", "s1", "c1"))
+    assert orphans(observed) == [("snapcontent-s1", "c1")]
+
+
+def test_a_content_whose_create_call_is_still_in_flight_is_reclaimed_only_once_it_answered() -> None:
+    """csi-snapshotter does not act on a deletion while its CreateSnapshot call is unanswered, and the array's
+    snapshot has to exist to be deleted: cleanup waits until csi-snapshotter lifts its mark."""
+    observed = Observed("runs", PREFIX)
+    _seen(observed, "snapshots", "ADDED", _snapshot("s1"))
+    _seen(observed, "snapshots", "DELETED", _snapshot("s1"))
+    creating = _content("snapcontent-s1", "s1", "c1")
+    creating["metadata"]["annotations"] = {BEING_CREATED: "yes"}
+    _seen(observed, "contents", "ADDED", creating)
     assert orphans(observed) == []
     _seen(observed, "contents", "MODIFIED", _content("snapcontent-s1", "s1", "c1"))
     assert orphans(observed) == [("snapcontent-s1", "c1")]

@@ -12,11 +12,12 @@ from typing import Any
 
 import orjson
 
-from csibench.engine.observed import Observed
+from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER, Observed
 from csibench.engine.relevance import (
     NAMESPACED_CUSTOM_NAME,
     ChangeFilter,
     claim_signature,
+    content_signature,
     pod_signature,
     pv_signature,
     snapshot_signature,
@@ -118,6 +119,17 @@ def test_pv_signature_is_its_claim_reference() -> None:
     bound, released = line("MODIFIED", pv("pv-0", "c0")), line("MODIFIED", pv("pv-0", "c0", "Released"))
     assert pv_signature(bound) == pv_signature(released) != b""
     assert pv_signature(bound) != pv_signature(line("MODIFIED", pv("pv-0", "c1")))
+
+
+def test_content_signature_changes_with_the_controllers_finalizer_and_the_create_in_flight_mark() -> None:
+    """Cleanup waits on both (observed.orphaned_contents): a line that changes either must be delivered."""
+    def content(finalizers: list[str], annotations: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"annotations": annotations, "finalizers": finalizers, "name": "snapcontent-s1"},
+                "spec": {"volumeSnapshotRef": {"name": "run-abcde-s00000", "namespace": "runs", "uid": "s1"}}}
+    bare = content_signature(line("MODIFIED", content([], {})))
+    protected = content_signature(line("MODIFIED", content([CONTENT_FINALIZER], {})))
+    creating = content_signature(line("MODIFIED", content([CONTENT_FINALIZER], {BEING_CREATED: "yes"})))
+    assert len({bare, protected, creating}) == 3 and None not in (bare, protected, creating)
 
 
 def _random_claim(rng: random.Random, name: str) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import TypeVar
 from csibench.kube.watch import WatchEvent
 
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
+# csi-snapshotter's mark while its CreateSnapshot call has not answered; it will not delete the content until then
+BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
 
 CLAIM, POD, SNAPSHOT = "claim", "pod", "snapshot"
 Key = tuple[str, str]  # (kind, name) of one of the run's objects
@@ -68,6 +70,7 @@ class ContentRef:
     # The snapshot-controller's finalizer is on it: deleting it now waits for csi-snapshotter to delete the
     # snapshot on the storage (without it, the object would go at once and the storage's snapshot would stay).
     protected: bool
+    creating: bool  # csi-snapshotter's CreateSnapshot call for it is still in flight (BEING_CREATED is on it)
     snapshot: str  # the snapshot's name, for the fresh read that proves it gone
 
 
@@ -232,7 +235,8 @@ class Observed:
                 dynamic=bool(snapshot_uid) and name == f"snapcontent-{snapshot_uid}"
                 and bool((spec.get("source") or {}).get("volumeHandle")),
                 delete_policy=spec.get("deletionPolicy") == "Delete",
-                protected=CONTENT_FINALIZER in (meta.get("finalizers") or []), snapshot=ref["name"])
+                protected=CONTENT_FINALIZER in (meta.get("finalizers") or []),
+                creating=BEING_CREATED in (meta.get("annotations") or {}), snapshot=ref["name"])
         return [(SNAPSHOT, ref["name"])]
 
     def _claim_of_volume(self, pv: str) -> str | None:
@@ -278,11 +282,14 @@ class Observed:
         while they stayed, once the controller's finalizer is on them. A snapshot deleted while it was being
         bound can go without its content, and the controller never deletes a content whose snapshot is
         missing (it might be an import), so nothing but the run would ever remove it. The label-selected
-        watch also says DELETED when a snapshot loses the run's label: the caller reads it again first."""
+        watch also says DELETED when a snapshot loses the run's label: the caller reads it again first. A content
+        whose CreateSnapshot call is still in flight waits for the answer: deleting it then is not acted on until
+        csi-snapshotter has it, and the array's snapshot must exist before it can be deleted."""
         orphans = []
         for name, ref in self._content_refs.items():
             key = self._by_uid.get(ref.snapshot_uid)
-            if key is None or key[0] != SNAPSHOT or not (ref.dynamic and ref.delete_policy and ref.protected):
+            if (key is None or key[0] != SNAPSHOT or ref.creating
+                    or not (ref.dynamic and ref.delete_policy and ref.protected)):
                 continue
             state = self.snapshots.get(key[1])
             if state is None or not state.exists or state.uid != ref.snapshot_uid:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from csibench.engine.observed import CONTENT_FINALIZER
+from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER
 
 Signature = Callable[[bytes], bytes | None]
 
@@ -42,6 +42,7 @@ _READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([
 _READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
 _BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
 _CONTENT_FINALIZER = f'"{CONTENT_FINALIZER}"'.encode()
+_BEING_CREATED = f'"{BEING_CREATED}"'.encode()
 
 
 def _one(pattern: re.Pattern[bytes], line: bytes) -> bytes | None:
@@ -90,8 +91,10 @@ def pv_signature(line: bytes) -> bytes | None:
 
 
 def content_signature(line: bytes) -> bytes | None:
-    """Its reference, and whether the snapshot-controller's finalizer is on it yet (cleanup waits for that)."""
-    return _joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0")
+    """Its reference, whether the snapshot-controller's finalizer is on it yet and whether its CreateSnapshot
+    call is still in flight (cleanup waits for both)."""
+    return _joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0",
+                   b"1" if _BEING_CREATED in line else b"0")
 
 
 class ChangeFilter:
