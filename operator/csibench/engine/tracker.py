@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepState, StepStatus
+from csibench.api.text import shorten
 from csibench.engine.judges import Verdict
 from csibench.engine.timing import Anchor, rfc3339, summarize
 
@@ -117,7 +118,7 @@ class StepTracker:
         for outcome in self.outcomes.values():
             if not outcome.ok:
                 counter[outcome.reason] += 1
-                example.setdefault(outcome.reason, outcome.message[:300])
+                example.setdefault(outcome.reason, shorten(outcome.message, 300))
         return [FailureReason(reason=r, count=c, message=example[r]) for r, c in counter.most_common(
             MAX_FAILURE_REASONS)]
 

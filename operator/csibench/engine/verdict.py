@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from csibench.api.models import ConditionReason, Iterations, Phase, StepState, StepStatus
+from csibench.api.text import shorten
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def failure_summary(step: StepStatus) -> str:
     top = ""
     if step.failureReasons:
         first = step.failureReasons[0]
-        top = f" ({first.reason})" + (f": {first.message[:240]}" if first.message else "")
+        top = f" ({first.reason})" + (f": {shorten(first.message, 240)}" if first.message else "")
     if step.state == StepState.INTERRUPTED:
         return f"{step.name}: interrupted"
     return f"{step.name}: {step.failed} of {step.objects - step.skipped} failed{top}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, DataPathWorkload, StepState
+from csibench.api.text import shorten
 from csibench.engine.datapath.fio import VolumeResult
 
 MIB = 1024 * 1024
@@ -36,7 +37,7 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
     row.state = StepState.FAILED if failures or not results else StepState.SUCCEEDED
     if failures:
         reason, message = failures[0]
-        row.message = f"{len(failures)} of {row.volumes} pods failed ({reason}): {message}"[:600]
+        row.message = shorten(f"{len(failures)} of {row.volumes} pods failed ({reason}): {message}", 600)
     if results:
         row.readMiBps = round(sum(r.read.bytes_per_second for r in results) / MIB, 3)
         row.writeMiBps = round(sum(r.write.bytes_per_second for r in results) / MIB, 3)
