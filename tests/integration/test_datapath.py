@@ -25,6 +25,7 @@ from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import (
     TERMINAL,
+    assert_failed_without_objects,
     benchmark_run,
     create_run,
     get_run,
@@ -127,11 +128,8 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
 
 def test_failing_workloads_fail_their_rows_with_the_tools_message_and_the_rest_runs(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
-    # On the ext4 class each volume is a real 64 MiB filesystem: two 32 MiB files pass admission (they "fit" the
-    # volume's size) but not the filesystem's journal and metadata, so fio meets ENOSPC and says so.
     workloads = [{"name": "badEngine", "pattern": "read", "blockSize": "8Ki", "ioengine": "nosuchengine"},
-                 {"name": "randRead", "pattern": "randread", "blockSize": "8Ki"},
-                 {"name": "volumeFull", "pattern": "write", "blockSize": "64Ki", "fileSize": "32Mi"}]
+                 {"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]
     run = run_to_end(kube, namespace, benchmark_run(
         "fails", volumes=2, steps=["createVolume", "dataPath", "deleteVolume"],
         storageClassName=FILESYSTEM_STORAGE_CLASS, size="64Mi", dataPath={**TINY, "workloads": workloads}),
@@ -141,12 +139,22 @@ def test_failing_workloads_fail_their_rows_with_the_tools_message_and_the_rest_r
     rows = {row["name"]: row for row in status["dataPath"]}
     assert rows["badEngine"]["state"] == "Failed" and rows["badEngine"]["failed"] == 2
     assert "engine nosuchengine not loadable" in rows["badEngine"]["message"], rows["badEngine"]
-    assert rows["volumeFull"]["state"] == "Failed" and rows["volumeFull"]["failed"] == 2, rows["volumeFull"]
-    assert "No space left on device" in rows["volumeFull"]["message"], rows["volumeFull"]
     assert rows["randRead"]["state"] == "Succeeded" and rows["randRead"]["readMiBps"] > 0
-    assert step(run, "dataPath")["failed"] == 4 and "nosuchengine" in status["message"]
+    assert step(run, "dataPath")["failed"] == 2 and "nosuchengine" in status["message"]
     wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
     assert_host_clean(cluster)
+
+
+def test_files_that_cannot_fit_the_formatted_volume_fail_the_run_before_anything_is_created(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    # On the ext4 class each volume is a real 64 MiB filesystem: two 32 MiB files pass admission (they "fit" the
+    # volume's size) but not the filesystem's journal and metadata; the run says so before creating a volume.
+    workloads = [{"name": "volumeFull", "pattern": "write", "blockSize": "64Ki", "fileSize": "32Mi"}]
+    create_run(kube, namespace, benchmark_run(
+        "unfit", volumes=2, steps=["createVolume", "dataPath", "deleteVolume"],
+        storageClassName=FILESYSTEM_STORAGE_CLASS, size="64Mi", dataPath={**TINY, "workloads": workloads}))
+    assert_failed_without_objects(kube, namespace, "unfit", "DataPathDoesNotFit",
+                                  "(2 x 32Mi = 64Mi, workload volumeFull) does not fit a 64Mi volume formatted ext4")
 
 
 def test_a_file_size_that_exceeds_the_volume_is_refused_at_admission(kube: Kube, namespace: str) -> None:

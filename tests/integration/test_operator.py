@@ -18,6 +18,7 @@ from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.runs import (
     TERMINAL,
+    assert_failed_without_objects,
     benchmark_run,
     create_run,
     get_run,
@@ -131,23 +132,10 @@ def test_printer_columns_show_a_run(kube: Kube, namespace: str, operator: Operat
     assert lines[1].split()[:2] == ["columns", "Succeeded"] and "1/1" in lines[1].split()
 
 
-def _assert_failed_without_objects(kube: Kube, namespace: str, name: str, reason: str, words: str) -> None:
-    run = wait_for_phase(kube, namespace, name, {"Failed", "Succeeded"}, 60)
-    status = run["status"]
-    assert status["phase"] == "Failed"
-    condition = status["conditions"][0]
-    assert (condition["type"], condition["status"], condition["reason"]) == ("Ready", "False", reason)
-    assert words in condition["message"]
-    label = f"csibench.io/run-uid={run['metadata']['uid']}"
-    assert kube.core.list_namespace(label_selector=label).items == []
-    assert kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items == []
-    assert "targetNamespace" not in status
-
-
 def test_missing_storage_class_fails_clearly_and_creates_nothing(kube: Kube, namespace: str,
                                                                  operator: OperatorProcess) -> None:
     create_run(kube, namespace, benchmark_run("nosc", storageClassName="does-not-exist", volumes=3))
-    _assert_failed_without_objects(kube, namespace, "nosc", "StorageClassNotFound", "'does-not-exist' does not exist")
+    assert_failed_without_objects(kube, namespace, "nosc", "StorageClassNotFound", "'does-not-exist' does not exist")
 
 
 def test_clones_without_snapshots_fail_clearly_and_create_nothing(kube: Kube, namespace: str,
@@ -155,7 +143,7 @@ def test_clones_without_snapshots_fail_clearly_and_create_nothing(kube: Kube, na
     create_run(kube, namespace, benchmark_run("noclone", storageClassName="csibench-sim", volumes=3,
                                               volumeSnapshotClassName="csibench-sim-snapclass",
                                               steps=["createVolume", "cloneFromSnapshot"]))
-    _assert_failed_without_objects(kube, namespace, "noclone", "InvalidSteps",
+    assert_failed_without_objects(kube, namespace, "noclone", "InvalidSteps",
                                    "cloneFromSnapshot needs step createSnapshot")
 
 

@@ -126,3 +126,18 @@ def describe_stuck_run(kube: Kube, namespace: str, name: str) -> str:
                   _unsettled("snapshots", snapshots, lambda s: (s.get("status") or {}).get("readyToUse") is True),
                   _unsettled("contents", contents, lambda c: (c.get("status") or {}).get("readyToUse") is True)]
     return "; ".join(parts)
+
+
+def assert_failed_without_objects(kube: Kube, namespace: str, name: str, reason: str, words: str) -> None:
+    """The run ended Failed before its first object: Ready False with ``reason`` and ``words``, no namespace or
+    claim carrying its label, no target namespace recorded."""
+    run = wait_for_phase(kube, namespace, name, {"Failed", "Succeeded"}, 60)
+    status = run["status"]
+    assert status["phase"] == "Failed"
+    condition = status["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Ready", "False", reason)
+    assert words in condition["message"]
+    label = f"csibench.io/run-uid={run['metadata']['uid']}"
+    assert kube.core.list_namespace(label_selector=label).items == []
+    assert kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items == []
+    assert "targetNamespace" not in status

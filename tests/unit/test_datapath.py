@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from csibench.api.models import BenchmarkRunSpec, DataPathSpec, StepState, default_workloads
-from csibench.engine.datapath.fio import FioFailed, build_fio_command, parse_fio_log
+from csibench.api.models import (
+    BenchmarkRunSpec,
+    DataPathSpec,
+    FailureReason,
+    StepState,
+    StepStatus,
+    default_workloads,
+)
+from csibench.api.text import collapse_lines, shorten
+from csibench.engine.datapath.fio import (
+    FSTYPE_PARAMETER,
+    FioFailed,
+    build_fio_command,
+    files_that_do_not_fit,
+    parse_fio_log,
+    room_for_files,
+)
 from csibench.engine.datapath.rows import MIB, build_row
 from csibench.engine.errors import PlanError
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
+from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
 from tests.unit.test_run import UID, owned_left, run, spec
 
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 FIO_JSON = {"fio version": "fio-3.33", "jobs": [{
     "jobname": "seqRead", "error": 0, "job options": {"numjobs": "2"},
     "read": {"bw_bytes": 104857600, "iops": 1600.0, "clat_ns": {"percentile": {"50.000000": 500000,
@@ -235,3 +254,91 @@ def test_restart_policy_fail_marks_the_row_under_way_interrupted_without_numbers
     assert rows["a"].state == StepState.SUCCEEDED and rows["a"].readMiBps == 10.0  # a finished row stays
     assert rows["b"].state == StepState.INTERRUPTED and rows["b"].writeMiBps is None  # never half a measurement
     assert rows["c"].state == StepState.PENDING
+
+
+# -- what a user reads (issue 32) ------------------------------------------------------------------------------
+DISK_FULL_LOG = (GOLDEN / "fio-disk-full.log").read_text()  # fio 3.33, 2 jobs on a full ext4 volume, as captured
+
+
+def test_a_full_volumes_message_counts_fios_repeated_lines_and_keeps_its_last_line_whole() -> None:
+    with pytest.raises(FioFailed) as failed:
+        parse_fio_log(DISK_FULL_LOG)
+    message = str(failed.value)
+    last = "fio: pid=5627, err=28/file:io_u.c:1876, func=io_u error, error=No space left on device"
+    assert message.startswith(last + "; ")  # the most specific line first, so a shorter cut still keeps it
+    assert "8× fio: io_u error on file /data/csibench.1.0: No space left on device" in message
+    assert message.count("io_u error on file") == 1 and len(message) <= 600
+    row = build_row(DataPathSpec(), default_workloads()[1], [], [("Failed", message)] * 2, 3.0)
+    assert row.message is not None and row.message.startswith("2 of 2 pods failed (Failed): " + last)
+    step = StepStatus(name="dataPath", state=StepState.FAILED, objects=2, failed=2,
+                      failureReasons=[FailureReason(reason="Failed", count=2, message=row.message)])
+    summary = failure_summary(step)  # what the Ready condition says
+    assert "error=No space left on device" in summary
+
+
+def test_messages_are_cut_at_a_word_and_say_so() -> None:
+    text = "fio: io_u error on file /data/csibench.0.0: No space left on device " * 3
+    cut = shorten(text, 100)
+    assert len(cut) <= 100 and cut.endswith("…") and text.startswith(cut.removesuffix("…"))
+    assert text[len(cut.removesuffix("…"))] == " "  # the cut fell between words
+    assert shorten("short", 100) == "short" and len(shorten("x" * 300, 50)) == 50
+    assert collapse_lines(["a 1", "", "b", "a 2", "a 3"], 100) == "3× a 3; b"
+
+
+def test_the_files_must_leave_the_filesystem_its_room_on_a_class_that_formats() -> None:
+    fits = spec(volumes=2, size="64Mi", dataPath={"jobsPerVolume": 2, "fileSize": "16Mi"})
+    full = spec(volumes=2, size="32Mi", dataPath={"jobsPerVolume": 2, "fileSize": "16Mi"})
+    ext4 = {FSTYPE_PARAMETER: "ext4"}
+    assert files_that_do_not_fit(fits, ext4) is None and files_that_do_not_fit(full, {}) is None
+    message = files_that_do_not_fit(full, ext4)
+    assert message is not None and "2 x 16Mi = 32Mi" in message and "32Mi volume formatted ext4" in message
+    assert "8% of the volume plus 8Mi" in message and "at most 21.4Mi of files fit" in message
+    one_big = spec(volumes=1, size="64Mi", dataPath={"jobsPerVolume": 1, "workloads": [
+        {"name": "small", "pattern": "read", "blockSize": "8Ki", "fileSize": "8Mi"},
+        {"name": "big", "pattern": "write", "blockSize": "8Ki", "fileSize": "60Mi"}]})
+    assert "workload big" in (files_that_do_not_fit(one_big, ext4) or "")
+
+
+@pytest.mark.parametrize("mebibytes", [16, 32, 64, 100, 128, 256, 512, 1024, 4096])
+def test_the_room_left_covers_what_mkfs_ext4_takes_as_kubernetes_formats(mebibytes: int, tmp_path: Path) -> None:
+    image = tmp_path / "volume.img"
+    with image.open("wb") as file:
+        file.truncate(mebibytes * MIB)  # sparse: nothing is written but the filesystem's metadata
+    subprocess.run(["mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard", str(image)], check=True)
+    header = subprocess.run(["dumpe2fs", "-h", str(image)], check=True, capture_output=True, text=True).stdout
+    facts = dict(line.split(":", 1) for line in header.splitlines() if ":" in line)
+    free = int(facts["Free blocks"]) * int(facts["Block size"])
+    assert room_for_files(mebibytes * MIB) <= free - 64 * 1024  # and the files' own extents and directory
+
+
+def test_a_data_path_that_cannot_fit_the_formatted_volume_fails_before_anything_is_created() -> None:
+    fake = FakeKube()
+    fake.objects[("storageclasses", "", "sim")]["parameters"][FSTYPE_PARAMETER] = "ext4"
+    status = run(fake, spec(volumes=3, pvcsPerPod=1, size="32Mi", dataPath={"jobsPerVolume": 2, "fileSize": "16Mi"}))
+    assert status.phase is not None and status.phase.value == "Failed"
+    assert status.conditions[0].reason == "DataPathDoesNotFit" and "at most 21.4Mi" in (status.message or "")
+    assert [path for verb, path in fake.timeline if verb in ("POST", "DELETE") and "/events/" not in path] == []
+    assert owned_left(fake) == []
+
+
+def test_columns_say_what_they_hold_and_workload_steps_show_wall_time_not_pod_rates() -> None:
+    from csibench.report.compare import render_compare
+    from csibench.report.datapath import table
+    from csibench.report.render import step_table
+    run_spec = data_spec(volumes=2, jobsPerVolume=1)
+    base = _as_run(run(FakeKube(), run_spec), run_spec, "base")
+    headers, rows = table(base) or ([], [])
+    assert {row[headers.index("Volumes × jobs each")] for row in rows} == {"2 × 1"}
+    mixed = {"name": "randReadWrite", "pattern": "randrw", "blockSize": "8Ki", "volumes": 1, "jobs": 2,
+             "latency": {"readP50": 0.0002, "readP99": 0.009, "writeP50": 0.004, "writeP99": 0.005}}
+    headers, rows = table({"status": {"dataPath": [mixed]}}) or ([], [])
+    cells = dict(zip(headers, rows[0], strict=True))
+    assert (cells["Read clat p50/p99 ms"], cells["Write clat p50/p99 ms"]) == ("0.20/9.00", "4.00/5.00")
+    assert cells["Volumes × jobs each"] == "1 × 2"
+    headers, rows = step_table(base)
+    step = dict(zip(headers, next(row for row in rows if row[0] == "Data Path (fio)"), strict=True))
+    assert step["Time · throughput"].endswith(" (wall time; its table below)") and "/s" not in step["Time · throughput"]
+    assert [step[name] for name in ("p50 s", "p90 s", "p99 s", "max s")] == ["", "", "", ""]
+    assert next(row for row in rows if row[0] == "Create Volume")[1].endswith("vol/s")  # lifecycle steps keep theirs
+    compared = next(line for line in render_compare(base, base).splitlines() if line.startswith("Data Path (fio)"))
+    assert "pod/s" not in compared and compared.rstrip().endswith("(its table below)")

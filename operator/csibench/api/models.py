@@ -108,6 +108,7 @@ class ConditionReason(StrEnum):
     TARGET_NAMESPACE_NOT_FOUND = "TargetNamespaceNotFound"
     INVALID_TARGET_NAMESPACE = "InvalidTargetNamespace"
     MANIFEST_REJECTED = "ManifestRejected"
+    DATA_PATH_DOES_NOT_FIT = "DataPathDoesNotFit"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"

@@ -1,11 +1,12 @@
 """Everything that can be checked before the first object is created, and re-checked between steps.
 
-Before: the plan (steps, order, classes), the StorageClass, the snapshot API and class, the target namespace
-(exists, is not a system or the operator's own namespace), cluster facts and the preflight of the CSI machinery
-serving the class (``csibench.preflight``; what to do with its findings is the run's decision), and a server-side
-dry run of one of each object the run will create, so that whatever the API server would refuse (a LimitRange, an
-admission policy) fails the run now with the API's own message. A run that fails here leaves nothing behind. Between
-steps: a deleted target namespace or StorageClass stops the run with the reason.
+Before: the plan (steps, order, classes), the StorageClass (and whether the data path's files fit a volume the
+class formats), the snapshot API and class, the target namespace (exists, is not a system or the operator's own
+namespace), cluster facts and the preflight of the CSI machinery serving the class (``csibench.preflight``; what
+to do with its findings is the run's decision), and a server-side dry run of one of each object the run will
+create, so that whatever the API server would refuse (a LimitRange, an admission policy) fails the run now with
+the API's own message. A run that fails here leaves nothing behind. Between steps: a deleted target namespace or
+StorageClass stops the run with the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.catalog import WFFC, Action
 from csibench.engine.context import RunContext, RunRef, scope_of
+from csibench.engine.datapath.fio import files_that_do_not_fit
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
@@ -44,6 +46,9 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> Ru
         raise PlanError(ConditionReason.STORAGE_CLASS_NOT_FOUND,
                         f"StorageClass {spec.storageClassName!r} does not exist")
     binding_mode = storage_class.get("volumeBindingMode") or "Immediate"
+    unfit = files_that_do_not_fit(spec, storage_class.get("parameters") or {})
+    if unfit is not None:
+        raise PlanError(ConditionReason.DATA_PATH_DOES_NOT_FIT, unfit)
     if any(step.needs_snapshot_class for step in plan):
         await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
