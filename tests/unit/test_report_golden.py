@@ -64,3 +64,10 @@ def test_compare_names_steps_only_one_run_has() -> None:
     text = render_compare(RUNS["serial"], partial)
     assert "not compared: publish (only in bench/serial-1000)" in text
     assert text.count("\n") < 8
+
+
+def test_workload_tables() -> None:
+    """The data-path and database tables of a run with both, and the step table's rows for those steps."""
+    check("report-workloads.txt", render_table(RUNS["workloads"]))
+    check("report-workloads.md", render_markdown(RUNS["workloads"]))
+    check("compare-workloads.txt", render_compare(RUNS["workloads"], RUNS["workloads"]))

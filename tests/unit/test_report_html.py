@@ -122,3 +122,22 @@ def test_the_browser_check_sees_errors_and_missing_plots(tmp_path: Path) -> None
     assert any("boom" in error for error in seen.errors) and any("exception" in e for e in seen.errors)
     assert any(e.startswith("log: ") for e in seen.errors)  # the image the network did not serve
     assert seen.external == 1 and seen.plots[0]["paths"] == 0
+
+
+def test_the_machinery_and_each_finding_are_said_once(measured: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    run, report = measured
+    status = {**run["status"], "preflight": [
+        {"check": "ClientThrottling", "severity": "Warning", "component": "kube-system/prov/csi-provisioner",
+         "message": "csi-provisioner's client needs at least 40s for createVolume"},
+        {"check": "WorkerThreads", "severity": "Info", "message": "csi-attacher runs 10 workers"}]}
+    status["environment"] = {**status["environment"], "machinery": {
+        "visible": True, "driver": "sim.csibench.io", "components": [
+            {"kind": "csi-provisioner", "namespace": "kube-system", "pod": "prov", "container": "csi-provisioner",
+             "version": "v6.4.0", "flags": {"kube-api-qps": "5"}, "defaults": {"kube-api-burst": "10"}}]}}
+    with_findings = {**run, "status": status}
+    page = build_run_html(with_findings, {**report, "preflight": status["preflight"]})
+    assert page.count("CSI machinery of sim.csibench.io: csi-provisioner v6.4.0") == 1
+    assert page.count("needs at least 40s for createVolume") == 1 and page.count("runs 10 workers") == 1
+    from csibench.report.render import render_table
+    text = render_table(with_findings)  # the text report says each once as well, and keeps all of it
+    assert text.count("CSI machinery of sim.csibench.io") == 1 and text.count("runs 10 workers") == 1

@@ -287,6 +287,13 @@ def step_named(name: str) -> StepSpec:
         raise KeyError(f"step {name!r} is not in the step catalog") from None
 
 
+def measures_rows(name: str) -> bool:
+    """For reports: the step's numbers are the rows of a table of its own (the data path's workloads, the
+    database's runs); the rate and latency of its pods say nothing, only its wall time does."""
+    step = STEPS.get(name)
+    return step is not None and step.results is not None
+
+
 def title_and_unit(name: str) -> tuple[str, str]:
     """For reports: a known step's title and unit; a step a newer operator ran keeps its name."""
     step = STEPS.get(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.engine.catalog import title_and_unit
+from csibench.engine.catalog import measures_rows, title_and_unit
 from csibench.engine.timing import human_duration
 from csibench.report import database, datapath
 from csibench.report.machinery import differences
@@ -77,10 +77,10 @@ def compare_runs(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[Ste
     return [StepComparison(name, steps_a[name], steps_b[name]) for name in shared], only
 
 
-def _cell(step: dict[str, Any], unit: str) -> str:
+def _cell(step: dict[str, Any], unit: str, rate_shown: bool = True) -> str:
     duration, rate = step.get("durationSeconds"), step.get("throughput")
     text = "-" if duration is None else human_duration(duration)
-    if rate is not None:
+    if rate is not None and rate_shown:
         text += f" · {rate:.2f} {unit}/s"
     if step.get("failed"):
         text += f" ({step['failed']} failed)"
@@ -135,7 +135,10 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any],
         headers = ["Operation", f"A: {_name(run_a)}", f"B: {_name(run_b)}", "B vs A (throughput)"]
         for item in comparisons:
             title, unit = title_and_unit(item.step)
-            rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])
+            if measures_rows(item.step):  # wall time only; its rows are compared in their own table below
+                rows.append([title, _cell(item.a, unit, False), _cell(item.b, unit, False), "(its table below)"])
+            else:
+                rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])
         total_a = sum(c.a.get("durationSeconds") or 0 for c in comparisons)
         total_b = sum(c.b.get("durationSeconds") or 0 for c in comparisons)
     else:

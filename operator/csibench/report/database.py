@@ -1,7 +1,8 @@
-"""The database table, shaped like the published pgbench tables (Scale, Type, Clients, Duration (s), TPS, WAL Gen
-(MB)) plus threads, latency average/stddev and failed transactions, with each scale's initialization as a row of
-its own ("init", its wall time); and two runs side by side, B vs A TPS per row (pure, over the run's status as the
-API returns it). WAL is shown in MB as PostgreSQL counts them (1024 x 1024 bytes); status keeps exact bytes.
+"""The database table, shaped like the published pgbench tables (Scale, Type, Clients, Duration (s), TPS, WAL Gen)
+plus threads, latency average/stddev and failed transactions, with each scale's initialization as a row of its
+own ("init", its wall time); and two runs side by side, B vs A TPS per row (pure, over the run's status as the API
+returns it). Every duration is in seconds with one decimal, init rows and runs alike. WAL is shown in MiB
+(1024 x 1024 bytes, the unit PostgreSQL's "MB" means), and the header says MiB; status keeps exact bytes.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from csibench.engine.timing import human_duration
 
-HEADERS = ["Scale", "Type", "Clients", "Threads", "Duration (s)", "TPS", "Latency avg/stddev ms", "WAL Gen (MB)",
+HEADERS = ["Scale", "Type", "Clients", "Threads", "Duration (s)", "TPS", "Latency avg/stddev ms", "WAL Gen (MiB)",
            "Failed tx", "State"]
 COMPARE_HEADERS = ["Scale", "Type", "Clients", "A: TPS", "B: TPS", "B vs A (TPS)"]
 TYPES = {"readOnly": "RO", "readWrite": "RW"}
@@ -30,10 +31,9 @@ def _number(value: float | None, digits: int) -> str:
 
 
 def _duration(row: dict[str, Any]) -> str:
+    """Seconds, one decimal, for every row: an init of 0.3 s and a 10 s run read alike under "Duration (s)"."""
     seconds = row.get("durationSeconds")
-    if seconds is None:
-        return "-"
-    return human_duration(float(seconds)) if row.get("kind") == "initialize" else f"{float(seconds):.0f}"
+    return "-" if seconds is None else f"{float(seconds):.1f}"
 
 
 def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
@@ -60,8 +60,10 @@ def notes(run: dict[str, Any]) -> list[str]:
         return []
     lines = ["database: TPS excludes connection time; WAL Gen is pg_current_wal_lsn() after minus before each run; "
              "init rows are the wall time of pgbench -i"]
-    lines += [f"database ({kind(row)} scale {row.get('scale')}{_clients(row)}): {row['message']}"
-              for row in found if row.get("message")]
+    said = [row for row in found if row.get("message")]
+    if said and len(said) == len(found) and len({row["message"] for row in said}) == 1:
+        return [*lines, f"database (every row): {said[0]['message']}"]  # e.g. PostgreSQL did not start
+    lines += [f"database ({kind(row)} scale {row.get('scale')}{_clients(row)}): {row['message']}" for row in said]
     return lines
 
 

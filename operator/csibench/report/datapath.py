@@ -1,6 +1,7 @@
 """The data-path table, shaped like the published vendor tables (workload, block, pattern, MiB/s), plus IOPS,
-completion latency, the volumes and jobs behind each row and the spread across volumes; and two runs' data
-paths side by side (pure, over the run's status as the API returns it).
+completion latency per direction (a 50/50 row's reads and writes are never mixed in one figure), the volumes and
+the jobs on each behind a row and the spread across volumes; and two runs' data paths side by side (pure, over
+the run's status as the API returns it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.engine.timing import human_duration
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
-           "clat p50/p99 ms", "Volumes · jobs", "Per volume MiB/s", "Time", "State"]
+           "Read clat p50/p99 ms", "Write clat p50/p99 ms", "Volumes × jobs each", "Per volume MiB/s", "Time",
+           "State"]
 COMPARE_HEADERS = ["Workload", "A: MiB/s · IOPS", "B: MiB/s · IOPS", "B vs A (MiB/s)"]
 PATTERNS = {"read": "100% read, sequential", "write": "100% write, sequential", "randread": "100% read, random",
             "randwrite": "100% write, random"}
@@ -41,11 +43,17 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _latency(row: dict[str, Any]) -> str:
+def _latency(row: dict[str, Any], direction: str) -> str:
+    """One direction's p50/p99 in ms ("-" where the row did no I/O that way)."""
     latency = row.get("latency") or {}
-    p50 = max((latency.get(k) or 0.0) for k in ("readP50", "writeP50"))
-    p99 = max((latency.get(k) or 0.0) for k in ("readP99", "writeP99"))
-    return "-" if not p99 else f"{p50 * 1000:.2f}/{p99 * 1000:.2f}"
+    p50, p99 = latency.get(f"{direction}P50"), latency.get(f"{direction}P99")
+    return "-" if not p99 else f"{(p50 or 0.0) * 1000:.2f}/{p99 * 1000:.2f}"
+
+
+def _volumes_and_jobs(row: dict[str, Any]) -> str:
+    """"2 × 1": volumes, and fio jobs on each (status keeps the row's total jobs)."""
+    volumes, jobs = int(row.get("volumes") or 0), int(row.get("jobs") or 0)
+    return f"{volumes} × {jobs // volumes if volumes else 0}"
 
 
 def _read_percents(run: dict[str, Any]) -> dict[str, int]:
@@ -66,8 +74,8 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
         duration = row.get("durationSeconds")
         rows.append([title(row), block(row), pattern(row, shares.get(row["name"])), _number(row.get("readMiBps")),
                      _number(row.get("writeMiBps")), _number(row.get("readIOPS"), 0),
-                     _number(row.get("writeIOPS"), 0), _latency(row), f"{row.get('volumes', 0)} · "
-                     f"{row.get('jobs', 0)}", spread, "-" if duration is None else human_duration(duration),
+                     _number(row.get("writeIOPS"), 0), _latency(row, "read"), _latency(row, "write"),
+                     _volumes_and_jobs(row), spread, "-" if duration is None else human_duration(duration),
                      row.get("state", "") + (f" ({row['failed']} failed)" if row.get("failed") else "")])
     return HEADERS, rows
 
@@ -77,8 +85,8 @@ def notes(run: dict[str, Any]) -> list[str]:
     found = rows_of(run)
     if not found:
         return []
-    lines = ["data path: MiB/s and IOPS summed over volumes; clat p50/p99 is the slowest volume's (fio merges its "
-             "jobs within a pod)"]
+    lines = ["data path: MiB/s and IOPS summed over volumes; clat p50/p99 per direction is the slowest volume's (fio "
+             "merges its jobs within a pod)"]
     lines += [f"data path ({row['name']}): {row['message']}" for row in found if row.get("message")]
     return lines
 

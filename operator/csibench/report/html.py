@@ -19,7 +19,7 @@ from csibench.engine.report_store import iteration_records
 from csibench.report import database, datapath, plots
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
-from csibench.report.render import context_lines, step_table
+from csibench.report.render import context_of, step_table
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; max-width: 1200px; }
@@ -140,13 +140,13 @@ def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
 def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     meta = run.get("metadata") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-    header, trailer = context_lines(run)
+    context = context_of(run)  # the machinery and the findings have their own sections below
     headers, rows = step_table(run)
-    body = [f"<h1>{_e(header[0])}</h1>", *[f'<p class="muted">{_e(line)}</p>' for line in header[1:]],
+    body = [f"<h1>{_e(context.title)}</h1>",
+            *[f'<p class="muted">{_e(line)}</p>' for line in [*context.facts, *context.iterations]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
             *_workload_sections(datapath.table(run), database.table(run)),
-            *[f'<p class="muted">{_e(line)}</p>' for line in trailer
-              if line and not line.startswith("preflight ")]]  # findings have their own section below
+            *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     if by_step:
         body += [_step_section(step, runs) for step, runs in by_step.items()]

@@ -7,9 +7,10 @@ cluster. Durations read "10m 30s", rates "1.59 vol/s", latencies are per-object 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from csibench.engine.catalog import title_and_unit
+from csibench.engine.catalog import measures_rows, title_and_unit
 from csibench.engine.timing import human_duration
 from csibench.report import database, datapath
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -19,19 +20,25 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+ROWS_BELOW = "(wall time; its table below)"
+
+
 def step_row(step: dict[str, Any]) -> list[str]:
+    """A lifecycle step: time, throughput and per-object percentiles. A step whose numbers are rows of a table of
+    its own (data path, database): its wall time and a pointer to that table, no per-pod rate or percentiles."""
     title, unit = title_and_unit(step["name"])
     duration = step.get("durationSeconds")
     rate = step.get("throughput")
     timing = "-" if duration is None else human_duration(duration)
+    failed = step.get("failed", 0)
+    objects = f"{step.get('succeeded', 0)}/{step.get('objects', 0)}" + (f" ({failed} failed)" if failed else "")
+    if measures_rows(step["name"]):
+        return [title, f"{timing} {ROWS_BELOW}", "", "", "", "", objects, step.get("state", "")]
     if rate is not None:
         timing += f" · {rate:.2f} {unit}/s"
     latency = step.get("latency") or {}
-    failed = step.get("failed", 0)
     return [title, timing, _seconds(latency.get("p50")), _seconds(latency.get("p90")),
-            _seconds(latency.get("p99")), _seconds(latency.get("max")),
-            f"{step.get('succeeded', 0)}/{step.get('objects', 0)}" + (f" ({failed} failed)" if failed else ""),
-            step.get("state", "")]
+            _seconds(latency.get("p99")), _seconds(latency.get("max")), objects, step.get("state", "")]
 
 
 HEADERS = ["Operation", "Time · throughput", "p50 s", "p90 s", "p99 s", "max s", "Objects", "State"]
@@ -141,28 +148,47 @@ def iteration_lines(status: dict[str, Any]) -> list[str]:
     return lines
 
 
-def context_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The lines above the step table and below it, as the text report prints them."""
-    return _context(run)
+@dataclass(frozen=True)
+class ReportContext:
+    """What the reports say around the step table, in parts: the text reports print them all; the HTML page
+    prints the CSI machinery and the preflight findings in sections of their own, so it takes the others."""
+
+    title: str  # "BenchmarkRun ns/name: Succeeded — message"
+    facts: list[str]  # the class and cluster, the client
+    machinery: list[str]
+    iterations: list[str]
+    notes: list[str]  # step notes, data-path and database notes, failures
+    findings: list[str]
+    tail: list[str]  # cleanup, and a run still in progress
+
+    def header(self) -> list[str]:
+        return [self.title, *self.facts, *self.machinery, *self.iterations]
+
+    def trailer(self) -> list[str]:
+        trailer = ["", *self.notes] if self.notes else []
+        if self.findings:
+            trailer += ["", *self.findings]
+        for line in self.tail:
+            trailer += ["", line]
+        return trailer
 
 
-def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The lines above the table (run, cluster, client) and below it (notes, failures, cleanup)."""
+def context_of(run: dict[str, Any]) -> ReportContext:
+    """The lines above the table (run, cluster, client, machinery, iterations) and below it (notes, failures,
+    preflight findings, cleanup, progress)."""
     status = run.get("status") or {}
     meta = run.get("metadata") or {}
     client = status.get("client") or {}
     environment = status.get("environment") or {}
-    header = [
-        f"BenchmarkRun {meta.get('namespace', '')}/{meta.get('name', '')}: {status.get('phase', 'Pending')}"
-        + (f" — {status['message']}" if status.get("message") else ""),
+    title = (f"BenchmarkRun {meta.get('namespace', '')}/{meta.get('name', '')}: {status.get('phase', 'Pending')}"
+             + (f" — {status['message']}" if status.get("message") else ""))
+    facts = [
         f"storage class {run.get('spec', {}).get('storageClassName', '?')} "
         f"(provisioner {environment.get('provisioner', '?')}, {environment.get('volumeBindingMode', '?')}), "
         f"Kubernetes {environment.get('serverVersion', '?')}, {environment.get('nodeCount', '?')} nodes",
         f"client qps {client.get('qps', '?')} burst {client.get('burst', '?')} "
         f"in flight {client.get('maxInFlight', '?')}, throttled {client.get('throttledSeconds', 0)}s, "
         f"{client.get('requests', 0)} requests",
-        *machinery_lines(environment),
-        *iteration_lines(status),
     ]
     notes = [f"note ({s['name']}): {s['note']}" for s in status.get("steps", []) if s.get("note")]
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
@@ -170,13 +196,14 @@ def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
                 for s in status.get("steps", []) if s.get("failureReasons")]
     notes += datapath.notes(run)
     notes += database.notes(run)
-    trailer = ["", *notes, *failures] if notes or failures else []
-    findings = finding_lines(status.get("preflight") or [])
-    if findings:
-        trailer += ["", *findings]
-    if status.get("cleanup"):
-        trailer += ["", f"cleanup: {status['cleanup']}"]
+    tail = [f"cleanup: {status['cleanup']}"] if status.get("cleanup") else []
     if status.get("phase") not in ("Succeeded", "Failed"):
-        trailer += ["", f"run still in progress (phase {status.get('phase', 'Pending')}, "
-                        f"step {status.get('currentStep') or '-'}, progress {status.get('progress') or '-'})"]
-    return header, trailer
+        tail.append(f"run still in progress (phase {status.get('phase', 'Pending')}, "
+                    f"step {status.get('currentStep') or '-'}, progress {status.get('progress') or '-'})")
+    return ReportContext(title, facts, machinery_lines(environment), iteration_lines(status), notes + failures,
+                      finding_lines(status.get("preflight") or []), tail)
+
+
+def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    context = context_of(run)
+    return context.header(), context.trailer()
