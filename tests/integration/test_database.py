@@ -150,7 +150,7 @@ def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
 
     table = cli(cluster, "report", "db", "-n", namespace)
     print(table)  # the measured table, for the record (pytest -rP shows it)
-    assert "Database (pgbench)" in table and "WAL Gen (MB)" in table
+    assert "Database (pgbench)" in table and "WAL Gen (MiB)" in table
     compared = cli(cluster, "compare", "db", "db", "-n", namespace)
     line = next(line for line in compared.splitlines() if line.split()[:3] == ["1", "RW", "4"])
     assert line.rstrip().endswith("1.00×")

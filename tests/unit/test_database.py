@@ -21,6 +21,8 @@ from tests.unit.test_run import UID, owned_left, run, spec
 GOLDEN = REPO_ROOT / "tests" / "golden"
 MATRIX_LOG = (GOLDEN / "pgbench-matrix.log").read_text()  # scales [1], clients [1, 2], 2 s per run
 DISK_FULL_LOG = (GOLDEN / "pgbench-disk-full.log").read_text()  # scale 10 on a 100 MB filesystem
+# The pod's script with sharedBuffers "1kB" (the pattern admits it, PostgreSQL does not), run as captured.
+SERVER_START_LOG = (GOLDEN / "pgbench-server-start.log").read_text()
 SMALL = {"scales": [1], "clients": [1, 2], "durationSeconds": {"readOnly": 2, "readWrite": 2}, "pauseSeconds": 0,
          "phasePauseSeconds": 0}
 
@@ -102,9 +104,9 @@ def test_setup_failures_and_tool_messages() -> None:
            'Permission denied\n'
            'csibench-db {"event":"setup","stage":"initdb"}\n')
     rows, _ = pgbench.build_rows(planned, log)
-    assert rows[0].state == StepState.FAILED and rows[1].state == StepState.PENDING
-    assert rows[0].message == 'initdb failed: initdb: error: could not create directory "/data/pgdata": ' \
-                              'Permission denied'
+    assert all(row.state == StepState.FAILED and row.message == pgbench.NOT_STARTED for row in rows)
+    assert pgbench.startup_failure(pgbench.read_log(log)) == 'PostgreSQL did not start: initdb failed: initdb: ' \
+        'error: could not create directory "/data/pgdata": Permission denied'
     messages = pgbench.messages_of(["postgres[1] LOG:  checkpoint starting", "postgres[2] FATAL:  too many clients",
                                     "pgbench: error: client 3 aborted in command 4", "postgres[2] PANIC:  x"])
     assert messages == "PANIC: x; FATAL: too many clients; pgbench: error: client 3 aborted in command 4"
@@ -249,9 +251,9 @@ def test_report_has_a_table_shaped_like_the_published_one_and_compare_puts_tps_s
     text = render_table(base)
     assert "Database (pgbench)" in text
     header = next(line for line in text.splitlines() if line.startswith("Scale"))
-    assert all(word in header for word in ("Type", "Clients", "Duration (s)", "TPS", "WAL Gen (MB)"))
+    assert all(word in header for word in ("Type", "Clients", "Duration (s)", "TPS", "WAL Gen (MiB)"))
     init = next(line for line in text.splitlines() if line.split()[:2] == ["1", "init"])
-    assert "0.3s" in init
+    assert " 0.3 " in init
     ro = next(line for line in text.splitlines() if line.split()[:3] == ["1", "RO", "2"])
     assert "0.00" in ro  # readOnly: no WAL
     assert "Database (pgbench)" in render_markdown(base)
@@ -261,7 +263,7 @@ def test_report_has_a_table_shaped_like_the_published_one_and_compare_puts_tps_s
     assert rows_line(compared, "1 init").rstrip().endswith("1.00×")
     from csibench.report.html import build_compare_html, build_run_html
     page = build_run_html(base, None)  # the HTML report has the same table
-    assert "<h2>Database (pgbench)</h2>" in page and "<th>WAL Gen (MB)</th>" in page
+    assert "<h2>Database (pgbench)</h2>" in page and "<th>WAL Gen (MiB)</th>" in page
     assert "<h2>Database (pgbench)</h2>" in build_compare_html(base, None, other, None)
 
 
@@ -291,3 +293,35 @@ def test_an_operator_restart_mid_step_deletes_the_pod_and_its_claim_and_measures
     assert redone.attempts == 2 and redone.restored and "deleted 1 claims" in redone.restored
     assert [row.state for row in status.database] == [StepState.SUCCEEDED] * 5
     assert owned_left(fake) == []
+
+
+def test_a_server_that_does_not_start_fails_the_step_with_its_own_reason_before_any_row() -> None:
+    planned = pgbench.matrix(DatabaseSpec(**SMALL))
+    rows, _ = pgbench.build_rows(planned, SERVER_START_LOG)
+    assert all(row.state == StepState.FAILED and row.message == pgbench.NOT_STARTED for row in rows)
+    assert pgbench.startup_failure(pgbench.read_log(SERVER_START_LOG)) == (
+        'PostgreSQL did not start: FATAL: 0 8kB is outside the valid range for parameter "shared_buffers" '
+        "(16 .. 1073741823)")
+    fake = FakeKube(Behaviour(workload=lambda pod: (1, SERVER_START_LOG)))
+    status = run(fake, db_spec(postgres={"sharedBuffers": "1kB"}))
+    step = next(s for s in status.steps if s.name == "database")
+    assert [(r.reason, r.count) for r in step.failureReasons] == [("ServerFailedToStart", 1)]
+    assert "InitializationFailed" not in (status.message or "") and "shared_buffers" in (status.message or "")
+    assert all(row.message == pgbench.NOT_STARTED for row in status.database)
+    from csibench.report.render import render_table
+    text = render_table(_as_run(status, db_spec(), "nostart"))
+    assert "database (every row): not run: PostgreSQL did not start" in text
+    assert "1× ServerFailedToStart: PostgreSQL did not start: FATAL: 0 8kB is outside" in text
+    assert owned_left(fake) == []
+
+
+def test_every_duration_reads_in_seconds_and_wal_in_mib() -> None:
+    from csibench.report.database import table
+    run_spec = db_spec()
+    headers, rows = table(_as_run(run(FakeKube(Behaviour(workload=pgbench_pod)), run_spec), run_spec, "base")) or (
+        [], [])
+    assert "WAL Gen (MiB)" in headers and "WAL Gen (MB)" not in headers
+    durations = [row[headers.index("Duration (s)")] for row in rows]
+    assert durations[0] == "0.3" and all(re.fullmatch(r"\d+\.\d", cell) for cell in durations), durations
+    rw1 = next(row for row in rows if row[:3] == ["1", "RW", "1"])
+    assert rw1[headers.index("WAL Gen (MiB)")] == f"{434832 / 2**20:,.2f}"

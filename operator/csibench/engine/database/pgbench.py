@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.models import DatabaseRow, DatabaseRowKind, DatabaseSpec, StepState
+from csibench.api.text import shorten
 
 MOUNT_PATH = "/data"
 SCRATCH_PATH = "/scratch"  # an emptyDir: PostgreSQL's unix socket and lock file, pgbench's output; gone with the pod
@@ -223,7 +224,7 @@ def messages_of(lines: list[str]) -> str:
             tools.append(text)
     ordered = [text for _, text in sorted(server, key=lambda item: item[0])] + tools
     # pgbench echoes the server's error as it received it ("ERROR:  could not extend ..."): said once.
-    return "; ".join(dict.fromkeys(" ".join(text.split()) for text in ordered))[:MAX_MESSAGE]
+    return shorten("; ".join(dict.fromkeys(" ".join(text.split()) for text in ordered)), MAX_MESSAGE)
 
 
 _NUMBERS = {
@@ -284,17 +285,35 @@ def build_row(planned: DatabaseRow, segment: Segment | None) -> DatabaseRow:
     return row
 
 
+SERVER_FAILED_TO_START = "ServerFailedToStart"
+NOT_STARTED = "not run: PostgreSQL did not start"
+
+
+def startup_failure(view: LogView) -> str | None:
+    """PostgreSQL never served a row (initdb failed, or the server exited before it accepted connections): the
+    server's own words, which are the step's failure and no row's."""
+    if view.setup_failed is None or any(segment.started for segment in view.segments.values()):
+        return None
+    words = messages_of(view.outside) or f"{view.setup_failed} failed"
+    stage = "initdb failed: " if view.setup_failed == "initdb" else ""
+    return shorten(f"PostgreSQL did not start: {stage}{words}", MAX_MESSAGE)
+
+
 def build_rows(planned: list[DatabaseRow], log: str) -> tuple[list[DatabaseRow], list[str]]:
-    """Every row as the log shows it so far, and each row's pgbench summary (for the report)."""
+    """Every row as the log shows it so far, and each row's pgbench summary (for the report). When PostgreSQL
+    did not start, no row ran: each says so, and ``startup_failure`` has the server's words."""
     view = read_log(log)
     rows = [build_row(row, view.segments.get(index)) for index, row in enumerate(planned)]
     summaries = [summary_of(view.segments[index]) if index in view.segments else "" for index in range(len(rows))]
-    if view.setup_failed is not None:
+    if startup_failure(view) is not None:
+        for row in rows:
+            row.state, row.message = StepState.FAILED, NOT_STARTED
+    elif view.setup_failed is not None:  # the server went away between rows
         reason = messages_of(view.outside) or f"{view.setup_failed} failed"
         for row in rows:
             if row.state in (StepState.PENDING, StepState.RUNNING):
                 row.state = StepState.FAILED
-                row.message = f"{view.setup_failed} failed: {reason}"[:MAX_MESSAGE]
+                row.message = shorten(f"{view.setup_failed} failed: {reason}", MAX_MESSAGE)
                 break
     return rows, summaries
 

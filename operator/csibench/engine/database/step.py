@@ -12,9 +12,11 @@ are gone. The step's clock covers all of it; each row has its own wall time.
 
 A row fails with the tools' own words (``pgbench -i failed (exit 1): PANIC: could not write to file
 "pg_wal/xlogtemp.42": No space left on device; pgbench: error: PQputline failed``); rows after a failed
-initialization are not run and say so. Every object carries the run's labels, so cleanup removes whatever an
-interruption leaves; after an operator restart the step is restored (its pod and claim deleted, untimed) and
-measured again from scratch, and a row cut short is never a measurement.
+initialization are not run and say so. A server that never starts (initdb fails, a setting PostgreSQL refuses)
+fails the step with ``ServerFailedToStart`` and its own words, before any row: every row says it was not run.
+Every object carries the run's labels, so cleanup removes whatever an interruption leaves; after an operator
+restart the step is restored (its pod and claim deleted, untimed) and measured again from scratch, and a row cut
+short is never a measurement.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, contex
         if outcome.ok:
             outcome = type(outcome)(False, outcome.at, "LogUnavailable", f"pods/log of {pod}: {error}"[:600])
     rows, summaries = pgbench.build_rows(planned, log)
+    startup = pgbench.startup_failure(pgbench.read_log(log))
     told = next((row for row in rows if row.state == StepState.FAILED), None)  # the tools' own words
     if not outcome.ok:
         why = outcome.message or outcome.reason
@@ -125,7 +128,9 @@ async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, contex
     else:
         pgbench.not_run(rows, "the pod ended before this row ran")
     failed = told or next((row for row in rows if row.state == StepState.FAILED), None)
-    if failed is None:
+    if startup is not None:  # no row ran: the server's own failure, not the first row's
+        verdict = Verdict(False, pgbench.SERVER_FAILED_TO_START, startup)
+    elif failed is None:
         verdict = Verdict(True)
     elif told is not None:
         verdict = Verdict(False, "InitializationFailed" if told.kind == DatabaseRowKind.INITIALIZE else "RunFailed",
