@@ -41,7 +41,7 @@ from bench.harness import (
     operator_run,
     storage_class,
 )
-from csibench.engine.report_store import object_names
+from csibench.api.stored_report import object_names
 from csibench.engine.timing import nearest_rank
 from tests.support import manifests
 from tests.support.runs import read_report

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from csibench.engine.report_store import object_names
+from csibench.api.stored_report import object_names
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from tests.support.kube import Kube, wait_until
 from tests.support.operator import OperatorProcess

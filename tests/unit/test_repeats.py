@@ -8,8 +8,9 @@ import base64
 from typing import Any
 
 from csibench.api.models import BenchmarkRunStatus
+from csibench.api.stored_report import iteration_records
 from csibench.engine.iterations import build_aggregates, count_iterations
-from csibench.engine.report_store import decode_report, encode_report, iteration_records
+from csibench.engine.report_store import decode_report, encode_report
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.unit.test_resume import kill_when, resume, stored_report
 from tests.unit.test_run import NAMES, REF, owned_left, run, spec

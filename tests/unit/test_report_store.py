@@ -7,7 +7,8 @@ import json
 import random
 from typing import Any
 
-from csibench.engine.report_store import build_report_configmaps, decode_report, object_names
+from csibench.api.stored_report import object_names
+from csibench.engine.report_store import build_report_configmaps, decode_report
 
 
 def _report_of(volumes: int, seed: int) -> dict[str, Any]:

@@ -12,13 +12,15 @@ from typing import Any, cast
 import pytest
 
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
+from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
-from csibench.engine.catalog import Action, StepContext, StepSpec, skip_nothing
+from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM
 from csibench.engine.run import RunEngine
+from csibench.engine.step import Action, StepContext, StepSpec
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.report.render import render_table
@@ -275,16 +277,18 @@ def _scratch_volume(context: StepContext, index: int) -> dict[str, Any]:
             "spec": {"storageClassName": context.spec.storageClassName}}
 
 
-SCRATCH = StepSpec("createScratchVolume", "Create Scratch Volume", "vol", CLAIM, r.PVCS, Action.CREATE,
-                   lambda names, index: f"{names.prefix}-x{index:05d}", lambda s: s.volumes, judges.claim_bound,
-                   skip_nothing, terminal_warnings=frozenset({"ProvisioningFailed"}), manifest=_scratch_volume,
-                   report_key="scratch", gone=judges.claim_and_volume_gone)
+SCRATCH = StepSpec(facts=StepFacts("createScratchVolume", "Create Scratch Volume", "vol"), kind=CLAIM,
+                   resource=r.PVCS, action=Action.CREATE,
+                   object_name=lambda names, index: f"{names.prefix}-x{index:05d}", count=lambda s: s.volumes,
+                   judge=judges.claim_bound, skip=skip_nothing, terminal_warnings=frozenset({"ProvisioningFailed"}),
+                   manifest=_scratch_volume, report_key="scratch", gone=judges.claim_and_volume_gone)
 
 
-def test_a_ninth_step_is_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_eleventh_step_is_its_facts_and_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(STEP_FACTS, SCRATCH.name, SCRATCH.facts)
     monkeypatch.setitem(catalog.STEPS, SCRATCH.name, SCRATCH)
     fake = FakeKube()
-    status = run(fake, spec())  # the default plan: every step the classes allow, now with the ninth
+    status = run(fake, spec())  # the default plan: every step the classes allow, now with the eleventh
     assert [s.name for s in status.steps] == ["createVolume", "publish", "unpublish", "deleteVolume",
                                               "createScratchVolume"]
     assert steps_of(status)["createScratchVolume"] == ("Succeeded", 6, 6, 0, 0)
@@ -296,9 +300,9 @@ def test_a_ninth_step_is_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_every_step_name_has_one_consistent_catalog_entry() -> None:
-    assert list(catalog.STEPS) == [s.value for s in StepName]
+    assert list(catalog.STEPS) == [s.value for s in StepName] == list(STEP_FACTS)
     for name, step in catalog.STEPS.items():
-        assert step.name == name and step.title and step.unit
+        assert step.name == name and step.facts is STEP_FACTS[name] and step.facts.title and step.facts.unit
         assert step.gone is not None, f"{name} declares no restore rule"
         assert step.recreated_by is None or step.action == Action.DELETE
         assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from csibench.engine.timing import human_duration, nearest_rank, summarize
+from csibench.api.text import human_duration
+from csibench.engine.timing import nearest_rank, summarize
 
 
 def test_percentiles_are_nearest_rank_values() -> None:

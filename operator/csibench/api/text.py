@@ -1,4 +1,5 @@
-"""How a tool's words become a bounded message for status and reports (pure).
+"""How numbers and a tool's words read in status and reports (pure): durations as published tables write them,
+and bounded messages.
 
 Status fields are bounded, so messages are cut; a cut in the middle of a word ("...io_u error on file ") reads as
 a broken message. ``shorten`` cuts at a word boundary and says that it cut. Tools repeat one line per job or per
@@ -50,3 +51,15 @@ def collapse_lines(lines: list[str], limit: int) -> str:
     parts = [(f"{counts[key]}× " if counts[key] > 1 else "") + (kept[-1] if key == last else first[key])
              for key in order]
     return shorten("; ".join(parts), limit)
+
+
+def human_duration(seconds: float) -> str:
+    """'10m 30s', '5h 00m 52s', '3.2s' — the way published benchmark tables read."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    return f"{minutes}m {secs:02d}s"

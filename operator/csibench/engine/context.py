@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Environment, Finding
-from csibench.engine.catalog import StepContext, StepSpec
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
+from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.ownership import RunScope

@@ -16,14 +16,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from csibench.api.models import ConditionReason
-from csibench.engine.catalog import WFFC, Action, Manifest, StepContext, StepSpec
+from csibench.api.steps import WFFC
+from csibench.api.text import human_duration
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
 from csibench.engine.status import StatusRecorder
-from csibench.engine.timing import human_duration
+from csibench.engine.step import Action, Manifest, StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient

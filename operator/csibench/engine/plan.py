@@ -1,16 +1,17 @@
 """Which steps a run executes, checked before anything is created (pure).
 
 The steps come from the spec (or, by default, every catalog step the given classes allow) and must follow the
-catalog's order and ``requires`` edges: everything needs createVolume, unpublish needs publish, clones need
-snapshots, deleting clones needs clones. A spec that breaks them fails before the run touches the cluster.
+order and ``requires`` edges of the step facts (``api/steps.py``): every lifecycle step needs createVolume, unpublish
+needs publish, clones need snapshots, deleting clones needs clones; the database step needs nothing (its volume is
+its own). A spec that breaks them fails before the run touches the cluster.
 """
 
 from __future__ import annotations
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason
 from csibench.engine import catalog
-from csibench.engine.catalog import StepSpec
 from csibench.engine.errors import PlanError
+from csibench.engine.step import StepSpec
 
 
 def resolve_steps(spec: BenchmarkRunSpec) -> list[StepSpec]:

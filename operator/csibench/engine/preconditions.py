@@ -15,15 +15,16 @@ import logging
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment, Machinery, PreflightMode
+from csibench.api.steps import WFFC
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
-from csibench.engine.catalog import WFFC, Action
 from csibench.engine.context import RunContext, RunRef, scope_of
 from csibench.engine.datapath.fio import files_that_do_not_fit
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.plan import resolve_steps
+from csibench.engine.step import Action
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.identity import operator_namespace

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from csibench.api.models import GROUP, KIND, VERSION
+from csibench.api.stored_report import REPORT_FORMAT, iteration_records
 from csibench.engine.catalog import STEPS
 from csibench.kube import resources as r
 from csibench.kube.client import KubeClient
@@ -23,24 +24,6 @@ from csibench.kube.ownership import REPORT_OF_LABEL
 from csibench.metrics import METRICS
 
 REPORT_KEY = "report.json.gz"
-REPORT_FORMAT = "csibench.io/report-v1"
-
-
-def iteration_records(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every iteration of a stored report, in order, each ``{"iteration": n, "steps": [...], ...}``: the earlier
-    ones from ``iterations``, the current (at the end: the last) from ``steps``. A report without repeats is one
-    iteration."""
-    current = {"iteration": int(report.get("iteration") or 1), "steps": report.get("steps") or [],
-               **({"state": report["iterationState"], "message": report.get("iterationMessage", "")}
-                  if report.get("iterationState") else {})}
-    return [*(report.get("iterations") or []), current]
-
-
-def object_names(step: dict[str, Any]) -> list[str]:
-    """The names of a report step's objects, in index order (stored as a prefix and a count)."""
-    return [f"{step['objectPrefix']}{index:05d}" for index in range(step["objectCount"])]
-
-
 CHUNK_BYTES = 700 * 1024  # gzip bytes per ConfigMap: base64 makes ~933 KiB, under the 1 MiB object limit
 CHUNKS_ANNOTATION = "csibench.io/report-chunks"
 

@@ -28,7 +28,7 @@ from csibench.api.models import (
     StepState,
 )
 from csibench.engine import manifests
-from csibench.engine.catalog import STEPS, StepSpec
+from csibench.engine.catalog import STEPS
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef, scope_of
 from csibench.engine.errors import PlanError, RunAborted
@@ -39,6 +39,7 @@ from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.report_store import load_report
 from csibench.engine.status import StatusRecorder, now
+from csibench.engine.step import StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches

@@ -50,15 +50,3 @@ def summarize(latencies_seconds: list[float]) -> Latency | None:
         p99=round(nearest_rank(ordered, 99), 4), max=round(ordered[-1], 4),
         mean=round(sum(ordered) / len(ordered), 4),
     )
-
-
-def human_duration(seconds: float) -> str:
-    """'10m 30s', '5h 00m 52s', '3.2s' — the way published benchmark tables read."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    return f"{minutes}m {secs:02d}s"

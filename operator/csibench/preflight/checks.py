@@ -3,10 +3,7 @@
 Each check is named, has a severity (Warning: the numbers will likely be distorted; Info: worth knowing) and
 says where to change what. The client-throttling check estimates the least time a component's own client
 needs for one step: ``max(0, objects × requests per object - burst) / qps`` (a token bucket). Requests per
-object: the snapshot-controller's were measured on the local cluster (v8.7.0: 200 snapshots took 358 s at qps 5,
-about 9 requests each; deletions about 4); the others are the writes each component makes per object at least
-(external-provisioner: the PV and two events; external-attacher: finalizers and the VolumeAttachment status;
-the controller-manager's PV binder: claim and PV, each object and status). A step whose floor reaches
+object are step facts (``api/steps.py``, with how each was measured or counted). A step whose floor reaches
 ``WARNING_SECONDS`` is paced by that client rather than by the storage, whatever the storage does.
 """
 
@@ -18,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Component, Finding, Machinery, Severity, Toleration
-from csibench.engine.catalog import WFFC
+from csibench.api.steps import WFFC, requests_per_object_by_component
 from csibench.preflight.components import effective
 from csibench.preflight.flags import parse_duration
 
@@ -26,13 +23,7 @@ WARNING_SECONDS = 5.0
 INFO_SECONDS = 1.0
 SHORT_TIMEOUT_SECONDS = 30.0
 
-REQUESTS_PER_OBJECT: Mapping[str, Mapping[str, int]] = {
-    "csi-provisioner": {"createVolume": 3, "cloneFromSnapshot": 3, "deleteClone": 2, "deleteVolume": 2},
-    "csi-attacher": {"publish": 3, "unpublish": 2},
-    "csi-snapshotter": {"createSnapshot": 2, "deleteSnapshot": 2},
-    "snapshot-controller": {"createSnapshot": 9, "deleteSnapshot": 4},
-    "kube-controller-manager": {"createVolume": 4, "cloneFromSnapshot": 4, "publish": 1, "unpublish": 1},
-}
+REQUESTS_PER_OBJECT: Mapping[str, Mapping[str, int]] = requests_per_object_by_component()  # from api/steps.py
 NOUNS = {"createSnapshot": "snapshots", "deleteSnapshot": "snapshots", "cloneFromSnapshot": "clones",
          "deleteClone": "clones"}
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.engine.catalog import measures_rows, title_and_unit
-from csibench.engine.timing import human_duration
+from csibench.api.steps import has_own_table, title_and_unit
+from csibench.api.text import human_duration
 from csibench.report import database, datapath
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
@@ -135,7 +135,7 @@ def comparison_rows(run_a: dict[str, Any], run_b: dict[str, Any],
         headers = ["Operation", f"A: {_name(run_a)}", f"B: {_name(run_b)}", "B vs A (throughput)"]
         for item in comparisons:
             title, unit = title_and_unit(item.step)
-            if measures_rows(item.step):  # wall time only; its rows are compared in their own table below
+            if has_own_table(item.step):  # wall time only; its rows are compared in their own table below
                 rows.append([title, _cell(item.a, unit, False), _cell(item.b, unit, False), "(its table below)"])
             else:
                 rows.append([title, _cell(item.a, unit), _cell(item.b, unit), _ratio(item.ratio)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from csibench.engine.timing import human_duration
+from csibench.api.text import human_duration
 
 HEADERS = ["Scale", "Type", "Clients", "Threads", "Duration (s)", "TPS", "Latency avg/stddev ms", "WAL Gen (MiB)",
            "Failed tx", "State"]

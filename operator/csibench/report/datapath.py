@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from csibench.api.models import WORKLOAD_TITLES
-from csibench.engine.timing import human_duration
+from csibench.api.text import human_duration
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
            "Read clat p50/p99 ms", "Write clat p50/p99 ms", "Volumes × jobs each", "Per volume MiB/s", "Time",

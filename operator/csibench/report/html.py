@@ -14,8 +14,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from csibench.engine.catalog import title_and_unit
-from csibench.engine.report_store import iteration_records
+from csibench.api.steps import title_and_unit
+from csibench.api.stored_report import iteration_records
 from csibench.report import database, datapath, plots
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines

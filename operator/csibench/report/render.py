@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.engine.catalog import measures_rows, title_and_unit
-from csibench.engine.timing import human_duration
+from csibench.api.steps import has_own_table, title_and_unit
+from csibench.api.text import human_duration
 from csibench.report import database, datapath
 from csibench.report.machinery import finding_lines, machinery_lines
 
@@ -32,7 +32,7 @@ def step_row(step: dict[str, Any]) -> list[str]:
     timing = "-" if duration is None else human_duration(duration)
     failed = step.get("failed", 0)
     objects = f"{step.get('succeeded', 0)}/{step.get('objects', 0)}" + (f" ({failed} failed)" if failed else "")
-    if measures_rows(step["name"]):
+    if has_own_table(step["name"]):
         return [title, f"{timing} {ROWS_BELOW}", "", "", "", "", objects, step.get("state", "")]
     if rate is not None:
         timing += f" · {rate:.2f} {unit}/s"

@@ -24,20 +24,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from csibench.api.models import DatabaseRow, DatabaseRowKind, StepState
 from csibench.engine import judges
 from csibench.engine.database import pgbench
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD
+from csibench.engine.results import ResultTable, keep_rows
+from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches, ResultTable, keep_rows
+from csibench.engine.workload import Batches
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
-
-if TYPE_CHECKING:
-    from csibench.engine.catalog import StepContext, StepSpec
 
 LOG_INTERVAL_SECONDS = 2.0
 SLACK_SECONDS = 300  # pod start, initdb, PostgreSQL's start and shutdown

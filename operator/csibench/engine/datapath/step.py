@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
 from csibench.engine import judges
@@ -21,13 +21,12 @@ from csibench.engine.datapath.fio import FioFailed, VolumeResult, messages_of, p
 from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_record
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
+from csibench.engine.results import ROWS, ResultTable, keep_rows
+from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import ROWS, Batches, ResultTable, keep_rows
+from csibench.engine.workload import Batches
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
-
-if TYPE_CHECKING:
-    from csibench.engine.catalog import StepContext, StepSpec
 
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
 VOLUMES = "volumes"

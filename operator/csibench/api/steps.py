@@ -1,0 +1,96 @@
+"""What each step is, as facts every layer may read: its order, title and unit, what it requires, whether it needs
+a snapshot class, whether its numbers are rows of a table of its own, and which CSI components serve it with how
+many API requests per object (pure data, no behaviour).
+
+The engine's catalog (``engine/catalog.py``) adds how a step acts (manifests, judges, skip and restore rules)
+to these facts; the preflight's client-throttling estimate and the reports (titles, units, which steps have a
+table of their own) read them here, so neither imports the engine. A step a newer operator ran, unknown here,
+keeps its name in reports (``title_and_unit``).
+
+Requests per object are the writes each component makes per object at least (external-provisioner: the PV and
+two events; external-attacher: finalizers and the VolumeAttachment status; the controller-manager's PV binder:
+claim and PV, each object and status); the snapshot-controller's were measured on the local cluster (v8.7.0: 200
+snapshots took 358 s at qps 5, about 9 requests each; deletions about 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from csibench.api.models import StepName
+
+WFFC = "WaitForFirstConsumer"
+PROVISIONER = "csi-provisioner"
+ATTACHER = "csi-attacher"
+SNAPSHOTTER = "csi-snapshotter"
+SNAPSHOT_CONTROLLER = "snapshot-controller"
+CONTROLLER_MANAGER = "kube-controller-manager"
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    name: str  # a StepName (a step registered only in a test may have another)
+    title: str  # in reports: "Create Volume"
+    unit: str  # in reports: "vol" (throughput reads "1.59 vol/s")
+    requires: str | None = None  # the step it depends on (object i of it, or all of it)
+    needs_snapshot_class: bool = False
+    own_table: bool = False  # its numbers are the rows of a table of its own; its pods' rate and latency say nothing
+    requests_per_object: Mapping[str, int] = field(default_factory=dict)  # CSI component -> API requests per object
+    note_wffc: str | None = None  # how to read its numbers on a WaitForFirstConsumer class
+
+
+_FACTS = (
+    StepFacts(StepName.CREATE_VOLUME, "Create Volume", "vol",
+              requests_per_object={PROVISIONER: 3, CONTROLLER_MANAGER: 4},
+              note_wffc=f"{WFFC}: claims are provisioned when their pod is scheduled, so this step times API "
+                        "submission only; provisioning time is inside publish"),
+    StepFacts(StepName.PUBLISH, "Publish (Attach)", "pod", requires=StepName.CREATE_VOLUME,
+              requests_per_object={ATTACHER: 3, CONTROLLER_MANAGER: 1},
+              note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
+    StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
+              requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
+    StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True),
+    StepFacts(StepName.DATABASE, "Database (pgbench)", "pod", own_table=True),
+    StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,
+              needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 9}),
+    StepFacts(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", requires=StepName.CREATE_SNAPSHOT,
+              needs_snapshot_class=True, requests_per_object={PROVISIONER: 3, CONTROLLER_MANAGER: 4}),
+    StepFacts(StepName.DELETE_CLONE, "Delete Clone", "vol", requires=StepName.CLONE_FROM_SNAPSHOT,
+              needs_snapshot_class=True, requests_per_object={PROVISIONER: 2}),
+    StepFacts(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", requires=StepName.CREATE_SNAPSHOT,
+              needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 4}),
+    StepFacts(StepName.DELETE_VOLUME, "Delete Volume", "vol", requires=StepName.CREATE_VOLUME,
+              requests_per_object={PROVISIONER: 2}),
+)
+STEP_FACTS: dict[str, StepFacts] = {facts.name: facts for facts in _FACTS}  # in lifecycle order
+
+
+def facts_of(name: str) -> StepFacts:
+    """A known step's facts; an unknown name is an error, never a fall-through."""
+    try:
+        return STEP_FACTS[name]
+    except KeyError:
+        raise KeyError(f"step {name!r} is not in the step catalog") from None
+
+
+def title_and_unit(name: str) -> tuple[str, str]:
+    """For reports: a known step's title and unit; a step a newer operator ran keeps its name."""
+    facts = STEP_FACTS.get(name)
+    return (facts.title, facts.unit) if facts is not None else (name, "obj")
+
+
+def has_own_table(name: str) -> bool:
+    """For reports: the step's numbers are the rows of a table of its own (the data path's workloads, the
+    database's runs): only its wall time belongs in the step table."""
+    facts = STEP_FACTS.get(name)
+    return facts is not None and facts.own_table
+
+
+def requests_per_object_by_component() -> dict[str, dict[str, int]]:
+    """component -> {step: API requests per object}, steps in lifecycle order (the preflight's table)."""
+    table: dict[str, dict[str, int]] = {}
+    for facts in STEP_FACTS.values():
+        for component, requests in facts.requests_per_object.items():
+            table.setdefault(component, {})[facts.name] = requests
+    return table

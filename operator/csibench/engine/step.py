@@ -1,0 +1,109 @@
+"""What a step of the catalog is made of, as types: its action, the context its rules read, the object of another
+kind a measuring step creates, and the entry itself (``StepSpec``). The entries live in ``catalog.py``; the
+workload steps (data path, database) type their ``measure`` against these, so neither imports the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from csibench.api.models import BenchmarkRunSpec
+from csibench.api.steps import WFFC, StepFacts
+from csibench.engine import judges
+from csibench.engine.naming import Names
+from csibench.engine.observed import Observed
+from csibench.engine.results import ResultTable
+from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
+
+Manifest = dict[str, Any]
+
+
+class Action(StrEnum):
+    CREATE = "create"  # the step creates its objects (409 counts only for the run's own object)
+    DELETE = "delete"  # the step deletes objects an earlier step created (by the uid the run saw)
+    MEASURE = "measure"  # the step runs workloads on existing volumes (its ``measure`` drives batches of pods)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a step's rules may read: the run's spec and names, where it works, what it observed so far and the
+    trackers of the steps before it."""
+
+    spec: BenchmarkRunSpec
+    names: Names
+    labels: dict[str, str]
+    namespace: str
+    binding_mode: str
+    observed: Observed
+    trackers: Mapping[str, StepTracker]
+
+    @property
+    def wffc(self) -> bool:
+        return self.binding_mode == WFFC
+
+
+@dataclass(frozen=True)
+class Companion:
+    """An object a measuring step creates besides its own (the database's claim): named, dry-run and reported
+    like the step's objects, deleted by the step itself, and by a restore before the step runs again."""
+
+    kind: str
+    resource: r.Resource
+    object_name: Callable[[Names, int], str]
+    manifest: Callable[[StepContext, int], dict[str, Any]]
+    report_key: str
+    gone: Callable[[Observed, frozenset[str]], judges.Judge]
+
+
+SkipRule = Callable[["StepSpec", StepContext], set[str]]
+Measure = Callable[[Any, "StepSpec", StepTracker, StepContext], Awaitable[None]]
+JudgeFactory = Callable[[Observed, frozenset[str]], judges.Judge]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    facts: StepFacts  # what the step is, as every layer reads it (api/steps.py): name, order, title, requires, ...
+    kind: str  # which of the run's observed kinds its objects are: CLAIM, POD or SNAPSHOT
+    resource: r.Resource
+    action: Action
+    object_name: Callable[[Names, int], str]
+    count: Callable[[BenchmarkRunSpec], int]
+    judge: JudgeFactory
+    skip: SkipRule
+    terminal_warnings: frozenset[str] = frozenset()
+    manifest: Callable[[StepContext, int], Manifest] | None = None  # CREATE steps: object i as submitted
+    report_key: str | None = None  # where the report keeps the first object's manifest
+    judge_wffc: JudgeFactory | None = None  # judge on a WaitForFirstConsumer class, if it differs
+    gone: JudgeFactory | None = None  # restore: when one of its objects and what depends on it are gone
+    recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
+    provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
+    measure: Measure | None = None  # MEASURE steps: runs the step's batches itself (the data path's matrix)
+    enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
+    companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
+    results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def requires(self) -> str | None:
+        return self.facts.requires
+
+    @property
+    def needs_snapshot_class(self) -> bool:
+        return self.facts.needs_snapshot_class
+
+    def objects(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
+        return [self.object_name(names, index) for index in range(self.count(spec))]
+
+    def judge_in(self, context: StepContext) -> judges.Judge:
+        factory = self.judge_wffc if context.wffc and self.judge_wffc is not None else self.judge
+        return factory(context.observed, self.terminal_warnings)
+
+    def note_in(self, context: StepContext) -> str | None:
+        return self.facts.note_wffc if context.wffc else None
