@@ -1,14 +1,15 @@
 """The run's API client: plain JSON, rate-limited, asynchronous on the event loop, synchronous for threads.
 
 Why not the generated API classes: at 10,000 objects, model deserialization costs more than the storage
-under test on a fast array, and the engine only needs a few fields. Why aiohttp for the engine's requests: the
+under test on a fast array, and the engine only needs a few fields. Why not urllib3 for the engine's requests: the
 operator's CPU per object-step is what a measuring tool must keep small (issue 18), and a request through
 urllib3 in a worker thread cost about 0.65 ms of CPU here (about 850 Python calls: urllib3, http.client, the
-email header parser) plus a thread hand-off and GIL contention among ``maxInFlight`` threads, against about
-0.25 ms through aiohttp's C HTTP parser on the loop (aiohttp already comes with kopf). At most ``maxInFlight``
-requests are in flight. The synchronous path (``request_sync``, ``stream``) keeps urllib3 for code that runs in
-threads: the watch threads, the CLI's helpers and the benchmarks' raw client. Configuration (TLS files, tokens)
-is read when the client is built, which callers do off the loop.
+email header parser) plus a thread hand-off and GIL contention among ``maxInFlight`` threads. The engine's
+requests go through ``kube/http.py`` on the loop instead (keep-alive connections, one write per request, the
+answer's head parsed in ``data_received``), or through aiohttp only for a configuration with an HTTP proxy. At
+most ``maxInFlight`` requests are in flight. The synchronous path (``request_sync``, ``stream``) keeps urllib3 for
+code that runs in threads: the watch threads, the CLI's helpers and the benchmarks' raw client. Configuration (TLS
+files, tokens) is read when the client is built, which callers do off the loop.
 
 Every request first takes a token from a QPS/burst bucket, like client-go's limiter; the time spent waiting is
 summed, because a throttled client distorts results and the report must say so.
@@ -134,7 +135,8 @@ class TokenBucket:
 
 
 class KubeClient:
-    """Async facade: ``await client.request(...)`` runs the HTTP call on a worker thread after rate limiting."""
+    """Async facade: ``await client.request(...)`` takes a rate-limit token, then sends the request on the event loop
+    (``kube/http.py``; aiohttp behind an HTTP proxy); blocking work runs on the client's threads."""
 
     def __init__(self, configuration: k8s_client.Configuration, qps: float, burst: int, max_in_flight: int,
                  run_label: str = "") -> None:

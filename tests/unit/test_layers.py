@@ -1,0 +1,145 @@
+"""The package's layers, held: every import of a csibench module, read from the source (also those under
+TYPE_CHECKING and inside functions), must go to the module's own layer or one below it, and no group of modules may
+import each other in a circle.
+
+    api, metrics  (leaves: import nothing of csibench but their own layer)
+      ↑
+    kube
+      ↑
+    preflight, report   (beside the engine: they read api and kube, never the engine)
+      ↑
+    engine   (preflight too: the run decides what its findings mean)
+      ↑
+    handlers, cli, __main__
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from localcluster.launcher import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "operator" / "csibench"
+TOP = frozenset({"handlers", "cli", "__main__"})
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "api": frozenset(),
+    "metrics": frozenset(),
+    "kube": frozenset({"api", "metrics"}),
+    "preflight": frozenset({"api", "kube", "metrics"}),
+    "report": frozenset({"api", "kube"}),
+    "engine": frozenset({"api", "kube", "metrics", "preflight"}),
+}
+
+
+def module_name(path: Path, package: Path) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, known: Iterable[str]) -> set[str]:
+    """The csibench modules a file imports (``from csibench.x import y`` counts as csibench.x.y when that is a
+    module, else as csibench.x)."""
+    modules = set(known)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "csibench":
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "csibench")
+    return found
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    files = {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+    return {name: imported(path, files) for name, path in files.items()}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "csibench"
+
+
+def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
+    """'csibench.report.render -> csibench.engine.catalog' for each import that leaves the allowed layers."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = layer(module)
+        if own in TOP or own == "csibench":
+            continue
+        allowed = ALLOWED.get(own)
+        for target in sorted(targets):
+            other = layer(target)
+            if other != own and (allowed is None or other not in allowed):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that import each other in a circle (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in graph.get(module, set()):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1 or module in graph.get(module, set()):
+                groups.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return groups
+
+
+def test_every_import_goes_to_the_same_layer_or_below() -> None:
+    graph = import_graph()
+    assert {"csibench.api.models", "csibench.engine.catalog", "csibench.report.render"} <= set(graph)
+    assert upward_imports(graph) == []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_check_sees_an_upward_import_a_cycle_and_one_under_type_checking(tmp_path: Path) -> None:
+    package = tmp_path / "csibench"
+    for name, text in {
+        "__init__.py": "",
+        "api/__init__.py": "",
+        "api/models.py": "",
+        "engine/__init__.py": "",
+        "engine/catalog.py": "from csibench.api import models\nfrom csibench.engine import plan\n",
+        "engine/plan.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                          "    from csibench.engine.catalog import STEPS\n",
+        "report/__init__.py": "",
+        "report/render.py": "def title():\n    from csibench.engine.catalog import STEPS\n    return STEPS\n",
+    }.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    graph = import_graph(package)
+    assert upward_imports(graph) == ["csibench.report.render -> csibench.engine.catalog"]
+    assert cycles(graph) == [["csibench.engine.catalog", "csibench.engine.plan"]]
