@@ -217,8 +217,10 @@ class FakeKube:
         self._delete_one(plural, namespace, name)
         return True
 
-    async def merge_patch(self, path: str, body: Json) -> Json | None:
+    async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:
         self._count("PATCH", path)
+        if on_send is not None:
+            on_send(time.monotonic())
         plural, namespace, name, sub = self.parse(path)
         with self.lock:
             key = (plural, namespace, name or "")

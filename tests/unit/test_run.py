@@ -14,13 +14,14 @@ import pytest
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
+from csibench.engine.actions import CREATE, Create, Measure
 from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM
 from csibench.engine.run import RunEngine
-from csibench.engine.step import Action, StepContext, StepSpec
+from csibench.engine.step import StepContext, StepSpec
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.report.render import render_table
@@ -278,7 +279,7 @@ def _scratch_volume(context: StepContext, index: int) -> dict[str, Any]:
 
 
 SCRATCH = StepSpec(facts=StepFacts("createScratchVolume", "Create Scratch Volume", "vol"), kind=CLAIM,
-                   resource=r.PVCS, action=Action.CREATE,
+                   resource=r.PVCS, action=CREATE,
                    object_name=lambda names, index: f"{names.prefix}-x{index:05d}", count=lambda s: s.volumes,
                    judge=judges.claim_bound, skip=skip_nothing, terminal_warnings=frozenset({"ProvisioningFailed"}),
                    manifest=_scratch_volume, report_key="scratch", gone=judges.claim_and_volume_gone)
@@ -304,11 +305,11 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
     for name, step in catalog.STEPS.items():
         assert step.name == name and step.facts is STEP_FACTS[name] and step.facts.title and step.facts.unit
         assert step.gone is not None, f"{name} declares no restore rule"
-        assert step.recreated_by is None or step.action == Action.DELETE
+        assert step.recreated_by is None or step.action.deletes
         assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)
-        if step.action == Action.CREATE:
+        if isinstance(step.action, Create) and not isinstance(step.action, Measure):
             assert step.manifest is not None and step.report_key, name
-        elif step.action == Action.MEASURE:  # runs pods of its own on existing volumes, and needs its spec part
+        elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
             assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
         else:
             assert step.manifest is None and step.skip is catalog.skip_never_seen, name

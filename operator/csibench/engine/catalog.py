@@ -16,13 +16,14 @@ from __future__ import annotations
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
+from csibench.engine.actions import CREATE, DELETE, MEASURE
 from csibench.engine.database import pgbench
 from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT
-from csibench.engine.step import Action, Companion, Manifest, StepContext, StepSpec
+from csibench.engine.step import Companion, Manifest, StepContext, StepSpec
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
 
@@ -146,46 +147,46 @@ def _pods(spec: BenchmarkRunSpec) -> int:
 PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
 
 STEPS: dict[str, StepSpec] = {step.name: step for step in (
-    StepSpec(facts=facts_of(StepName.CREATE_VOLUME), kind=CLAIM, resource=r.PVCS, action=Action.CREATE,
+    StepSpec(facts=facts_of(StepName.CREATE_VOLUME), kind=CLAIM, resource=r.PVCS, action=CREATE,
              object_name=Names.volume, count=_volumes, judge=judges.claim_bound, skip=skip_nothing,
              terminal_warnings=PROVISIONING_FAILED, manifest=_volume, report_key="pvc",
              judge_wffc=judges.claim_seen, gone=judges.claim_and_volume_gone),
-    StepSpec(facts=facts_of(StepName.PUBLISH), kind=POD, resource=r.PODS, action=Action.CREATE,
+    StepSpec(facts=facts_of(StepName.PUBLISH), kind=POD, resource=r.PODS, action=CREATE,
              object_name=Names.pod, count=_pods, judge=judges.pod_ready, skip=skip_pods_missing_a_volume,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
              manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
-    StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=Action.DELETE,
+    StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.pod, count=_pods, judge=judges.pod_gone_and_detached, skip=skip_never_seen,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),
-    StepSpec(facts=facts_of(StepName.DATA_PATH), kind=POD, resource=r.PODS, action=Action.MEASURE,
+    StepSpec(facts=facts_of(StepName.DATA_PATH), kind=POD, resource=r.PODS, action=MEASURE,
              object_name=Names.data_pod, count=_data_pods, judge=judges.pod_finished,
              skip=skip_data_pods_of_failed_volumes,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_data_pod,
              report_key="dataPathPod", gone=judges.pod_gone_and_detached, measure=datapath.measure,
              enabled=lambda spec: spec.dataPath is not None, results=datapath.RESULTS),
-    StepSpec(facts=facts_of(StepName.DATABASE), kind=POD, resource=r.PODS, action=Action.MEASURE,
+    StepSpec(facts=facts_of(StepName.DATABASE), kind=POD, resource=r.PODS, action=MEASURE,
              object_name=Names.database_pod, count=_database_pods, judge=judges.pod_finished, skip=skip_nothing,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_database_pod,
              report_key="databasePod", gone=judges.pod_gone_and_detached, measure=database.measure,
              enabled=lambda spec: spec.database is not None, results=database.RESULTS,
              companion=Companion(CLAIM, r.PVCS, Names.database_volume, _database_volume, "databaseVolume",
                                  judges.claim_and_volume_gone)),
-    StepSpec(facts=facts_of(StepName.CREATE_SNAPSHOT), kind=SNAPSHOT, resource=r.SNAPSHOTS, action=Action.CREATE,
+    StepSpec(facts=facts_of(StepName.CREATE_SNAPSHOT), kind=SNAPSHOT, resource=r.SNAPSHOTS, action=CREATE,
              object_name=Names.snapshot, count=_volumes, judge=judges.snapshot_ready,
              skip=skip_if_prerequisite_failed,
              terminal_warnings=frozenset({"SnapshotCreationFailed", "SnapshotContentCreationFailed"}),
              manifest=_snapshot, report_key="volumeSnapshot", gone=judges.snapshot_and_content_gone),
-    StepSpec(facts=facts_of(StepName.CLONE_FROM_SNAPSHOT), kind=CLAIM, resource=r.PVCS, action=Action.CREATE,
+    StepSpec(facts=facts_of(StepName.CLONE_FROM_SNAPSHOT), kind=CLAIM, resource=r.PVCS, action=CREATE,
              object_name=Names.clone, count=_volumes, judge=judges.claim_bound, skip=skip_if_prerequisite_failed,
              terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone",
              gone=judges.claim_and_volume_gone),
-    StepSpec(facts=facts_of(StepName.DELETE_CLONE), kind=CLAIM, resource=r.PVCS, action=Action.DELETE,
+    StepSpec(facts=facts_of(StepName.DELETE_CLONE), kind=CLAIM, resource=r.PVCS, action=DELETE,
              object_name=Names.clone, count=_volumes, judge=judges.claim_and_volume_gone, skip=skip_never_seen,
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CLONE_FROM_SNAPSHOT),
-    StepSpec(facts=facts_of(StepName.DELETE_SNAPSHOT), kind=SNAPSHOT, resource=r.SNAPSHOTS, action=Action.DELETE,
+    StepSpec(facts=facts_of(StepName.DELETE_SNAPSHOT), kind=SNAPSHOT, resource=r.SNAPSHOTS, action=DELETE,
              object_name=Names.snapshot, count=_volumes, judge=judges.snapshot_and_content_gone,
              skip=skip_never_seen, gone=judges.snapshot_and_content_gone, recreated_by=StepName.CREATE_SNAPSHOT),
-    StepSpec(facts=facts_of(StepName.DELETE_VOLUME), kind=CLAIM, resource=r.PVCS, action=Action.DELETE,
+    StepSpec(facts=facts_of(StepName.DELETE_VOLUME), kind=CLAIM, resource=r.PVCS, action=DELETE,
              object_name=Names.volume, count=_volumes, judge=judges.claim_and_volume_gone, skip=skip_never_seen,
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME),
 )}

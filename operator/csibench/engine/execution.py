@@ -1,8 +1,10 @@
 """One step, timed: announce it, start the clock, submit the whole batch, judge each object on its watch events,
 stop the clock at the last terminal event (or the timeout).
 
-Everything step-specific comes from the catalog entry: the objects, which are skipped, how one is submitted
-(create its manifest, or delete it by the uid the run saw) and which judge decides it. The step is written to
+Everything step-specific comes from the catalog entry: the objects, which are skipped, how one is submitted (its
+action, ``actions.py``: create its manifest, delete or patch it by the uid the run saw, or a measuring step's own
+batches) and which judge decides it. The runner has no switch on the kind of action: it sends the requests an
+action asks for (``creating``, ``deleting``, ``patching``), where ownership is proven. The step is written to
 status as Running before its first request leaves, so a restart always knows which step it interrupted; the
 write and the StepStarted Event happen before the clock starts, so they cost the measurement nothing.
 """
@@ -24,7 +26,7 @@ from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
 from csibench.engine.status import StatusRecorder
-from csibench.engine.step import Action, Manifest, StepContext, StepSpec
+from csibench.engine.step import Manifest, StepContext, StepSpec, Submit
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
@@ -95,7 +97,7 @@ class StepRunner:
         tracker = context.trackers[step.name]
         step_context = context.step_context(self.observed)
         judge = step.judge_in(step_context)
-        submit = self._submitter(step, step_context, tracker)
+        submit = step.action.submitter(self, step, step_context, tracker)
         tracker.note = step.note_in(step_context)
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
@@ -136,21 +138,21 @@ class StepRunner:
         await self._batch(kind, tracker, judge, submit, timeout)
 
     def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
-        return self._submitter(step, step_context, tracker)
+        return step.action.submitter(self, step, step_context, tracker)
 
     def remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
-        return self._deleter(step, tracker)
+        return self.deleting(step.kind, step.resource, tracker)
 
     def companion_creator(self, step: StepSpec, step_context: StepContext,
                           tracker: StepTracker) -> Callable[[str], Any]:
         """Creates the step's companion objects (the database's claim), as the step's own are created."""
         companion = step.companion
         assert companion is not None
-        return self._creator(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
+        return self.creating(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
 
     def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
         assert step.companion is not None
-        return self._deleter_of(step.companion.kind, step.companion.resource, tracker)
+        return self.deleting(step.companion.kind, step.companion.resource, tracker)
 
     async def pod_log(self, name: str) -> str:
         return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"))
@@ -201,8 +203,8 @@ class StepRunner:
         objects = step.objects(context.spec, context.names)
         seen = self.observed.uids_of(step.kind)
         removal = StepTracker(f"{step.name}-restore", [name for name in objects if name in seen])
-        await self._batch(step.kind, removal, step.gone(self.observed, frozenset()), self._deleter(step, removal),
-                          timeout)
+        await self._batch(step.kind, removal, step.gone(self.observed, frozenset()),
+                          self.deleting(step.kind, step.resource, removal), timeout)
         batches = [removal]
         restored = [f"deleted {len(removal.objects)} {step.kind}s"]
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
@@ -211,7 +213,7 @@ class StepRunner:
             seen = self.observed.uids_of(companion.kind)
             extra = StepTracker(f"{step.name}-restore-{companion.kind}", [n for n in names if n in seen])
             await self._batch(companion.kind, extra, companion.gone(self.observed, frozenset()),
-                              self._deleter_of(companion.kind, companion.resource, extra), timeout)
+                              self.deleting(companion.kind, companion.resource, extra), timeout)
             batches.append(extra)
             restored.append(f"deleted {len(extra.objects)} {companion.kind}s")
         if step.recreated_by is not None:
@@ -219,7 +221,7 @@ class StepRunner:
             made = context.trackers[creator.name]
             again = StepTracker(f"{step.name}-recreate", [n for n, o in made.outcomes.items() if o.ok])
             await self._batch(creator.kind, again, creator.judge_in(step_context),
-                              self._submitter(creator, step_context, again), timeout)
+                              creator.action.submitter(self, creator, step_context, again), timeout)
             batches.append(again)
             restored.append(f"created {len(again.objects)} again")
             # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
@@ -235,10 +237,8 @@ class StepRunner:
                             "not part of the step's time")
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
 
-    def _deleter(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
-        return self._deleter_of(step.kind, step.resource, tracker)
-
-    def _deleter_of(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Callable[[str], Any]:
+    # -- the requests an action asks for (step.Requests) -------------------------------------------------------
+    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Submit:
         client, scope = self.client, self.context.scope
         uids = self.observed.uids_of(kind)
 
@@ -248,17 +248,21 @@ class StepRunner:
                                 on_send=lambda at: tracker.mark_submitted(name, at))
         return delete
 
-    def _submitter(self, step: StepSpec, step_context: StepContext,
-                   tracker: StepTracker) -> Callable[[str], Any]:
-        if step.action == Action.DELETE:
-            return self._deleter(step, tracker)
-        assert step.manifest is not None, f"creation step {step.name} has no manifest in the catalog"
-        manifest = step.manifest
-        index = {name: i for i, name in enumerate(step.objects(self.context.spec, self.context.names))}
-        return self._creator(step.resource, lambda name: manifest(step_context, index[name]), tracker)
+    def patching(self, kind: str, resource: r.Resource, body_of: Callable[[str], Manifest],
+                 tracker: StepTracker) -> Submit:
+        client, scope = self.client, self.context.scope
+        uids = self.observed.uids_of(kind)
 
-    def _creator(self, resource: r.Resource, body_of: Callable[[str], Manifest],
-                 tracker: StepTracker) -> Callable[[str], Any]:
+        async def patch(name: str) -> None:
+            # Only the very object the run's label-selected watch saw: its uid in the body is a precondition.
+            body = body_of(name)
+            metadata = {**(body.get("metadata") or {}), "uid": uids[name]}
+            if await client.merge_patch(resource.path(scope.namespace, name), {**body, "metadata": metadata},
+                                        on_send=lambda at: tracker.mark_submitted(name, at)) is None:
+                raise ApiError(404, "NotFound", f"{resource.plural} {scope.namespace}/{name} is gone")
+        return patch
+
+    def creating(self, resource: r.Resource, body_of: Callable[[str], Manifest], tracker: StepTracker) -> Submit:
         client, scope = self.client, self.context.scope
         path = resource.path(scope.namespace)
 

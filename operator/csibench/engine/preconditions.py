@@ -24,7 +24,6 @@ from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.plan import resolve_steps
-from csibench.engine.step import Action
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
 from csibench.kube.identity import operator_namespace
@@ -107,7 +106,7 @@ def representative_manifests(context: RunContext) -> dict[str, Any]:
     step_context = context.step_context(Observed(context.target_namespace, context.names.prefix))
     used: dict[str, Any] = {}
     for step in context.plan:
-        if step.action in (Action.CREATE, Action.MEASURE) and step.manifest is not None and step.report_key:
+        if step.action.creates and step.manifest is not None and step.report_key:
             used[step.report_key] = step.manifest(step_context, 0)
         if step.companion is not None:
             used[step.companion.report_key] = step.companion.manifest(step_context, 0)

@@ -1,14 +1,14 @@
-"""What a step of the catalog is made of, as types: its action, the context its rules read, the object of another
-kind a measuring step creates, and the entry itself (``StepSpec``). The entries live in ``catalog.py``; the
-workload steps (data path, database) type their ``measure`` against these, so neither imports the catalog.
+"""What a step of the catalog is made of, as types: the context its rules read, the object of another kind a
+measuring step creates, how it submits its objects (``Action``: the strategies are ``actions.py``), and the entry
+itself (``StepSpec``). The entries live in ``catalog.py``; the workload steps (data path, database) type their
+``measure`` against these, so neither imports the catalog.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from csibench.api.models import BenchmarkRunSpec
 from csibench.api.steps import WFFC, StepFacts
@@ -20,12 +20,37 @@ from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 
 Manifest = dict[str, Any]
+Submit = Callable[[str], Awaitable[None]]
 
 
-class Action(StrEnum):
-    CREATE = "create"  # the step creates its objects (409 counts only for the run's own object)
-    DELETE = "delete"  # the step deletes objects an earlier step created (by the uid the run saw)
-    MEASURE = "measure"  # the step runs workloads on existing volumes (its ``measure`` drives batches of pods)
+class Requests(Protocol):
+    """The requests an action may send: the step runner's, where ownership is proven (a create meeting "already
+    exists" counts only for the run's own object; a delete or a patch acts only on the very object the run's
+    label-selected watch saw, its uid as a precondition). Each stamps the moment its request leaves."""
+
+    def creating(self, resource: r.Resource, body_of: Callable[[str], Manifest], tracker: StepTracker) -> Submit: ...
+
+    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Submit: ...
+
+    def patching(self, kind: str, resource: r.Resource, body_of: Callable[[str], Manifest],
+                 tracker: StepTracker) -> Submit: ...
+
+
+class Action:
+    """How a step submits one of its objects (the strategies are ``actions.py``). ``creates``: the step submits
+    manifests of its own (the dry run and the report's manifests show its first object); ``deletes``: it removes
+    objects an earlier step made (a restore brings them back through ``recreated_by``)."""
+
+    name = "action"
+    creates = False
+    deletes = False
+
+    def submitter(self, requests: Requests, step: StepSpec, context: StepContext, tracker: StepTracker) -> Submit:
+        """A coroutine function of an object's name that sends that object's request."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
 
 
 @dataclass(frozen=True)

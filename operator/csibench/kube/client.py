@@ -365,9 +365,12 @@ class KubeClient:
                 return False
             raise
 
-    async def merge_patch(self, path: str, body: Json) -> Json | None:
+    async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:
+        """A JSON merge patch; None if the object is gone (404). A ``metadata.uid`` in the body makes it a
+        precondition: the API server refuses (uid is immutable) a patch of a namesake with another uid."""
         try:
-            return await self.request("PATCH", path, body, content_type="application/merge-patch+json")
+            return await self.request("PATCH", path, body, content_type="application/merge-patch+json",
+                                      on_send=on_send)
         except ApiError as error:
             if error.status == 404:
                 return None
