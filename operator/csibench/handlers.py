@@ -28,7 +28,9 @@ from csibench.api.models import (
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.errors import PlanError
+from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
+from csibench.engine.resume import resume
 from csibench.engine.run import RunEngine
 from csibench.engine.status import StatusRecorder
 from csibench.engine.verdict import RunVerdict
@@ -101,9 +103,9 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     try:
         engine = RunEngine(ref, spec, client)
         if phase == Phase.RUNNING.value and spec.restartPolicy == RestartPolicy.REDO:
-            await engine.resume(plain(status))
+            await resume(engine, plain(status))
         elif phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
-            await engine.recover_after_restart(plain(status))
+            await recover_after_restart(engine, plain(status))
         else:
             await engine.execute()
     finally:

@@ -15,6 +15,7 @@ import pytest
 
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus
 from csibench.engine.report_store import load_report
+from csibench.engine.resume import resume as resume_run
 from csibench.engine.run import RunEngine
 from csibench.kube.client import ApiError, KubeClient
 from tests.support.fake_kube import Behaviour, FakeKube
@@ -64,7 +65,7 @@ def kill_when(fake: FakeKube, run_spec: BenchmarkRunSpec, condition: Callable[[S
 def resume(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: Status) -> BenchmarkRunStatus:
     async def go() -> BenchmarkRunStatus:
         fake.loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(RunEngine(REF, run_spec, cast(KubeClient, fake)).resume(previous), 30)
+        return await asyncio.wait_for(resume_run(RunEngine(REF, run_spec, cast(KubeClient, fake)), previous), 30)
     return asyncio.run(go())
 
 
@@ -79,7 +80,7 @@ def test_a_kill_during_the_restore_keeps_the_attempt_count_and_restores_again() 
     run_spec = spec(steps=PLAN)
     first = kill_when(fake, run_spec, running("publish"), extra_sleep=0.05)
     second = kill_when(fake, run_spec, lambda s: s.get("progress") == "restoring",
-                       start=lambda engine: engine.resume(first), extra_sleep=0.1)
+                       start=lambda engine: resume_run(engine, first), extra_sleep=0.1)
     assert {s["name"]: (s["state"], s.get("attempts")) for s in second["steps"]}["publish"] == ("Running", 2)
     status = resume(fake, run_spec, second)
     publish = next(s for s in status.steps if s.name == "publish")
@@ -160,7 +161,7 @@ def test_two_restarts_keep_both_interrupted_attempts_in_the_report() -> None:
     fake = FakeKube(Behaviour(bind_delay=0.1, ready_delay=0.1, release_delay=0.1, pod_termination=0.1))
     run_spec = spec(steps=PLAN)
     first = kill_when(fake, run_spec, running("publish"))
-    second = kill_when(fake, run_spec, running("deleteVolume"), start=lambda engine: engine.resume(first))
+    second = kill_when(fake, run_spec, running("deleteVolume"), start=lambda engine: resume_run(engine, first))
     status = resume(fake, run_spec, second)
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert [a["name"] for a in stored_report(fake)["interruptedAttempts"]] == ["publish", "deleteVolume"]

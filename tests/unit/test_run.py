@@ -20,6 +20,8 @@ from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM
+from csibench.engine.recovery import recover_after_restart
+from csibench.engine.resume import resume
 from csibench.engine.run import RunEngine
 from csibench.engine.step import StepContext, StepSpec
 from csibench.kube import resources as r
@@ -46,9 +48,9 @@ def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | N
         if previous is None:
             work = engine.execute()
         elif run_spec.restartPolicy.value == "Redo":
-            work = engine.resume(previous)
+            work = resume(engine, previous)
         else:
-            work = engine.recover_after_restart(previous)
+            work = recover_after_restart(engine, previous)
         return await asyncio.wait_for(work, 20)
     return asyncio.run(go())
 
