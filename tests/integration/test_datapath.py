@@ -154,7 +154,7 @@ def test_files_that_cannot_fit_the_formatted_volume_fail_the_run_before_anything
         "unfit", volumes=2, steps=["createVolume", "dataPath", "deleteVolume"],
         storageClassName=FILESYSTEM_STORAGE_CLASS, size="64Mi", dataPath={**TINY, "workloads": workloads}))
     assert_failed_without_objects(kube, namespace, "unfit", "DataPathDoesNotFit",
-                                  "(2 x 32Mi = 64Mi, workload volumeFull) does not fit a 64Mi volume formatted ext4")
+                                  "(2 x 32Mi = 64Mi, every workload) does not fit volumes of 64Mi formatted ext4")
 
 
 def test_a_file_size_that_exceeds_the_volume_is_refused_at_admission(kube: Kube, namespace: str) -> None:

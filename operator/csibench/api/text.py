@@ -4,9 +4,8 @@ and bounded messages.
 Status fields are bounded, so messages are cut; a cut in the middle of a word ("...io_u error on file ") reads as
 a broken message. ``shorten`` cuts at a word boundary and says that it cut. Tools repeat one line per job or per
 request (fio writes the same ``io_u error`` once per I/O in flight, each with its own offset): ``collapse_lines``
-counts lines of the same shape instead of repeating them, and puts the tool's last line first, because a tool's
-last line is its most specific (fio's ``err=28/... error=No space left on device``) and a message cut further
-down the line (a condition, a failure reason) then still holds it.
+counts lines of the same shape instead of repeating them, keeps their order, and when it must cut, cuts from the
+middle so that the tool's last line (fio's ``err=28/... error=No space left on device``) stays.
 """
 
 from __future__ import annotations
@@ -35,22 +34,30 @@ def shape(line: str) -> str:
 
 
 def collapse_lines(lines: list[str], limit: int) -> str:
-    """One message from a tool's lines: blank lines dropped, lines of one shape said once with their count
-    ("8× fio: io_u error ..."), the shape of the last line first, the others in their order; within ``limit``."""
+    """One message from a tool's lines, in their order: blank lines dropped, lines of one shape said once with
+    their count ("8× fio: io_u error ... (numbers differ)" when their numbers do); when the whole is longer than
+    ``limit``, lines from the middle give way so that the first and the tool's last line (its summary) stay."""
     kept = [line.strip() for line in lines if line.strip()]
-    if not kept:
-        return ""
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
+    varied: set[str] = set()
     for line in kept:
         key = shape(line)
         counts[key] = counts.get(key, 0) + 1
-        first.setdefault(key, line)
-    last = shape(kept[-1])
-    order = [last] + [key for key in counts if key != last]
-    parts = [(f"{counts[key]}× " if counts[key] > 1 else "") + (kept[-1] if key == last else first[key])
-             for key in order]
-    return shorten("; ".join(parts), limit)
+        if first.setdefault(key, line) != line:
+            varied.add(key)
+    parts = [(f"{counts[key]}× " if counts[key] > 1 else "") + first[key]
+             + (" (numbers differ)" if key in varied else "") for key in counts]
+    whole = "; ".join(parts)
+    if len(whole) <= limit or len(parts) < 3:
+        return shorten(whole, limit)
+    last = shorten(parts[-1], limit // 2)
+    head: list[str] = []
+    for part in parts[:-1]:
+        if len("; ".join([*head, part, ELLIPSIS, last])) > limit:
+            break
+        head.append(part)
+    return shorten("; ".join([*head, ELLIPSIS, last]), limit)
 
 
 def human_duration(seconds: float) -> str:

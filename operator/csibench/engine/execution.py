@@ -19,14 +19,15 @@ from typing import Any
 
 from csibench.api.models import ConditionReason
 from csibench.api.steps import WFFC
-from csibench.api.text import human_duration
+from csibench.api.text import human_duration, shorten
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
+from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.status import StatusRecorder
-from csibench.engine.step import Manifest, StepContext, StepSpec, Submit
+from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError, KubeClient
@@ -34,10 +35,6 @@ from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 2.0
-
-
-class NotOwned(Exception):
-    """An object of the run's name exists but is not the run's: it is never counted, changed or deleted."""
 
 
 def build_trackers(context: RunContext, run_label: str) -> dict[str, StepTracker]:
@@ -58,6 +55,7 @@ class StepRunner:
         self.context = context
         self.recorder = recorder
         self.observed = observed
+        self.requests = OwnedRequests(client, context.scope, observed)
         self._current: tuple[str, StepTracker, Judge] | None = None  # (kind, tracker, judge) of the live batch
         self._progress_of: StepTracker | None = None  # the step whose progress status shows
 
@@ -97,7 +95,7 @@ class StepRunner:
         tracker = context.trackers[step.name]
         step_context = context.step_context(self.observed)
         judge = step.judge_in(step_context)
-        submit = step.action.submitter(self, step, step_context, tracker)
+        submit = step.action.submitter(self.requests, step, step_context, tracker)
         tracker.note = step.note_in(step_context)
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
@@ -138,21 +136,21 @@ class StepRunner:
         await self._batch(kind, tracker, judge, submit, timeout)
 
     def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
-        return step.action.submitter(self, step, step_context, tracker)
+        return step.action.submitter(self.requests, step, step_context, tracker)
 
     def remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
-        return self.deleting(step.kind, step.resource, tracker)
+        return self.requests.deleting(step.kind, step.resource, tracker)
 
     def companion_creator(self, step: StepSpec, step_context: StepContext,
                           tracker: StepTracker) -> Callable[[str], Any]:
         """Creates the step's companion objects (the database's claim), as the step's own are created."""
         companion = step.companion
         assert companion is not None
-        return self.creating(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
+        return self.requests.creating(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
 
     def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
         assert step.companion is not None
-        return self.deleting(step.companion.kind, step.companion.resource, tracker)
+        return self.requests.deleting(step.companion.kind, step.companion.resource, tracker)
 
     async def pod_log(self, name: str) -> str:
         return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"))
@@ -204,7 +202,7 @@ class StepRunner:
         seen = self.observed.uids_of(step.kind)
         removal = StepTracker(f"{step.name}-restore", [name for name in objects if name in seen])
         await self._batch(step.kind, removal, step.gone(self.observed, frozenset()),
-                          self.deleting(step.kind, step.resource, removal), timeout)
+                          self.requests.deleting(step.kind, step.resource, removal), timeout)
         batches = [removal]
         restored = [f"deleted {len(removal.objects)} {step.kind}s"]
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
@@ -213,7 +211,7 @@ class StepRunner:
             seen = self.observed.uids_of(companion.kind)
             extra = StepTracker(f"{step.name}-restore-{companion.kind}", [n for n in names if n in seen])
             await self._batch(companion.kind, extra, companion.gone(self.observed, frozenset()),
-                              self.deleting(companion.kind, companion.resource, extra), timeout)
+                              self.requests.deleting(companion.kind, companion.resource, extra), timeout)
             batches.append(extra)
             restored.append(f"deleted {len(extra.objects)} {companion.kind}s")
         if step.recreated_by is not None:
@@ -221,7 +219,7 @@ class StepRunner:
             made = context.trackers[creator.name]
             again = StepTracker(f"{step.name}-recreate", [n for n, o in made.outcomes.items() if o.ok])
             await self._batch(creator.kind, again, creator.judge_in(step_context),
-                              creator.action.submitter(self, creator, step_context, again), timeout)
+                              creator.action.submitter(self.requests, creator, step_context, again), timeout)
             batches.append(again)
             restored.append(f"created {len(again.objects)} again")
             # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
@@ -237,59 +235,21 @@ class StepRunner:
                             "not part of the step's time")
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
 
-    # -- the requests an action asks for (step.Requests) -------------------------------------------------------
-    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Submit:
-        client, scope = self.client, self.context.scope
-        uids = self.observed.uids_of(kind)
-
-        async def delete(name: str) -> None:
-            # Only the very object the run's label-selected watch saw (its uid as a precondition).
-            await client.delete(resource.path(scope.namespace, name), uid=uids[name],
-                                on_send=lambda at: tracker.mark_submitted(name, at))
-        return delete
-
-    def patching(self, kind: str, resource: r.Resource, body_of: Callable[[str], Manifest],
-                 tracker: StepTracker) -> Submit:
-        client, scope = self.client, self.context.scope
-        uids = self.observed.uids_of(kind)
-
-        async def patch(name: str) -> None:
-            # Only the very object the run's label-selected watch saw: its uid in the body is a precondition.
-            body = body_of(name)
-            metadata = {**(body.get("metadata") or {}), "uid": uids[name]}
-            if await client.merge_patch(resource.path(scope.namespace, name), {**body, "metadata": metadata},
-                                        on_send=lambda at: tracker.mark_submitted(name, at)) is None:
-                raise ApiError(404, "NotFound", f"{resource.plural} {scope.namespace}/{name} is gone")
-        return patch
-
-    def creating(self, resource: r.Resource, body_of: Callable[[str], Manifest], tracker: StepTracker) -> Submit:
-        client, scope = self.client, self.context.scope
-        path = resource.path(scope.namespace)
-
-        def stamp(name: str) -> Callable[[float], None]:
-            return lambda at: tracker.mark_submitted(name, at)
-
-        async def create(name: str) -> None:
-            body = body_of(name)
-            if not await client.create(path, body, stamp(name)):
-                # "Already exists" is success only for an object this run created (a restart re-submitting).
-                existing = await client.get(resource.path(scope.namespace, name))
-                if existing is not None and not scope.owns(existing.get("metadata") or {}):
-                    raise NotOwned(f"{body['kind']} {scope.namespace}/{name} already exists and does not carry "
-                                   f"this run's label {scope.selector}; the run never touches it")
-        return create
-
     async def _submit(self, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any], name: str) -> None:
         try:
             await submit(name)
         except ApiError as error:
             tracker.mark_submitted(name)
-            tracker.record(name, Verdict(False, f"Request{error.reason or error.status}", error.message[:300]),
+            tracker.record(name, Verdict(False, f"Request{error.reason or error.status}", shorten(error.message, 300)),
                            time.monotonic())
             return
         except NotOwned as error:
             tracker.mark_submitted(name)
-            tracker.record(name, Verdict(False, "NameConflict", str(error)[:300]), time.monotonic())
+            tracker.record(name, Verdict(False, "NameConflict", shorten(str(error), 300)), time.monotonic())
+            return
+        except NotSeen as error:
+            tracker.mark_submitted(name)
+            tracker.record(name, Verdict(False, "NeverSeen", shorten(str(error), 300)), time.monotonic())
             return
         # A delete of something already gone, or a create whose terminal event came first, is decided now.
         submitted = tracker.submitted.get(name)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from csibench.api.text import shorten
 from csibench.kube.watch import WatchEvent
 
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
@@ -177,11 +178,11 @@ class Observed:
     def complaints(self, kind: str) -> dict[str, str]:
         """What was last said against each of the run's objects of a kind, quoted when one times out: its last
         Warning, else its status error (a snapshot's: the snapshot-controller copies it there without an event)."""
-        said = {name: f"{w.reason}: {w.message}"[:200] for (k, name), w in self.warnings.items() if k == kind}
+        said = {name: shorten(f"{w.reason}: {w.message}", 200) for (k, name), w in self.warnings.items() if k == kind}
         if kind == SNAPSHOT:
             for name, snapshot in self.snapshots.items():
                 if snapshot.error and name not in said:
-                    said[name] = f"status.error: {snapshot.error}"[:200]
+                    said[name] = shorten(f"status.error: {snapshot.error}", 200)
         return said
 
     # -- cluster-scoped objects that point back at the run's ------------------------------------------------

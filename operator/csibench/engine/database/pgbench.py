@@ -261,8 +261,8 @@ def build_row(planned: DatabaseRow, segment: Segment | None) -> DatabaseRow:
     if code != 0:
         row.state = StepState.FAILED
         words = messages_of(segment.lines) or f"pgbench exited with {code}"
-        row.message = f"{'pgbench -i' if row.kind == DatabaseRowKind.INITIALIZE else 'pgbench'} failed (exit " \
-                      f"{code}): {words}"[:MAX_MESSAGE]
+        row.message = shorten(f"{'pgbench -i' if row.kind == DatabaseRowKind.INITIALIZE else 'pgbench'} failed "
+                              f"(exit {code}): {words}", MAX_MESSAGE)
         return row
     row.state = StepState.SUCCEEDED
     if row.kind == DatabaseRowKind.INITIALIZE:
@@ -270,7 +270,7 @@ def build_row(planned: DatabaseRow, segment: Segment | None) -> DatabaseRow:
     found = {name: pattern.search(text) for name, pattern in _NUMBERS.items()}
     if found["tps"] is None:
         row.state = StepState.FAILED
-        row.message = ("pgbench printed no tps: " + (messages_of(segment.lines) or text[-300:]))[:MAX_MESSAGE]
+        row.message = shorten("pgbench printed no tps: " + (messages_of(segment.lines) or text[-300:]), MAX_MESSAGE)
         return row
     row.tps = round(float(found["tps"].group(1)), 3)
     for name in ("latencyAverageMs", "latencyStddevMs"):
@@ -325,9 +325,9 @@ def not_run(rows: list[DatabaseRow], why: str) -> None:
     for row in rows:
         if row.state == StepState.RUNNING:
             row.state = StepState.FAILED
-            row.message = why[:MAX_MESSAGE]
+            row.message = shorten(why, MAX_MESSAGE)
         elif row.state == StepState.PENDING:
             row.state = StepState.FAILED
             cause = f"an earlier row failed (scale {first})" if first is not None else why
-            row.message = f"not run: {cause}"[:MAX_MESSAGE]
+            row.message = shorten(f"not run: {cause}", MAX_MESSAGE)
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 
 from csibench.api.models import DatabaseRow, DatabaseRowKind, StepState
+from csibench.api.text import shorten
 from csibench.engine import judges
 from csibench.engine.database import pgbench
 from csibench.engine.judges import Verdict
@@ -87,10 +88,10 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             outcome = volume.outcomes[claim]
             why = f"the database's claim {claim} did not bind ({outcome.reason}): {outcome.message}"
             pgbench.not_run(rows, why)
-            rows[0].message = why[:pgbench.MAX_MESSAGE]
+            rows[0].message = shorten(why, pgbench.MAX_MESSAGE)
             keep_rows(tracker, rows)
             tracker.mark_submitted(pod, volume.submitted.get(claim, outcome.at))
-            tracker.record(pod, Verdict(False, outcome.reason, why[:600]), outcome.at)
+            tracker.record(pod, Verdict(False, outcome.reason, shorten(why, 600)), outcome.at)
         else:
             rows = await _run_pod(runner, step, tracker, context, planned, rows, timeout)
         await _remove(runner, step, context, pod, claim, timeout)
@@ -116,7 +117,7 @@ async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, contex
     except ApiError as error:
         log = ""
         if outcome.ok:
-            outcome = type(outcome)(False, outcome.at, "LogUnavailable", f"pods/log of {pod}: {error}"[:600])
+            outcome = type(outcome)(False, outcome.at, "LogUnavailable", shorten(f"pods/log of {pod}: {error}", 600))
     rows, summaries = pgbench.build_rows(planned, log)
     startup = pgbench.startup_failure(pgbench.read_log(log))
     told = next((row for row in rows if row.state == StepState.FAILED), None)  # the tools' own words

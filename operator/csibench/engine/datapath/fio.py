@@ -30,42 +30,65 @@ def size_bytes(quantity: str) -> int:
     return int(v.parse_quantity(quantity))
 
 
-# A class that formats its volumes (``csi.storage.k8s.io/fstype``) gives fio less than the volume's size: the
-# filesystem's own metadata takes room. Measured with mkfs.ext4 -m 0, as Kubernetes' mount-utils format a volume
-# (e2fsprogs 1.47): 10-21% of volumes of 16-256 MiB (1 KiB blocks, an inode per 4 KiB, a 4 MiB journal), 3.5-5%
-# from 512 MiB up. The run leaves 8% of the volume plus 8 MiB, which covers every size measured.
+# A class that formats its volumes gives fio less than the volume's size: the filesystem's own metadata takes room.
+# Measured with mkfs.ext4 -m 0, as Kubernetes' mount-utils format a volume (e2fsprogs 1.47): 8-33% of volumes of
+# 4-511 MiB (mke2fs's "small" type: 1 KiB blocks, an inode per 4 KiB, a journal), 3-5% from 512 MiB up (4 KiB
+# blocks). So the run leaves 24% of a volume under 512 MiB plus 1 MiB, and 6% plus 8 MiB from 512 MiB up, which
+# covers every size measured (4 MiB to 8 GiB) with room for the files' own extents. Other filesystems were not
+# measured; the rule is applied to them as it is. The class says it formats with ``csi.storage.k8s.io/fstype``
+# or the deprecated ``fstype`` key, in any case, as external-provisioner reads them; a class that names no fstype
+# is left to the driver, and not checked.
 FSTYPE_PARAMETER = "csi.storage.k8s.io/fstype"
-FILESYSTEM_SHARE = 0.08
-FILESYSTEM_BYTES = 8 * 1024 * 1024
+MIB = 1024 * 1024
+SMALL_FILESYSTEM = 512 * MIB  # below: mke2fs's small type
+SMALL_SHARE, SMALL_BYTES = 0.24, 1 * MIB
+LARGE_SHARE, LARGE_BYTES = 0.06, 8 * MIB
+
+
+def filesystem_reserve(size: int) -> tuple[float, int]:
+    """The share of the volume and the bytes the rule leaves to the filesystem's metadata."""
+    return (SMALL_SHARE, SMALL_BYTES) if size < SMALL_FILESYSTEM else (LARGE_SHARE, LARGE_BYTES)
 
 
 def room_for_files(size: int) -> int:
     """Bytes of files that fit a formatted volume of ``size`` bytes, by the rule above."""
-    return max(size - int(size * FILESYSTEM_SHARE) - FILESYSTEM_BYTES, 0)
+    share, extra = filesystem_reserve(size)
+    return max(size - int(size * share) - extra, 0)
+
+
+def fstype_of(parameters: Mapping[str, str]) -> str | None:
+    """The filesystem a class formats its volumes with, as external-provisioner reads it (None: not named)."""
+    for key, value in parameters.items():
+        if (key == FSTYPE_PARAMETER or key.lower() == "fstype") and value:
+            return value
+    return None
 
 
 def _mebibytes(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f}".removesuffix(".0") + "Mi"
+    return f"{size / MIB:.1f}".removesuffix(".0") + "Mi"
 
 
 def files_that_do_not_fit(spec: BenchmarkRunSpec, parameters: Mapping[str, str]) -> str | None:
     """Before anything is created: why the data path's files cannot fit a volume of a class with a filesystem,
     or None. Admission bounds jobsPerVolume x fileSize by the size; only the class says there is a filesystem."""
-    data, fstype = spec.dataPath, parameters.get(FSTYPE_PARAMETER)
-    if data is None or not fstype:
+    data, fstype = spec.dataPath, fstype_of(parameters)
+    if data is None or fstype is None:
         return None
     size = size_bytes(spec.size)
     room = room_for_files(size)
-    largest = max(data.workloads, key=lambda workload: size_bytes(data.file_size(workload)))
-    files = size_bytes(data.file_size(largest)) * data.jobsPerVolume
+    sizes = {workload.name: size_bytes(data.file_size(workload)) for workload in data.workloads}
+    largest = max(sizes.values())
+    files = largest * data.jobsPerVolume
     if files <= room:
         return None
-    return (f"dataPath: jobsPerVolume x fileSize ({data.jobsPerVolume} x {data.file_size(largest)} = "
-            f"{_mebibytes(files)}, workload {largest.name}) does not fit a {spec.size} volume formatted {fstype} "
-            f"(StorageClass parameter {FSTYPE_PARAMETER}): the filesystem's own metadata takes room, so the run "
-            f"leaves {FILESYSTEM_SHARE:.0%} of the volume plus {_mebibytes(FILESYSTEM_BYTES)} for it (mkfs.ext4 "
-            f"takes 10-21% of volumes under 512Mi); at most {_mebibytes(room)} of files fit: raise size or lower "
-            "fileSize or jobsPerVolume")
+    which = "every workload" if len(set(sizes.values())) == 1 else \
+        "workload " + ", ".join(name for name, size in sizes.items() if size == largest)
+    share, extra = filesystem_reserve(size)
+    return (f"dataPath: jobsPerVolume x fileSize ({data.jobsPerVolume} x {_mebibytes(largest)} = "
+            f"{_mebibytes(files)}, {which}) does not fit volumes of {spec.size} formatted {fstype}: the "
+            f"filesystem's own metadata takes room (measured for ext4: 8-33% of volumes under 512Mi, 3-5% above), "
+            f"so the run leaves it {share:.0%} of the volume plus {_mebibytes(extra)}; at most {_mebibytes(room)} "
+            "of files fit: raise size or lower fileSize or jobsPerVolume")
 
 
 FILENAME_FORMAT = "csibench.$jobnum.$filenum"  # the same files for every workload, not one set per workload

@@ -13,9 +13,7 @@ from typing import Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, DataPathWorkload, StepState
 from csibench.api.text import shorten
-from csibench.engine.datapath.fio import VolumeResult
-
-MIB = 1024 * 1024
+from csibench.engine.datapath.fio import MIB, VolumeResult
 
 
 def pending_row(spec: DataPathSpec, workload: DataPathWorkload, volumes: int) -> DataPathRow:

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
+from csibench.api.text import shorten
 from csibench.engine import judges
-from csibench.engine.datapath.fio import FioFailed, VolumeResult, messages_of, parse_fio_log
-from csibench.engine.datapath.rows import MIB, build_row, pending_row, volume_record
+from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
+from csibench.engine.datapath.rows import build_row, pending_row, volume_record
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.results import ROWS, ResultTable, keep_rows
@@ -119,7 +120,7 @@ async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[Volume
     except ApiError as error:
         log = ""
         if outcome.ok:
-            return None, ("LogUnavailable", f"pods/log of {name}: {error}"[:600])
+            return None, ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
     if not outcome.ok:
         return None, (outcome.reason, messages_of(log) or outcome.message or outcome.reason)
     try:
