@@ -16,7 +16,7 @@ import pytest
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus
 from csibench.engine.report_store import load_report
 from csibench.engine.run import RunEngine
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.client import ApiError
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.unit.test_run import (
     NAMES,
@@ -48,7 +48,7 @@ def kill_when(fake: FakeKube, run_spec: BenchmarkRunSpec, condition: Callable[[S
         if ("benchmarkruns", REF.namespace, REF.name) not in fake.objects:
             fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
                                                       "spec": run_spec.model_dump(mode="json")})
-        engine = RunEngine(REF, run_spec, cast(KubeClient, fake))
+        engine = RunEngine(REF, run_spec, fake)
         task = asyncio.create_task(start(engine) if start else engine.execute())
         while not (fake.status_writes and condition(fake.status_writes[-1])):
             assert not task.done(), "the run ended before the moment to kill it"
@@ -64,12 +64,12 @@ def kill_when(fake: FakeKube, run_spec: BenchmarkRunSpec, condition: Callable[[S
 def resume(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: Status) -> BenchmarkRunStatus:
     async def go() -> BenchmarkRunStatus:
         fake.loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(RunEngine(REF, run_spec, cast(KubeClient, fake)).resume(previous), 30)
+        return await asyncio.wait_for(RunEngine(REF, run_spec, fake).resume(previous), 30)
     return asyncio.run(go())
 
 
 def stored_report(fake: FakeKube) -> dict[str, Any]:
-    report = asyncio.run(load_report(cast(KubeClient, fake), REF.namespace, NAMES.report))
+    report = asyncio.run(load_report(fake, REF.namespace, NAMES.report))
     assert report is not None
     return report
 
@@ -209,7 +209,7 @@ def test_on_wait_for_first_consumer_a_pod_whose_claim_was_refused_is_skipped() -
         fake.loop = asyncio.get_running_loop()
         run_spec = spec(storageClassName="wffc", steps=PLAN)
         fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid}, "spec": {}})
-        return await RunEngine(REF, run_spec, cast(KubeClient, fake)).execute()
+        return await RunEngine(REF, run_spec, fake).execute()
 
     status = asyncio.run(go())
     assert steps_of(status)["publish"] == ("Succeeded", 3, 2, 0, 1)

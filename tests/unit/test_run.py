@@ -7,7 +7,7 @@ import asyncio
 import re
 import threading
 import time
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -22,7 +22,7 @@ from csibench.engine.observed import CLAIM
 from csibench.engine.run import RunEngine
 from csibench.engine.step import Action, StepContext, StepSpec
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.client import ApiError
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
 
@@ -41,7 +41,7 @@ def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | N
         fake.loop = asyncio.get_running_loop()
         fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
                                                   "spec": run_spec.model_dump(mode="json")})
-        engine = RunEngine(REF, run_spec, cast(KubeClient, fake))
+        engine = RunEngine(REF, run_spec, fake)
         if previous is None:
             work = engine.execute()
         elif run_spec.restartPolicy.value == "Redo":
@@ -132,7 +132,7 @@ def test_a_recorder_sends_one_status_write_at_a_time() -> None:
     fake.merge_patch = slow  # type: ignore[method-assign]
 
     async def go() -> None:
-        recorder = StatusRecorder(REF, cast(KubeClient, fake))
+        recorder = StatusRecorder(REF, fake)
         writes = []
         for progress in ("1/6 rows", "2/6 rows", "3/6 rows"):
             recorder.status.progress = progress
@@ -236,7 +236,7 @@ def test_cleanup_never_deletes_a_namespace_without_the_runs_label() -> None:
 
     async def go() -> str:
         fake.loop = asyncio.get_running_loop()
-        result = await cleanup(cast(KubeClient, fake), None, scope_of(REF, None), 5.0)
+        result = await cleanup(fake, None, scope_of(REF, None), 5.0)
         return result.describe()
 
     described = asyncio.run(go())
@@ -258,7 +258,7 @@ def test_cleanup_stops_its_watches_when_they_cannot_start() -> None:
 
     async def go() -> None:
         fake.loop = asyncio.get_running_loop()
-        await cleanup(cast(KubeClient, fake), None, scope_of(REF, "runs"), 0.5)
+        await cleanup(fake, None, scope_of(REF, "runs"), 0.5)
 
     with pytest.raises(TimeoutError):
         asyncio.run(go())

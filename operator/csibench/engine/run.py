@@ -44,7 +44,8 @@ from csibench.engine.tracker import StepTracker
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 from csibench.metrics import METRICS
 from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
@@ -55,7 +56,7 @@ SERVICE_ACCOUNT_WAIT_SECONDS = 60.0
 
 
 class RunEngine:
-    def __init__(self, ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> None:
+    def __init__(self, ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> None:
         self.ref = ref
         self.spec = spec
         self.client = client
