@@ -24,9 +24,9 @@ from bench.harness import (
     storage_class,
 )
 from csibench.kube.client import KubeClient, TokenBucket
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.runs import read_report
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
+from localcluster.runs import read_report
 
 
 def raw_trial(kube: Kube, raw: RawClient, fast: str, namespace: str, volumes: int, threads: int) -> float:

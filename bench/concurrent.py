@@ -27,7 +27,7 @@ from bench.harness import (
 )
 from bench.profile import sampled, summary
 from bench.scale import cpu_seconds
-from tests.support.runs import TERMINAL, benchmark_run, create_run, get_run
+from localcluster.runs import TERMINAL, benchmark_run, create_run, get_run
 
 
 def main() -> None:

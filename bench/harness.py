@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from csibench.kube.client import KubeClient, TokenBucket, load_configuration
+from localcluster import manifests
+from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, ClusterConfig, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
 from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, SNAPSHOTTER
-from tests.support import manifests
-from tests.support.kube import Kube
-from tests.support.operator import OperatorProcess
-from tests.support.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
 
 BENCH_NAMESPACE = "bench"
 

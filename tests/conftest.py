@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from localcluster.kube import Kube
 from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster
-from tests.support.kube import Kube
 
 TEST_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443"))
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import pki
+from localcluster import manifests, pki
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OPERATOR_SA, OperatorProcess, OperatorStartError
+from localcluster.operator_process import OPERATOR_SA, OperatorProcess, OperatorStartError
 
 StorageClassFactory = Callable[..., str]
 

@@ -15,15 +15,11 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
-from tests.integration.test_localcluster import create_pod
-from tests.integration.test_processes import phase, pod_gone
-from tests.integration.test_results import samples
-from tests.support import manifests
-from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,
@@ -35,6 +31,10 @@ from tests.support.runs import (
     step,
     wait_for_phase,
 )
+from tests.integration.test_localcluster import create_pod
+from tests.integration.test_processes import phase, pod_gone
+from tests.integration.test_results import samples
+from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
 
 pytestmark = pytest.mark.integration
 WORKLOADS = ["seqRead", "seqWrite", "randRead", "randWrite", "randReadWrite"]

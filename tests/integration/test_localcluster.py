@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import sidecars
+from localcluster import manifests, sidecars
+from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
 from localcluster.launcher import ClusterConfig, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import benchmark_run, run_to_end
 from localcluster.simulator.config import DRIVER_NAME, Operation
-from tests.support import manifests
-from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import benchmark_run, run_to_end
 
 pytestmark = pytest.mark.integration
 # A second cluster for the start-up test, clear of the session cluster's five ports (18443-18447 by default).

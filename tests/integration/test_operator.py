@@ -13,10 +13,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from csibench.api.stored_report import object_names
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,

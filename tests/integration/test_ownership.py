@@ -16,9 +16,9 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.kube import Kube, wait_until
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     GROUP,
     PLURAL,
     TERMINAL,

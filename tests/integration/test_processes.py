@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from localcluster import manifests
+from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
 from localcluster.launcher import LocalCluster
 from tests.integration.test_localcluster import bound_claims, create_claims, create_pod
-from tests.support import manifests
 from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, processes_with
-from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
 
 pytestmark = pytest.mark.integration
 

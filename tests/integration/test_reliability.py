@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     benchmark_run,
     create_run,

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
 
 pytestmark = pytest.mark.integration
 

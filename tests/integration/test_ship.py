@@ -18,11 +18,11 @@ from kubernetes.client.exceptions import ApiException
 
 from csibench.engine.cleanup import BEING_DELETED
 from csibench.engine.observed import CONTENT_FINALIZER
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OPERATOR_SA, OperatorProcess
-from tests.support.runs import benchmark_run, leftovers, run_to_end
+from localcluster.operator_process import OPERATOR_SA, OperatorProcess
+from localcluster.runs import benchmark_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration
 
