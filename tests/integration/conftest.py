@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +16,7 @@ from localcluster import manifests, pki
 from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess, OperatorStartError
-
-StorageClassFactory = Callable[..., str]
+from tests.support.cluster import StorageClassFactory
 
 
 @pytest.fixture(scope="session")

@@ -30,10 +30,9 @@ from localcluster.runs import (
     step,
     wait_for_phase,
 )
-from tests.integration.conftest import StorageClassFactory
-from tests.integration.test_datapath import cli
-from tests.integration.test_results import samples
+from tests.support.cluster import StorageClassFactory, cli
 from tests.support.hostcheck import host_mounts_under, processes_rooted_under
+from tests.support.metrics import samples
 
 pytestmark = pytest.mark.integration
 QUICK = {"pauseSeconds": 0, "phasePauseSeconds": 0}

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests, sidecars
 from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
@@ -22,33 +21,11 @@ from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, run_to_end
 from localcluster.simulator.config import DRIVER_NAME, Operation
+from tests.support.cluster import bound_claims, create_claims, create_pod
 
 pytestmark = pytest.mark.integration
 # A second cluster for the start-up test, clear of the session cluster's five ports (18443-18447 by default).
 SECOND_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443")) + 10
-
-
-def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
-    """Right after a namespace is created its default ServiceAccount may not exist yet: retry briefly."""
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            kube.core.create_namespaced_pod(namespace, body)
-            return
-        except ApiException as error:
-            if "serviceaccount" not in str(error.body) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def bound_claims(kube: Kube, namespace: str) -> list[Any]:
-    return [c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items
-            if c.status.phase == "Bound"]
-
-
-def create_claims(kube: Kube, namespace: str, names: list[str], storage_class: str) -> None:
-    for name in names:
-        kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc(name, storage_class))
 
 
 def test_pvc_binds_through_the_real_pv_controller(kube: Kube, namespace: str) -> None:

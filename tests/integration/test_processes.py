@@ -11,7 +11,7 @@ import pytest
 from localcluster import manifests
 from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
 from localcluster.launcher import LocalCluster
-from tests.integration.test_localcluster import bound_claims, create_claims, create_pod
+from tests.support.cluster import bound_claims, create_claims, create_pod, phase, pod_gone
 from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, processes_with
 
 pytestmark = pytest.mark.integration
@@ -25,16 +25,8 @@ def restricted(kube: Kube, namespace: str) -> str:
     return namespace
 
 
-def phase(kube: Kube, namespace: str, name: str) -> str:
-    return str(kube.core.read_namespaced_pod(name, namespace).status.phase)
-
-
 def container_state(kube: Kube, namespace: str, name: str) -> Any:
     return kube.core.read_namespaced_pod(name, namespace).status.container_statuses[0].state
-
-
-def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
-    return name not in {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
 
 
 def assert_nothing_left(cluster: LocalCluster, marker: str) -> None:

@@ -25,7 +25,7 @@ from localcluster.runs import (
     wait_for_phase,
 )
 from tests.support.browser import render
-from tests.unit.test_report_html import Outline
+from tests.support.report_page import Outline
 
 pytestmark = pytest.mark.integration
 LIFECYCLE = ["createVolume", "publish", "unpublish", "deleteVolume"]

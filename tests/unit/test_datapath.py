@@ -33,7 +33,7 @@ from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
-from tests.unit.test_run import UID, owned_left, run, spec
+from tests.support.fake_runs import UID, owned_left, run, spec
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 FIO_JSON = {"fio version": "fio-3.33", "jobs": [{

@@ -18,7 +18,7 @@ from csibench.preflight.outcome import outcome
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table
 from tests.support.fake_kube import FakeKube
-from tests.unit.test_run import REF, run, spec
+from tests.support.fake_runs import REF, run, spec
 
 DRIVER = "hostpath.csi.k8s.io"
 ALL_STEPS = ("createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",

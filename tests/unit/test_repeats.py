@@ -12,8 +12,7 @@ from csibench.api.stored_report import iteration_records
 from csibench.engine.iterations import build_aggregates, count_iterations
 from csibench.engine.report_store import decode_report, encode_report
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.unit.test_resume import kill_when, resume, stored_report
-from tests.unit.test_run import NAMES, REF, owned_left, run, spec
+from tests.support.fake_runs import NAMES, REF, kill_when, owned_left, resume, run, spec, stored_report
 
 PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
 Status = dict[str, Any]

@@ -11,58 +11,28 @@ from typing import Any
 
 import pytest
 
-from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
+from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
 from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
-from csibench.engine.context import RunRef, scope_of
-from csibench.engine.naming import Names
+from csibench.engine.context import scope_of
 from csibench.engine.observed import CLAIM
-from csibench.engine.run import RunEngine
 from csibench.engine.step import Action, StepContext, StepSpec
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
-
-UID = "0a1b2c3d-0000-4000-8000-000000000001"
-REF = RunRef("runs", "bench", UID)
-NAMES = Names.for_run(REF.name, REF.uid)
-LABEL = {"csibench.io/run-uid": UID}
-
-
-def spec(**fields: Any) -> BenchmarkRunSpec:
-    return BenchmarkRunSpec.model_validate({"storageClassName": "sim", "volumes": 6, "pvcsPerPod": 2, **fields})
-
-
-def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | None = None) -> BenchmarkRunStatus:
-    async def go() -> BenchmarkRunStatus:
-        fake.loop = asyncio.get_running_loop()
-        fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
-                                                  "spec": run_spec.model_dump(mode="json")})
-        engine = RunEngine(REF, run_spec, fake)
-        if previous is None:
-            work = engine.execute()
-        elif run_spec.restartPolicy.value == "Redo":
-            work = engine.resume(previous)
-        else:
-            work = engine.recover_after_restart(previous)
-        return await asyncio.wait_for(work, 20)
-    return asyncio.run(go())
-
-
-def steps_of(status: BenchmarkRunStatus) -> dict[str, tuple[str, int, int, int, int]]:
-    return {s.name: (s.state.value, s.objects, s.succeeded, s.failed, s.skipped) for s in status.steps}
-
-
-def owned_left(fake: FakeKube) -> list[tuple[str, str, str]]:
-    """Objects of the run still in the fake: labelled ones, and PVs/contents pointing at the run's objects."""
-    left = [k for k, o in fake.objects.items() if (o["metadata"].get("labels") or {}).get(
-        "csibench.io/run-uid") == UID]
-    left += [k for k, o in fake.objects.items() if k[0] in ("persistentvolumes", "volumesnapshotcontents")
-             and str(o["spec"]).find(NAMES.prefix) >= 0]
-    return left
+from tests.support.fake_runs import (
+    NAMES,
+    REF,
+    leave_objects_of_a_lost_run,
+    owned_left,
+    run,
+    spec,
+    status_of_a_lost_run,
+    steps_of,
+)
 
 
 def test_a_full_lifecycle_counts_every_object_and_leaves_nothing() -> None:
@@ -193,23 +163,10 @@ def test_an_incomplete_cleanup_fails_the_run() -> None:
     assert status.conditions[0].reason == "CleanupIncomplete" and "still present" in (status.message or "")
 
 
-def _status_of_a_lost_run(states: list[tuple[str, str]]) -> dict[str, Any]:
-    steps = [{"name": name, "state": state, "objects": 6} for name, state in states]
-    return {"phase": "Running", "targetNamespace": NAMES.namespace, "ownedNamespace": NAMES.namespace,
-            "steps": steps, "duration": "1.0s"}
-
-
-def _leave_objects_of_a_lost_run(fake: FakeKube) -> None:
-    fake.put("namespaces", "", {"metadata": {"name": NAMES.namespace, "labels": dict(LABEL)}})
-    for index in range(3):
-        fake.put("persistentvolumeclaims", NAMES.namespace, {"metadata": {"name": NAMES.volume(index),
-                                                                          "labels": dict(LABEL)}})
-
-
 def test_recovery_marks_the_running_step_interrupted_and_cleans_up() -> None:
     fake = FakeKube()
-    _leave_objects_of_a_lost_run(fake)
-    previous = _status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
+    leave_objects_of_a_lost_run(fake)
+    previous = status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], restartPolicy="Fail"), previous)
     assert steps_of(status)["createVolume"][0] == "Interrupted"
     assert (status.conditions[0].reason, status.phase and status.phase.value) == ("OperatorRestarted", "Failed")
@@ -220,8 +177,8 @@ def test_recovery_marks_the_running_step_interrupted_and_cleans_up() -> None:
 
 def test_recovery_after_the_last_step_resumes_cleanup_and_keeps_the_verdict() -> None:
     fake = FakeKube()
-    _leave_objects_of_a_lost_run(fake)
-    previous = _status_of_a_lost_run([("createVolume", "Succeeded"), ("deleteVolume", "Succeeded")])
+    leave_objects_of_a_lost_run(fake)
+    previous = status_of_a_lost_run([("createVolume", "Succeeded"), ("deleteVolume", "Succeeded")])
     status = run(fake, spec(steps=["createVolume", "deleteVolume"]), previous)
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert "cleanup resumed after an operator restart" in (status.message or "")
