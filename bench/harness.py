@@ -62,7 +62,7 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
         cluster.wait_established("benchmarkruns.csibench.io")
         operator.start()
         kube = Kube.from_kubeconfig(cluster.config.kubeconfig)
-        kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})
+        kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})  # type: ignore[arg-type]  # the client validates a dict body
         yield cluster, operator, kube
     finally:
         operator.stop()
@@ -71,7 +71,7 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
 
 def storage_class(kube: Kube, **parameters: str) -> str:
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    kube.storage.create_storage_class(manifests.storage_class(name, **parameters))
+    kube.storage.create_storage_class(manifests.storage_class(name, **parameters))  # type: ignore[arg-type]  # the client validates a dict body
     return name
 
 

@@ -78,7 +78,7 @@ def storage_class(kube: Kube) -> Iterator[StorageClassFactory]:
 
     def make(binding: str = "Immediate", **parameters: str) -> str:
         name = f"sim-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
+        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))  # type: ignore[arg-type]  # the client validates a dict body
         created.append(name)
         return name
 

@@ -106,7 +106,7 @@ def test_snapshot_becomes_ready_and_restores_into_a_new_claim(kube: Kube, namesp
     assert content["status"]["readyToUse"] is True
     assert content["spec"]["volumeSnapshotRef"]["uid"] == snap["metadata"]["uid"]
 
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("restored", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("restored", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 2, 60, "restored PVC Bound")
 
@@ -132,7 +132,7 @@ def test_deleting_everything_leaves_no_volume_attachment_or_content(kube: Kube, 
     kube.custom.create_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
                                                 manifests.snapshot("snap", "a"))
     wait_until(lambda: (kube.snapshots(namespace)[0].get("status") or {}).get("readyToUse"), 60, "snapshot")
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 3, 60, "three claims Bound")
     wait_until(lambda: kube.core.read_namespaced_pod("user", namespace).status.phase == "Running", 60, "pod")

@@ -119,7 +119,7 @@ def test_data_written_before_a_snapshot_is_in_the_clone(cluster: LocalCluster, k
     wait_until(lambda: (kube.custom.get_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
                                                                  "snap").get("status") or {}).get("readyToUse"),
                60, "snapshot ready")
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 2, 60, "clone Bound")
     create_pod(kube, namespace, manifests.workload_pod("reader", "clone", "cat /data/v/token"))

@@ -86,7 +86,7 @@ def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: 
 def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube: Kube, namespace: str,
                                                                          cluster: LocalCluster,
                                                                          deployed: None) -> None:
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))  # type: ignore[arg-type]  # the client validates a dict body
     denied = subprocess.run(
         [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
          "delete", "pvc", "users-data", "-n", namespace], capture_output=True, text=True)

@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
-from localcluster.kube import Kube
+from localcluster.kube import Kube, present
 from localcluster.launcher import REPO_ROOT, LocalCluster
 
 # The ``storage_class`` fixture (tests/integration/conftest.py): makes a simulator StorageClass, returns its name.
@@ -25,7 +25,7 @@ def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
     deadline = time.monotonic() + 15
     while True:
         try:
-            kube.core.create_namespaced_pod(namespace, body)
+            kube.core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]  # the client validates a dict body
             return
         except ApiException as error:
             if "serviceaccount" not in str(error.body) or time.monotonic() > deadline:
@@ -36,23 +36,23 @@ def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
 def create_claims(kube: Kube, namespace: str, names: list[str], storage_class: str) -> None:
     """One 1 GiB claim of ``storage_class`` per name."""
     for name in names:
-        kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc(name, storage_class))
+        kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc(name, storage_class))  # type: ignore[arg-type]  # the client validates a dict body
 
 
 def bound_claims(kube: Kube, namespace: str) -> list[Any]:
     """The namespace's claims that are Bound."""
     return [c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items
-            if c.status.phase == "Bound"]
+            if present(c.status).phase == "Bound"]
 
 
 def phase(kube: Kube, namespace: str, name: str) -> str:
     """The pod's phase."""
-    return str(kube.core.read_namespaced_pod(name, namespace).status.phase)
+    return str(present(kube.core.read_namespaced_pod(name, namespace).status).phase)
 
 
 def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
     """No pod of that name is left in the namespace."""
-    return name not in {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
+    return name not in {present(p.metadata).name for p in kube.core.list_namespaced_pod(namespace).items}
 
 
 def cli(cluster: LocalCluster, *args: str) -> str:

@@ -332,7 +332,7 @@ class FakeKube:
         return (watcher.plural == plural and (not watcher.namespace or watcher.namespace == namespace)
                 and _matches(obj, watcher.labels) and (not watcher.warnings_only or obj.get("type") == "Warning"))
 
-    def _later(self, delay: float, action: Callable[[], None]) -> None:
+    def _later(self, delay: float, action: Callable[[], object]) -> None:
         """Controllers act on their own threads, as the cluster's would, whatever the engine's event loop does."""
         timer = threading.Timer(delay, action)
         timer.daemon = True
@@ -453,5 +453,5 @@ def _as_served(plural: str, obj: Json) -> Json:
     the watch threads' raw-line tests (engine/relevance.py) meet it."""
     meta = obj.get("metadata") or {}
     ordered_meta = {**({"name": meta["name"]} if "name" in meta else {}), **meta}
-    head = {key: obj[key] for key in ("kind", "apiVersion") if key in obj}
+    head: Json = {key: obj[key] for key in ("kind", "apiVersion") if key in obj}
     return {**head, "metadata": ordered_meta, **{k: v for k, v in obj.items() if k not in head and k != "metadata"}}

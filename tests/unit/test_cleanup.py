@@ -116,7 +116,7 @@ def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_el
             return await real_patch(path, body)
 
         fake.merge_patch = recording_patch  # type: ignore[method-assign]
-        result = await cleanup(fake, observed, scope, deadline_seconds=0.5)  # type: ignore[arg-type]
+        result = await cleanup(fake, observed, scope, deadline_seconds=0.5)
         contents = fake.named("volumesnapshotcontents")
         assert "snapcontent-s1" not in contents and {"imported", "snapcontent-s2", "snapcontent-s3"} <= set(contents)
         assert BEING_DELETED not in (contents["snapcontent-s3"]["metadata"].get("annotations") or {})

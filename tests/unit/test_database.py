@@ -121,14 +121,16 @@ def test_setup_failures_and_tool_messages() -> None:
 
 
 def test_admission_rules_in_the_models() -> None:
-    for bad, words in [({"repeat": 2, "database": {}}, "repeat"),
-                       ({"steps": ["createVolume"], "database": {}}, "exactly when"),
-                       ({"database": {"scales": [1, 1]}}, "must not repeat"),
-                       ({"database": {"clients": [0]}}, "greater than or equal"),
-                       ({"database": {"postgres": {"sharedBuffers": "128M"}}}, "pattern"),
-                       ({"database": {"postgres": {"synchronousCommit": "sometimes"}}}, "synchronousCommit"),
-                       ({"database": {"size": "0"}}, "greater than 0"),
-                       ({"database": {"clients": list(range(1, 10))}}, "at most 8")]:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"repeat": 2, "database": {}}, "repeat"),
+        ({"steps": ["createVolume"], "database": {}}, "exactly when"),
+        ({"database": {"scales": [1, 1]}}, "must not repeat"),
+        ({"database": {"clients": [0]}}, "greater than or equal"),
+        ({"database": {"postgres": {"sharedBuffers": "128M"}}}, "pattern"),
+        ({"database": {"postgres": {"synchronousCommit": "sometimes"}}}, "synchronousCommit"),
+        ({"database": {"size": "0"}}, "greater than 0"),
+        ({"database": {"clients": list(range(1, 10))}}, "at most 8")]
+    for bad, words in cases:
         with pytest.raises(ValidationError, match=words):
             BenchmarkRunSpec.model_validate({"storageClassName": "sim", **bad})
 

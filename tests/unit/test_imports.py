@@ -30,7 +30,7 @@ def imports(path: Path, root: Path) -> set[str]:
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

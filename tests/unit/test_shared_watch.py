@@ -108,7 +108,11 @@ def test_a_shared_relist_older_than_a_subscribers_list_does_not_forget_its_objec
     """The shared watch's list and a new subscriber's own list run at the same time; when the shared one is the
     older, its SYNC (which does not have pv-b) must not reach the subscriber after its own newer list."""
     observed = Observed("ns", "run")
-    subscription = Subscription("pvs", lambda events: [observed.apply(e) for e in events], None)
+    def apply(events: list[WatchEvent]) -> None:
+        for event in events:
+            observed.apply(event)
+
+    subscription = Subscription("pvs", apply, None)
     listing = {"metadata": {"resourceVersion": "5"}, "items": [_pv_event("pv-a", "run-a", 4).obj]}
     client = OneListing(listing)
     loop = asyncio.new_event_loop()
