@@ -43,8 +43,8 @@ from bench.harness import (
 )
 from csibench.api.stored_report import object_names
 from csibench.engine.timing import nearest_rank
-from tests.support import manifests
-from tests.support.runs import read_report
+from localcluster import manifests
+from localcluster.runs import read_report
 
 # Which backend operations each step causes on the simulated array.
 STEP_OPERATIONS = {

@@ -24,13 +24,13 @@ from bench.harness import (
     storage_class,
 )
 from csibench.kube.client import KubeClient, TokenBucket
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.runs import read_report
+from localcluster import manifests
+from localcluster.kube import Kube, present, wait_until
+from localcluster.runs import read_report
 
 
 def raw_trial(kube: Kube, raw: RawClient, fast: str, namespace: str, volumes: int, threads: int) -> float:
-    kube.core.create_namespace({"metadata": {"name": namespace}})
+    kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]  # the client validates a dict body
     client: KubeClient = raw.client
     client.limiter = TokenBucket(100_000, 100_000)
     path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
@@ -39,11 +39,12 @@ def raw_trial(kube: Kube, raw: RawClient, fast: str, namespace: str, volumes: in
         list(pool.map(lambda i: client.request_sync("POST", path, manifests.pvc(f"raw-{i:05d}", fast),
                                                     on_send=sends.append), range(volumes)))
     rate = volumes / (max(sends) - min(sends))
-    wait_until(lambda: all(c.status.phase == "Bound" for c in
+    wait_until(lambda: all(present(c.status).phase == "Bound" for c in
                            kube.core.list_namespaced_persistent_volume_claim(namespace).items), 600, "raw bound")
     kube.core.delete_namespace(namespace)
     wait_until(lambda: not [p for p in kube.core.list_persistent_volume().items
-                            if p.spec.claim_ref and p.spec.claim_ref.namespace == namespace], 600, "raw volumes gone")
+                            if (ref := present(p.spec).claim_ref) and ref.namespace == namespace], 600,
+               "raw volumes gone")
     return rate
 
 

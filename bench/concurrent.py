@@ -27,7 +27,7 @@ from bench.harness import (
 )
 from bench.profile import sampled, summary
 from bench.scale import cpu_seconds
-from tests.support.runs import TERMINAL, benchmark_run, create_run, get_run
+from localcluster.runs import TERMINAL, benchmark_run, create_run, get_run
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
         assert operator.process is not None
         pid = operator.process.pid
         fast = storage_class(kube)
-        kube.core.create_namespace({"metadata": {"name": "raw-alone"}})
+        kube.core.create_namespace({"metadata": {"name": "raw-alone"}})  # type: ignore[arg-type]  # the client validates a dict body
         raw = RawClient(_cluster, args.qps, args.burst, args.threads)
         raw_create = raw.create_and_wait_bound("raw-alone", fast, args.volumes)
         raw_delete = raw.delete_and_wait_gone("raw-alone", args.volumes)

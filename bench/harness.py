@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from csibench.kube.client import KubeClient, TokenBucket, load_configuration
+from localcluster import manifests
+from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, ClusterConfig, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
 from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, SNAPSHOTTER
-from tests.support import manifests
-from tests.support.kube import Kube
-from tests.support.operator import OperatorProcess
-from tests.support.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
 
 BENCH_NAMESPACE = "bench"
 
@@ -62,7 +62,7 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
         cluster.wait_established("benchmarkruns.csibench.io")
         operator.start()
         kube = Kube.from_kubeconfig(cluster.config.kubeconfig)
-        kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})
+        kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})  # type: ignore[arg-type]  # the client validates a dict body
         yield cluster, operator, kube
     finally:
         operator.stop()
@@ -71,7 +71,7 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
 
 def storage_class(kube: Kube, **parameters: str) -> str:
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    kube.storage.create_storage_class(manifests.storage_class(name, **parameters))
+    kube.storage.create_storage_class(manifests.storage_class(name, **parameters))  # type: ignore[arg-type]  # the client validates a dict body
     return name
 
 

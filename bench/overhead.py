@@ -38,7 +38,7 @@ def main() -> None:
         for trial, side in enumerate(order[: 2 * args.trials]):
             if side == "raw":
                 namespace = f"raw-{trial}"
-                kube.core.create_namespace({"metadata": {"name": namespace}})
+                kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]  # the client validates a dict body
                 raw = RawClient(cluster, args.qps, args.burst, args.threads)
                 results["raw"]["create"].append(raw.create_and_wait_bound(namespace, fast, args.volumes))
                 results["raw"]["delete"].append(raw.delete_and_wait_gone(namespace, args.volumes))

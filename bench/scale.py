@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, kubectl, machine_facts, storage_class
 from bench.profile import sampled, summary
-from tests.support.runs import TERMINAL, benchmark_run, create_run, get_run
+from localcluster.runs import TERMINAL, benchmark_run, create_run, get_run
 
 # The bench reads the request count from the run's status, not from the operator's /metrics: a scrape costs the
 # operator about 4 ms of CPU, and one every 2 s was 11% of its CPU here (a Prometheus scrapes every 15-60 s).

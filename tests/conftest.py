@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from localcluster.kube import Kube
 from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster
-from tests.support.kube import Kube
 
 TEST_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443"))
 
@@ -43,6 +43,6 @@ def kube(cluster: LocalCluster) -> Kube:
 def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
     name = f"t-{slug}-{uuid.uuid4().hex[:5]}"
-    kube.core.create_namespace({"metadata": {"name": name, "labels": {"csibench.io/test": "true"}}})
+    kube.core.create_namespace({"metadata": {"name": name, "labels": {"csibench.io/test": "true"}}})  # type: ignore[arg-type]  # the client validates a dict body
     yield name
     kube.core.delete_namespace(name)

@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from localcluster import pki
+from localcluster import manifests, pki
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OPERATOR_SA, OperatorProcess, OperatorStartError
-
-StorageClassFactory = Callable[..., str]
+from localcluster.operator_process import OPERATOR_SA, OperatorProcess, OperatorStartError
+from tests.support.cluster import StorageClassFactory
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +78,7 @@ def storage_class(kube: Kube) -> Iterator[StorageClassFactory]:
 
     def make(binding: str = "Immediate", **parameters: str) -> str:
         name = f"sim-{uuid.uuid4().hex[:8]}"
-        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))
+        kube.storage.create_storage_class(manifests.storage_class(name, binding, **parameters))  # type: ignore[arg-type]  # the client validates a dict body
         created.append(name)
         return name
 

@@ -14,14 +14,10 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import LocalCluster
-from tests.integration.conftest import StorageClassFactory
-from tests.integration.test_datapath import cli
-from tests.integration.test_results import samples
-from tests.support.hostcheck import host_mounts_under, processes_rooted_under
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     GROUP,
     PLURAL,
     TERMINAL,
@@ -34,6 +30,9 @@ from tests.support.runs import (
     step,
     wait_for_phase,
 )
+from tests.support.cluster import StorageClassFactory, cli
+from tests.support.hostcheck import host_mounts_under, processes_rooted_under
+from tests.support.metrics import samples
 
 pytestmark = pytest.mark.integration
 QUICK = {"pauseSeconds": 0, "phasePauseSeconds": 0}

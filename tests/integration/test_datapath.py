@@ -5,25 +5,19 @@ clones. fio jobs stay tiny (a few MiB, 1 s): these disks and cores are shared.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
-from tests.integration.test_localcluster import create_pod
-from tests.integration.test_processes import phase, pod_gone
-from tests.integration.test_results import samples
-from tests.support import manifests
-from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
+from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,
@@ -35,17 +29,14 @@ from tests.support.runs import (
     step,
     wait_for_phase,
 )
+from tests.support.cluster import cli, create_pod, phase, pod_gone
+from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
+from tests.support.metrics import samples
 
 pytestmark = pytest.mark.integration
 WORKLOADS = ["seqRead", "seqWrite", "randRead", "randWrite", "randReadWrite"]
 TINY = {"fileSize": "4Mi", "jobsPerVolume": 2, "rampSeconds": 0, "runtimeSeconds": 1}
 SIM = {"storageClassName": "csibench-sim", "volumeSnapshotClassName": "csibench-sim-snapclass", "size": "64Mi"}
-
-
-def cli(cluster: LocalCluster, *args: str) -> str:
-    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
-    return subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO_ROOT, check=True).stdout
 
 
 def assert_host_clean(cluster: LocalCluster) -> None:

@@ -14,42 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
-from localcluster import sidecars
+from localcluster import manifests, sidecars
+from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
 from localcluster.launcher import ClusterConfig, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import benchmark_run, run_to_end
 from localcluster.simulator.config import DRIVER_NAME, Operation
-from tests.support import manifests
-from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import benchmark_run, run_to_end
+from tests.support.cluster import bound_claims, create_claims, create_pod
 
 pytestmark = pytest.mark.integration
 # A second cluster for the start-up test, clear of the session cluster's five ports (18443-18447 by default).
 SECOND_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443")) + 10
-
-
-def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
-    """Right after a namespace is created its default ServiceAccount may not exist yet: retry briefly."""
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            kube.core.create_namespaced_pod(namespace, body)
-            return
-        except ApiException as error:
-            if "serviceaccount" not in str(error.body) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def bound_claims(kube: Kube, namespace: str) -> list[Any]:
-    return [c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items
-            if c.status.phase == "Bound"]
-
-
-def create_claims(kube: Kube, namespace: str, names: list[str], storage_class: str) -> None:
-    for name in names:
-        kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc(name, storage_class))
 
 
 def test_pvc_binds_through_the_real_pv_controller(kube: Kube, namespace: str) -> None:
@@ -130,7 +106,7 @@ def test_snapshot_becomes_ready_and_restores_into_a_new_claim(kube: Kube, namesp
     assert content["status"]["readyToUse"] is True
     assert content["spec"]["volumeSnapshotRef"]["uid"] == snap["metadata"]["uid"]
 
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("restored", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("restored", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 2, 60, "restored PVC Bound")
 
@@ -156,7 +132,7 @@ def test_deleting_everything_leaves_no_volume_attachment_or_content(kube: Kube, 
     kube.custom.create_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
                                                 manifests.snapshot("snap", "a"))
     wait_until(lambda: (kube.snapshots(namespace)[0].get("status") or {}).get("readyToUse"), 60, "snapshot")
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 3, 60, "three claims Bound")
     wait_until(lambda: kube.core.read_namespaced_pod("user", namespace).status.phase == "Running", 60, "pod")

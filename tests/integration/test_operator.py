@@ -13,10 +13,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from csibench.api.stored_report import object_names
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,
@@ -253,7 +253,7 @@ def test_a_claim_someone_else_deletes_mid_step_fails_on_its_deletion_not_at_the_
     deletes one of the run's claims. That claim fails with reason Deleted when its deletion is seen, the others
     at the step's timeout."""
     unserved = unique("unserved")
-    kube.storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+    kube.storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",  # type: ignore[arg-type]  # the client validates a dict body
                                        "metadata": {"name": unserved}, "provisioner": "nobody.csibench.test"})
     try:
         create_run(kube, namespace, benchmark_run("undone", storageClassName=unserved, volumes=3,

@@ -16,9 +16,9 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.kube import Kube, wait_until
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     GROUP,
     PLURAL,
     TERMINAL,
@@ -40,8 +40,8 @@ pytestmark = pytest.mark.integration
 def victim(kube: Kube) -> Iterator[str]:
     """A namespace the runs did not create, holding a ConfigMap that must survive every test."""
     name = unique("victim")
-    kube.core.create_namespace({"metadata": {"name": name, "labels": {"csibench.io/test": "true"}}})
-    kube.core.create_namespaced_config_map(name, {"metadata": {"name": "precious"}, "data": {"k": "v"}})
+    kube.core.create_namespace({"metadata": {"name": name, "labels": {"csibench.io/test": "true"}}})  # type: ignore[arg-type]  # the client validates a dict body
+    kube.core.create_namespaced_config_map(name, {"metadata": {"name": "precious"}, "data": {"k": "v"}})  # type: ignore[arg-type]  # the client validates a dict body
     yield name
     kube.core.delete_namespace(name)
 
@@ -144,7 +144,7 @@ def test_a_user_object_with_the_runs_name_is_never_counted_or_deleted(kube: Kube
     # Race the operator to the run's first claim name (the names are deterministic).
     name = f"namesake-{created['metadata']['uid'][:5]}-v00000"
     try:
-        kube.core.create_namespaced_persistent_volume_claim(namespace, {
+        kube.core.create_namespaced_persistent_volume_claim(namespace, {  # type: ignore[arg-type]  # the client validates a dict body
             "metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "csibench-sim",
                                                  "resources": {"requests": {"storage": "1Gi"}}}})
     except ApiException as error:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.operator_process import OPERATOR_SA, OperatorProcess
+from localcluster.runs import benchmark_run, leftovers, read_report, run_to_end, unique
 from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
 from localcluster.sidecars import RAISED_CLIENT_LIMITS
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OPERATOR_SA, OperatorProcess
-from tests.support.runs import benchmark_run, leftovers, read_report, run_to_end, unique
 
 pytestmark = pytest.mark.integration
 CONTROLLER_POD = "snapshot-controller-sim-node-0"

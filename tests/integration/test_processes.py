@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from localcluster import manifests
+from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
 from localcluster.launcher import LocalCluster
-from tests.integration.test_localcluster import bound_claims, create_claims, create_pod
-from tests.support import manifests
+from tests.support.cluster import bound_claims, create_claims, create_pod, phase, pod_gone
 from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, processes_with
-from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,16 +25,8 @@ def restricted(kube: Kube, namespace: str) -> str:
     return namespace
 
 
-def phase(kube: Kube, namespace: str, name: str) -> str:
-    return str(kube.core.read_namespaced_pod(name, namespace).status.phase)
-
-
 def container_state(kube: Kube, namespace: str, name: str) -> Any:
     return kube.core.read_namespaced_pod(name, namespace).status.container_statuses[0].state
-
-
-def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
-    return name not in {p.metadata.name for p in kube.core.list_namespaced_pod(namespace).items}
 
 
 def assert_nothing_left(cluster: LocalCluster, marker: str) -> None:
@@ -127,7 +119,7 @@ def test_data_written_before_a_snapshot_is_in_the_clone(cluster: LocalCluster, k
     wait_until(lambda: (kube.custom.get_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
                                                                  "snap").get("status") or {}).get("readyToUse"),
                60, "snapshot ready")
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 2, 60, "clone Bound")
     create_pod(kube, namespace, manifests.workload_pod("reader", "clone", "cat /data/v/token"))

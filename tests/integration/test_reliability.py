@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     benchmark_run,
     create_run,
@@ -197,11 +197,11 @@ def test_runs_sharing_a_cluster_and_a_namespace_never_touch_each_other(kube: Kub
                                                                         operator: OperatorProcess,
                                                                         storage_class: Any) -> None:
     array = storage_class(latency="20ms", concurrency="4")
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))  # type: ignore[arg-type]  # the client validates a dict body
     wait_until(lambda: kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).status.phase
                == "Bound", 30, "the user's claim Bound")
     other = f"{namespace}-b"[:63]
-    kube.core.create_namespace({"metadata": {"name": other}})
+    kube.core.create_namespace({"metadata": {"name": other}})  # type: ignore[arg-type]  # the client validates a dict body
     try:
         steps = ["createVolume", "publish", "unpublish", "deleteVolume"]
         bodies = [
@@ -318,7 +318,7 @@ def test_run_names_longer_than_40_characters_are_refused_at_admission(kube: Kube
 def test_what_the_api_server_would_refuse_fails_the_run_before_anything_exists(kube: Kube, namespace: str,
                                                                                operator: OperatorProcess) -> None:
     """A LimitRange in the target namespace refuses the publish pods: a dry run finds it before the first PVC."""
-    kube.core.create_namespaced_limit_range(namespace, {
+    kube.core.create_namespaced_limit_range(namespace, {  # type: ignore[arg-type]  # the client validates a dict body
         "metadata": {"name": "small"}, "spec": {"limits": [{"type": "Container", "max": {"memory": "8Mi"}}]}})
     run = run_to_end(kube, namespace, benchmark_run(
         "too-big", storageClassName="csibench-sim", volumes=2, targetNamespace=namespace,
@@ -333,7 +333,7 @@ def test_what_the_api_server_would_refuse_fails_the_run_before_anything_exists(k
 def test_deletion_steps_count_only_objects_that_existed(kube: Kube, namespace: str,
                                                         operator: OperatorProcess) -> None:
     """A quota lets 2 of 4 claims and 1 of 2 pods in: deleting the refused ones is never a success."""
-    kube.core.create_namespaced_resource_quota(namespace, {
+    kube.core.create_namespaced_resource_quota(namespace, {  # type: ignore[arg-type]  # the client validates a dict body
         "metadata": {"name": "few"}, "spec": {"hard": {"persistentvolumeclaims": "2", "pods": "1"}}})
     wait_until(lambda: (kube.core.read_namespaced_resource_quota("few", namespace).status or {}) and
                kube.core.read_namespaced_resource_quota("few", namespace).status.hard, 30, "quota in force")

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support.browser import render
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import (
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
     TERMINAL,
     benchmark_run,
     create_run,
@@ -25,7 +24,8 @@ from tests.support.runs import (
     run_to_end,
     wait_for_phase,
 )
-from tests.unit.test_report_html import Outline
+from tests.support.browser import render
+from tests.support.report_page import Outline
 
 pytestmark = pytest.mark.integration
 LIFECYCLE = ["createVolume", "publish", "unpublish", "deleteVolume"]

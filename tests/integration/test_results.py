@@ -9,24 +9,15 @@ import sys
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OperatorProcess
-from tests.support.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import benchmark_run, create_run, get_run, run_to_end, step, wait_for_phase
+from tests.support.metrics import samples
 
 pytestmark = pytest.mark.integration
 
-
-
-def samples(text: str, metric: str, **labels: str) -> list[tuple[dict[str, str], float]]:
-    found = []
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
-                found.append((sample.labels, sample.value))
-    return found
 
 
 def total(text: str, metric: str, **labels: str) -> float:

@@ -18,11 +18,11 @@ from kubernetes.client.exceptions import ApiException
 
 from csibench.engine.cleanup import BEING_DELETED
 from csibench.engine.observed import CONTENT_FINALIZER
+from localcluster import manifests
+from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
-from tests.support import manifests
-from tests.support.kube import Kube, wait_until
-from tests.support.operator import OPERATOR_SA, OperatorProcess
-from tests.support.runs import benchmark_run, leftovers, run_to_end
+from localcluster.operator_process import OPERATOR_SA, OperatorProcess
+from localcluster.runs import benchmark_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: 
 def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube: Kube, namespace: str,
                                                                          cluster: LocalCluster,
                                                                          deployed: None) -> None:
-    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))
+    kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))  # type: ignore[arg-type]  # the client validates a dict body
     denied = subprocess.run(
         [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
          "delete", "pvc", "users-data", "-n", namespace], capture_output=True, text=True)

@@ -1,11 +1,12 @@
 """A small in-memory API server with just enough controllers for the engine's unit tests (no cluster).
 
-It implements the surface of ``KubeClient`` the engine uses (get, create, delete, merge patch, list and
-watch streams read by the real ``Watch`` threads) over a dict of objects, with resource versions and watch
-events. Its controllers bind claims (creating a PV that points back with the claim's uid), make pods Ready,
-make snapshots ready (with a content), remove PVs and contents after their claims and snapshots, and delete a
-namespace's objects with it, each after a configurable delay. Failures are injected per object name. It is
-not Kubernetes: integration tests use the real control plane; this keeps engine logic testable in seconds.
+It implements ``KubeApi`` (``csibench/kube/api.py``), the surface the engine uses (get, create, delete, merge
+patch, list and watch streams read by the real ``Watch`` threads), over a dict of objects, with resource
+versions and watch events; mypy checks that it fits wherever a test hands it to the engine. Its controllers
+bind claims (creating a PV that points back with the claim's uid), make pods Ready, make snapshots ready (with
+a content), remove PVs and contents after their claims and snapshots, and delete a namespace's objects with it,
+each after a configurable delay. Failures are injected per object name. It is not Kubernetes: integration tests
+use the real control plane; this keeps engine logic testable in seconds.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class FakeResponse:
         self._events = events
         self._on_close = on_close
 
-    def stream(self, _amount: Any = None) -> Iterator[bytes]:
+    def stream(self, amt: int | None = None, /) -> Iterator[bytes]:
+        """Every event line (``amt``, a block size for urllib3, is not needed: each event is one item)."""
         while True:
             line = self._events.get()
             if line is None:
@@ -160,7 +162,7 @@ class FakeKube:
         with self.lock:
             return {k[2]: v for k, v in self.objects.items() if k[0] == plural and k[1] == namespace}
 
-    # -- the KubeClient surface -------------------------------------------------------------------------------
+    # -- the KubeApi surface ----------------------------------------------------------------------------------
     def close(self) -> None:
         with self.lock:
             for watcher in self._watchers:
@@ -240,8 +242,8 @@ class FakeKube:
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
 
-    def request_sync(self, method: str, path: str, body: Json | None = None, query: dict[str, str] | None = None,
-                     **_: Any) -> Json:
+    def request_sync(self, method: str, path: str, body: Json | None = None,
+                     query: dict[str, str] | None = None) -> Json:
         """Only reads (the watch threads list through here); a missing object is a 404, as from the server."""
         self._count(method, path)
         found = self._read(path, query)
@@ -332,7 +334,7 @@ class FakeKube:
         return (watcher.plural == plural and (not watcher.namespace or watcher.namespace == namespace)
                 and _matches(obj, watcher.labels) and (not watcher.warnings_only or obj.get("type") == "Warning"))
 
-    def _later(self, delay: float, action: Callable[[], None]) -> None:
+    def _later(self, delay: float, action: Callable[[], object]) -> None:
         """Controllers act on their own threads, as the cluster's would, whatever the engine's event loop does."""
         timer = threading.Timer(delay, action)
         timer.daemon = True
@@ -453,5 +455,5 @@ def _as_served(plural: str, obj: Json) -> Json:
     the watch threads' raw-line tests (engine/relevance.py) meet it."""
     meta = obj.get("metadata") or {}
     ordered_meta = {**({"name": meta["name"]} if "name" in meta else {}), **meta}
-    head = {key: obj[key] for key in ("kind", "apiVersion") if key in obj}
+    head: Json = {key: obj[key] for key in ("kind", "apiVersion") if key in obj}
     return {**head, "metadata": ordered_meta, **{k: v for k, v in obj.items() if k not in head and k != "metadata"}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from csibench.engine.cleanup import BEING_DELETED, cleanup
@@ -111,12 +112,13 @@ def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_el
         patched: list[dict[str, Any]] = []
         real_patch = fake.merge_patch
 
-        async def recording_patch(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        async def recording_patch(path: str, body: dict[str, Any],
+                                  on_send: Callable[[float], None] | None = None) -> dict[str, Any] | None:
             patched.append({"path": path, **body})
-            return await real_patch(path, body)
+            return await real_patch(path, body, on_send)
 
         fake.merge_patch = recording_patch  # type: ignore[method-assign]
-        result = await cleanup(fake, observed, scope, deadline_seconds=0.5)  # type: ignore[arg-type]
+        result = await cleanup(fake, observed, scope, deadline_seconds=0.5)
         contents = fake.named("volumesnapshotcontents")
         assert "snapcontent-s1" not in contents and {"imported", "snapcontent-s2", "snapcontent-s3"} <= set(contents)
         assert BEING_DELETED not in (contents["snapcontent-s3"]["metadata"].get("annotations") or {})

@@ -16,7 +16,7 @@ from csibench.engine.database import pgbench
 from csibench.engine.database.step import RESULTS, progress_of, timeout_of
 from localcluster.launcher import REPO_ROOT
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
-from tests.unit.test_run import UID, owned_left, run, spec
+from tests.support.fake_runs import UID, kill_when, owned_left, resume, run, running, spec
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
 MATRIX_LOG = (GOLDEN / "pgbench-matrix.log").read_text()  # scales [1], clients [1, 2], 2 s per run
@@ -121,14 +121,16 @@ def test_setup_failures_and_tool_messages() -> None:
 
 
 def test_admission_rules_in_the_models() -> None:
-    for bad, words in [({"repeat": 2, "database": {}}, "repeat"),
-                       ({"steps": ["createVolume"], "database": {}}, "exactly when"),
-                       ({"database": {"scales": [1, 1]}}, "must not repeat"),
-                       ({"database": {"clients": [0]}}, "greater than or equal"),
-                       ({"database": {"postgres": {"sharedBuffers": "128M"}}}, "pattern"),
-                       ({"database": {"postgres": {"synchronousCommit": "sometimes"}}}, "synchronousCommit"),
-                       ({"database": {"size": "0"}}, "greater than 0"),
-                       ({"database": {"clients": list(range(1, 10))}}, "at most 8")]:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"repeat": 2, "database": {}}, "repeat"),
+        ({"steps": ["createVolume"], "database": {}}, "exactly when"),
+        ({"database": {"scales": [1, 1]}}, "must not repeat"),
+        ({"database": {"clients": [0]}}, "greater than or equal"),
+        ({"database": {"postgres": {"sharedBuffers": "128M"}}}, "pattern"),
+        ({"database": {"postgres": {"synchronousCommit": "sometimes"}}}, "synchronousCommit"),
+        ({"database": {"size": "0"}}, "greater than 0"),
+        ({"database": {"clients": list(range(1, 10))}}, "at most 8")]
+    for bad, words in cases:
         with pytest.raises(ValidationError, match=words):
             BenchmarkRunSpec.model_validate({"storageClassName": "sim", **bad})
 
@@ -281,7 +283,6 @@ def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
 
 
 def test_an_operator_restart_mid_step_deletes_the_pod_and_its_claim_and_measures_again() -> None:
-    from tests.unit.test_resume import kill_when, resume, running
     fake = FakeKube(Behaviour(workload=pgbench_pod, bind_delay=0.05, ready_delay=0.6, release_delay=0.05))
     run_spec = db_spec()
     previous = kill_when(fake, run_spec, running("database"), extra_sleep=0.3)

@@ -137,7 +137,7 @@ def test_mirror_pod_records_the_command_line() -> None:
 
 
 def test_sidecar_wrapper_module_pins_the_published_client_instead_of_a_local_path() -> None:
-    go_mod = {"Replace": [
+    go_mod: dict[str, object] = {"Replace": [
         {"Old": {"Path": "github.com/kubernetes-csi/external-snapshotter/client/v8"}, "New": {"Path": "./client"}},
         {"Old": {"Path": "k8s.io/api"}, "New": {"Path": "k8s.io/api", "Version": "v0.37.0"}},
     ]}
@@ -250,9 +250,16 @@ def test_exit_descriptions(code: int, text: str) -> None:
     assert describe_exit(code) == text
 
 
-def _va(rv: int, uid: str = "u1", **status: object) -> dict[str, object]:
+def _va(rv: int, uid: str = "u1", **status: object) -> api.Obj:
     return {"kind": "VolumeAttachment", "metadata": {"name": "va", "uid": uid, "resourceVersion": str(rv)},
             "status": status}
+
+
+def cached(informer: api.Informer, key: str) -> api.Obj:
+    """The informer's cached object, which must be there."""
+    found = informer.get(key)
+    assert found is not None, f"{key} is not cached"
+    return found
 
 
 def _informer() -> api.Informer:
@@ -264,16 +271,16 @@ def test_own_write_is_cached_at_once_and_older_watch_events_do_not_undo_it() -> 
     informer.handlers.append(lambda kind, obj: seen.append((kind, obj["metadata"]["resourceVersion"])))
     informer._dispatch("ADDED", _va(10))
     informer.observe(_va(12, attached=True))  # the answer to our status patch
-    assert informer.get("va")["status"] == {"attached": True}
+    assert cached(informer, "va")["status"] == {"attached": True}
     informer._dispatch("MODIFIED", _va(11))  # the watch event of our earlier finalizer patch, late
-    assert informer.get("va")["metadata"]["resourceVersion"] == "12"
+    assert cached(informer, "va")["metadata"]["resourceVersion"] == "12"
     informer._dispatch("MODIFIED", _va(12, attached=True))
     informer._dispatch("MODIFIED", _va(13, attached=True))
-    assert informer.get("va")["metadata"]["resourceVersion"] == "13"
+    assert cached(informer, "va")["metadata"]["resourceVersion"] == "13"
     assert seen == [("ADDED", "10"), ("MODIFIED", "11"), ("MODIFIED", "12"), ("MODIFIED", "13")]  # handlers: all
     informer.observe({"kind": "Status", "metadata": {}})
     informer.observe(None)
-    assert informer.get("va")["metadata"]["resourceVersion"] == "13"
+    assert cached(informer, "va")["metadata"]["resourceVersion"] == "13"
 
 
 def test_own_delete_removes_the_object_until_its_deleted_event_and_a_new_one_is_taken() -> None:
@@ -285,13 +292,13 @@ def test_own_delete_removes_the_object_until_its_deleted_event_and_a_new_one_is_
     assert informer.get("va") is None
     informer._dispatch("DELETED", _va(12))
     informer._dispatch("ADDED", _va(20, uid="u2"))  # re-created under the same name
-    assert informer.get("va")["metadata"]["uid"] == "u2"
+    assert cached(informer, "va")["metadata"]["uid"] == "u2"
 
 
 def test_own_delete_of_an_object_held_by_finalizers_caches_the_answer() -> None:
     informer = _informer()
     informer._dispatch("ADDED", _va(10))
     held = _va(11)
-    held["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])  # type: ignore[union-attr]
+    held["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])
     informer.observe_deleted(_va(10), held)
-    assert informer.get("va")["metadata"]["deletionTimestamp"]
+    assert cached(informer, "va")["metadata"]["deletionTimestamp"]

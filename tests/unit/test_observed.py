@@ -102,7 +102,8 @@ def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> 
     verdict = judge("run-abcde-v00000", 1.0)
     assert verdict is not None and verdict.reason == "ProvisioningFailed"
 
-    snapshot = {"metadata": {"name": "run-abcde-s00000", "uid": "s1"}, "status": {"readyToUse": False, "error": {
+    snapshot: dict[str, Any] = {"metadata": {"name": "run-abcde-s00000", "uid": "s1"}, "status": {
+        "readyToUse": False, "error": {
         "message": 'Failed to check and update snapshot content: failed to take snapshot of the volume pv-1: '
                    '"rpc error: code = DeadlineExceeded desc = context deadline exceeded"'}}}
     observed.apply(_event("snapshots", "ADDED", snapshot))

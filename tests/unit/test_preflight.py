@@ -4,12 +4,12 @@ they mean for a run (findings, condition, Enforce), with the engine against the 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from csibench.api.models import BenchmarkRunSpec, Component, Machinery, PreflightMode, Severity, Toleration
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.client import ApiError, Json
 from csibench.preflight.checks import RunShape, client_throttling, pacing_floor, run_checks
 from csibench.preflight.components import components_for, effective, kind_of
 from csibench.preflight.discovery import discover_machinery
@@ -18,7 +18,7 @@ from csibench.preflight.outcome import outcome
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table
 from tests.support.fake_kube import FakeKube
-from tests.unit.test_run import REF, run, spec
+from tests.support.fake_runs import REF, run, spec
 
 DRIVER = "hostpath.csi.k8s.io"
 ALL_STEPS = ("createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
@@ -212,14 +212,14 @@ class RefusingClient:
     def __init__(self) -> None:
         self.paths: list[str] = []
 
-    async def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
         self.paths.append(path)
         raise ApiError(403, "Forbidden", "csidrivers is forbidden")
 
 
 def test_a_refused_csidriver_read_turns_discovery_off_after_one_request() -> None:
     client = RefusingClient()
-    machinery = asyncio.run(discover_machinery(cast(KubeClient, client), DRIVER))
+    machinery = asyncio.run(discover_machinery(client, DRIVER))
     assert not machinery.visible and "csibench-discovery" in (machinery.note or "")
     assert client.paths == ["/apis/storage.k8s.io/v1/csidrivers/hostpath.csi.k8s.io"]
 

@@ -161,10 +161,10 @@ def test_observed_fed_only_kept_lines_ends_where_observed_fed_every_line_ends() 
             everything.apply(event)
             if keep(raw):
                 filtered.apply(event)
-        for name, state in everything.claims.items():
-            assert filtered.claims[name] == state, (seed, name)
-        for name, state in everything.pods.items():
-            assert filtered.pods[name] == state, (seed, name)
+        for name, claim in everything.claims.items():
+            assert filtered.claims[name] == claim, (seed, name)
+        for name, pod in everything.pods.items():
+            assert filtered.pods[name] == pod, (seed, name)
         skipped += keep.skipped
     assert skipped > 200  # the comparison is not vacuous: many lines were passed over
 

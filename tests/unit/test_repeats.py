@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from csibench.api.models import BenchmarkRunStatus
@@ -12,8 +13,7 @@ from csibench.api.stored_report import iteration_records
 from csibench.engine.iterations import build_aggregates, count_iterations
 from csibench.engine.report_store import decode_report, encode_report
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.unit.test_resume import kill_when, resume, stored_report
-from tests.unit.test_run import NAMES, REF, owned_left, run, spec
+from tests.support.fake_runs import NAMES, REF, kill_when, owned_left, resume, run, spec, stored_report
 
 PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
 Status = dict[str, Any]
@@ -145,10 +145,11 @@ def test_a_restart_after_an_iteration_was_recorded_but_before_status_named_the_n
     fake = FakeKube()
     original = fake.merge_patch
 
-    async def slow_next_iteration(path: str, body: dict[str, Any]) -> Any:
+    async def slow_next_iteration(path: str, body: dict[str, Any],
+                                  on_send: Callable[[float], None] | None = None) -> dict[str, Any] | None:
         if path.endswith("/status") and (body["status"].get("iterations") or {}).get("current") == 2:
             await asyncio.sleep(5)  # the kill lands after the report moved iteration 1, before status says so
-        return await original(path, body)
+        return await original(path, body, on_send)
 
     fake.merge_patch = slow_next_iteration  # type: ignore[method-assign]
     run_spec = spec(steps=["createVolume", "deleteVolume"], repeat=2)
@@ -194,10 +195,11 @@ def test_restart_policy_fail_between_iterations_is_not_a_success() -> None:
     fake = FakeKube(Behaviour(bind_delay=0.05, ready_delay=0.2))
     original = fake.merge_patch
 
-    async def slow_second_iteration(path: str, body: Any) -> Any:  # hold status at the boundary, then kill
+    async def slow_second_iteration(path: str, body: dict[str, Any],  # hold status at the boundary, then kill
+                                    on_send: Callable[[float], None] | None = None) -> dict[str, Any] | None:
         if path.endswith("/status") and (body["status"].get("iterations") or {}).get("current") == 2:
             await asyncio.sleep(5)
-        return await original(path, body)
+        return await original(path, body, on_send)
     fake.merge_patch = slow_second_iteration  # type: ignore[method-assign]
     run_spec = spec(steps=["createVolume", "deleteVolume"], repeat=3, restartPolicy="Fail")
     previous = kill_when(fake, run_spec, iteration_is(1, "deleteVolume", "Succeeded"), extra_sleep=0.3)

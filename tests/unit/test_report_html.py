@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -15,39 +14,10 @@ from csibench.report.html import build_compare_html, build_run_html, spans
 from csibench.report.plots import PlottingUnavailable
 from tests.support.browser import render
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.unit.test_resume import stored_report
-from tests.unit.test_run import REF, run, spec
+from tests.support.fake_runs import REF, run, spec, stored_report
+from tests.support.report_page import Outline
 
 PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
-
-
-class Outline(HTMLParser):
-    """Which step sections hold which plots, the step table's rows, and anything that would load from outside."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.section: str | None = None
-        self.plot: str | None = None
-        self.plots: dict[str, list[str]] = {}
-        self.table: str | None = None
-        self.rows: dict[str, int] = {}
-        self.external: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        if tag == "section":
-            self.section = found.get("id")
-        elif tag == "div" and (found.get("class") or "").startswith("plot "):
-            self.plot = (found.get("class") or "").split()[1]
-        elif tag == "svg" and self.section and self.plot:
-            self.plots.setdefault(self.section, []).append(self.plot)
-            self.plot = None
-        elif tag == "table":
-            self.table = found.get("class")
-        elif tag == "tr" and self.table:
-            self.rows[self.table] = self.rows.get(self.table, 0) + 1
-        if found.get("src") or (tag == "link" and found.get("href")):
-            self.external.append(str(found))
 
 
 @pytest.fixture(scope="module")

@@ -5,74 +5,34 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import gzip
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus
-from csibench.engine.report_store import load_report
+from csibench.api.models import BenchmarkRunStatus
 from csibench.engine.resume import resume as resume_run
 from csibench.engine.run import RunEngine
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.client import ApiError
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.unit.test_run import (
+from tests.support.fake_runs import (
     NAMES,
     REF,
     UID,
-    _leave_objects_of_a_lost_run,
-    _status_of_a_lost_run,
+    kill_when,
+    leave_objects_of_a_lost_run,
     owned_left,
+    resume,
     run,
+    running,
     spec,
+    status_of_a_lost_run,
     steps_of,
+    stored_report,
 )
 
-Status = dict[str, Any]
 PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
-
-
-def running(step: str) -> Callable[[Status], bool]:
-    return lambda status: any(s["name"] == step and s["state"] == "Running" for s in status.get("steps", []))
-
-
-def kill_when(fake: FakeKube, run_spec: BenchmarkRunSpec, condition: Callable[[Status], bool],
-              start: Callable[[RunEngine], Awaitable[BenchmarkRunStatus]] | None = None,
-              extra_sleep: float = 0.03) -> Status:
-    """Run (``execute``, or ``start(engine)``) until the last status written meets ``condition``, then stop the
-    engine as an operator restart would; the status as last written."""
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        if ("benchmarkruns", REF.namespace, REF.name) not in fake.objects:
-            fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
-                                                      "spec": run_spec.model_dump(mode="json")})
-        engine = RunEngine(REF, run_spec, cast(KubeClient, fake))
-        task = asyncio.create_task(start(engine) if start else engine.execute())
-        while not (fake.status_writes and condition(fake.status_writes[-1])):
-            assert not task.done(), "the run ended before the moment to kill it"
-            await asyncio.sleep(0.002)
-        await asyncio.sleep(extra_sleep)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    asyncio.run(go())
-    return cast(Status, json.loads(json.dumps(fake.status_writes[-1])))
-
-
-def resume(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: Status) -> BenchmarkRunStatus:
-    async def go() -> BenchmarkRunStatus:
-        fake.loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(resume_run(RunEngine(REF, run_spec, cast(KubeClient, fake)), previous), 30)
-    return asyncio.run(go())
-
-
-def stored_report(fake: FakeKube) -> dict[str, Any]:
-    report = asyncio.run(load_report(cast(KubeClient, fake), REF.namespace, NAMES.report))
-    assert report is not None
-    return report
 
 
 def test_a_kill_during_the_restore_keeps_the_attempt_count_and_restores_again() -> None:
@@ -210,7 +170,7 @@ def test_on_wait_for_first_consumer_a_pod_whose_claim_was_refused_is_skipped() -
         fake.loop = asyncio.get_running_loop()
         run_spec = spec(storageClassName="wffc", steps=PLAN)
         fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid}, "spec": {}})
-        return await RunEngine(REF, run_spec, cast(KubeClient, fake)).execute()
+        return await RunEngine(REF, run_spec, fake).execute()
 
     status = asyncio.run(go())
     assert steps_of(status)["publish"] == ("Succeeded", 3, 2, 0, 1)
@@ -250,8 +210,8 @@ def test_an_interrupted_step_is_restored_and_measured_again(interrupted: str) ->
 
 def test_the_attempt_limit_ends_the_run_with_the_step_named() -> None:
     fake = FakeKube()
-    _leave_objects_of_a_lost_run(fake)
-    previous = _status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
+    leave_objects_of_a_lost_run(fake)
+    previous = status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
     previous["steps"][0]["attempts"] = 2
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], maxStepAttempts=2), previous)  # Redo
     assert status.conditions[0].reason == "RestartLimitReached"

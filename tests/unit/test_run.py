@@ -7,65 +7,34 @@ import asyncio
 import re
 import threading
 import time
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
+from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
 from csibench.engine.actions import CREATE, Create, Measure
 from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
-from csibench.engine.context import RunRef, scope_of
-from csibench.engine.naming import Names
+from csibench.engine.context import scope_of
 from csibench.engine.observed import CLAIM
-from csibench.engine.recovery import recover_after_restart
-from csibench.engine.resume import resume
-from csibench.engine.run import RunEngine
 from csibench.engine.step import StepContext, StepSpec
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.client import ApiError
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
-
-UID = "0a1b2c3d-0000-4000-8000-000000000001"
-REF = RunRef("runs", "bench", UID)
-NAMES = Names.for_run(REF.name, REF.uid)
-LABEL = {"csibench.io/run-uid": UID}
-
-
-def spec(**fields: Any) -> BenchmarkRunSpec:
-    return BenchmarkRunSpec.model_validate({"storageClassName": "sim", "volumes": 6, "pvcsPerPod": 2, **fields})
-
-
-def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | None = None) -> BenchmarkRunStatus:
-    async def go() -> BenchmarkRunStatus:
-        fake.loop = asyncio.get_running_loop()
-        fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
-                                                  "spec": run_spec.model_dump(mode="json")})
-        engine = RunEngine(REF, run_spec, cast(KubeClient, fake))
-        if previous is None:
-            work = engine.execute()
-        elif run_spec.restartPolicy.value == "Redo":
-            work = resume(engine, previous)
-        else:
-            work = recover_after_restart(engine, previous)
-        return await asyncio.wait_for(work, 20)
-    return asyncio.run(go())
-
-
-def steps_of(status: BenchmarkRunStatus) -> dict[str, tuple[str, int, int, int, int]]:
-    return {s.name: (s.state.value, s.objects, s.succeeded, s.failed, s.skipped) for s in status.steps}
-
-
-def owned_left(fake: FakeKube) -> list[tuple[str, str, str]]:
-    """Objects of the run still in the fake: labelled ones, and PVs/contents pointing at the run's objects."""
-    left = [k for k, o in fake.objects.items() if (o["metadata"].get("labels") or {}).get(
-        "csibench.io/run-uid") == UID]
-    left += [k for k, o in fake.objects.items() if k[0] in ("persistentvolumes", "volumesnapshotcontents")
-             and str(o["spec"]).find(NAMES.prefix) >= 0]
-    return left
+from tests.support.fake_runs import (
+    NAMES,
+    REF,
+    leave_objects_of_a_lost_run,
+    owned_left,
+    run,
+    spec,
+    status_of_a_lost_run,
+    steps_of,
+)
 
 
 def test_a_full_lifecycle_counts_every_object_and_leaves_nothing() -> None:
@@ -124,18 +93,19 @@ def test_a_recorder_sends_one_status_write_at_a_time() -> None:
     in_flight, most = 0, 0
     original = fake.merge_patch
 
-    async def slow(path: str, body: dict[str, Any]) -> Any:
+    async def slow(path: str, body: dict[str, Any],
+                   on_send: Callable[[float], None] | None = None) -> dict[str, Any] | None:
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
         await asyncio.sleep(0.02)
         in_flight -= 1
-        return await original(path, body)
+        return await original(path, body, on_send)
 
     fake.merge_patch = slow  # type: ignore[method-assign]
 
     async def go() -> None:
-        recorder = StatusRecorder(REF, cast(KubeClient, fake))
+        recorder = StatusRecorder(REF, fake)
         writes = []
         for progress in ("1/6 rows", "2/6 rows", "3/6 rows"):
             recorder.status.progress = progress
@@ -196,23 +166,10 @@ def test_an_incomplete_cleanup_fails_the_run() -> None:
     assert status.conditions[0].reason == "CleanupIncomplete" and "still present" in (status.message or "")
 
 
-def _status_of_a_lost_run(states: list[tuple[str, str]]) -> dict[str, Any]:
-    steps = [{"name": name, "state": state, "objects": 6} for name, state in states]
-    return {"phase": "Running", "targetNamespace": NAMES.namespace, "ownedNamespace": NAMES.namespace,
-            "steps": steps, "duration": "1.0s"}
-
-
-def _leave_objects_of_a_lost_run(fake: FakeKube) -> None:
-    fake.put("namespaces", "", {"metadata": {"name": NAMES.namespace, "labels": dict(LABEL)}})
-    for index in range(3):
-        fake.put("persistentvolumeclaims", NAMES.namespace, {"metadata": {"name": NAMES.volume(index),
-                                                                          "labels": dict(LABEL)}})
-
-
 def test_recovery_marks_the_running_step_interrupted_and_cleans_up() -> None:
     fake = FakeKube()
-    _leave_objects_of_a_lost_run(fake)
-    previous = _status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
+    leave_objects_of_a_lost_run(fake)
+    previous = status_of_a_lost_run([("createVolume", "Running"), ("deleteVolume", "Pending")])
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], restartPolicy="Fail"), previous)
     assert steps_of(status)["createVolume"][0] == "Interrupted"
     assert (status.conditions[0].reason, status.phase and status.phase.value) == ("OperatorRestarted", "Failed")
@@ -223,8 +180,8 @@ def test_recovery_marks_the_running_step_interrupted_and_cleans_up() -> None:
 
 def test_recovery_after_the_last_step_resumes_cleanup_and_keeps_the_verdict() -> None:
     fake = FakeKube()
-    _leave_objects_of_a_lost_run(fake)
-    previous = _status_of_a_lost_run([("createVolume", "Succeeded"), ("deleteVolume", "Succeeded")])
+    leave_objects_of_a_lost_run(fake)
+    previous = status_of_a_lost_run([("createVolume", "Succeeded"), ("deleteVolume", "Succeeded")])
     status = run(fake, spec(steps=["createVolume", "deleteVolume"]), previous)
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert "cleanup resumed after an operator restart" in (status.message or "")
@@ -239,7 +196,7 @@ def test_cleanup_never_deletes_a_namespace_without_the_runs_label() -> None:
 
     async def go() -> str:
         fake.loop = asyncio.get_running_loop()
-        result = await cleanup(cast(KubeClient, fake), None, scope_of(REF, None), 5.0)
+        result = await cleanup(fake, None, scope_of(REF, None), 5.0)
         return result.describe()
 
     described = asyncio.run(go())
@@ -261,7 +218,7 @@ def test_cleanup_stops_its_watches_when_they_cannot_start() -> None:
 
     async def go() -> None:
         fake.loop = asyncio.get_running_loop()
-        await cleanup(cast(KubeClient, fake), None, scope_of(REF, "runs"), 0.5)
+        await cleanup(fake, None, scope_of(REF, "runs"), 0.5)
 
     with pytest.raises(TimeoutError):
         asyncio.run(go())

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from csibench.engine.observed import Observed
 from csibench.kube import resources as r
-from csibench.kube.client import KubeClient
+from csibench.kube.api import WatchStream
+from csibench.kube.client import Json
 from csibench.kube.shared_watch import SharedWatch, SharedWatches, Subscription
 from csibench.kube.watch import Watch, WatchEvent
 from tests.support.fake_kube import FakeKube
@@ -53,7 +53,7 @@ def test_one_stream_for_every_subscriber_and_a_late_one_misses_nothing() -> None
         return [(e.type, e.obj["metadata"]["name"]) for e in events if e.type != "SYNC" and e.initial != live]
 
     async def scenario() -> SharedWatch:
-        shared = SharedWatches().get(cast(KubeClient, fake), "pvs", r.PVS)
+        shared = SharedWatches().get(fake, "pvs", r.PVS)
         one = await shared.subscribe(first.extend, lambda line: b'"a-' in line, 5)
         fake.put("persistentvolumes", "", pv("pv-a1", "a-1"))
         fake.put("persistentvolumes", "", pv("pv-b1", "b-1"))
@@ -90,16 +90,34 @@ def test_one_stream_for_every_subscriber_and_a_late_one_misses_nothing() -> None
     assert len([e for e in names(late) if e == ("ADDED", "pv-b2")]) == 1
 
 
+class OneListing:
+    """A watch source whose every list answers ``listing`` (this test drives the watch's list only)."""
+
+    def __init__(self, listing: Json) -> None:
+        self.listing = listing
+
+    def request_sync(self, method: str, path: str, body: Json | None = None,
+                     query: dict[str, str] | None = None) -> Json:
+        return self.listing
+
+    def stream(self, path: str, query: dict[str, str]) -> WatchStream:
+        raise AssertionError("this test never opens a stream")
+
+
 def test_a_shared_relist_older_than_a_subscribers_list_does_not_forget_its_objects() -> None:
     """The shared watch's list and a new subscriber's own list run at the same time; when the shared one is the
     older, its SYNC (which does not have pv-b) must not reach the subscriber after its own newer list."""
     observed = Observed("ns", "run")
-    subscription = Subscription("pvs", lambda events: [observed.apply(e) for e in events], None)
+    def apply(events: list[WatchEvent]) -> None:
+        for event in events:
+            observed.apply(event)
+
+    subscription = Subscription("pvs", apply, None)
     listing = {"metadata": {"resourceVersion": "5"}, "items": [_pv_event("pv-a", "run-a", 4).obj]}
-    client = SimpleNamespace(request_sync=lambda *args, **kwargs: listing)
+    client = OneListing(listing)
     loop = asyncio.new_event_loop()
     try:
-        watch = Watch(cast(KubeClient, client), "pvs", r.PVS, None, {}, loop, subscription.deliver)
+        watch = Watch(client, "pvs", r.PVS, None, {}, loop, subscription.deliver)
         watch._list()  # the shared watch's list, as of version 5
         loop.run_until_complete(asyncio.sleep(0.01))
     finally:

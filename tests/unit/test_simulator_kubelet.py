@@ -72,7 +72,7 @@ def _pod(uid: str) -> dict[str, Any]:
 
 
 def test_a_successor_mounting_while_its_predecessor_is_torn_down_keeps_the_volume_staged(tmp_path: Path) -> None:
-    plugin, events = NodePlugin(), []
+    plugin, events = NodePlugin(), list[str]()
 
     async def scenario() -> None:
         kubelet = _kubelet(plugin, tmp_path, events)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from csibench.kube import resources as r
-from csibench.kube.client import KubeClient
 from csibench.kube.http import ChunkedDecoder
 from csibench.kube.watch import Watch, WatchEvent, body_blocks
 from tests.support.fake_kube import FakeKube
@@ -24,7 +23,7 @@ def test_list_watch_and_relist_after_gone() -> None:
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        watch = Watch(cast(KubeClient, fake), "claims", r.PVCS, "ns", {"labelSelector": "run=a"}, loop,
+        watch = Watch(fake, "claims", r.PVCS, "ns", {"labelSelector": "run=a"}, loop,
                       seen.extend)
         watch.start()
         await asyncio.wait_for(watch.synced.wait(), 5)
@@ -99,7 +98,7 @@ def test_keep_turns_away_other_objects_undecoded_and_still_delivers_ours() -> No
 
     async def scenario() -> Watch:
         loop = asyncio.get_running_loop()
-        watch = Watch(cast(KubeClient, fake), "pvs", r.PVS, None, {}, loop, seen.extend,
+        watch = Watch(fake, "pvs", r.PVS, None, {}, loop, seen.extend,
                       keep=lambda line: b'"mine-' in line)
         watch.start()
         await asyncio.wait_for(watch.synced.wait(), 5)

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from csibench.engine.observed import ContentRef, Observed
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 
 REDELETE_SECONDS = 5.0
@@ -78,11 +79,11 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
     return counts
 
 
-async def _snapshot_api_present(client: KubeClient) -> bool:
+async def _snapshot_api_present(client: KubeApi) -> bool:
     return await client.get(r.SNAPSHOT_API) is not None
 
 
-async def delete_owned_namespace(client: KubeClient, scope: RunScope) -> tuple[str | None, str | None]:
+async def delete_owned_namespace(client: KubeApi, scope: RunScope) -> tuple[str | None, str | None]:
     """Delete the run's own namespace if it still carries the run's label. Returns (uid being deleted, refusal)."""
     if scope.owned_namespace is None:
         return None, None
@@ -98,13 +99,13 @@ async def delete_owned_namespace(client: KubeClient, scope: RunScope) -> tuple[s
     return uid, None
 
 
-async def _snapshot_still_there(client: KubeClient, namespace: str, ref: ContentRef) -> bool:
+async def _snapshot_still_there(client: KubeApi, namespace: str, ref: ContentRef) -> bool:
     """A fresh read, without the run's label: a snapshot that only lost the label is someone's now, not gone."""
     listing = await client.get(r.SNAPSHOTS.path(namespace), query={"fieldSelector": f"metadata.name={ref.snapshot}"})
     return any((item.get("metadata") or {}).get("uid") == ref.snapshot_uid for item in (listing or {}).get("items", []))
 
 
-async def reclaim_orphaned_content(client: KubeClient, name: str, uid: str) -> bool:
+async def reclaim_orphaned_content(client: KubeApi, name: str, uid: str) -> bool:
     """Mark one orphaned content as its snapshot's deletion would have, and delete it, both only while its uid is
     ``uid`` (a merge patch naming another uid is refused, 422; the delete carries the uid as a precondition,
     409). True if it was there to delete."""
@@ -117,7 +118,7 @@ async def reclaim_orphaned_content(client: KubeClient, name: str, uid: str) -> b
 class _Reclaim:
     """Cleanup's reclaim of orphaned contents: each tried once, again after a transient failure."""
 
-    client: KubeClient
+    client: KubeApi
     namespace: str
     retry_at: dict[str, float] = field(default_factory=dict)  # content uid -> when to try again (inf: never)
     reclaimed: list[str] = field(default_factory=list)
@@ -139,12 +140,12 @@ class _Reclaim:
                 self.error = self.error or f"could not delete orphaned snapshot content {name}: {failure}"
 
 
-async def _namespace_gone(client: KubeClient, name: str, uid: str) -> bool:
+async def _namespace_gone(client: KubeApi, name: str, uid: str) -> bool:
     found = await client.get(r.NAMESPACES.path(name=name))
     return found is None or (found.get("metadata") or {}).get("uid") != uid
 
 
-async def cleanup(client: KubeClient, observed: Observed | None, scope: RunScope,
+async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
                   deadline_seconds: float, keep_namespace: bool = False) -> CleanupResult:
     """Delete the run's objects and wait (event-driven) until they and their volumes are gone, or the deadline.
     ``keep_namespace``: between two iterations of a run, the run's namespace stays."""

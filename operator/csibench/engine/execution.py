@@ -30,7 +30,8 @@ from csibench.engine.status import StatusRecorder
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def build_trackers(context: RunContext, run_label: str) -> dict[str, StepTracker
 class StepRunner:
     """Runs the run's steps one at a time; ``on_change`` is the watches' callback (on the event loop)."""
 
-    def __init__(self, client: KubeClient, context: RunContext, recorder: StatusRecorder, observed: Observed) -> None:
+    def __init__(self, client: KubeApi, context: RunContext, recorder: StatusRecorder, observed: Observed) -> None:
         self.client = client
         self.context = context
         self.recorder = recorder

@@ -25,7 +25,8 @@ from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.plan import resolve_steps
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
 from csibench.preflight.discovery import Preflight, run_preflight
@@ -33,7 +34,7 @@ from csibench.preflight.discovery import Preflight, run_preflight
 log = logging.getLogger(__name__)
 
 
-async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> RunContext:
+async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunContext:
     """The run's context, or PlanError with the reason it cannot run."""
     names = Names.for_run(ref.name, ref.uid)
     plan = resolve_steps(spec)
@@ -68,7 +69,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> Ru
     return context
 
 
-async def _preflight(client: KubeClient, spec: BenchmarkRunSpec, steps: list[str],
+async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
                      storage_class: dict[str, Any]) -> Preflight:
     """The preflight; discovery that fails for any other reason than RBAC is recorded, never fatal to the run."""
     try:
@@ -79,7 +80,7 @@ async def _preflight(client: KubeClient, spec: BenchmarkRunSpec, steps: list[str
                                    note=f"discovery failed: {error}"))
 
 
-async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeClient, binding_mode: str, steps: list[str]) -> None:
+async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, binding_mode: str, steps: list[str]) -> None:
     if await client.get(r.SNAPSHOT_API) is None:
         raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, "the run has snapshot steps but the cluster "
                         "does not serve snapshot.storage.k8s.io/v1 (install the external-snapshotter CRDs)")
@@ -92,7 +93,7 @@ async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeClient, binding_m
                         "are only provisioned when a pod uses them, so snapshot steps need the publish step")
 
 
-async def _environment(client: KubeClient, storage_class: dict[str, Any], binding_mode: str) -> Environment:
+async def _environment(client: KubeApi, storage_class: dict[str, Any], binding_mode: str) -> Environment:
     version = await client.get("/version") or {}
     nodes = await client.get(r.NODES.path(), query={"limit": "500"}) or {}
     node_count = len(nodes.get("items", [])) + int((nodes.get("metadata") or {}).get("remainingItemCount", 0))
@@ -115,7 +116,7 @@ def representative_manifests(context: RunContext) -> dict[str, Any]:
     return used
 
 
-async def _dry_run(ref: RunRef, context: RunContext, client: KubeClient) -> None:
+async def _dry_run(ref: RunRef, context: RunContext, client: KubeApi) -> None:
     """One of each object as a server-side dry run. The run's own namespace does not exist yet: its objects are
     tried in the BenchmarkRun's namespace, where only a refusal of the object itself (400/422) counts."""
     namespace = ref.namespace if context.own_namespace else context.target_namespace
@@ -134,7 +135,7 @@ async def _dry_run(ref: RunRef, context: RunContext, client: KubeClient) -> None
             log.info("dry run of a %s outside the target namespace answered %s; not conclusive", body["kind"], error)
 
 
-async def check_still_there(client: KubeClient, context: RunContext) -> None:
+async def check_still_there(client: KubeApi, context: RunContext) -> None:
     """Between steps: a deleted target namespace or StorageClass ends the run cleanly, with the reason."""
     namespace = await client.get(r.NAMESPACES.path(name=context.target_namespace))
     if namespace is None or (namespace.get("metadata") or {}).get("deletionTimestamp"):

@@ -15,7 +15,8 @@ from csibench.engine.context import RunContext, RunRef
 from csibench.engine.preconditions import representative_manifests
 from csibench.engine.report_store import ReportNameTaken, build_report_configmaps, save_report
 from csibench.engine.tracker import StepTracker
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def _current_iteration_state(context: RunContext) -> dict[str, Any]:
     return {}
 
 
-def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[str, Any]:
+def build_report(ref: RunRef, context: RunContext, client: KubeApi) -> dict[str, Any]:
     steps = build_step_records(context)
     spec = context.spec
     return {"run": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid},
@@ -62,7 +63,7 @@ def build_report(ref: RunRef, context: RunContext, client: KubeClient) -> dict[s
             "interruptedAttempts": context.interrupted}
 
 
-async def store_report(ref: RunRef, context: RunContext, client: KubeClient) -> str | None:
+async def store_report(ref: RunRef, context: RunContext, client: KubeApi) -> str | None:
     """Save the report; the ConfigMap's name, or None when it could not be stored (logged, the run goes on)."""
     configmaps = build_report_configmaps(context.names.report, ref.name, ref.uid, build_report(ref, context, client))
     try:

@@ -19,7 +19,7 @@ from csibench.api.models import GROUP, KIND, VERSION
 from csibench.api.stored_report import REPORT_FORMAT, iteration_records
 from csibench.engine.catalog import STEPS
 from csibench.kube import resources as r
-from csibench.kube.client import KubeClient
+from csibench.kube.api import KubeApi
 from csibench.kube.ownership import REPORT_OF_LABEL
 from csibench.metrics import METRICS
 
@@ -66,7 +66,7 @@ def _is_report_of(configmap: dict[str, Any], run_uid: str) -> bool:
     return any(owner.get("uid") == run_uid and owner.get("kind") == KIND for owner in owners)
 
 
-async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[str, Any]], run_uid: str) -> None:
+async def save_report(client: KubeApi, namespace: str, configmaps: list[dict[str, Any]], run_uid: str) -> None:
     """Create the report's ConfigMaps; one that exists is overwritten only if it is this run's own report."""
     for configmap in configmaps:
         if not await client.create(r.CONFIGMAPS.path(namespace), configmap):
@@ -79,7 +79,7 @@ async def save_report(client: KubeClient, namespace: str, configmaps: list[dict[
                                             "binaryData": configmap["binaryData"]})
 
 
-async def load_report(client: KubeClient, namespace: str, name: str,
+async def load_report(client: KubeApi, namespace: str, name: str,
                       run_uid: str | None = None) -> dict[str, Any] | None:
     """The stored report, or None; with ``run_uid``, only a report owned by that run counts."""
     first = await client.get(r.CONFIGMAPS.path(namespace, name))

@@ -13,7 +13,8 @@ from csibench.engine.observed import Observed
 from csibench.engine.step import Manifest, Submit
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 
 
@@ -37,7 +38,7 @@ def _seen(uids: dict[str, str], kind: str, name: str) -> str:
 class OwnedRequests:
     """Creates, deletes and patches of the run's objects in its scope."""
 
-    def __init__(self, client: KubeClient, scope: RunScope, observed: Observed) -> None:
+    def __init__(self, client: KubeApi, scope: RunScope, observed: Observed) -> None:
         self.client = client
         self.scope = scope
         self.observed = observed

@@ -40,7 +40,8 @@ from csibench.engine.step import StepSpec
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
 from csibench.preflight.outcome import outcome
@@ -50,7 +51,7 @@ SERVICE_ACCOUNT_WAIT_SECONDS = 60.0
 
 
 class RunEngine:
-    def __init__(self, ref: RunRef, spec: BenchmarkRunSpec, client: KubeClient) -> None:
+    def __init__(self, ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> None:
         self.ref = ref
         self.spec = spec
         self.client = client

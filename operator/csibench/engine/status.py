@@ -25,7 +25,8 @@ from csibench.engine.context import RunRef
 from csibench.engine.timing import rfc3339
 from csibench.engine.verdict import RunVerdict
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def status_patch(written: dict[str, Any] | None, status: dict[str, Any]) -> dict
 
 
 class StatusRecorder:
-    def __init__(self, ref: RunRef, client: KubeClient, status: BenchmarkRunStatus | None = None) -> None:
+    def __init__(self, ref: RunRef, client: KubeApi, status: BenchmarkRunStatus | None = None) -> None:
         self.ref = ref
         self.client = client
         self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)

@@ -29,7 +29,7 @@ from csibench.engine.relevance import (
     snapshot_signature,
 )
 from csibench.kube import resources as r
-from csibench.kube.client import KubeClient
+from csibench.kube.api import KubeApi
 from csibench.kube.shared_watch import SharedWatch, SharedWatches, Subscription
 from csibench.kube.watch import Keep, Watch, WatchEvent
 
@@ -48,7 +48,7 @@ def _changes(signature: Signature, name: re.Pattern[bytes] = CORE_NAME,
 class RunWatches:
     """Label-selected watches in the target namespace plus the shared cluster-scoped ones."""
 
-    def __init__(self, client: KubeClient, observed: Observed, selector: str, snapshots: bool,
+    def __init__(self, client: KubeApi, observed: Observed, selector: str, snapshots: bool,
                  on_change: Callable[[list[Key], float], None] | None = None) -> None:
         self.observed = observed
         self._on_change = on_change

@@ -25,7 +25,7 @@ import time
 import weakref
 from collections.abc import Callable
 
-from csibench.kube.client import KubeClient
+from csibench.kube.api import KubeApi, WatchSource
 from csibench.kube.resources import Resource
 from csibench.kube.watch import Keep, Sink, Watch, WatchEvent
 
@@ -71,10 +71,10 @@ class Subscription:
 class SharedWatch:
     """A list+watch of one cluster-scoped resource whose events go to every subscriber."""
 
-    def __init__(self, make_client: Callable[[], KubeClient], source: str, resource: Resource,
+    def __init__(self, make_client: Callable[[], WatchSource], source: str, resource: Resource,
                  changes: Keep | None = None, on_list: Callable[[], None] | None = None) -> None:
         self._make_client = make_client  # reads TLS files: called in a thread, once
-        self._client: KubeClient | None = None
+        self._client: WatchSource | None = None
         self._building = asyncio.Lock()
         self.source = source
         self._resource = resource
@@ -131,7 +131,7 @@ class SharedWatch:
         subscription.begin(listed, version)
         return subscription
 
-    def _list(self, client: KubeClient, timeout: float) -> tuple[list[WatchEvent], int | None]:
+    def _list(self, client: WatchSource, timeout: float) -> tuple[list[WatchEvent], int | None]:
         """The subscriber's own list, retried like a watch's until ``timeout`` (an API server restarting)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -170,7 +170,7 @@ class SharedWatches:
     def __init__(self) -> None:
         self._watches: weakref.WeakValueDictionary[tuple[str, str], SharedWatch] = weakref.WeakValueDictionary()
 
-    def get(self, client: KubeClient, source: str, resource: Resource,
+    def get(self, client: KubeApi, source: str, resource: Resource,
             changes: Callable[[], tuple[Keep, Callable[[], None]]] | None = None) -> SharedWatch:
         """The shared watch of ``source``; ``changes`` builds its change filter and reset when it is new."""
         key = (client.server, source)

@@ -29,7 +29,8 @@ from typing import Any
 
 import orjson
 
-from csibench.kube.client import ApiError, Json, KubeClient
+from csibench.kube.api import WatchSource, WatchStream
+from csibench.kube.client import ApiError, Json
 from csibench.kube.http import ChunkedDecoder
 from csibench.kube.resources import Resource
 
@@ -83,7 +84,7 @@ def _close(response: Any) -> None:
 class Watch:
     """One list+watch in a daemon thread; events go to ``sink`` on the event loop's thread."""
 
-    def __init__(self, client: KubeClient, source: str, resource: Resource, namespace: str | None,
+    def __init__(self, client: WatchSource, source: str, resource: Resource, namespace: str | None,
                  query: dict[str, str], loop: asyncio.AbstractEventLoop, sink: Sink, keep: Keep | None = None,
                  on_list: Callable[[], None] | None = None) -> None:
         self._client = client
@@ -95,7 +96,7 @@ class Watch:
         self._loop = loop
         self._sink = sink
         self._stop = threading.Event()
-        self._response: Any = None
+        self._response: WatchStream | None = None
         self.synced = asyncio.Event()
         self.errors = 0
         self.decoded = 0  # events decoded and delivered (live, not from lists)

@@ -16,7 +16,8 @@ from typing import Any
 from csibench.api.models import BenchmarkRunSpec, Finding, Machinery
 from csibench.api.validation import is_dns_subdomain
 from csibench.kube import resources as r
-from csibench.kube.client import ApiError, KubeClient
+from csibench.kube.api import Reader
+from csibench.kube.client import ApiError
 from csibench.preflight.checks import RunShape, run_checks, schedulable_nodes
 from csibench.preflight.components import components_for
 
@@ -37,7 +38,7 @@ class Preflight:
         return [f for f in self.findings if f.severity.value == "Warning"]
 
 
-async def list_all(client: KubeClient, path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+async def list_all(client: Reader, path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every item of a list, page by page (a large cluster's pods do not come in one answer)."""
     items: list[dict[str, Any]] = []
     token = ""
@@ -59,7 +60,7 @@ def _not_visible(driver: str, what: str, error: ApiError) -> Machinery:
         "(deploy/rbac-discovery.yaml) to record and check the sidecars' versions and flags"))
 
 
-async def discover_machinery(client: KubeClient, driver: str) -> Machinery:
+async def discover_machinery(client: Reader, driver: str) -> Machinery:
     if not is_dns_subdomain(driver):  # kubernetes.io/no-provisioner, rancher.io/local-path: not a CSI driver name
         return Machinery(visible=True, driver=driver, note=(
             f"the StorageClass's provisioner {driver!r} cannot name a CSI driver (CSI driver names are DNS "
@@ -87,7 +88,7 @@ def _facts(csi_driver: dict[str, Any]) -> dict[str, str]:
             for key in CSI_DRIVER_FIELDS if key in spec}
 
 
-async def run_preflight(client: KubeClient, spec: BenchmarkRunSpec, steps: Sequence[str],
+async def run_preflight(client: Reader, spec: BenchmarkRunSpec, steps: Sequence[str],
                         storage_class: dict[str, Any]) -> Preflight:
     """Discover the machinery serving the class and check it against this run's shape."""
     driver = str(storage_class.get("provisioner") or "")

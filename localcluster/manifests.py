@@ -1,4 +1,4 @@
-"""Manifests used by the local-cluster tests (pure builders)."""
+"""Manifests used by the local-cluster tests and the benchmarks (pure builders)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.kube import SNAPSHOT_GROUP, Kube, wait_until
+from localcluster.kube import SNAPSHOT_GROUP, Kube, items, json_object, present, wait_until
 
 GROUP, VERSION, PLURAL = "csibench.io", "v1alpha1", "benchmarkruns"
 TERMINAL = {"Succeeded", "Failed"}
@@ -22,14 +22,12 @@ def benchmark_run(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def create_run(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-    created: dict[str, Any] = kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-    return created
+    return json_object(kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body))
 
 
 def get_run(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        return found
+        return json_object(kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
     except ApiException as error:
         if error.status == 404:
             return None
@@ -56,8 +54,8 @@ def step(run: dict[str, Any], name: str) -> dict[str, Any]:
 
 def read_report(kube: Kube, run: dict[str, Any]) -> dict[str, Any]:
     configmap = kube.core.read_namespaced_config_map(run["status"]["reportConfigMap"], run["metadata"]["namespace"])
-    report: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(configmap.binary_data["report.json.gz"])))
-    return report
+    compressed = base64.b64decode(present(configmap.binary_data)["report.json.gz"])
+    return json_object(json.loads(gzip.decompress(compressed)))
 
 
 def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
@@ -67,15 +65,16 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
     prefix = f"{run['metadata']['name']}-{run_uid[:5]}-"  # the run's deterministic object-name prefix
     label = f"csibench.io/run-uid={run_uid}"
     found = {
-        "namespaces": [n.metadata.name for n in kube.core.list_namespace(label_selector=label).items],
-        "pvcs": [p.metadata.name for p in
+        "namespaces": [present(present(n.metadata).name) for n in kube.core.list_namespace(label_selector=label).items],
+        "pvcs": [present(present(p.metadata).name) for p in
                  kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items],
-        "pods": [p.metadata.name for p in kube.core.list_pod_for_all_namespaces(label_selector=label).items],
-        "snapshots": [s["metadata"]["name"] for s in kube.custom.list_cluster_custom_object(
-            *SNAPSHOT_GROUP, "volumesnapshots", label_selector=label)["items"]],
-        "pvs": [p.metadata.name for p in kube.core.list_persistent_volume().items
-                if p.spec.claim_ref and p.spec.claim_ref.namespace == target_namespace
-                and p.spec.claim_ref.name.startswith(prefix)],
+        "pods": [present(present(p.metadata).name)
+                 for p in kube.core.list_pod_for_all_namespaces(label_selector=label).items],
+        "snapshots": [s["metadata"]["name"] for s in items(kube.custom.list_cluster_custom_object(
+            *SNAPSHOT_GROUP, "volumesnapshots", label_selector=label))],
+        "pvs": [present(present(p.metadata).name) for p in kube.core.list_persistent_volume().items
+                if (ref := present(p.spec).claim_ref) and ref.namespace == target_namespace
+                and present(ref.name).startswith(prefix)],
         "contents": [c["metadata"]["name"] for c in kube.snapshot_contents()
                      if c["spec"]["volumeSnapshotRef"]["namespace"] == target_namespace
                      and c["spec"]["volumeSnapshotRef"]["name"].startswith(prefix)],
@@ -116,9 +115,8 @@ def describe_stuck_run(kube: Kube, namespace: str, name: str) -> str:
              f"message {status.get('message')!r}", f"steps [{steps}]"]
     target = status.get("targetNamespace")
     if target:
-        api = kube.api.sanitize_for_serialization
-        claims = [api(c) for c in kube.core.list_namespaced_persistent_volume_claim(target).items]
-        pods = [api(p) for p in kube.core.list_namespaced_pod(target).items]
+        claims = [kube.as_json(c) for c in kube.core.list_namespaced_persistent_volume_claim(target).items]
+        pods = [kube.as_json(p) for p in kube.core.list_namespaced_pod(target).items]
         snapshots = kube.snapshots(target)
         contents = [c for c in kube.snapshot_contents() if c["spec"]["volumeSnapshotRef"]["namespace"] == target]
         parts += [_unsettled("claims", claims, lambda c: (c.get("status") or {}).get("phase") == "Bound"),

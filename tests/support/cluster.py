@@ -1,0 +1,62 @@
+"""What the integration tests share to act on the local cluster and read it back: pods and claims created the
+way a user would, a pod's phase, the ``csibench`` command line, and the type of the ``storage_class`` fixture."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from localcluster import manifests
+from localcluster.kube import Kube, present
+from localcluster.launcher import REPO_ROOT, LocalCluster
+
+# The ``storage_class`` fixture (tests/integration/conftest.py): makes a simulator StorageClass, returns its name.
+StorageClassFactory = Callable[..., str]
+
+
+def create_pod(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
+    """Right after a namespace is created its default ServiceAccount may not exist yet: retry briefly."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            kube.core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]  # the client validates a dict body
+            return
+        except ApiException as error:
+            if "serviceaccount" not in str(error.body) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def create_claims(kube: Kube, namespace: str, names: list[str], storage_class: str) -> None:
+    """One 1 GiB claim of ``storage_class`` per name."""
+    for name in names:
+        kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc(name, storage_class))  # type: ignore[arg-type]  # the client validates a dict body
+
+
+def bound_claims(kube: Kube, namespace: str) -> list[Any]:
+    """The namespace's claims that are Bound."""
+    return [c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items
+            if present(c.status).phase == "Bound"]
+
+
+def phase(kube: Kube, namespace: str, name: str) -> str:
+    """The pod's phase."""
+    return str(present(kube.core.read_namespaced_pod(name, namespace).status).phase)
+
+
+def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
+    """No pod of that name is left in the namespace."""
+    return name not in {present(p.metadata).name for p in kube.core.list_namespaced_pod(namespace).items}
+
+
+def cli(cluster: LocalCluster, *args: str) -> str:
+    """``csibench ARGS`` against the local cluster; its standard output (a non-zero exit fails)."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
+    return subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, check=True).stdout
