@@ -39,6 +39,7 @@ class Behaviour:
     ready_delay: float = 0.01
     snapshot_delay: float = 0.01
     release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
+    resize_delay: float = 0.01  # a bound claim's larger request reaches status.capacity (resizer and kubelet)
     pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
@@ -47,6 +48,12 @@ class Behaviour:
     # Run-to-completion pods (restartPolicy Never, the data path's): (exit code, log) for a pod, as its container
     # would have ended. Default: fio's JSON for the pod's --rw, with made-up numbers.
     workload: Callable[[Json], tuple[int, str]] = field(default_factory=lambda: fake_fio)
+
+
+def _requested(claim: Json) -> str | None:
+    """A claim's requested storage."""
+    requested: str | None = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+    return requested
 
 
 def fake_fio(pod: Json, read_bw: float = 100 * 2**20, write_bw: float = 50 * 2**20) -> tuple[int, str]:
@@ -238,7 +245,12 @@ class FakeKube:
                 self.status_writes.append(json.loads(json.dumps(obj["status"])))
                 self.timeline.append(("status", self.status_writes[-1]))
             else:
+                requested = _requested(obj) if plural == "persistentvolumeclaims" else None
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
+                if requested is not None and _requested(obj) != requested and obj.get("status", {}).get("capacity"):
+                    self._later(self.behaviour.resize_delay, lambda: self._update(
+                        plural, namespace, name or "",
+                        lambda claim: claim["status"].update(capacity={"storage": _requested(claim)})))
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
 
@@ -372,7 +384,7 @@ class FakeKube:
             self.put("persistentvolumes", "", {"metadata": {"name": pv}, "spec": {"claimRef": {
                 "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}}})
             claim.setdefault("spec", {})["volumeName"] = pv
-            claim["status"] = {"phase": "Bound"}
+            claim["status"] = {"phase": "Bound", "capacity": {"storage": _requested(claim)}}
         self._update("persistentvolumeclaims", namespace, name, bind)
 
     def _ready(self, namespace: str, name: str) -> None:

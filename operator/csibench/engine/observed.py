@@ -4,57 +4,32 @@ Fed by watch events. Each event is mapped to the run's own objects it concerns: 
 (through claimRef), a VolumeAttachment to the pods using that volume on that node, a snapshot content to its
 snapshot, a Warning event to its involved object (by uid). Objects of other runs or users in a shared
 namespace never enter: claims, pods and snapshots come from label-selected watches, and cluster-scoped objects
-are kept only when they point back at one of ours.
+are kept only when they point back at one of ours. What one claim, pod or snapshot is made of, and how an event
+updates it, is its kind's module (``kinds/``); what relates them (volumes, attachments, contents, Warnings) is here.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from csibench.api.text import shorten
+from csibench.engine.kinds import claim, pod, snapshot
+from csibench.engine.kinds.claim import CLAIM as CLAIM
+from csibench.engine.kinds.claim import ClaimState as ClaimState
+from csibench.engine.kinds.pod import POD as POD
+from csibench.engine.kinds.pod import PodState as PodState
+from csibench.engine.kinds.snapshot import SNAPSHOT as SNAPSHOT
+from csibench.engine.kinds.snapshot import SnapshotState as SnapshotState
 from csibench.kube.watch import WatchEvent
 
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
 # csi-snapshotter's mark while its CreateSnapshot call has not answered; it will not delete the content until then
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
 
-CLAIM, POD, SNAPSHOT = "claim", "pod", "snapshot"
 Key = tuple[str, str]  # (kind, name) of one of the run's objects
-
-
-@dataclass
-class ClaimState:
-    uid: str = ""
-    phase: str = "Pending"
-    volume: str | None = None
-    exists: bool = True
-    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
-
-
-@dataclass
-class PodState:
-    uid: str = ""
-    ready: bool = False
-    phase: str = "Pending"
-    node: str | None = None
-    claims: list[str] = field(default_factory=list)
-    exists: bool = True
-    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
-
-
-@dataclass
-class SnapshotState:
-    uid: str = ""
-    ready: bool = False
-    content: str | None = None
-    error: str | None = None
-    exists: bool = True
-    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
-
-
 S = TypeVar("S", ClaimState, PodState, SnapshotState)
 
 
@@ -131,33 +106,20 @@ class Observed:
 
     def _on_claims(self, event: WatchEvent) -> list[Key]:
         name, state = self._track(CLAIM, self.claims, event, ClaimState)
-        state.phase = (event.obj.get("status") or {}).get("phase", "Pending")
-        state.volume = (event.obj.get("spec") or {}).get("volumeName") or state.volume
+        claim.update(state, event.obj)
         if state.volume:
             self._claim_of_pv[state.volume] = name
         return [(CLAIM, name)]
 
     def _on_pods(self, event: WatchEvent) -> list[Key]:
         name, state = self._track(POD, self.pods, event, PodState)
-        spec, status = event.obj.get("spec") or {}, event.obj.get("status") or {}
-        state.node = spec.get("nodeName") or state.node
-        state.phase = status.get("phase", "Pending")
-        state.ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                          for c in status.get("conditions") or [])
-        if not state.claims:
-            state.claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
-                            if v.get("persistentVolumeClaim")]
-            for claim in state.claims:
-                self._pods_of_claim[claim].add(name)
+        for mounted in pod.update(state, event.obj):
+            self._pods_of_claim[mounted].add(name)
         return [(POD, name)]
 
     def _on_snapshots(self, event: WatchEvent) -> list[Key]:
         name, state = self._track(SNAPSHOT, self.snapshots, event, SnapshotState)
-        status = event.obj.get("status") or {}
-        state.ready = bool(status.get("readyToUse"))
-        state.content = status.get("boundVolumeSnapshotContentName") or state.content
-        error = status.get("error") or {}
-        state.error = error.get("message") if error else None
+        snapshot.update(state, event.obj)
         return [(SNAPSHOT, name)]
 
     def _on_events(self, event: WatchEvent) -> list[Key]:

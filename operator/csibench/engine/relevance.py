@@ -20,11 +20,10 @@ regular-expression searches over the raw line, much less than decoding it and wa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
+from csibench.engine.kinds import claim, pod, snapshot
+from csibench.engine.kinds.fields import Signature, joined
 from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER
-
-Signature = Callable[[bytes], bytes | None]
 
 _MODIFIED = b'{"type":"MODIFIED"'
 # Where an object's own name is. Built-in kinds are written in Go struct order: metadata, then its name first.
@@ -35,26 +34,8 @@ _MODIFIED = b'{"type":"MODIFIED"'
 CORE_NAME = re.compile(rb'"metadata":\{"name":"([^"]+)"')
 NAMESPACED_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","namespace":"')
 CLUSTER_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","resourceVersion":"')
-_PHASE = re.compile(rb'"phase":"([A-Za-z]*)"')
-_VOLUME_NAME = re.compile(rb'"volumeName":"([^"]*)"')
-_NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
-_READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([A-Za-z]+)"')
-_READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
-_BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
 _CONTENT_FINALIZER = f'"{CONTENT_FINALIZER}"'.encode()
 _BEING_CREATED = f'"{BEING_CREATED}"'.encode()
-
-
-def _one(pattern: re.Pattern[bytes], line: bytes) -> bytes | None:
-    """The single match's group; b"" when absent; None when there are several (ambiguous: decode)."""
-    found = pattern.findall(line)
-    if len(found) > 1:
-        return None
-    return found[0] if found else b""
-
-
-def _joined(*parts: bytes | None) -> bytes | None:
-    return None if any(part is None for part in parts) else b"\0".join(part for part in parts if part is not None)
 
 
 def _ref(line: bytes, key: bytes) -> bytes | None:
@@ -69,21 +50,9 @@ def _ref(line: bytes, key: bytes) -> bytes | None:
     return line[start:end] if end >= 0 else None
 
 
-def claim_signature(line: bytes) -> bytes | None:
-    return _joined(_one(_PHASE, line), _one(_VOLUME_NAME, line))
-
-
-def pod_signature(line: bytes) -> bytes | None:
-    ready = _one(_READY, line)
-    if ready == b"" and b'"type":"Ready"' in line:
-        return None  # a Ready condition in a shape the pattern does not know
-    return _joined(_one(_PHASE, line), _one(_NODE_NAME, line), ready)
-
-
-def snapshot_signature(line: bytes) -> bytes | None:
-    if b'"error":' in line:
-        return None  # its message is part of the state: always decode
-    return _joined(_one(_READY_TO_USE, line), _one(_BOUND_CONTENT, line))
+claim_signature = claim.SIGNATURE  # each derived from its kind's field list (kinds/)
+pod_signature = pod.SIGNATURE
+snapshot_signature = snapshot.SIGNATURE
 
 
 def pv_signature(line: bytes) -> bytes | None:
@@ -93,7 +62,7 @@ def pv_signature(line: bytes) -> bytes | None:
 def content_signature(line: bytes) -> bytes | None:
     """Its reference, whether the snapshot-controller's finalizer is on it yet and whether its CreateSnapshot
     call is still in flight (cleanup waits for both)."""
-    return _joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0",
+    return joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0",
                    b"1" if _BEING_CREATED in line else b"0")
 
 

@@ -15,13 +15,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from csibench.engine.kinds.fields import Signature
 from csibench.engine.observed import Key, Observed
 from csibench.engine.relevance import (
     CLUSTER_CUSTOM_NAME,
     CORE_NAME,
     NAMESPACED_CUSTOM_NAME,
     ChangeFilter,
-    Signature,
     claim_signature,
     content_signature,
     pod_signature,

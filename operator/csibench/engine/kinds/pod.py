@@ -1,0 +1,52 @@
+"""A pod the run created (publish, data path, database): its phase, node and readiness, and the claims it
+mounts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from csibench.engine.kinds.fields import Field, one, signature_of
+
+POD = "pod"
+_PHASE = re.compile(rb'"phase":"([A-Za-z]*)"')
+_NODE_NAME = re.compile(rb'"nodeName":"([^"]*)"')
+_READY = re.compile(rb'"type":"Ready",(?:"observedGeneration":\d+,)?"status":"([A-Za-z]+)"')
+_read_ready = one(_READY)
+
+
+def _ready(line: bytes) -> bytes | None:
+    ready = _read_ready(line)
+    if ready == b"" and b'"type":"Ready"' in line:
+        return None  # a Ready condition in a shape the pattern does not know
+    return ready
+
+
+FIELDS = (Field("phase", one(_PHASE)), Field("node", one(_NODE_NAME)), Field("ready", _ready),
+          Field("claims", None))  # a pod's volumes never change
+SIGNATURE = signature_of(FIELDS)
+
+
+@dataclass
+class PodState:
+    uid: str = ""
+    ready: bool = False
+    phase: str = "Pending"
+    node: str | None = None
+    claims: list[str] = field(default_factory=list)
+    exists: bool = True
+    gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
+
+
+def update(state: PodState, obj: dict[str, Any]) -> list[str]:
+    """The fields, from the object as one event carries it; the claims it mounts when they are new to the state."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    state.node = spec.get("nodeName") or state.node
+    state.phase = status.get("phase", "Pending")
+    state.ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if state.claims:
+        return []
+    state.claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
+                    if v.get("persistentVolumeClaim")]
+    return state.claims
