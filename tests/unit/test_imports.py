@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 from localcluster.launcher import REPO_ROOT
+from tests.support.source_tree import write_tree
 
 SHARED = "tests.support"
 NO_TEST_CODE = ("bench", "localcluster", "operator")
@@ -70,7 +71,7 @@ def test_test_modules_import_only_tests_support_and_nothing_else_imports_tests()
 
 def test_the_check_sees_a_test_importing_a_test_bench_importing_support_and_a_relative_import(
         tmp_path: Path) -> None:
-    for name, text in {
+    write_tree(tmp_path, {
         "tests/__init__.py": "",
         "tests/support/__init__.py": "",
         "tests/support/helpers.py": "from tests.support import other\n",
@@ -82,9 +83,7 @@ def test_the_check_sees_a_test_importing_a_test_bench_importing_support_and_a_re
         "bench/harness.py": "from tests.support import runs\n",
         "localcluster/kube.py": "from localcluster import manifests\n",
         "operator/csibench/__init__.py": "",
-    }.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    })
     assert forbidden_imports(tmp_path) == [
         "tests/integration/conftest.py -> tests.integration.test_c",
         "tests/unit/test_a.py -> tests.unit.test_b.run",

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from localcluster.launcher import REPO_ROOT
+from tests.support.source_tree import write_tree
 
 PACKAGE = REPO_ROOT / "operator" / "csibench"
 TOP = frozenset({"handlers", "cli", "__main__"})
@@ -138,7 +139,7 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 
 def test_the_check_sees_an_upward_import_a_cycle_and_one_under_type_checking(tmp_path: Path) -> None:
     package = tmp_path / "csibench"
-    for name, text in {
+    write_tree(package, {
         "__init__.py": "",
         "api/__init__.py": "",
         "api/models.py": "",
@@ -149,9 +150,7 @@ def test_the_check_sees_an_upward_import_a_cycle_and_one_under_type_checking(tmp
         "report/__init__.py": "",
         "report/render.py": "def title():\n    from csibench.engine.catalog import STEPS\n    return STEPS\n",
         "report/html.py": "from ..engine import catalog\nfrom .render import title\n",
-    }.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(text)
+    })
     graph = import_graph(package)
     assert upward_imports(graph) == ["csibench.report.html -> csibench.engine.catalog",
                                      "csibench.report.render -> csibench.engine.catalog"]
