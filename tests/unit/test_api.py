@@ -66,3 +66,13 @@ def test_crd_file_is_yaml_with_a_do_not_edit_header() -> None:
 def test_models_reject_what_the_schema_rejects(bad: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         BenchmarkRunSpec.model_validate({"storageClassName": "sc", **bad})
+
+
+def test_timeouts_have_one_field_per_step_generated_from_the_step_facts() -> None:
+    from csibench.api.models import Timeouts
+    from csibench.api.steps import STEP_FACTS
+    assert list(Timeouts.model_fields) == ["default", *STEP_FACTS, "cleanup"]
+    assert Timeouts.model_fields["dataPath"].description == STEP_FACTS["dataPath"].timeout_note
+    assert Timeouts.model_fields["publish"].description == "Timeout of publish, in seconds."
+    timeouts = Timeouts.model_validate({"database": 99})
+    assert (timeouts.own("database"), timeouts.own("publish"), timeouts.for_step("publish")) == (99, None, 1800)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec, DatabaseRowKind, DatabaseSpec, PgbenchMode, StepState
-from csibench.engine.database import pgbench
+from csibench.engine.database import pgbench, script
 from csibench.engine.database.step import RESULTS, progress_of, timeout_of
 from localcluster.launcher import REPO_ROOT
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
@@ -44,17 +44,17 @@ def test_defaults_are_real_life_and_the_matrix_runs_in_the_scripts_order() -> No
 
 
 def test_the_script_is_valid_posix_sh_and_takes_everything_from_its_environment() -> None:
-    checked = subprocess.run(["sh", "-n", "-c", pgbench.SCRIPT], capture_output=True, text=True)
+    checked = subprocess.run(["sh", "-n", "-c", script.SCRIPT], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    assert pgbench.build_command() == ["/bin/sh", "-c", pgbench.SCRIPT]
-    assert "pg_ctl" not in pgbench.SCRIPT  # pg_ctl detaches the server from the pod's process group
-    env = pgbench.build_env(DatabaseSpec(scales=[1, 10], modes=[PgbenchMode.READ_WRITE], clients=[4, 64],
+    assert script.build_command() == ["/bin/sh", "-c", script.SCRIPT]
+    assert "pg_ctl" not in script.SCRIPT  # pg_ctl detaches the server from the pod's process group
+    env = script.build_env(DatabaseSpec(scales=[1, 10], modes=[PgbenchMode.READ_WRITE], clients=[4, 64],
                                          postgres={"synchronousCommit": "off", "checkpointTimeoutSeconds": 60}))
     assert env["SCALES"] == "1 10" and env["MODES"] == "readWrite" and env["CLIENTS"] == "4 64"
     assert env["SYNCHRONOUS_COMMIT"] == "off" and env["CHECKPOINT_TIMEOUT"] == "60s"
     assert env["MAX_CONNECTIONS"] == "74" and "THREADS" not in env and env["PGDATA"] == "/data/pgdata"
     assert env["PATH"].startswith("/usr/lib/postgresql/15/bin:")
-    assert pgbench.build_env(DatabaseSpec(threads=2))["THREADS"] == "2"
+    assert script.build_env(DatabaseSpec(threads=2))["THREADS"] == "2"
 
 
 def test_a_recorded_matrix_becomes_rows_with_tps_latency_and_wal() -> None:

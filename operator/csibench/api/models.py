@@ -9,11 +9,13 @@ Status stays small and bounded at any scale: aggregates only; per-object data go
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from csibench.api import validation as v
+from csibench.api.steps import STEP_FACTS
+from csibench.api.steps import StepName as StepName
 
 GROUP = "csibench.io"
 VERSION = "v1alpha1"
@@ -43,22 +45,6 @@ LABEL_KEYS_RULE = (f"self.all(k, size(k) <= {v.LABEL_KEY_MAX} && k.matches({_re(
                    "label keys must be an optional DNS-subdomain prefix and '/', then 1-63 alphanumerics, '-', "
                    "'_' or '.', starting and ending with an alphanumeric")
 ResourceQuantity = Annotated[str, Field(max_length=64, pattern=v.RESOURCE_QUANTITY_PATTERN)]
-
-
-class StepName(StrEnum):
-    """The steps, in the order they run: the CSI volume lifecycle, and the data path where volumes exist and no
-    publish pod holds them (so snapshots and clones then copy volumes that hold data)."""
-
-    CREATE_VOLUME = "createVolume"
-    PUBLISH = "publish"
-    UNPUBLISH = "unpublish"
-    DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
-    DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
-    CREATE_SNAPSHOT = "createSnapshot"
-    CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
-    DELETE_CLONE = "deleteClone"
-    DELETE_SNAPSHOT = "deleteSnapshot"
-    DELETE_VOLUME = "deleteVolume"
 
 
 class CleanupPolicy(StrEnum):
@@ -463,33 +449,40 @@ class DatabaseSpec(_Model):
         return value
 
 
-class Timeouts(_Model):
+class TimeoutsBase(_Model):
     """Per-step timeouts in seconds. A step still running at its timeout ends; pending objects count as failed."""
 
     default: int = Field(1800, ge=1, le=604800, description="Timeout of any step without its own, in seconds.")
-    createVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of createVolume, in seconds.")
-    publish: int | None = Field(None, ge=1, le=604800, description="Timeout of publish, in seconds.")
-    unpublish: int | None = Field(None, ge=1, le=604800, description="Timeout of unpublish, in seconds.")
-    dataPath: int | None = Field(None, ge=1, le=604800,
-                                 description="Timeout of one data-path workload (its pods' run), in seconds; "
-                                             "default: ramp + runtime + 300.")
-    database: int | None = Field(None, ge=1, le=604800,
-                                 description="Timeout of the whole database step, in seconds; default: the runs' "
-                                             "durations and pauses, plus 300 + 1 per scale unit for each "
-                                             "initialization, plus 300.")
-    createSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of createSnapshot, in seconds.")
-    cloneFromSnapshot: int | None = Field(None, ge=1, le=604800,
-                                          description="Timeout of cloneFromSnapshot, in seconds.")
-    deleteClone: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteClone, in seconds.")
-    deleteSnapshot: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteSnapshot, in seconds.")
-    deleteVolume: int | None = Field(None, ge=1, le=604800, description="Timeout of deleteVolume, in seconds.")
-    cleanup: int = Field(600, ge=1, le=86400,
-                         description="How long cleanup waits for the run's objects and volumes to be gone, in "
-                                     "seconds; what is left then is listed in status.cleanup.")
+    if TYPE_CHECKING:  # a field of the generated model, after the steps' (its place in the schema and the CRD)
+        cleanup: int = 600
+
+    def own(self, step: str) -> int | None:
+        """The step's own timeout, if the spec sets one."""
+        value: int | None = getattr(self, step, None) if step in type(self).model_fields else None
+        return value
 
     def for_step(self, step: str) -> int:
-        value: int | None = getattr(self, step, None) if step in type(self).model_fields else None
+        value = self.own(step)
         return value if value is not None else self.default
+
+
+def _build_timeouts() -> type[TimeoutsBase]:
+    """One optional field per step (``api/steps.py``, in order, with its description), then ``cleanup``."""
+    steps: dict[str, Any] = {
+        name: (int | None, Field(None, ge=1, le=604800,
+                                 description=facts.timeout_note or f"Timeout of {name}, in seconds."))
+        for name, facts in STEP_FACTS.items()}
+    cleanup = (int, Field(600, ge=1, le=86400,
+                          description="How long cleanup waits for the run's objects and volumes to be gone, in "
+                                      "seconds; what is left then is listed in status.cleanup."))
+    return create_model("Timeouts", __base__=TimeoutsBase, __doc__=TimeoutsBase.__doc__, __module__=__name__,
+                        **steps, cleanup=cleanup)
+
+
+if TYPE_CHECKING:
+    Timeouts = TimeoutsBase
+else:
+    Timeouts = _build_timeouts()
 
 
 class ClientSettings(_Model):

@@ -1,6 +1,7 @@
-"""What each step is, as facts every layer may read: its order, title and unit, what it requires, whether it needs
-a snapshot class, whether its numbers are rows of a table of its own, and which CSI components serve it with how
-many API requests per object (pure data, no behaviour).
+"""What each step is, as facts every layer may read: its name and order (``StepName``, which the CRD's step enum
+is), title and unit, what it requires, whether it needs a snapshot class, whether its numbers are rows of a table
+of its own, which CSI components serve it with how many API requests per object, and its timeout's description
+(``models.Timeouts`` has one field per step, generated from these facts) — pure data, no behaviour.
 
 The engine's catalog (``engine/catalog.py``) adds how a step acts (manifests, judges, skip and restore rules)
 to these facts; the preflight's client-throttling estimate and the reports (titles, units, which steps have a
@@ -17,8 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from csibench.api.models import StepName
+
+class StepName(StrEnum):
+    """The steps, in the order they run: the CSI volume lifecycle, and the data path where volumes exist and no
+    publish pod holds them (so snapshots and clones then copy volumes that hold data)."""
+
+    CREATE_VOLUME = "createVolume"
+    PUBLISH = "publish"
+    UNPUBLISH = "unpublish"
+    DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
+    DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
+    CREATE_SNAPSHOT = "createSnapshot"
+    CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
+    DELETE_CLONE = "deleteClone"
+    DELETE_SNAPSHOT = "deleteSnapshot"
+    DELETE_VOLUME = "deleteVolume"
+
 
 WFFC = "WaitForFirstConsumer"
 PROVISIONER = "csi-provisioner"
@@ -38,6 +55,7 @@ class StepFacts:
     own_table: bool = False  # its numbers are the rows of a table of its own; its pods' rate and latency say nothing
     requests_per_object: Mapping[str, int] = field(default_factory=dict)  # CSI component -> API requests per object
     note_wffc: str | None = None  # how to read its numbers on a WaitForFirstConsumer class
+    timeout_note: str | None = None  # spec.timeouts.<step>'s description, when not "Timeout of <step>, in seconds."
 
 
 _FACTS = (
@@ -50,8 +68,12 @@ _FACTS = (
               note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
     StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
               requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
-    StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True),
-    StepFacts(StepName.DATABASE, "Database (pgbench)", "pod", own_table=True),
+    StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True,
+              timeout_note="Timeout of one data-path workload (its pods' run), in seconds; default: ramp + runtime "
+                           "+ 300."),
+    StepFacts(StepName.DATABASE, "Database (pgbench)", "pod", own_table=True,
+              timeout_note="Timeout of the whole database step, in seconds; default: the runs' durations and "
+                           "pauses, plus 300 + 1 per scale unit for each initialization, plus 300."),
     StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 9}),
     StepFacts(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", requires=StepName.CREATE_SNAPSHOT,
@@ -63,7 +85,7 @@ _FACTS = (
     StepFacts(StepName.DELETE_VOLUME, "Delete Volume", "vol", requires=StepName.CREATE_VOLUME,
               requests_per_object={PROVISIONER: 2}),
 )
-STEP_FACTS: dict[str, StepFacts] = {facts.name: facts for facts in _FACTS}  # in lifecycle order
+STEP_FACTS: dict[str, StepFacts] = {str(facts.name): facts for facts in _FACTS}  # in lifecycle order
 
 
 def facts_of(name: str) -> StepFacts:

@@ -17,7 +17,7 @@ from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE, MEASURE
-from csibench.engine.database import pgbench
+from csibench.engine.database import script
 from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
@@ -116,12 +116,12 @@ def skip_data_pods_of_failed_volumes(step: StepSpec, context: StepContext) -> se
 def _database_pod(context: StepContext, index: int) -> Manifest:
     spec, data = context.spec, context.spec.database
     assert data is not None, "the database step runs only with spec.database"
-    mounts = [manifests.WorkloadMount("data", pgbench.MOUNT_PATH, context.names.database_volume(index)),
-              manifests.WorkloadMount("scratch", pgbench.SCRATCH_PATH)]
+    mounts = [manifests.WorkloadMount("data", script.MOUNT_PATH, context.names.database_volume(index)),
+              manifests.WorkloadMount("scratch", script.SCRATCH_PATH)]
     return manifests.build_workload_pod(
-        context.names.database_pod(index), "postgres", workload_image(data.image), pgbench.build_command(), mounts,
+        context.names.database_pod(index), "postgres", workload_image(data.image), script.build_command(), mounts,
         context.labels, data.resources, data.nodeSelector or spec.pod.nodeSelector,
-        data.tolerations or spec.pod.tolerations, env=pgbench.build_env(data),
+        data.tolerations or spec.pod.tolerations, env=script.build_env(data),
         grace_seconds=database.GRACE_SECONDS)
 
 

@@ -49,7 +49,7 @@ def timeout_of(context: StepContext) -> float:
     """timeouts.database, else the matrix's own length plus room for each initialization."""
     data = context.spec.database
     assert data is not None
-    own = context.spec.timeouts.database
+    own = context.spec.timeouts.own("database")
     if own is not None:
         return float(own)
     runs = sum(data.durationSeconds.of(mode) + data.pauseSeconds for mode in data.modes) * len(data.clients)

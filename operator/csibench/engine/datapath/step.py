@@ -41,7 +41,7 @@ def selected_volumes(spec_volumes: int, data: DataPathSpec) -> int:
 def timeout_of(context: StepContext) -> float:
     data = context.spec.dataPath
     assert data is not None
-    own = context.spec.timeouts.dataPath
+    own = context.spec.timeouts.own("dataPath")
     return float(own if own is not None else data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
 
 
