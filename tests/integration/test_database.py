@@ -14,7 +14,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
@@ -64,14 +64,15 @@ class StatusWatch:
         self.statuses: list[dict[str, Any]] = []
         self.error: Exception | None = None
         self._stopped = False
-        self._watch = watch.Watch()
+        self._watch = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
         self._thread = threading.Thread(target=self._run, args=(kube, namespace, name), daemon=True)
         self._thread.start()
 
     def _run(self, kube: Kube, namespace: str, name: str) -> None:
         try:
-            for event in self._watch.stream(kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                            PLURAL, field_selector=f"metadata.name={name}", timeout_seconds=600):
+            for event in self._watch.stream(  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
+                    kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                    field_selector=f"metadata.name={name}", timeout_seconds=600):
                 self.statuses.append(dict(event["object"].get("status") or {}))
         except Exception as error:  # the stream ends with the test (or the cluster): only an early end matters
             if not self._stopped:
@@ -79,7 +80,7 @@ class StatusWatch:
 
     def stop(self) -> None:
         self._stopped = True
-        self._watch.stop()
+        self._watch.stop()  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
 
 
 def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
@@ -99,10 +100,11 @@ def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
     # While the step runs: PostgreSQL as the pod's non-root user, in the run's "restricted" namespace.
     wait_until(postgres_running, 120, "PostgreSQL running in the database pod", interval=0.3)
     pods = kube.core.list_pod_for_all_namespaces(label_selector="csibench.io/run=db").items
-    pod = next(p for p in pods if p.metadata.namespace.startswith("csibench-db-"))
-    labels = kube.core.read_namespace(pod.metadata.namespace).metadata.labels
+    pod = next(p for p in pods if present(present(p.metadata).namespace).startswith("csibench-db-"))
+    pod_namespace = present(present(pod.metadata).namespace)
+    labels = present(present(kube.core.read_namespace(pod_namespace).metadata).labels)
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    security = pod.spec.security_context
+    security = present(present(pod.spec).security_context)
     assert security.run_as_non_root and security.run_as_user == 65532 and security.fs_group == 65532
     uids = uids_of(postgres_running())
     assert uids == {"65532"}, uids  # every PostgreSQL process (server, backends, pgbench) runs as the pod's user
@@ -169,13 +171,15 @@ def test_deleting_the_run_mid_step_stops_postgresql_and_removes_everything_and_b
         return len(rows) == 2 and rows[1].get("state") == "Running"
 
     # Meanwhile, admission refuses what the CRD can express (no run, no pod).
-    for bad, words in [({"repeat": 2, "database": {}}, "database cannot be combined with repeat"),
-                       ({"database": {"scales": [1, 1]}}, "Duplicate value"),
-                       ({"database": {"postgres": {"sharedBuffers": "1 GB"}}}, "sharedBuffers")]:
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"repeat": 2, "database": {}}, "database cannot be combined with repeat"),
+        ({"database": {"scales": [1, 1]}}, "Duplicate value"),
+        ({"database": {"postgres": {"sharedBuffers": "1 GB"}}}, "sharedBuffers")]
+    for bad, words in refusals:
         with pytest.raises(ApiException) as refused:
             create_run(kube, namespace, benchmark_run("refused", storageClassName="csibench-sim",
                                                       steps=["database"], **bad))
-        assert refused.value.status == 422 and words in refused.value.body, refused.value.body
+        assert refused.value.status == 422 and words in present(refused.value.body), refused.value.body
     wait_until(run_row_running, 120, "the readWrite run under way", interval=0.3)
     assert any(p.split(": ", 1)[1].startswith("postgres") for p in processes_rooted_under(cluster.config.state_dir))
     run = get_run(kube, namespace, "gone")

@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
@@ -97,14 +97,15 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
 
     def running_pod() -> Any:
         pods = kube.core.list_pod_for_all_namespaces(label_selector="csibench.io/workload=seqWrite").items
-        return next((p for p in pods if p.status.phase == "Running" and p.metadata.name.startswith("logs-")), None)
+        return next((p for p in pods if present(p.status).phase == "Running"
+                     and present(present(p.metadata).name).startswith("logs-")), None)
 
     pod = wait_until(running_pod, 120, "a running workload pod")
     pod_namespace = pod.metadata.namespace
     logs = wait_until(lambda: cluster.kubectl("logs", "-n", pod_namespace, pod.metadata.name), 30,
                       "fio's first status document in kubectl logs", interval=0.3)
     assert '"fio version"' in logs and '"jobname" : "seqWrite"' in logs
-    labels = kube.core.read_namespace(pod_namespace).metadata.labels
+    labels = present(present(kube.core.read_namespace(pod_namespace).metadata).labels)
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     security = pod.spec.security_context
     assert security.run_as_non_root and security.run_as_user == 65532 and security.fs_group == 65532
@@ -154,7 +155,7 @@ def test_a_file_size_that_exceeds_the_volume_is_refused_at_admission(kube: Kube,
     with pytest.raises(ApiException) as refused:
         create_run(kube, namespace, body)
     assert refused.value.status == 422
-    assert "jobsPerVolume x fileSize (of every workload) must fit the volume size" in refused.value.body
+    assert "jobsPerVolume x fileSize (of every workload) must fit the volume size" in present(refused.value.body)
     repeated = benchmark_run("repeated", volumes=1, repeat=2, storageClassName="csibench-sim", dataPath=TINY)
     with pytest.raises(ApiException, match="cannot be combined with repeat"):
         create_run(kube, namespace, repeated)
@@ -200,7 +201,8 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
         dataPath={**TINY, "jobsPerVolume": 1, "workloads": workloads},
         **{**SIM, "storageClassName": FILESYSTEM_STORAGE_CLASS}), timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
-    claims = {c.metadata.name: c for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items}
+    claims = {present(present(c.metadata).name): c
+              for c in kube.core.list_namespaced_persistent_volume_claim(namespace).items}
     source = next(name for name in claims if name.endswith("-v00000"))
     clone = next(name for name in claims if name.endswith("-c00000"))
     digest = "df -B1 --output=size /data/v; ls -n /data/v; md5sum /data/v/csibench.0.0 | cut -d' ' -f1"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from localcluster import manifests, sidecars
-from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
+from localcluster.kube import SNAPSHOT_GROUP, Kube, json_object, present, wait_until
 from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, run_to_end
@@ -32,25 +32,25 @@ def test_pvc_binds_through_the_real_pv_controller(kube: Kube, namespace: str) ->
     create_claims(kube, namespace, ["data"], "csibench-sim")
     claim = wait_until(lambda: bound_claims(kube, namespace), 30, "PVC Bound")[0]
     pv = kube.core.read_persistent_volume(claim.spec.volume_name)
-    assert pv.metadata.annotations["pv.kubernetes.io/provisioned-by"] == DRIVER_NAME
-    assert pv.spec.claim_ref.uid == claim.metadata.uid
-    assert pv.spec.csi.driver == DRIVER_NAME
+    assert present(present(pv.metadata).annotations)["pv.kubernetes.io/provisioned-by"] == DRIVER_NAME
+    assert present(present(pv.spec).claim_ref).uid == claim.metadata.uid
+    assert present(present(pv.spec).csi).driver == DRIVER_NAME
     # The PV controller, not the simulator, completed the binding.
     assert claim.metadata.annotations.get("pv.kubernetes.io/bind-completed") == "yes"
 
 
 def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kube: Kube,
                                                                             cluster: LocalCluster) -> None:
-    pods = {p.metadata.name: p for p in kube.core.list_namespaced_pod("kube-system").items}
+    pods = {present(p.metadata).name: p for p in kube.core.list_namespaced_pod("kube-system").items}
     for sidecar in sidecars.SIDECARS:
         pod = pods[f"{sidecar.name}-sim-node-0"]
-        assert pod.metadata.annotations["kubernetes.io/config.mirror"] == sidecar.name
-        (container,) = pod.spec.containers
+        assert present(present(pod.metadata).annotations)["kubernetes.io/config.mirror"] == sidecar.name
+        (container,) = present(pod.spec).containers
         executable, args = cluster.sidecar_command(sidecar)
         assert container.command == [executable] and container.args == args
         assert "--leader-election=false" in args and any(a.startswith("--kubeconfig=") for a in args)
-        assert cluster.status()["components"][sidecar.name] == "running"
-    wait_until(lambda: all(kube.core.read_namespaced_pod(f"{s.name}-sim-node-0", "kube-system").status.phase
+        assert json_object(cluster.status()["components"])[sidecar.name] == "running"
+    wait_until(lambda: all(present(kube.core.read_namespaced_pod(f"{s.name}-sim-node-0", "kube-system").status).phase
                            == "Running" for s in sidecars.SIDECARS), 30, "mirror pods Running")
     # Each acts under the ServiceAccount user its upstream RBAC binds, with exactly what that RBAC grants.
     as_provisioner = ["--as=system:serviceaccount:kube-system:csi-provisioner"]
@@ -68,14 +68,14 @@ def test_pod_with_four_claims_is_scheduled_attached_and_detached(kube: Kube, nam
 
     def running() -> Any:
         pod = kube.core.read_namespaced_pod("app", namespace)
-        return pod if pod.status.phase == "Running" else None
+        return pod if present(pod.status).phase == "Running" else None
 
     pod = wait_until(running, 60, "pod Running")
     assert pod.spec.node_name.startswith("sim-node-")
     assert any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
     scheduled = kube.events(namespace, "Scheduled")
     assert scheduled and scheduled[0].reporting_component == "default-scheduler"
-    volume_names = {kube.core.read_namespaced_persistent_volume_claim(c, namespace).spec.volume_name
+    volume_names = {present(kube.core.read_namespaced_persistent_volume_claim(c, namespace).spec).volume_name
                     for c in claims}
 
     def attachments() -> list[Any]:
@@ -97,12 +97,13 @@ def test_snapshot_becomes_ready_and_restores_into_a_new_claim(kube: Kube, namesp
                                                 manifests.snapshot("snap", "source"))
 
     def ready() -> Any:
-        snap = kube.custom.get_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots", "snap")
+        snap = json_object(kube.custom.get_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
+                                                                    "snap"))
         return snap if (snap.get("status") or {}).get("readyToUse") else None
 
     snap = wait_until(ready, 60, "VolumeSnapshot readyToUse")
-    content = kube.custom.get_cluster_custom_object(*SNAPSHOT_GROUP, "volumesnapshotcontents",
-                                                    snap["status"]["boundVolumeSnapshotContentName"])
+    content = json_object(kube.custom.get_cluster_custom_object(*SNAPSHOT_GROUP, "volumesnapshotcontents",
+                                                                snap["status"]["boundVolumeSnapshotContentName"]))
     assert content["status"]["readyToUse"] is True
     assert content["spec"]["volumeSnapshotRef"]["uid"] == snap["metadata"]["uid"]
 
@@ -117,12 +118,13 @@ def test_wait_for_first_consumer_binds_only_after_scheduling(kube: Kube, namespa
     create_claims(kube, namespace, ["late"], late)
     time.sleep(3)
     claim = kube.core.read_namespaced_persistent_volume_claim("late", namespace)
-    assert claim.status.phase == "Pending" and not claim.spec.volume_name
+    assert present(claim.status).phase == "Pending" and not present(claim.spec).volume_name
     create_pod(kube, namespace, manifests.pod("consumer", ["late"]))
     wait_until(lambda: bound_claims(kube, namespace), 60, "PVC Bound after the pod was scheduled")
     claim = kube.core.read_namespaced_persistent_volume_claim("late", namespace)
-    assert claim.metadata.annotations["volume.kubernetes.io/selected-node"].startswith("sim-node-")
-    wait_until(lambda: kube.core.read_namespaced_pod("consumer", namespace).status.phase == "Running", 60,
+    assert present(present(claim.metadata).annotations)["volume.kubernetes.io/selected-node"].startswith(
+        "sim-node-")
+    wait_until(lambda: present(kube.core.read_namespaced_pod("consumer", namespace).status).phase == "Running", 60,
                "consumer pod Running")
 
 
@@ -135,7 +137,7 @@ def test_deleting_everything_leaves_no_volume_attachment_or_content(kube: Kube, 
     kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))
     wait_until(lambda: len(bound_claims(kube, namespace)) == 3, 60, "three claims Bound")
-    wait_until(lambda: kube.core.read_namespaced_pod("user", namespace).status.phase == "Running", 60, "pod")
+    wait_until(lambda: present(kube.core.read_namespaced_pod("user", namespace).status).phase == "Running", 60, "pod")
     volumes = {c.spec.volume_name for c in bound_claims(kube, namespace)}
 
     kube.core.delete_namespaced_pod("user", namespace)
@@ -143,9 +145,10 @@ def test_deleting_everything_leaves_no_volume_attachment_or_content(kube: Kube, 
     for name in ("a", "b", "clone"):
         kube.core.delete_namespaced_persistent_volume_claim(name, namespace)
 
-    def leftovers() -> list[str]:
-        pvs = [p.metadata.name for p in kube.core.list_persistent_volume().items if p.metadata.name in volumes]
-        vas = [a.metadata.name for a in kube.storage.list_volume_attachment().items
+    def leftovers() -> list[str | None]:
+        pvs = [present(p.metadata).name for p in kube.core.list_persistent_volume().items
+               if present(p.metadata).name in volumes]
+        vas = [present(a.metadata).name for a in kube.storage.list_volume_attachment().items
                if a.spec.source.persistent_volume_name in volumes]
         contents = [c["metadata"]["name"] for c in kube.snapshot_contents()
                     if c["spec"]["volumeSnapshotRef"]["namespace"] == namespace]
@@ -201,10 +204,10 @@ def test_injected_failures_become_warning_events_and_are_retried(kube: Kube, nam
     create_claims(kube, namespace, [f"flaky-{i}" for i in range(8)], flaky)
     wait_until(lambda: kube.events(namespace, "ProvisioningFailed"), 30, "a ProvisioningFailed event")
     event = kube.events(namespace, "ProvisioningFailed")[0]
-    assert event.type == "Warning" and "injected failure" in event.message
+    assert event.type == "Warning" and "injected failure" in present(event.message)
     assert event.involved_object.kind == "PersistentVolumeClaim"
     # external-provisioner's own event: its component name, and the driver's gRPC error as Go prints it.
-    assert event.source.component.startswith(f"{DRIVER_NAME}_"), event.source
+    assert present(present(event.source).component).startswith(f"{DRIVER_NAME}_"), event.source
     assert event.message == f"rpc error: code = Internal desc = injected failure of createVolume on array {flaky}"
     wait_until(lambda: len(bound_claims(kube, namespace)) == 8, 90, "every flaky claim Bound after retries")
     # The sidecar retried each failed claim (a new array operation per attempt) until one succeeded. The spacing is
@@ -230,7 +233,7 @@ def test_hang_mode_leaves_claims_pending(kube: Kube, namespace: str, storage_cla
     wait_until(lambda: len(hung_operations()) == 2, 30, "both createVolume operations hung")
     time.sleep(2)
     claims = kube.core.list_namespaced_persistent_volume_claim(namespace).items
-    assert [c.status.phase for c in claims] == ["Pending", "Pending"]
+    assert [present(c.status).phase for c in claims] == ["Pending", "Pending"]
 
 
 def read_ground_truth(cluster: LocalCluster) -> list[dict[str, Any]]:

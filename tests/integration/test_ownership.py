@@ -16,7 +16,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     GROUP,
@@ -48,7 +48,7 @@ def victim(kube: Kube) -> Iterator[str]:
 
 def assert_intact(kube: Kube, namespace: str) -> None:
     found = kube.core.read_namespace(namespace)
-    assert found.metadata.deletion_timestamp is None, f"namespace {namespace} is being deleted"
+    assert present(found.metadata).deletion_timestamp is None, f"namespace {namespace} is being deleted"
     assert kube.core.read_namespaced_config_map("precious", namespace).data == {"k": "v"}
 
 
@@ -61,7 +61,7 @@ def rejection(kube: Kube, namespace: str, body: dict[str, Any]) -> str:
     with pytest.raises(ApiException) as rejected:
         create_run(kube, namespace, body)
     assert rejected.value.status == 422, rejected.value.body
-    message: str = json.loads(rejected.value.body)["message"]
+    message: str = json.loads(present(rejected.value.body))["message"]
     return message
 
 
@@ -97,7 +97,7 @@ def test_the_spec_cannot_be_edited_once_the_run_exists(kube: Kube, namespace: st
         with pytest.raises(ApiException) as refused:
             kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "edited", patch)
         assert refused.value.status == 422
-        assert "spec is immutable" in json.loads(refused.value.body)["message"]
+        assert "spec is immutable" in json.loads(present(refused.value.body))["message"]
     delete_run(kube, namespace, "edited")
     assert_intact(kube, victim)
 
@@ -113,7 +113,7 @@ def test_editing_a_running_run_is_refused_and_the_run_keeps_its_spec(kube: Kube,
     with pytest.raises(ApiException) as refused:
         kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "running",
                                                    {"spec": {"volumes": 40, "cleanup": "Never"}})
-    assert "create a new BenchmarkRun" in json.loads(refused.value.body)["message"]
+    assert "create a new BenchmarkRun" in json.loads(present(refused.value.body))["message"]
     run = wait_for_phase(kube, namespace, "running", TERMINAL, 120)
     assert run["status"]["phase"] == "Succeeded" and step(run, "createVolume")["objects"] == 16
     assert run["metadata"]["generation"] == 1 and leftovers(kube, run) == {}
@@ -158,7 +158,7 @@ def test_a_user_object_with_the_runs_name_is_never_counted_or_deleted(kube: Kube
     delete = step(run, "deleteVolume")
     assert (delete["succeeded"], delete["skipped"]) == (1, 1), delete
     user = kube.core.read_namespaced_persistent_volume_claim(name, namespace)
-    assert user.metadata.deletion_timestamp is None and not (user.metadata.labels or {})
+    assert present(user.metadata).deletion_timestamp is None and not (present(user.metadata).labels or {})
     assert "removed every object" in run["status"]["cleanup"], run["status"]
     kube.core.delete_namespaced_persistent_volume_claim(name, namespace)  # the user's; leftovers() goes by name
     wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
@@ -173,13 +173,14 @@ def test_a_step_is_running_in_status_before_its_first_object_exists(kube: Kube, 
     seen: dict[str, Any] = {}
 
     def first_claim() -> None:
-        stream = watch.Watch()
-        for event in stream.stream(kube.core.list_persistent_volume_claim_for_all_namespaces,
-                                   label_selector="csibench.io/run=" + name, timeout_seconds=60):
+        stream = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
+        for event in stream.stream(  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
+                kube.core.list_persistent_volume_claim_for_all_namespaces,
+                label_selector="csibench.io/run=" + name, timeout_seconds=60):
             if event["type"] == "ADDED":
                 seen["run"] = get_run(kube, namespace, name)
                 operator.stop(signal.SIGKILL)
-                stream.stop()
+                stream.stop()  # type: ignore[no-untyped-call]  # kubernetes' watch module is untyped
 
     watcher = threading.Thread(target=first_claim)
     watcher.start()

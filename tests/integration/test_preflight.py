@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
 from localcluster.runs import benchmark_run, leftovers, read_report, run_to_end, unique
@@ -31,7 +31,8 @@ def set_snapshot_controller_limits(cluster: LocalCluster, kube: Kube, qps: str, 
 
     def running_with_them() -> bool:
         pod = kube.core.read_namespaced_pod(CONTROLLER_POD, SIDECAR_NAMESPACE)
-        return pod.status.phase == "Running" and f"--kube-api-qps={qps}" in (pod.spec.containers[0].args or [])
+        return present(pod.status).phase == "Running" and f"--kube-api-qps={qps}" in (
+            present(pod.spec).containers[0].args or [])
 
     wait_until(running_with_them, 60, f"snapshot-controller running with qps {qps}")
 
@@ -111,7 +112,8 @@ def test_enforce_ends_the_run_before_any_pvc_exists_and_the_cli_gates_on_the_war
     uid = run["metadata"]["uid"]
     claims = kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=f"csibench.io/run-uid={uid}")
     assert claims.items == []
-    assert [n.metadata.name for n in kube.core.list_namespace().items if uid[:5] in n.metadata.name] == []
+    assert [present(n.metadata).name for n in kube.core.list_namespace().items
+            if uid[:5] in present(present(n.metadata).name)] == []
     assert [(s["name"], s["state"], s.get("succeeded", 0)) for s in run["status"]["steps"]] == [
         (step, "Pending", 0) for step in SNAPSHOT_STEPS]
 

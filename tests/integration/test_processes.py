@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from localcluster import manifests
-from localcluster.kube import SNAPSHOT_GROUP, Kube, wait_until
+from localcluster.kube import SNAPSHOT_GROUP, Kube, json_object, present, wait_until
 from localcluster.launcher import LocalCluster
 from tests.support.cluster import bound_claims, create_claims, create_pod, phase, pod_gone
 from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, processes_with
@@ -26,7 +26,7 @@ def restricted(kube: Kube, namespace: str) -> str:
 
 
 def container_state(kube: Kube, namespace: str, name: str) -> Any:
-    return kube.core.read_namespaced_pod(name, namespace).status.container_statuses[0].state
+    return present(present(kube.core.read_namespaced_pod(name, namespace).status).container_statuses)[0].state
 
 
 def assert_nothing_left(cluster: LocalCluster, marker: str) -> None:
@@ -100,7 +100,7 @@ def test_a_pod_without_a_non_root_user_gets_a_warning_and_fails(cluster: LocalCl
     create_pod(kube, namespace, body)
     wait_until(lambda: phase(kube, namespace, "rootish") == "Failed", 60, "pod Failed")
     events = wait_until(lambda: kube.events(namespace, "Failed"), 30, "Failed event")
-    assert events[0].type == "Warning" and "root" in events[0].message
+    assert events[0].type == "Warning" and "root" in present(events[0].message)
     assert container_state(kube, namespace, "rootish").waiting.reason == "CreateContainerConfigError"
     assert not processes_with("never-runs-marker")
 
@@ -116,8 +116,8 @@ def test_data_written_before_a_snapshot_is_in_the_clone(cluster: LocalCluster, k
     wait_until(lambda: pod_gone(kube, namespace, "writer"), 30, "writer gone")
     kube.custom.create_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
                                                 manifests.snapshot("snap", "source"))
-    wait_until(lambda: (kube.custom.get_namespaced_custom_object(*SNAPSHOT_GROUP, namespace, "volumesnapshots",
-                                                                 "snap").get("status") or {}).get("readyToUse"),
+    wait_until(lambda: (json_object(kube.custom.get_namespaced_custom_object(
+        *SNAPSHOT_GROUP, namespace, "volumesnapshots", "snap")).get("status") or {}).get("readyToUse"),
                60, "snapshot ready")
     kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("clone", "csibench-sim",  # type: ignore[arg-type]  # the client validates a dict body
                                                                                  snapshot="snap"))

@@ -19,7 +19,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
@@ -198,7 +198,7 @@ def test_runs_sharing_a_cluster_and_a_namespace_never_touch_each_other(kube: Kub
                                                                         storage_class: Any) -> None:
     array = storage_class(latency="20ms", concurrency="4")
     kube.core.create_namespaced_persistent_volume_claim(namespace, manifests.pvc("users-data", "csibench-sim"))  # type: ignore[arg-type]  # the client validates a dict body
-    wait_until(lambda: kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).status.phase
+    wait_until(lambda: present(kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).status).phase
                == "Bound", 30, "the user's claim Bound")
     other = f"{namespace}-b"[:63]
     kube.core.create_namespace({"metadata": {"name": other}})  # type: ignore[arg-type]  # the client validates a dict body
@@ -220,8 +220,8 @@ def test_runs_sharing_a_cluster_and_a_namespace_never_touch_each_other(kube: Kub
             assert step(run, "deleteVolume")["succeeded"] == expected
             assert leftovers(kube, run) == {}
         user = kube.core.read_namespaced_persistent_volume_claim("users-data", namespace)
-        assert user.status.phase == "Bound" and user.metadata.deletion_timestamp is None
-        assert not [k for k in (user.metadata.labels or {}) if k.startswith("csibench.io")]
+        assert present(user.status).phase == "Bound" and present(user.metadata).deletion_timestamp is None
+        assert not [k for k in (present(user.metadata).labels or {}) if k.startswith("csibench.io")]
     finally:
         kube.core.delete_namespace(other)
 
@@ -289,7 +289,7 @@ def test_bad_input_corpus_is_rejected_or_fails_clearly_and_creates_nothing(kube:
         with pytest.raises(ApiException) as rejected:  # Strict, as kubectl: unknown fields are errors
             kube.custom.create_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", body,
                                                         field_validation="Strict")
-        text = json.loads(rejected.value.body)["message"]
+        text = json.loads(present(rejected.value.body))["message"]
         assert message in text, (spec, text)
     names = []
     for index, (spec, reason) in enumerate(FAILED_BY_OPERATOR):
@@ -312,7 +312,7 @@ def test_run_names_longer_than_40_characters_are_refused_at_admission(kube: Kube
                                                                        operator: OperatorProcess) -> None:
     with pytest.raises(ApiException) as rejected:
         create_run(kube, namespace, benchmark_run("n" * 41, storageClassName="csibench-sim"))
-    assert "at most 40 characters" in json.loads(rejected.value.body)["message"]
+    assert "at most 40 characters" in json.loads(present(rejected.value.body))["message"]
 
 
 def test_what_the_api_server_would_refuse_fails_the_run_before_anything_exists(kube: Kube, namespace: str,
@@ -336,7 +336,7 @@ def test_deletion_steps_count_only_objects_that_existed(kube: Kube, namespace: s
     kube.core.create_namespaced_resource_quota(namespace, {  # type: ignore[arg-type]  # the client validates a dict body
         "metadata": {"name": "few"}, "spec": {"hard": {"persistentvolumeclaims": "2", "pods": "1"}}})
     wait_until(lambda: (kube.core.read_namespaced_resource_quota("few", namespace).status or {}) and
-               kube.core.read_namespaced_resource_quota("few", namespace).status.hard, 30, "quota in force")
+               present(kube.core.read_namespaced_resource_quota("few", namespace).status).hard, 30, "quota in force")
     run = run_to_end(kube, namespace, benchmark_run(
         "quota", storageClassName="csibench-sim", volumes=4, targetNamespace=namespace,
         steps=["createVolume", "publish", "unpublish", "deleteVolume"]), timeout=120)

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from csibench.engine.cleanup import BEING_DELETED
 from csibench.engine.observed import CONTENT_FINALIZER
 from localcluster import manifests
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
 from localcluster.runs import benchmark_run, leftovers, run_to_end
@@ -97,7 +97,8 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
          "create", "-n", namespace, "-f", "-"], input=json.dumps(manifests.pvc("sneaky", "csibench-sim")),
         capture_output=True, text=True)
     assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
-    assert kube.core.read_namespaced_persistent_volume_claim("users-data", namespace).metadata.name == "users-data"
+    users_data = kube.core.read_namespaced_persistent_volume_claim("users-data", namespace)
+    assert present(users_data.metadata).name == "users-data"
 
 
 def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(kube: Kube, cluster: LocalCluster,
@@ -119,7 +120,7 @@ def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(ku
         kube.custom.create_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", body)
 
     operator_api = client.ApiClient(kube.api.configuration)  # requests as the operator's ServiceAccount
-    operator_api.set_default_header("Impersonate-User", OPERATOR_SA)
+    operator_api.set_default_header("Impersonate-User", OPERATOR_SA)  # type: ignore[no-untyped-call]  # kubernetes' ApiClient is untyped
     contents = client.CustomObjectsApi(operator_api)
     group = ("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")
 
@@ -197,7 +198,7 @@ def test_a_target_namespace_enforcing_restricted_pod_security(kube: Kube, namesp
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert run["status"]["steps"][1]["succeeded"] == 2
     assert leftovers(kube, run) == {}
-    assert kube.core.read_namespace(namespace).status.phase == "Active"  # a given namespace is never deleted
+    assert present(kube.core.read_namespace(namespace).status).phase == "Active"  # a given namespace is never deleted
 
 
 def test_the_wheel_installs_into_a_fresh_venv_and_the_operator_starts(cluster: LocalCluster, crd: None,
