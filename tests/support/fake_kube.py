@@ -50,6 +50,9 @@ class Behaviour:
     workload: Callable[[Json], tuple[int, str]] = field(default_factory=lambda: fake_fio)
 
 
+SNAPSHOT_BOUND_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"  # the controller's
+
+
 def _requested(claim: Json) -> str | None:
     """A claim's requested storage."""
     requested: str | None = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
@@ -121,6 +124,7 @@ class FakeKube:
         self.max_in_flight = 16
         self.requests = 0
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
+        self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
         self.loop: asyncio.AbstractEventLoop | None = None
         self.seed_cluster()
 
@@ -362,7 +366,8 @@ class FakeKube:
         elif plural == "pods":
             self._later(behaviour.ready_delay, lambda: self._ready(namespace, name))
         elif plural == "volumesnapshots":
-            self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name))
+            uid = obj["metadata"]["uid"]
+            self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name, uid))
 
     def warn(self, obj: Json, reason: str, message: str) -> None:
         meta = obj["metadata"]
@@ -397,13 +402,21 @@ class FakeKube:
                 pod["status"] = {"phase": "Succeeded" if code == 0 else "Failed"}
         self._update("pods", namespace, name, ready)
 
-    def _snapshot_ready(self, namespace: str, name: str) -> None:
+    def _snapshot_ready(self, namespace: str, name: str, uid: str) -> None:
+        """The snapshot-controller's content, then the binding and its bound finalizer. Like the real controller, it
+        may already be creating the content when the snapshot is deleted unbound: the content is created all the
+        same, and nothing would ever delete it (``unbound_snapshot_deletes`` counts such deletes)."""
+        content = f"snapcontent-{uid}"
+        self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {"volumeSnapshotRef": {
+            "namespace": namespace, "name": name, "uid": uid}}})
+
         def ready(snapshot: Json) -> None:
-            content = f"snapcontent-{snapshot['metadata']['uid']}"
-            self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {"volumeSnapshotRef": {
-                "namespace": namespace, "name": name, "uid": snapshot["metadata"]["uid"]}}})
             snapshot["status"] = {"readyToUse": True, "boundVolumeSnapshotContentName": content}
-        self._update("volumesnapshots", namespace, name, ready)
+            snapshot["metadata"].setdefault("finalizers", []).append(SNAPSHOT_BOUND_FINALIZER)
+        with self.lock:
+            current = self.objects.get(("volumesnapshots", namespace, name))
+            if current is not None and current["metadata"]["uid"] == uid:  # not a namesake created since
+                self._update("volumesnapshots", namespace, name, ready)
 
     def _delete_one(self, plural: str, namespace: str, name: str) -> None:
         if plural == "pods" and self.behaviour.pod_termination > 0:
@@ -416,6 +429,8 @@ class FakeKube:
         obj = self.remove(plural, namespace, name)
         if obj is None:
             return
+        if plural == "volumesnapshots" and SNAPSHOT_BOUND_FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            self.unbound_snapshot_deletes.append(name)
         delay = self.behaviour.release_delay
         if plural == "persistentvolumeclaims" and (obj.get("spec") or {}).get("volumeName"):
             self._later(delay, lambda: self.remove("persistentvolumes", "", obj["spec"]["volumeName"]))

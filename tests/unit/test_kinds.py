@@ -3,7 +3,7 @@ the change filter (whose signature is derived from the same list) never skips a 
 and each kind's ``update`` writes only its fields.
 
 The judges are exercised, not read: each judge of the catalog (its judge, its WaitForFirstConsumer judge, its
-restore rule, a companion's) is called on states that record every attribute read, in every shape that sends a
+restore rules, a companion's) is called on states that record every attribute read, in every shape that sends a
 judge down another branch (missing, present, gone before and after the submission, ready, failed).
 """
 
@@ -27,7 +27,8 @@ FIELDS: dict[str, tuple[Field, ...]] = {CLAIM: claim.FIELDS, POD: pod.FIELDS, SN
 SHAPES: dict[str, list[dict[str, Any]]] = {
     CLAIM: [{}, {"phase": "Bound", "volume": "pv-1"}, {"phase": "Lost"}],
     POD: [{}, {"ready": True, "node": "node-0", "claims": ["c"]}, {"phase": "Failed"}, {"phase": "Succeeded"}],
-    SNAPSHOT: [{}, {"ready": True, "content": "snapcontent-1"}, {"error": "rpc error: code = Internal"}],
+    SNAPSHOT: [{}, {"ready": True, "content": "snapcontent-1", "protected": True},
+               {"error": "rpc error: code = Internal"}],
 }
 EXISTENCE: list[dict[str, Any]] = [{}, {"exists": False, "gone_at": 5.0}, {"exists": False, "gone_at": 0.5}]
 
@@ -47,7 +48,7 @@ class Recording:
 def judge_factories() -> Iterator[tuple[str, str, JudgeFactory]]:
     """(step, kind, factory) for every judge the catalog holds."""
     for step in catalog.STEPS.values():
-        for factory in (step.judge, step.judge_wffc, step.gone):
+        for factory in (step.judge, step.judge_wffc, step.gone, step.settled):
             if factory is not None:
                 yield step.name, step.kind, factory
         if step.companion is not None:
@@ -88,8 +89,8 @@ def test_update_writes_only_the_kinds_fields(kind: str) -> None:
         CLAIM: {"spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}},
         POD: {"spec": {"nodeName": "node-0", "volumes": [{"persistentVolumeClaim": {"claimName": "c"}}]},
               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
-        SNAPSHOT: {"status": {"readyToUse": True, "boundVolumeSnapshotContentName": "c",
-                              "error": {"message": "x"}}},
+        SNAPSHOT: {"metadata": {"finalizers": [snapshot.BOUND_PROTECTION]},
+                   "status": {"readyToUse": True, "boundVolumeSnapshotContentName": "c", "error": {"message": "x"}}},
     }
     module: Any = {CLAIM: claim, POD: pod, SNAPSHOT: snapshot}[kind]
     state = STATES[kind]()

@@ -208,6 +208,23 @@ def test_an_interrupted_step_is_restored_and_measured_again(interrupted: str) ->
     assert "StepRestored" in reasons and reasons[-1] == "RunSucceeded"
 
 
+def test_a_restore_deletes_snapshots_only_once_bound_so_no_content_is_orphaned() -> None:
+    """Killed while its snapshots are still unbound: a snapshot deleted now would leave the content the
+    snapshot-controller is creating for it, and a later restart would no longer know that content is the run's
+    (seen on the local cluster with a kill in every step). The restore waits for the bound finalizer first."""
+    fake = FakeKube(Behaviour(snapshot_delay=0.6, release_delay=0.05))
+    run_spec = spec(steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
+                    volumeSnapshotClassName="snap", timeouts={"cleanup": 3})  # an orphan would hold cleanup up
+    previous = kill_when(fake, run_spec, running("createSnapshot"), extra_sleep=0.05)
+    assert fake.named("volumesnapshots", NAMES.namespace) and not any(
+        (o.get("status") or {}).get("boundVolumeSnapshotContentName")
+        for o in fake.named("volumesnapshots", NAMES.namespace).values())  # the kill came before any was bound
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert steps_of(status)["createSnapshot"][0] == "Succeeded"
+    assert fake.unbound_snapshot_deletes == [] and owned_left(fake) == []
+
+
 def test_the_attempt_limit_ends_the_run_with_the_step_named() -> None:
     fake = FakeKube()
     leave_objects_of_a_lost_run(fake)

@@ -201,7 +201,15 @@ class StepRunner:
                              "cannot be measured again after an operator restart")
         objects = step.objects(context.spec, context.names)
         seen = self.observed.uids_of(step.kind)
-        removal = StepTracker(f"{step.name}-restore", [name for name in objects if name in seen])
+        present = [name for name in objects if name in seen]
+        if step.settled is not None:  # deleted sooner, an object could leave behind what no one would delete
+            settling = StepTracker(f"{step.name}-restore-settle", present)
+
+            async def watch_only(name: str) -> None:
+                settling.mark_submitted(name)
+            # One that never settles is deleted at the timeout all the same: cleanup reclaims what it leaves.
+            await self._batch(step.kind, settling, step.settled(self.observed, frozenset()), watch_only, timeout)
+        removal = StepTracker(f"{step.name}-restore", present)
         await self._batch(step.kind, removal, step.gone(self.observed, frozenset()),
                           self.requests.deleting(step.kind, step.resource, removal), timeout)
         batches = [removal]

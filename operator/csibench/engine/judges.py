@@ -126,6 +126,17 @@ def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
                        if snapshot.error and not is_transient(snapshot.error) else None)
 
 
+def snapshot_settled(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Restore: a snapshot can be deleted without leaving its content behind once the snapshot-controller's bound
+    finalizer is on it (its deletion then deletes the content first), or once it failed or is gone. Deleted
+    sooner, the controller may still create a content for it that nothing would ever delete."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.snapshots.get(name)
+        settled = state is None or not state.exists or state.protected or state.error is not None
+        return DONE if settled else None
+    return judge
+
+
 def _gone_with(lookup: Callable[[str], ClaimState | SnapshotState | None],
                dependent_present: Callable[[Any], bool]) -> Judge:
     """Done when the object is gone and so is what depended on it (its PV, its snapshot content)."""

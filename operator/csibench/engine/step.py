@@ -104,6 +104,7 @@ class StepSpec:
     report_key: str | None = None  # where the report keeps the first object's manifest
     judge_wffc: JudgeFactory | None = None  # judge on a WaitForFirstConsumer class, if it differs
     gone: JudgeFactory | None = None  # restore: when one of its objects and what depends on it are gone
+    settled: JudgeFactory | None = None  # restore: when one of its objects may be deleted without orphaning anything
     recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
     provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
     measure: Measure | None = None  # MEASURE steps: runs the step's batches itself (the data path's matrix)
