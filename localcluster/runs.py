@@ -82,6 +82,23 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
     return {kind: names for kind, names in found.items() if names}
 
 
+def wait_until_nothing_left(kube: Kube, run: dict[str, Any], timeout: float, what: str) -> None:
+    """Wait until ``leftovers`` is empty; fail naming what is still there and what the run's cleanup said."""
+    left: dict[str, list[str]] = {}
+
+    def nothing_left() -> bool:
+        nonlocal left
+        left = leftovers(kube, run)
+        return not left
+
+    try:
+        wait_until(nothing_left, timeout, what)
+    except AssertionError as error:
+        now = get_run(kube, run["metadata"]["namespace"], run["metadata"]["name"]) or run
+        cleanup = (now.get("status") or {}).get("cleanup")
+        raise AssertionError(f"{error}; still there: {left}; the run's cleanup: {cleanup!r}") from None
+
+
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:4]}"
 

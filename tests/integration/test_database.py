@@ -25,10 +25,10 @@ from localcluster.runs import (
     benchmark_run,
     create_run,
     get_run,
-    leftovers,
     read_report,
     step,
     wait_for_phase,
+    wait_until_nothing_left,
 )
 from tests.support.cluster import StorageClassFactory, cli
 from tests.support.hostcheck import host_mounts_under, processes_rooted_under
@@ -155,7 +155,7 @@ def test_database_matrix_succeeds_with_rows_seen_mid_step_and_everywhere_after(
     compared = cli(cluster, "compare", "db", "db", "-n", namespace)
     line = next(line for line in compared.splitlines() if line.split()[:3] == ["1", "RW", "4"])
     assert line.rstrip().endswith("1.00×")
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
 
@@ -186,7 +186,7 @@ def test_deleting_the_run_mid_step_stops_postgresql_and_removes_everything_and_b
     assert run is not None
     kube.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gone")
     wait_until(lambda: get_run(kube, namespace, "gone") is None, 120, "run deleted")
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
 
@@ -207,5 +207,5 @@ def test_a_volume_too_small_for_the_scale_fails_the_initialization_with_postgres
     assert only_run["state"] == "Failed" and only_run["message"].startswith("not run"), only_run
     assert "No space left on device" in status["message"]
     assert step(run, "database")["failureReasons"][0]["reason"] == "InitializationFailed"
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)

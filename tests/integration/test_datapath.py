@@ -23,11 +23,11 @@ from localcluster.runs import (
     benchmark_run,
     create_run,
     get_run,
-    leftovers,
     read_report,
     run_to_end,
     step,
     wait_for_phase,
+    wait_until_nothing_left,
 )
 from tests.support.cluster import cli, create_pod, phase, pod_gone
 from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
@@ -84,7 +84,7 @@ def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namesp
     compared = cli(cluster, "compare", "dp", "dp", "-n", namespace)
     row = next(line for line in compared.splitlines() if line.startswith("Random 50/50"))
     assert row.rstrip().endswith("1.00×")
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
 
@@ -133,7 +133,7 @@ def test_failing_workloads_fail_their_rows_with_the_tools_message_and_the_rest_r
     assert "engine nosuchengine not loadable" in rows["badEngine"]["message"], rows["badEngine"]
     assert rows["randRead"]["state"] == "Succeeded" and rows["randRead"]["readMiBps"] > 0
     assert step(run, "dataPath")["failed"] == 2 and "nosuchengine" in status["message"]
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
 
@@ -187,7 +187,7 @@ def test_operator_killed_inside_the_data_path_redoes_it_honestly_and_leaves_noth
     report = read_report(kube, run)
     assert [a["name"] for a in report["interruptedAttempts"]] == ["dataPath"]
     assert "readMiBps" not in json.dumps(report["interruptedAttempts"])  # the cut-short attempt is no measurement
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
 
 
@@ -224,5 +224,5 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
         wait_until(lambda pod=pod: pod_gone(kube, namespace, pod), 30, f"{pod} gone")  # type: ignore[misc]
     kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "content")
     wait_until(lambda: get_run(kube, namespace, "content") is None, 120, "run deleted")
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)

@@ -28,6 +28,7 @@ from localcluster.runs import (
     step,
     unique,
     wait_for_phase,
+    wait_until_nothing_left,
 )
 
 pytestmark = pytest.mark.integration
@@ -177,7 +178,7 @@ def test_deleting_a_run_mid_step_removes_everything_within_60s(kube: Kube, names
     kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", name)
     started = time.monotonic()
     wait_until(lambda: get_run(kube, namespace, name) is None, 60, "the run itself gone")
-    wait_until(lambda: leftovers(kube, run) == {}, 60 - (time.monotonic() - started),
+    wait_until_nothing_left(kube, run, 60 - (time.monotonic() - started),
                "every object the run created gone")
     assert time.monotonic() - started < 60, operator.log()
 
@@ -193,7 +194,7 @@ def test_cleanup_never_leaves_objects_and_says_where(kube: Kube, namespace: str,
     assert len(claims.items) == 3 and all(present(c.status).phase == "Bound" for c in claims.items)
     # Deleting the run still removes what it created.
     kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "keep")
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "objects removed once the run is deleted")
+    wait_until_nothing_left(kube, run, 60, "objects removed once the run is deleted")
 
 
 def test_wait_for_first_consumer_provisions_during_publish(kube: Kube, namespace: str, operator: OperatorProcess,

@@ -31,6 +31,7 @@ from localcluster.runs import (
     step,
     unique,
     wait_for_phase,
+    wait_until_nothing_left,
 )
 
 pytestmark = pytest.mark.integration
@@ -132,7 +133,7 @@ def test_a_tampered_status_cannot_make_deletion_remove_another_namespace(kube: K
     delete_run(kube, namespace, "tampered")
     assert_intact(kube, victim)
     # The namespace the run did create is still found (by the run's identity and label) and removed.
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "the run's own namespace and volumes gone")
+    wait_until_nothing_left(kube, run, 60, "the run's own namespace and volumes gone")
 
 
 def test_a_user_object_with_the_runs_name_is_never_counted_or_deleted(kube: Kube, namespace: str,
@@ -161,7 +162,7 @@ def test_a_user_object_with_the_runs_name_is_never_counted_or_deleted(kube: Kube
     assert present(user.metadata).deletion_timestamp is None and not (present(user.metadata).labels or {})
     assert "removed every object" in run["status"]["cleanup"], run["status"]
     kube.core.delete_namespaced_persistent_volume_claim(name, namespace)  # the user's; leftovers() goes by name
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
 
 
 def test_a_step_is_running_in_status_before_its_first_object_exists(kube: Kube, namespace: str,
@@ -195,4 +196,4 @@ def test_a_step_is_running_in_status_before_its_first_object_exists(kube: Kube, 
     assert step(run, "createVolume")["state"] == "Interrupted", status
     assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "OperatorRestarted"), status
     assert "during step createVolume" in status["conditions"][0]["message"]
-    wait_until(lambda: leftovers(kube, run) == {}, 60, "nothing of the run left")
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
