@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     TERMINAL,
     benchmark_run,
     create_run,
-    leftovers,
     read_report,
     run_to_end,
     wait_for_phase,
+    wait_until_nothing_left,
 )
 from tests.support.browser import render
 from tests.support.report_page import Outline
@@ -61,7 +61,7 @@ def test_repeat_three_measures_three_iterations_and_cleans_up_each(
     assert f"thrice-{uid5}-i2-v" in prefixes and f"thrice-{uid5}-i3-p" in prefixes
     # The plan leaves claims and pods bound and running: each iteration's were removed before the next, and the
     # last one's by the run's cleanup; every object carried the run's label (leftovers selects by it and by name).
-    wait_until(lambda: leftovers(kube, run) == {}, 120, "nothing of any iteration left")
+    wait_until_nothing_left(kube, run, 120, "nothing of any iteration left")
     printed = cli(cluster, "report", "thrice", "-n", namespace)
     assert "iterations 3/3: medians over the measured iterations" in printed
     page = tmp_path / "thrice.html"
@@ -91,7 +91,8 @@ def test_compare_tells_noise_from_a_far_slower_class(kube: Kube, namespace: str,
     # 25 times the array latency, not 10: with two CPU-bound processes beside three concurrent runs, the control
     # plane's own share of a 5-volume createVolume reached 1.1-3.2 s on the 200 ms class, and a 2 s class
     # (2.8-4.3 s) was then no longer separable in 5 iterations.
-    slow = storage_class(latency="5s")
+    # Only its creates are slow: the far comparison reads Create Volume, and 5 s deletes added 25 s to the test.
+    slow = storage_class(latency="200ms", createVolumeLatency="5s")
     runs = _three_runs(kube, namespace, {"base": base, "same": same, "slow": slow})
     for run in runs.values():
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
