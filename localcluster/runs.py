@@ -39,7 +39,7 @@ def wait_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], time
         run = get_run(kube, namespace, name)
         return run if run and (run.get("status") or {}).get("phase") in phases else None
 
-    return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.5)
+    return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.2)
 
 
 def run_to_end(kube: Kube, namespace: str, body: dict[str, Any], timeout: float = 180) -> dict[str, Any]:
