@@ -57,6 +57,7 @@ class Binaries:
     csi_attacher: Path
     csi_snapshotter: Path
     snapshot_controller: Path
+    csi_resizer: Path
 
     @property
     def snapshot_crd_dir(self) -> Path:
@@ -64,7 +65,8 @@ class Binaries:
         return module_dir(versions.SNAPSHOTTER_CLIENT_MODULE, versions.SNAPSHOTTER.version) / "config" / "crd"
 
     def sidecars(self) -> tuple[Path, ...]:
-        return (self.csi_provisioner, self.csi_attacher, self.csi_snapshotter, self.snapshot_controller)
+        return (self.csi_provisioner, self.csi_attacher, self.csi_snapshotter, self.snapshot_controller,
+                self.csi_resizer)
 
 
 def kubernetes_bin_dir() -> Path:
@@ -92,6 +94,7 @@ def expected_binaries() -> Binaries:
         csi_attacher=sidecar_bin_dir(versions.ATTACHER) / "csi-attacher",
         csi_snapshotter=snapshotter / "csi-snapshotter",
         snapshot_controller=snapshotter / "snapshot-controller",
+        csi_resizer=sidecar_bin_dir(versions.RESIZER) / "csi-resizer",
     )
 
 

@@ -1,6 +1,6 @@
 """Start and stop a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the simulator
-(the simulated CSI driver and nodes) and the real CSI sidecars (csi-provisioner, csi-attacher, csi-snapshotter)
-and snapshot-controller talking to it.
+(the simulated CSI driver and nodes) and the real CSI sidecars (csi-provisioner, csi-attacher, csi-snapshotter,
+csi-resizer) and snapshot-controller talking to it.
 
 Everything a cluster owns lives in one state directory (certificates, tokens, kubeconfigs, etcd data, logs and
 ``state.json`` with the PIDs it started), so two clusters on different ports coexist and ``down`` stops exactly
@@ -529,10 +529,11 @@ class LocalCluster:
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DEFAULT_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
-             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "parameters": {}},
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
+             "parameters": {}},
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": FILESYSTEM_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
-             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
              "parameters": {"csi.storage.k8s.io/fstype": "ext4"}},
             {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
              "metadata": {"name": DEFAULT_SNAPSHOT_CLASS,

@@ -9,10 +9,11 @@ from localcluster.simulator.config import DRIVER_NAME
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
-def storage_class(name: str, binding: str = "Immediate", **parameters: str) -> dict[str, Any]:
+def storage_class(name: str, binding: str = "Immediate", allow_expansion: bool = True,
+                  **parameters: str) -> dict[str, Any]:
     return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
             "provisioner": DRIVER_NAME, "reclaimPolicy": "Delete", "volumeBindingMode": binding,
-            "parameters": parameters}
+            "allowVolumeExpansion": allow_expansion, "parameters": parameters}
 
 
 def pvc(name: str, storage_class_name: str, size: str = "1Gi", snapshot: str | None = None) -> dict[str, Any]:

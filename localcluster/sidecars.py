@@ -62,6 +62,7 @@ SIDECARS: tuple[Sidecar, ...] = (
             "csi-snapshotter", True, ("--extra-create-metadata=true",)),
     Sidecar("snapshot-controller", versions.SNAPSHOTTER,
             "deploy/kubernetes/snapshot-controller/rbac-snapshot-controller.yaml", "snapshot-controller", False),
+    Sidecar("csi-resizer", versions.RESIZER, "deploy/kubernetes/rbac.yaml", "csi-resizer", True),
 )
 SIDECAR_NAMES = tuple(sidecar.name for sidecar in SIDECARS)
 

@@ -36,6 +36,9 @@ ATTACHER: Final = SidecarModule(
 SNAPSHOTTER: Final = SidecarModule(
     "external-snapshotter", "github.com/kubernetes-csi/external-snapshotter/v8", "v8.7.0",
     ("csi-snapshotter", "snapshot-controller"))
-SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER)
+# The newest release the Go module proxy served on 2026-12-02 (v2.3.0; its go.mod asks for go 1.26.0).
+RESIZER: Final = SidecarModule(
+    "external-resizer", "github.com/kubernetes-csi/external-resizer/v2", "v2.3.0", ("csi-resizer",))
+SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER, RESIZER)
 # external-snapshotter replaces its client module with ./client; the build pins the published one instead.
 SNAPSHOTTER_CLIENT_MODULE: Final = "github.com/kubernetes-csi/external-snapshotter/client/v8"

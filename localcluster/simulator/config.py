@@ -4,7 +4,9 @@ A StorageClass of the simulator describes one storage array. Its parameters (all
 requires) set how that array behaves:
 
 ``latency``            base latency of every operation ("100ms", "1.5s", "0")
-``<operation>Latency`` per-operation override, e.g. ``createVolumeLatency``, ``attachLatency``
+``<operation>Latency`` per-operation override, e.g. ``createVolumeLatency``, ``attachLatency``; expansion's is
+                       ``expandLatency`` (the controller's ControllerExpandVolume; the node's resize2fs is the
+                       filesystem's own time)
 ``jitter``             uniform +/- jitter added to each latency ("20ms")
 ``concurrency``        operations in flight at once on this array; "1" is a global lock, "0"/absent unlimited
 ``failureRate``        probability in [0, 1] that an operation fails (transiently: it is retried, like CSI)
@@ -35,6 +37,15 @@ class Operation(StrEnum):
     UNMOUNT = "unmount"  # NodeUnpublishVolume + NodeUnstageVolume
     CREATE_SNAPSHOT = "createSnapshot"  # CreateSnapshot
     DELETE_SNAPSHOT = "deleteSnapshot"  # DeleteSnapshot
+    EXPAND_VOLUME = "expandVolume"  # ControllerExpandVolume
+
+
+# Latency parameters named other than ``<operation>Latency``.
+LATENCY_PARAMETERS = {Operation.EXPAND_VOLUME: "expandLatency"}
+
+
+def latency_parameter(operation: Operation) -> str:
+    return LATENCY_PARAMETERS.get(operation, f"{operation.value}Latency")
 
 
 class ParameterError(ValueError):
@@ -87,7 +98,7 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
     provisioner adds ``csi.storage.k8s.io/*`` ones)."""
     params = parameters or {}
     base = parse_duration(params.get("latency", "0"))
-    latencies = {op: parse_duration(params.get(f"{op.value}Latency", "")) if params.get(f"{op.value}Latency")
+    latencies = {op: parse_duration(params[latency_parameter(op)]) if params.get(latency_parameter(op))
                  else base for op in Operation}
     try:
         concurrency = int(params.get("concurrency", "0"))

@@ -1,10 +1,10 @@
 """The simulated CSI driver: Identity, Controller and Node services over unix sockets, the array model behind them.
 
-The real sidecars (external-provisioner, external-attacher, external-snapshotter) call the Controller service
-on one socket, as they would a vendor's controller plugin; the simulated kubelet calls the Node service on one
-socket per simulated node, as a kubelet calls the node plugin on its own node. Every call that reaches the array
-goes through ``Backend.run`` (latency, jitter, concurrency, injected failures, hangs, ground truth), keyed by the
-StorageClass the volume was provisioned from:
+The real sidecars (external-provisioner, external-attacher, external-snapshotter, external-resizer) call the
+Controller service on one socket, as they would a vendor's controller plugin; the simulated kubelet calls the Node
+service on one socket per simulated node, as a kubelet calls the node plugin on its own node. Every call that
+reaches the array goes through ``Backend.run`` (latency, jitter, concurrency, injected failures, hangs, ground
+truth), keyed by the StorageClass the volume was provisioned from:
 
 - CreateVolume learns the class from the claim it is for: the provisioner runs with ``--extra-create-metadata``
   and passes the claim's namespace and name, and the claim names its class. The volume ID then carries the class
@@ -31,7 +31,7 @@ import logging
 import shutil
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -164,7 +164,11 @@ class Identity(csi_grpc.IdentityServicer):
     async def GetPluginCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         services = [csi.PluginCapability(service=csi.PluginCapability.Service(
             type=csi.PluginCapability.Service.CONTROLLER_SERVICE))] if self._controller else []
-        return csi.GetPluginCapabilitiesResponse(capabilities=services)
+        # Volumes grow while pods use them, where the host lets a mounted ext4 filesystem grow (volumes.py).
+        expansion = (csi.PluginCapability.VolumeExpansion.ONLINE if volumes.can_resize_online()
+                     else csi.PluginCapability.VolumeExpansion.OFFLINE)
+        online = csi.PluginCapability(volume_expansion=csi.PluginCapability.VolumeExpansion(type=expansion))
+        return csi.GetPluginCapabilitiesResponse(capabilities=[*services, online])
 
     async def Probe(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         response = csi.ProbeResponse()
@@ -176,6 +180,7 @@ CONTROLLER_CAPABILITIES = (
     csi.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME,
     csi.ControllerServiceCapability.RPC.PUBLISH_UNPUBLISH_VOLUME,
     csi.ControllerServiceCapability.RPC.CREATE_DELETE_SNAPSHOT,
+    csi.ControllerServiceCapability.RPC.EXPAND_VOLUME,
 )
 
 
@@ -289,6 +294,33 @@ class Controller(csi_grpc.ControllerServicer):
         return csi.ControllerUnpublishVolumeResponse()
 
     @_array_errors
+    async def ControllerExpandVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """The array grows the volume (an image file grows as a device would); a filesystem on it (the ext4 class)
+        still needs the node's NodeExpandVolume, a plain directory has nothing more to grow."""
+        driver, volume_id = self.driver, request.volume_id
+        name = pv_name_of_handle(volume_id)
+        record = driver.volumes.get(name)
+        if record is None or record.volume_id != volume_id or volume_id in driver.deleted_volumes:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {volume_id} not found")
+        required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
+        if required <= 0 or (limit and limit < required):
+            return await _fail(context, grpc.StatusCode.OUT_OF_RANGE,
+                               f"capacity range {required}-{limit or 'unlimited'} bytes cannot be met")
+        capability = request.volume_capability
+        filesystem = capability.HasField("mount") and bool(capability.mount.fs_type)
+        if required > record.capacity:
+            def expanded() -> None:
+                current = driver.volumes.get(name)
+                if current is not None and current.capacity < required:
+                    driver.volumes[name] = replace(current, capacity=required)
+
+            grow = functools.partial(volumes.grow_device, driver.volume_dir(volume_id), required)
+            await driver.perform(Operation.EXPAND_VOLUME, ("expand", volume_id, str(required)),
+                                 class_of_handle(volume_id), name, expanded, io=grow)
+        capacity = driver.volumes[name].capacity if name in driver.volumes else required
+        return csi.ControllerExpandVolumeResponse(capacity_bytes=capacity, node_expansion_required=filesystem)
+
+    @_array_errors
     async def CreateSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver = self.driver
         storage_class = class_of_handle(request.source_volume_id)
@@ -381,8 +413,9 @@ class Node(csi_grpc.NodeServicer):
         return csi.NodeGetInfoResponse(node_id=self.node_id)
 
     async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return csi.NodeGetCapabilitiesResponse(capabilities=[csi.NodeServiceCapability(
-            rpc=csi.NodeServiceCapability.RPC(type=csi.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME))])
+        return csi.NodeGetCapabilitiesResponse(capabilities=[
+            csi.NodeServiceCapability(rpc=csi.NodeServiceCapability.RPC(type=kind)) for kind in (
+                csi.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME, csi.NodeServiceCapability.RPC.EXPAND_VOLUME)])
 
     @_array_errors
     async def NodeStageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -408,6 +441,24 @@ class Node(csi_grpc.NodeServicer):
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
                                  f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged, io=formatted)
         return csi.NodeStageVolumeResponse()
+
+    @_array_errors
+    async def NodeExpandVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Grow the filesystem on a volume the controller grew (the ext4 class); a plain directory has none."""
+        driver = self.driver
+        if not request.volume_path:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume path missing")
+        record = driver.volumes.get(pv_name_of_handle(request.volume_id))
+        if record is None or record.volume_id != request.volume_id:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        capacity = max(request.capacity_range.required_bytes, record.capacity)
+        capability = request.volume_capability
+        if capability.HasField("mount") and capability.mount.fs_type:
+            try:
+                await asyncio.to_thread(volumes.grow_filesystem, driver.volume_dir(request.volume_id), capacity)
+            except volumes.MountedFilesystem as error:  # what an offline-only node plugin answers (CSI spec)
+                return await _fail(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        return csi.NodeExpandVolumeResponse(capacity_bytes=capacity)
 
     async def NodePublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if (request.volume_id, self.node_id) not in self.driver.staged:

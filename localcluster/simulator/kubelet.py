@@ -12,7 +12,8 @@ as a kubelet does; only then does the attach/detach controller detach. A pod rem
 a kubelet's volume manager tears down what no pod wants any more. As a kubelet does, each node reports the volumes
 it has staged in ``status.volumesInUse`` (added before NodeStageVolume, removed after NodeUnstageVolume), and the
 attach/detach controller detaches a volume only once its node no longer reports it: detach follows unmount.
-Reports are coalesced per node: concurrent mounts on one node share one status patch.
+Reports are coalesced per node: concurrent mounts on one node share one status patch. A claim the resizer left
+``NodeResizePending`` is grown where its volume is mounted, NodeExpandVolume then its status (``expansion.py``).
 
 Pods whose containers are not the pause image run for real (``runtime.py``): once their volumes are mounted the
 containers start as processes, the pod goes Running, and each container's exit is reported (terminated with exit
@@ -40,6 +41,7 @@ from localcluster.simulator import api
 from localcluster.simulator.config import DRIVER_NAME
 from localcluster.simulator.context import Context
 from localcluster.simulator.controller import Controller
+from localcluster.simulator.expansion import build_expansion_finished, node_resize_pending, quantity_bytes
 from localcluster.simulator.nodes import node_address
 from localcluster.simulator.runtime import ContainerConfigError, PodProcesses, Runtime, pod_phase, runs_processes
 
@@ -137,6 +139,7 @@ class Kubelet:
         self._plugins = {node: csi_grpc.NodeStub(channel) for node, channel in self._channels.items()}
         self.controller = Controller("kubelet", self._reconcile)
         self.teardown = Controller("kubelet-teardown", self._tear_down)
+        self.expander = Controller("kubelet-expand", self._expand)
         self._orphaned: dict[str, tuple[api.Obj, set[str]]] = {}  # pod uid -> (removed pod, volumes still mounted)
         self._mounted: dict[str, set[str]] = defaultdict(set)  # pod uid -> mounted PV names
         self._touched: dict[str, set[str]] = defaultdict(set)  # pod uid -> PV names a mount was started for
@@ -201,6 +204,45 @@ class Kubelet:
         if event != "DELETED" and claim["spec"].get("volumeName"):
             for pod_key in self._waiting_claims.pop(api.key_of(claim), set()):
                 self.controller.kick(pod_key)
+        if event != "DELETED" and node_resize_pending(claim):
+            self.expander.kick(api.key_of(claim))
+
+    async def _expand(self, key: str) -> bool:
+        """NodeExpandVolume for a claim the resizer left NodeResizePending, on the node where a pod has its volume
+        published, then the claim's status says the new size; not mounted anywhere, its next mount does it.
+        Returns True to be retried (the call failed: a FileSystemResizeFailed Warning says why)."""
+        claim = self.ctx.informers.pvcs.get(key)
+        if claim is None or not node_resize_pending(claim):
+            return False
+        pv_name = claim["spec"].get("volumeName") or ""
+        pv = self.ctx.informers.pvs.get(pv_name)
+        handle = ((pv or {}).get("spec", {}).get("csi") or {}).get("volumeHandle", "")
+        published = next(((node, sorted(uids)[0]) for (node, h), uids in self._publishers.items()
+                          if h == handle and uids), None)
+        if pv is None or published is None:
+            return False
+        node, pod_uid = published
+        capacity = pv["spec"]["capacity"]["storage"]
+        plugin, root = self._plugins[node], self._root / node
+        claim_ref = {**claim, "kind": "PersistentVolumeClaim", "apiVersion": "v1"}
+        try:
+            async with self._volume_locks[(node, handle)]:
+                await plugin.NodeExpandVolume(csi.NodeExpandVolumeRequest(
+                    volume_id=handle, volume_path=target_path(root, pod_uid, pv_name),
+                    staging_target_path=staging_path(root, handle),
+                    capacity_range=csi.CapacityRange(required_bytes=quantity_bytes(capacity)),
+                    volume_capability=volume_capability(pv)), timeout=CSI_TIMEOUT_SECONDS)
+        except grpc.aio.AioRpcError as error:
+            await self.ctx.event(claim_ref, "FileSystemResizeFailed", "MountVolume.NodeExpandVolume failed for "
+                                 f"volume {pv_name!r} : {describe_rpc_error(error)}", COMPONENT)
+            return True
+        namespace, name = key.split("/", 1)
+        updated = await self.ctx.client.patch(api.PVC.path(namespace, name, "status"),
+                                              build_expansion_finished(claim, capacity))
+        self.ctx.informers.pvcs.observe(updated)
+        await self.ctx.event(claim_ref, "FileSystemResizeSuccessful", "MountVolume.NodeExpandVolume succeeded for "
+                             f"volume {pv_name!r}", COMPONENT, warning=False)
+        return False
 
     async def _reconcile(self, key: str) -> bool:
         pod = self.ctx.informers.pods.get(key)
@@ -376,6 +418,9 @@ class Kubelet:
                     target_path=target_path(root, pod["metadata"]["uid"], pv_name), volume_capability=capability,
                     volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
                 self._publishers[(node, handle)].add(pod["metadata"]["uid"])
+            claim = (pv["spec"].get("claimRef") or {})
+            if claim.get("name"):  # an offline expansion is finished at the next mount
+                self.expander.kick(f"{claim.get('namespace')}/{claim['name']}")
             return True
         except grpc.aio.AioRpcError as error:
             await self.ctx.event(pod, "FailedMount", f"{stage} failed for volume {pv_name!r} : "

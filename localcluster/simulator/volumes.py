@@ -133,6 +133,91 @@ def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity:
         return image
 
 
+def grow_device(volume_dir: Path, capacity: int) -> None:
+    """The array grows a volume: its image, if it has one yet, becomes ``capacity`` bytes long (the filesystem on
+    it is grown by the node, or at its next stage). Blocking: the driver runs it in a thread."""
+    with _lock_of(volume_dir):
+        image = image_of(volume_dir)
+        if image.exists() and image.stat().st_size < capacity:
+            with image.open("r+b") as device:
+                device.truncate(capacity)
+
+
+def loop_devices_of(image: Path) -> list[str]:
+    """The loop devices attached to a volume image (``losetup -j``): containers on one node share one."""
+    listed = subprocess.run([tool("losetup"), "-n", "-O", "NAME", "-j", str(image)], capture_output=True, text=True,
+                            check=False)
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+
+
+def namespace_mounting(device: str) -> int | None:
+    """A process in a mount namespace where ``device`` is mounted (a container's: the host never mounts volume
+    images), from ``/proc/<pid>/mountinfo``; None when no container has it mounted."""
+    number = os.stat(device).st_rdev
+    wanted = f"{os.major(number)}:{os.minor(number)}"
+    seen: set[str] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            namespace = os.readlink(f"/proc/{entry.name}/ns/mnt")
+            if namespace in seen:
+                continue
+            seen.add(namespace)
+            with open(f"/proc/{entry.name}/mountinfo") as mounts:
+                if any(line.split()[2] == wanted for line in mounts):
+                    return int(entry.name)
+        except (OSError, IndexError):  # the process ended meanwhile, or is not ours to read
+            continue
+    return None
+
+
+CAP_SYS_RESOURCE = 24
+
+
+def can_resize_online() -> bool:
+    """Whether this process may grow a mounted ext4 filesystem: the kernel's online resize (EXT4_IOC_RESIZE_FS)
+    requires CAP_SYS_RESOURCE, which some container sandboxes drop (a development machine of this project's did)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    return False
+
+
+class MountedFilesystem(OSError):
+    """The filesystem is mounted and cannot be grown online here: it grows at its next mount."""
+
+
+def grow_filesystem(volume_dir: Path, capacity: int) -> None:
+    """NodeExpandVolume of an ext4 volume: the image becomes ``capacity`` bytes (if the controller had not grown it
+    yet) and its filesystem fills it. Mounted in a container, the loop device learns the new size (``losetup -c``)
+    and ``resize2fs`` grows the mounted filesystem online, run inside that container's mount namespace (where the
+    mount is; outside it the filesystem would look unmounted and be resized offline under the container's feet).
+    Not mounted, it is checked and grown offline. Never formatted, there is nothing to grow: its first stage
+    formats it at its capacity. Blocking: the driver runs it in a thread."""
+    with _lock_of(volume_dir):
+        image = image_of(volume_dir)
+        size = filesystem_bytes(image)
+        if size is None or size >= capacity:  # never formatted, or grown already (at its last stage)
+            return
+        if image.stat().st_size < capacity:
+            with image.open("r+b") as file:
+                file.truncate(capacity)
+        for loop in loop_devices_of(image):
+            holder = namespace_mounting(loop)
+            if holder is not None:
+                if not can_resize_online():
+                    raise MountedFilesystem(
+                        "the filesystem is mounted and this host cannot grow it online (the kernel's online ext4 "
+                        "resize needs CAP_SYS_RESOURCE, which this simulator's process lacks): it grows at the "
+                        "volume's next mount")
+                run_tool("losetup", "-c", loop)
+                run_tool("nsenter", f"--mount=/proc/{holder}/ns/mnt", tool("resize2fs"), loop)
+                return
+        run_tool("e2fsck", "-f", "-p", str(image), ok=E2FSCK_OK)
+        run_tool("resize2fs", str(image))
+
+
 def holds_data(directory: Path) -> bool:
     """Whether there is anything to copy (most volumes of a lifecycle benchmark never hold a byte)."""
     return directory.is_dir() and any(directory.iterdir())

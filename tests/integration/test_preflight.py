@@ -86,7 +86,7 @@ def test_default_snapshot_controller_limits_are_named_before_the_run_and_raised_
     controller = next(c for c in machinery["components"] if c["kind"] == "snapshot-controller")
     assert controller["flags"]["kube-api-qps"] == "5" and controller["version"] == "v8.7.0"
     assert {c["kind"] for c in machinery["components"]} == {"csi-provisioner", "csi-attacher", "csi-snapshotter",
-                                                            "snapshot-controller"}
+                                                            "snapshot-controller", "csi-resizer"}
     printed = csibench("report", f"{namespace}/throttled", kubeconfig=cluster.config.kubeconfig)
     assert "preflight Warning ClientThrottling" in printed.stdout, printed
 

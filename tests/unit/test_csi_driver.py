@@ -65,7 +65,11 @@ def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -
             capabilities = await stubs.controller.ControllerGetCapabilities(csi.ControllerGetCapabilitiesRequest())
             kinds = {c.rpc.type for c in capabilities.capabilities}
             rpc = csi.ControllerServiceCapability.RPC
-            assert kinds == {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.CREATE_DELETE_SNAPSHOT}
+            assert kinds == {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.CREATE_DELETE_SNAPSHOT,
+                             rpc.EXPAND_VOLUME}
+            node = await stubs.node.NodeGetCapabilities(csi.NodeGetCapabilitiesRequest())
+            node_rpc = csi.NodeServiceCapability.RPC
+            assert {c.rpc.type for c in node.capabilities} == {node_rpc.STAGE_UNSTAGE_VOLUME, node_rpc.EXPAND_VOLUME}
             assert (await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())).node_id == "node-a"
 
     _run(scenario())
@@ -160,3 +164,34 @@ def test_an_undo_waits_for_its_do_still_in_flight(tmp_path: Path) -> None:
 
     _run(scenario())
     assert [r["op"] for r in _records(tmp_path)] == ["mount", "unmount"]
+
+
+def test_expansion_grows_the_volume_once_and_says_whether_the_node_must_grow_a_filesystem(tmp_path: Path) -> None:
+    """ControllerExpandVolume is one array operation per new size (a repeat answers at once); only a volume with a
+    filesystem (an fs_type in its capability) needs the node's NodeExpandVolume; a volume the array does not have
+    is NOT_FOUND; a plain directory's NodeExpandVolume has nothing to grow."""
+    def expand(volume_id: str, size: int, fs_type: str = "") -> csi.ControllerExpandVolumeRequest:
+        mount = csi.VolumeCapability(mount=csi.VolumeCapability.MountVolume(fs_type=fs_type))
+        return csi.ControllerExpandVolumeRequest(volume_id=volume_id, volume_capability=mount,
+                                                 capacity_range=csi.CapacityRange(required_bytes=size))
+
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, expandLatency="50ms"):
+            created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM))
+            volume_id = created.volume.volume_id
+            grown = await stubs.controller.ControllerExpandVolume(expand(volume_id, 2 << 30))
+            assert (grown.capacity_bytes, grown.node_expansion_required) == (2 << 30, False)
+            again = await stubs.controller.ControllerExpandVolume(expand(volume_id, 2 << 30, "ext4"))
+            assert (again.capacity_bytes, again.node_expansion_required) == (2 << 30, True)
+            node = await stubs.node.NodeExpandVolume(csi.NodeExpandVolumeRequest(
+                volume_id=volume_id, volume_path=str(tmp_path / "target"),
+                capacity_range=csi.CapacityRange(required_bytes=2 << 30)))
+            assert node.capacity_bytes == 2 << 30
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await stubs.controller.ControllerExpandVolume(expand("nope@gold", 2 << 30))
+            assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+    _run(scenario())
+    expansions = [r for r in _records(tmp_path) if r["op"] == "expandVolume"]
+    assert len(expansions) == 1 and expansions[0]["object"] == "pvc-u1"
+    assert expansions[0]["finish"] - expansions[0]["start"] >= 0.05

@@ -87,7 +87,7 @@ def test_sidecar_command_lines_wire_the_driver_and_raise_client_limits_unless_up
 def test_sidecar_options_from_the_command_line() -> None:
     assert sidecars.parse_sidecar_option("snapshot-controller:kube-api-qps=100,--kube-api-burst=200") == (
         "snapshot-controller", {"kube-api-qps": "100", "kube-api-burst": "200"})
-    for bad in ("csi-resizer:timeout=1s", "csi-attacher:timeout", "csi-attacher:", "csi-attacher"):
+    for bad in ("csi-unknown:timeout=1s", "csi-attacher:timeout", "csi-attacher:", "csi-attacher"):
         with pytest.raises(ValueError):
             sidecars.parse_sidecar_option(bad)
 

@@ -127,3 +127,25 @@ def test_what_a_container_left_in_its_mount_namespace_is_ended(tmp_path: Path) -
         raise AssertionError("the daemon outlived its container")
     recorded.write_text(os.readlink("/proc/self/ns/mnt"))
     end_leftovers(NO_GROUP, recorded)  # a file naming the simulator's own namespace kills nothing (we are alive)
+
+
+def test_expansion_grows_the_device_then_the_filesystem_on_it_and_keeps_the_data(tmp_path: Path) -> None:
+    """The controller grows the image (a device), the node grows the filesystem; unmounted here, offline."""
+    volume = tmp_path / "v"
+    volumes.grow_device(volume, 64 * MIB)  # never staged: no image yet, nothing to grow (formatted at 64 MiB later)
+    assert not volumes.image_of(volume).exists()
+    image = volumes.prepare_filesystem(volume, 32 * MIB, DEFAULT)
+    subprocess.run(["debugfs", "-w", "-R", "mkdir kept", str(image)], check=True, capture_output=True)
+    volumes.grow_device(volume, 48 * MIB)
+    assert image.stat().st_size == 48 * MIB and volumes.filesystem_bytes(image) == 32 * MIB
+    volumes.grow_filesystem(volume, 48 * MIB)
+    assert volumes.filesystem_bytes(image) == 48 * MIB
+    volumes.grow_filesystem(volume, 64 * MIB)  # a node ahead of the controller's device: the image grows too
+    assert image.stat().st_size == 64 * MIB == volumes.filesystem_bytes(image)
+    listing = subprocess.run(["debugfs", "-R", "ls", str(image)], capture_output=True, text=True, check=True)
+    assert "kept" in listing.stdout
+
+
+def test_an_image_no_container_mounts_has_no_namespace_to_grow_it_in(tmp_path: Path) -> None:
+    image = volumes.prepare_filesystem(tmp_path / "v", 16 * MIB, DEFAULT)
+    assert volumes.loop_devices_of(image) == []
