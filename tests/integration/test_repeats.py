@@ -91,8 +91,10 @@ def test_compare_tells_noise_from_a_far_slower_class(kube: Kube, namespace: str,
     # 25 times the array latency, not 10: with two CPU-bound processes beside three concurrent runs, the control
     # plane's own share of a 5-volume createVolume reached 1.1-3.2 s on the 200 ms class, and a 2 s class
     # (2.8-4.3 s) was then no longer separable in 5 iterations.
-    # Only its creates are slow: the far comparison reads Create Volume, and 5 s deletes added 25 s to the test.
-    slow = storage_class(latency="200ms", createVolumeLatency="5s")
+    # Slow at every operation, not only the createVolume the far comparison reads: with 200 ms deletes (tried to
+    # save 25 s), base and same fell half an iteration apart under load and read "significant" in opposite
+    # directions (create 1.54x, delete 0.68x, p < 0.01 both).
+    slow = storage_class(latency="5s")
     runs = _three_runs(kube, namespace, {"base": base, "same": same, "slow": slow})
     for run in runs.values():
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
