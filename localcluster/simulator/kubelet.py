@@ -418,9 +418,10 @@ class Kubelet:
                     target_path=target_path(root, pod["metadata"]["uid"], pv_name), volume_capability=capability,
                     volume_context=context), timeout=CSI_TIMEOUT_SECONDS)
                 self._publishers[(node, handle)].add(pod["metadata"]["uid"])
-            claim = (pv["spec"].get("claimRef") or {})
-            if claim.get("name"):  # an offline expansion is finished at the next mount
-                self.expander.kick(f"{claim.get('namespace')}/{claim['name']}")
+            ref = pv["spec"].get("claimRef") or {}
+            claim_key = f"{ref.get('namespace')}/{ref.get('name')}"
+            if node_resize_pending(self.ctx.informers.pvcs.get(claim_key) or {}):  # finished at the next mount
+                self.expander.kick(claim_key)
             return True
         except grpc.aio.AioRpcError as error:
             await self.ctx.event(pod, "FailedMount", f"{stage} failed for volume {pv_name!r} : "

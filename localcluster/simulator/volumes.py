@@ -111,6 +111,13 @@ def _lock_of(volume_dir: Path) -> threading.Lock:
         return _locks.setdefault(volume_dir, threading.Lock())
 
 
+def _lengthen(image: Path, capacity: int) -> None:
+    """The image (a device) becomes at least ``capacity`` bytes long; the new part is a hole."""
+    if image.stat().st_size < capacity:
+        with image.open("r+b") as device:
+            device.truncate(capacity)
+
+
 def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity: int) -> Path:
     """Make the volume's image hold an ext4 filesystem of at least ``capacity`` bytes (``None``: the array lost
     its record, so the image stays as it is, or a new one gets ``default_capacity``); return its path.
@@ -125,9 +132,7 @@ def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity:
                 device.truncate(capacity or default_capacity)
             run_tool("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard", str(image))
         elif capacity is not None and size < capacity:
-            if image.stat().st_size < capacity:
-                with image.open("r+b") as device:
-                    device.truncate(capacity)
+            _lengthen(image, capacity)
             run_tool("e2fsck", "-f", "-p", str(image), ok=E2FSCK_OK)
             run_tool("resize2fs", str(image))
         return image
@@ -138,9 +143,8 @@ def grow_device(volume_dir: Path, capacity: int) -> None:
     it is grown by the node, or at its next stage). Blocking: the driver runs it in a thread."""
     with _lock_of(volume_dir):
         image = image_of(volume_dir)
-        if image.exists() and image.stat().st_size < capacity:
-            with image.open("r+b") as device:
-                device.truncate(capacity)
+        if image.exists():
+            _lengthen(image, capacity)
 
 
 def loop_devices_of(image: Path) -> list[str]:
@@ -175,6 +179,7 @@ def namespace_mounting(device: str) -> int | None:
 CAP_SYS_RESOURCE = 24
 
 
+@functools.cache
 def can_resize_online() -> bool:
     """Whether this process may grow a mounted ext4 filesystem: the kernel's online resize (EXT4_IOC_RESIZE_FS)
     requires CAP_SYS_RESOURCE, which some container sandboxes drop (a development machine of this project's did)."""
@@ -200,9 +205,7 @@ def grow_filesystem(volume_dir: Path, capacity: int) -> None:
         size = filesystem_bytes(image)
         if size is None or size >= capacity:  # never formatted, or grown already (at its last stage)
             return
-        if image.stat().st_size < capacity:
-            with image.open("r+b") as file:
-                file.truncate(capacity)
+        _lengthen(image, capacity)
         for loop in loop_devices_of(image):
             holder = namespace_mounting(loop)
             if holder is not None:
