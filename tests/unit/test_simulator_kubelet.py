@@ -49,8 +49,8 @@ class NodePlugin:
 
 
 def _kubelet(plugin: NodePlugin, root: Path, events: list[str]) -> Kubelet:
-    """A real kubelet whose context has only what mounting needs (the PV informer, events, the node status
-    patch) and whose node plugin is ``plugin``. Built on a running loop: its gRPC channels want one."""
+    """A real kubelet whose context has only what mounting needs (the PV and claim informers, events, the node
+    status patch) and whose node plugin is ``plugin``. Built on a running loop: its gRPC channels want one."""
     async def event(obj: Any, reason: str, message: str, component: str) -> None:
         events.append(f"{reason}: {message}")
 
@@ -58,7 +58,7 @@ def _kubelet(plugin: NodePlugin, root: Path, events: list[str]) -> Kubelet:
         await asyncio.sleep(0)
 
     pv = {"spec": {"csi": {"volumeHandle": HANDLE}}}
-    informer = SimpleNamespace(handlers=[])
+    informer = SimpleNamespace(handlers=[], get=lambda key: None)  # no claim waits on a node expansion
     ctx = SimpleNamespace(node_names=[NODE], event=event, client=SimpleNamespace(patch=patch),
                           informers=SimpleNamespace(pods=informer, attachments=informer, pvcs=informer,
                                                     pvs=SimpleNamespace(get=lambda name: pv)))
