@@ -79,6 +79,7 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("create", "volumesnapshots.snapshot.storage.k8s.io"), ("patch", "benchmarkruns.csibench.io/status"),
     ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"), ("get", "pods/log"),
     ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"),  # orphans only: the admission policy says which
+    ("patch", "persistentvolumeclaims"),  # the run's own only (expandVolume): the admission policy says which
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -98,6 +99,11 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
          "create", "-n", namespace, "-f", "-"], input=json.dumps(manifests.pvc("sneaky", "csibench-sim")),
         capture_output=True, text=True)
     assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
+    resized = subprocess.run(
+        [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
+         "patch", "pvc", "users-data", "-n", namespace, "--type=merge", "-p",
+         '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}'], capture_output=True, text=True)
+    assert resized.returncode != 0 and "created by a BenchmarkRun" in resized.stderr, resized.stderr
     users_data = kube.core.read_namespaced_persistent_volume_claim("users-data", namespace)
     assert present(users_data.metadata).name == "users-data"
 
@@ -175,16 +181,18 @@ def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, n
     assert not forbidden, forbidden
 
 
-def test_the_data_path_succeeds_with_only_the_service_accounts_rights(
+def test_expansion_and_the_data_path_succeed_with_only_the_service_accounts_rights(
         kube: Kube, namespace: str, operator_as_service_account: OperatorProcess) -> None:
-    """The data path's pods and their pods/log reads pass RBAC and the admission policy (tiny fio jobs)."""
-    body = benchmark_run("ship-dp", storageClassName="csibench-sim", volumes=1, size="64Mi",
-                         steps=["createVolume", "dataPath", "deleteVolume"],
+    """The expansion's PATCH of the run's claim, the data path's pods and their pods/log reads pass RBAC and the
+    admission policy (tiny fio jobs)."""
+    body = benchmark_run("ship-dp", storageClassName="csibench-sim", volumes=1, size="64Mi", expand={"to": "96Mi"},
+                         steps=["createVolume", "expandVolume", "dataPath", "deleteVolume"],
                          dataPath={"fileSize": "4Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
                                    "workloads": [{"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]})
     run = run_to_end(kube, namespace, body)
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
     assert run["status"]["dataPath"][0]["readMiBps"] > 0
+    assert run["status"]["steps"][1]["name"] == "expandVolume" and run["status"]["steps"][1]["succeeded"] == 1
     forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "forbidden" in line.lower()]
     assert not forbidden, forbidden
 

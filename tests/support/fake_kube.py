@@ -40,6 +40,7 @@ class Behaviour:
     snapshot_delay: float = 0.01
     release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
     resize_delay: float = 0.01  # a bound claim's larger request reaches status.capacity (resizer and kubelet)
+    resize_fails: set[str] = field(default_factory=set)  # claim names whose expansion gets VolumeResizeFailed
     pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
@@ -141,7 +142,8 @@ class FakeKube:
             self.put("nodes", "", {"metadata": {"name": f"node-{index}"}, "status": {
                 "conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}}})
         self.put("storageclasses", "", {"metadata": {"name": "sim"}, "provisioner": "sim.csibench.io",
-                                        "volumeBindingMode": "Immediate", "parameters": {"latency": "0"}})
+                                        "volumeBindingMode": "Immediate", "parameters": {"latency": "0"},
+                                        "allowVolumeExpansion": True})
         self.put("volumesnapshotclasses", "", {"metadata": {"name": "snap"}, "driver": "sim.csibench.io"})
         self.put("namespaces", "", {"metadata": {"name": "runs"}})
 
@@ -252,9 +254,7 @@ class FakeKube:
                 requested = _requested(obj) if plural == "persistentvolumeclaims" else None
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
                 if requested is not None and _requested(obj) != requested and obj.get("status", {}).get("capacity"):
-                    self._later(self.behaviour.resize_delay, lambda: self._update(
-                        plural, namespace, name or "",
-                        lambda claim: claim["status"].update(capacity={"storage": _requested(claim)})))
+                    self._resize(namespace, obj)
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
 
@@ -368,6 +368,29 @@ class FakeKube:
         elif plural == "volumesnapshots":
             uid = obj["metadata"]["uid"]
             self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name, uid))
+
+    def _resize(self, namespace: str, claim: Json) -> None:
+        """The resizer and the kubelet on a claim whose request grew: a filesystem claim passes through
+        FileSystemResizePending (the controller's half done, the node's to come) before its capacity says the new
+        size; a block claim gets there at once; a claim in ``resize_fails`` gets VolumeResizeFailed."""
+        name, delay = claim["metadata"]["name"], self.behaviour.resize_delay
+        if name in self.behaviour.resize_fails:
+            self._later(delay, lambda: self.warn(claim, "VolumeResizeFailed", "injected expansion failure"))
+            return
+
+        def node_pending(obj: Json) -> None:
+            obj["status"].update(conditions=[{"type": "FileSystemResizePending", "status": "True"}],
+                                 allocatedResourceStatuses={"storage": "NodeResizePending"})
+
+        def finished(obj: Json) -> None:
+            obj["status"].update(capacity={"storage": _requested(obj)})
+            obj["status"].pop("conditions", None)
+            obj["status"].pop("allocatedResourceStatuses", None)
+        if (claim.get("spec") or {}).get("volumeMode") == "Block":
+            self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name, finished))
+            return
+        self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name, node_pending))
+        self._later(2 * delay, lambda: self._update("persistentvolumeclaims", namespace, name, finished))
 
     def warn(self, obj: Json, reason: str, message: str) -> None:
         meta = obj["metadata"]

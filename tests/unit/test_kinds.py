@@ -16,16 +16,20 @@ from typing import Any, cast
 import pytest
 
 from csibench.engine import catalog
+from csibench.engine.judges import DONE, Judge
 from csibench.engine.kinds import claim, pod, snapshot
 from csibench.engine.kinds.fields import Field, attributes
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT, ClaimState, Observed, PodState, SnapshotState
-from csibench.engine.step import JudgeFactory
+from csibench.engine.step import JudgeFactory, Midpoint
 
 NAME = "run-abcde-v00000"
 STATES: dict[str, type[Any]] = {CLAIM: ClaimState, POD: PodState, SNAPSHOT: SnapshotState}
 FIELDS: dict[str, tuple[Field, ...]] = {CLAIM: claim.FIELDS, POD: pod.FIELDS, SNAPSHOT: snapshot.FIELDS}
 SHAPES: dict[str, list[dict[str, Any]]] = {
-    CLAIM: [{}, {"phase": "Bound", "volume": "pv-1"}, {"phase": "Lost"}],
+    CLAIM: [{}, {"phase": "Bound", "volume": "pv-1"}, {"phase": "Lost"},
+            {"phase": "Bound", "expand_to": "2Gi", "capacity": "2Gi"},
+            {"phase": "Bound", "expand_to": "2Gi", "capacity": "1Gi", "resizing": ("FileSystemResizePending",)},
+            {"phase": "Bound", "expand_to": "2Gi", "resize_status": "ControllerResizeInfeasible"}],
     POD: [{}, {"ready": True, "node": "node-0", "claims": ["c"]}, {"phase": "Failed"}, {"phase": "Succeeded"}],
     SNAPSHOT: [{}, {"ready": True, "content": "snapcontent-1", "protected": True},
                {"error": "rpc error: code = Internal"}],
@@ -53,6 +57,15 @@ def judge_factories() -> Iterator[tuple[str, str, JudgeFactory]]:
                 yield step.name, step.kind, factory
         if step.companion is not None:
             yield step.name, step.companion.kind, step.companion.gone
+        if step.phases is not None:  # where the first part of its latency ends: read like a judge
+            yield step.name, step.kind, as_judge(step.phases.reached)
+
+
+def as_judge(reached: Midpoint) -> JudgeFactory:
+    def factory(observed: Observed, terminal: frozenset[str]) -> Judge:
+        return lambda name, submitted: DONE if reached(observed)(name) else None
+    factory.__name__ = reached.__name__
+    return factory
 
 
 def reads(kind: str, factory: JudgeFactory) -> set[str]:
@@ -86,7 +99,10 @@ def test_the_check_sees_a_field_missing_from_the_list() -> None:
 @pytest.mark.parametrize("kind", [CLAIM, POD, SNAPSHOT])
 def test_update_writes_only_the_kinds_fields(kind: str) -> None:
     objects = {
-        CLAIM: {"spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}},
+        CLAIM: {"metadata": {"annotations": {claim.EXPAND_TO: "2Gi"}}, "spec": {"volumeName": "pv-1"},
+                "status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                           "conditions": [{"type": "FileSystemResizePending", "status": "True"}],
+                           "allocatedResourceStatuses": {"storage": "NodeResizePending"}}},
         POD: {"spec": {"nodeName": "node-0", "volumes": [{"persistentVolumeClaim": {"claimName": "c"}}]},
               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
         SNAPSHOT: {"metadata": {"finalizers": [snapshot.BOUND_PROTECTION]},

@@ -15,7 +15,7 @@ import pytest
 from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
-from csibench.engine.actions import CREATE, Create, Measure
+from csibench.engine.actions import CREATE, Create, Measure, Patch
 from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import scope_of
@@ -264,12 +264,15 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
     for name, step in catalog.STEPS.items():
         assert step.name == name and step.facts is STEP_FACTS[name] and step.facts.title and step.facts.unit
         assert step.gone is not None, f"{name} declares no restore rule"
-        assert step.recreated_by is None or step.action.deletes
+        # Deleted or changed in place (an expansion cannot be undone): a restore makes its objects again.
+        assert (step.recreated_by is not None) == (step.action.deletes or isinstance(step.action, Patch)), name
         assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)
         if isinstance(step.action, Create) and not isinstance(step.action, Measure):
             assert step.manifest is not None and step.report_key, name
         elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
             assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
+        elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
+            assert step.manifest is None and step.skip is catalog.skip_if_prerequisite_failed, name
         else:
             assert step.manifest is None and step.skip is catalog.skip_never_seen, name
     with pytest.raises(KeyError, match="not in the step catalog"):

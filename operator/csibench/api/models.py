@@ -95,6 +95,7 @@ class ConditionReason(StrEnum):
     INVALID_TARGET_NAMESPACE = "InvalidTargetNamespace"
     MANIFEST_REJECTED = "ManifestRejected"
     DATA_PATH_DOES_NOT_FIT = "DataPathDoesNotFit"
+    EXPANSION_NOT_ALLOWED = "ExpansionNotAllowed"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
@@ -449,6 +450,34 @@ class DatabaseSpec(_Model):
         return value
 
 
+class ExpandSpec(_Model):
+    """The expandVolume step: each claim's request raised to ``to``, or by ``by``, in one batch."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("has(self.to) != has(self.by)", "expand needs exactly one of to and by")))
+
+    to: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN,
+                           description="The new size of every volume, e.g. 2Gi (more than spec.size).")
+    by: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        "quantity(self).isGreaterThan(quantity('0'))", "expand.by must be greater than 0")),
+        description="How much every volume grows, e.g. 1Gi: the new size is spec.size plus this.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ExpandSpec:
+        if (self.to is None) == (self.by is None):
+            raise ValueError("expand needs exactly one of to and by")
+        if self.by is not None and v.parse_quantity(self.by) <= 0:
+            raise ValueError("expand.by must be greater than 0")
+        return self
+
+    def new_size(self, size: str) -> str:
+        """The size the claims are raised to from ``size`` (``by`` is added in bytes: 1Gi by 512Mi is 1610612736)."""
+        if self.to is not None:
+            return self.to
+        assert self.by is not None
+        return str(int(v.parse_quantity(size) + v.parse_quantity(self.by)))
+
+
 class TimeoutsBase(_Model):
     """Per-step timeouts in seconds. A step still running at its timeout ends; pending objects count as failed."""
 
@@ -493,20 +522,32 @@ class ClientSettings(_Model):
     maxInFlight: int = Field(16, ge=1, le=256, description="Requests the run sends concurrently (threads).")
 
 
+# The volumes' size in bytes after the run's expansion (the data path runs after it).
+_VOLUME_BYTES = ("(has(self.expand) ? (has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add("
+                 "quantity(self.expand.by))) : quantity(self.size)).asInteger()")
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
      "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
     ("!has(self.dataPath) || self.volumeMode == 'Filesystem'",
      "dataPath needs volumeMode Filesystem: fio writes files on the mounted volume"),
     ("!has(self.dataPath) || (has(self.dataPath.workloads) ? self.dataPath.workloads.all(w, quantity(has("
-     "w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= quantity("
-     "self.size).asInteger()) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
-     "quantity(self.size).asInteger())",
-     "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size"),
+     f"w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
+     f"{_VOLUME_BYTES}) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
+     f"{_VOLUME_BYTES})",
+     "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size (after expand, if set)"),
     ("!has(self.dataPath) || self.repeat == 1",
      "dataPath cannot be combined with repeat > 1 yet: run the data path in a run of its own (repeat: 1)"),
     ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
      "steps must list dataPath exactly when spec.dataPath is set"),
+)
+_EXPAND_RULES = (
+    ("!has(self.expand) || !has(self.expand.to) || quantity(self.expand.to).isGreaterThan(quantity(self.size))",
+     "expand.to must be greater than size: a volume only grows"),
+    (f"!has(self.expand) || (has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add("
+     f"quantity(self.expand.by))).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
+     f"the expanded size must be at most {v.SIZE_MAX}"),
+    ("!has(self.steps) || has(self.expand) == ('expandVolume' in self.steps)",
+     "steps must list expandVolume exactly when spec.expand is set"),
 )
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
@@ -519,7 +560,7 @@ _DATABASE_RULES = (
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES))
+    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -558,6 +599,11 @@ class BenchmarkRunSpec(_Model):
         None, description="Measure a database on the class (after the data path if both are set): PostgreSQL on a "
                           "PVC of its own and pgbench in one pod, one row per scale's initialization and per "
                           "scale x mode x clients run (TPS, latency, WAL generated).")
+    expand: ExpandSpec | None = Field(
+        None, description="Time volume expansion (the expandVolume step): every claim's request raised at once, "
+                          "done when its capacity says the new size and no resize is pending. Online (after "
+                          "publish, while its pods mount the volumes) when publish runs, else offline. The class "
+                          "must allow volume expansion; clones after it request the new size.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
@@ -624,7 +670,7 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_DATA_PATH_RULES[0][1])
         if self.volumeMode != VolumeMode.FILESYSTEM:
             raise ValueError(_DATA_PATH_RULES[1][1])
-        size = v.parse_quantity(self.size)
+        size = v.parse_quantity(self.volume_size)
         if any(v.parse_quantity(data.file_size(w)) * data.jobsPerVolume > size for w in data.workloads):
             raise ValueError(_DATA_PATH_RULES[2][1])
         if self.repeat != 1:
@@ -642,6 +688,26 @@ class BenchmarkRunSpec(_Model):
         if self.database is not None and self.repeat != 1:
             raise ValueError(_DATABASE_RULES[0][1])
         return self
+
+    @model_validator(mode="after")
+    def _expand_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        listed = self.steps is not None and StepName.EXPAND_VOLUME in self.steps
+        if self.steps is not None and listed != (self.expand is not None):
+            raise ValueError(_EXPAND_RULES[2][1])
+        if self.expand is None:
+            return self
+        new = v.parse_quantity(self.expand.new_size(self.size))
+        if new <= v.parse_quantity(self.size):
+            raise ValueError(_EXPAND_RULES[0][1])
+        if new > v.parse_quantity(v.SIZE_MAX):
+            raise ValueError(_EXPAND_RULES[1][1])
+        return self
+
+    @property
+    def volume_size(self) -> str:
+        """The size of the run's volumes after the steps that change it (expandVolume): what clones request."""
+        return self.expand.new_size(self.size) if self.expand is not None else self.size
 
     @field_validator("targetNamespace")
     @classmethod
@@ -674,6 +740,15 @@ class Latency(_Model):
     mean: float = Field(..., description="Arithmetic mean.")
 
 
+class StepPhase(_Model):
+    """One part of a step's per-object latency, where the watch events tell the parts apart (expandVolume: the
+    controller's half, to the claim's FileSystemResizePending, then the node's)."""
+
+    name: str = Field(..., description="The part, e.g. controller or node.")
+    objects: int = Field(..., description="Succeeded objects that went through this part.")
+    latency: Latency | None = Field(None, description="Per-object latency of this part, in seconds.")
+
+
 class FailureReason(_Model):
     """One failure reason and how many objects it hit."""
 
@@ -697,6 +772,9 @@ class StepStatus(_Model):
     durationSeconds: float | None = Field(None, description="Clock time of the step, in seconds.")
     throughput: float | None = Field(None, description="Succeeded objects per second of step time.")
     latency: Latency | None = Field(None, description="Per-object latency percentiles, in seconds.")
+    phases: list[StepPhase] = Field(default_factory=list, max_length=4,
+                                    description="The parts of the per-object latency, where events tell them apart "
+                                                "(expandVolume: controller, then node).")
     failureReasons: list[FailureReason] = Field(default_factory=list,
                                                 description=f"Top {MAX_FAILURE_REASONS} failure reasons.")
     note: str | None = Field(None, description="How to read this step's numbers, e.g. WaitForFirstConsumer.")

@@ -10,8 +10,9 @@ keeps its name in reports (``title_and_unit``).
 
 Requests per object are the writes each component makes per object at least (external-provisioner: the PV and
 two events; external-attacher: finalizers and the VolumeAttachment status; the controller-manager's PV binder:
-claim and PV, each object and status); the snapshot-controller's were measured on the local cluster (v8.7.0: 200
-snapshots took 358 s at qps 5, about 9 requests each; deletions about 4).
+claim and PV, each object and status; external-resizer v2.3.0: the claim's status when it starts, its event,
+the PV's capacity, the claim's status when it ends, its event); the snapshot-controller's were measured on the
+local cluster (v8.7.0: 200 snapshots took 358 s at qps 5, about 9 requests each; deletions about 4).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class StepName(StrEnum):
 
     CREATE_VOLUME = "createVolume"
     PUBLISH = "publish"
+    EXPAND_VOLUME = "expandVolume"  # spec.expand: online while publish's pods mount the volumes, else offline
     UNPUBLISH = "unpublish"
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
@@ -41,6 +43,7 @@ WFFC = "WaitForFirstConsumer"
 PROVISIONER = "csi-provisioner"
 ATTACHER = "csi-attacher"
 SNAPSHOTTER = "csi-snapshotter"
+RESIZER = "csi-resizer"
 SNAPSHOT_CONTROLLER = "snapshot-controller"
 CONTROLLER_MANAGER = "kube-controller-manager"
 
@@ -66,6 +69,10 @@ _FACTS = (
     StepFacts(StepName.PUBLISH, "Publish (Attach)", "pod", requires=StepName.CREATE_VOLUME,
               requests_per_object={ATTACHER: 3, CONTROLLER_MANAGER: 1},
               note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
+    StepFacts(StepName.EXPAND_VOLUME, "Expand Volume", "vol", requires=StepName.CREATE_VOLUME,
+              requests_per_object={RESIZER: 5},
+              timeout_note="Timeout of expandVolume (every claim at its new capacity, the node's half included), "
+                           "in seconds."),
     StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
               requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
     StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True,

@@ -16,14 +16,14 @@ from __future__ import annotations
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
-from csibench.engine.actions import CREATE, DELETE, MEASURE
+from csibench.engine.actions import CREATE, DELETE, MEASURE, Patch
 from csibench.engine.database import script
 from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT
-from csibench.engine.step import Companion, Manifest, StepContext, StepSpec
+from csibench.engine.step import Companion, Manifest, Phases, StepContext, StepSpec
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
 
@@ -83,7 +83,19 @@ def _snapshot(context: StepContext, index: int) -> Manifest:
 
 def _clone(context: StepContext, index: int) -> Manifest:
     return manifests.build_clone_pvc(context.names.clone(index), context.names.snapshot(index), context.spec,
-                                     context.labels)
+                                     context.labels)  # of spec.volume_size: the snapshot's size after expansion
+
+
+def _expansion(context: StepContext, index: int) -> Manifest:
+    """Claim i's request raised to the new size, with the size asked for as an annotation (an event that carries
+    it is one after this PATCH: the judge reads nothing older)."""
+    return manifests.build_expansion(context.spec.volume_size)
+
+
+def _expansion_note(context: StepContext) -> str:
+    if StepName.PUBLISH in context.trackers:
+        return "online: the publish step's pods mount the volumes while they grow"
+    return "offline: no pod mounts the volumes while they grow (the node's half, if any, comes at the next mount)"
 
 
 def _data_pod(context: StepContext, index: int) -> Manifest:
@@ -155,6 +167,13 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              object_name=Names.pod, count=_pods, judge=judges.pod_ready, skip=skip_pods_missing_a_volume,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
              manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
+    StepSpec(facts=facts_of(StepName.EXPAND_VOLUME), kind=CLAIM, resource=r.PVCS, action=Patch(_expansion),
+             object_name=Names.volume, count=_volumes, judge=judges.claim_expanded,
+             skip=skip_if_prerequisite_failed,
+             terminal_warnings=frozenset({"VolumeResizeFailed", "FileSystemResizeFailed"}),
+             gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME, holders=StepName.PUBLISH,
+             enabled=lambda spec: spec.expand is not None, note=_expansion_note,
+             phases=Phases("controller", "node", judges.claim_node_resize_pending)),
     StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.pod, count=_pods, judge=judges.pod_gone_and_detached, skip=skip_never_seen,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),

@@ -57,19 +57,22 @@ class StepRunner:
         self.recorder = recorder
         self.observed = observed
         self.requests = OwnedRequests(client, context.scope, observed)
-        self._current: tuple[str, StepTracker, Judge] | None = None  # (kind, tracker, judge) of the live batch
+        # (kind, tracker, judge, where an object's first phase ends) of the live batch
+        self._current: tuple[str, StepTracker, Judge, Callable[[str], bool] | None] | None = None
         self._progress_of: StepTracker | None = None  # the step whose progress status shows
 
     def on_change(self, keys: list[Key], at: float) -> None:
         if self._current is None:
             return
-        kind_wanted, tracker, judge = self._current
+        kind_wanted, tracker, judge, midpoint = self._current
         for kind, name in keys:
             if kind != kind_wanted or name in tracker.outcomes:
                 continue
             submitted = tracker.submitted.get(name)
             if submitted is None:
                 continue
+            if midpoint is not None and name not in tracker.midpoints and midpoint(name):
+                tracker.mark_midpoint(name, at)
             verdict = judge(name, submitted)
             if verdict is not None:
                 tracker.record(name, verdict, at)
@@ -98,6 +101,8 @@ class StepRunner:
         judge = step.judge_in(step_context)
         submit = step.action.submitter(self.requests, step, step_context, tracker)
         tracker.note = step.note_in(step_context)
+        tracker.phase_names = (step.phases.first, step.phases.second) if step.phases is not None else None
+        midpoint = step.phases.reached(self.observed) if step.phases is not None else None
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
         recorder.status.progress = f"0/{len(tracker.active)}"
@@ -114,7 +119,7 @@ class StepRunner:
                 await step.measure(self, step, tracker, step_context)
             else:
                 await self._batch(step.kind, tracker, judge, submit,
-                                  float(context.spec.timeouts.for_step(step.name)))
+                                  float(context.spec.timeouts.for_step(step.name)), midpoint)
         finally:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
@@ -166,9 +171,10 @@ class StepRunner:
             log.warning("progress update failed: %s", error)
 
     async def _batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
-                     timeout: float) -> None:
-        """Start the tracker's clock, submit every active object, wait for each one's terminal state."""
-        self._current = (kind, tracker, judge)
+                     timeout: float, midpoint: Callable[[str], bool] | None = None) -> None:
+        """Start the tracker's clock, submit every active object, wait for each one's terminal state (and note
+        when each passes ``midpoint``, for a step whose latency has two parts)."""
+        self._current = (kind, tracker, judge, midpoint)
         tracker.start()
         submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
         progress = asyncio.create_task(self._report_progress())
@@ -186,8 +192,10 @@ class StepRunner:
 
     async def restore(self, step: StepSpec) -> None:
         """Bring back the state ``step`` started from, untimed: delete what exists of its objects and wait until
-        they and what depends on them are gone; for a deletion step, create again what the step that created
-        them had created, and wait for that step's terminal state. Raises RunAborted if that cannot be done."""
+        they and what depends on them are gone; for a deletion step (or a step that changed them, which cannot be
+        undone in place: an expansion), create again what the step that created them had created, and wait for
+        that step's terminal state. What holds the objects (``holders``: the publish pods that mount the claims)
+        is deleted before and created again after. Raises RunAborted if that cannot be done."""
         context, tracker = self.context, self.context.trackers[step.name]
         step_context = context.step_context(self.observed)
         timeout = float(context.spec.timeouts.for_step(step.name))
@@ -209,11 +217,22 @@ class StepRunner:
                 settling.mark_submitted(name)
             # One that never settles is deleted at the timeout all the same: cleanup reclaims what it leaves.
             await self._batch(step.kind, settling, step.settled(self.observed, frozenset()), watch_only, timeout)
+        batches: list[StepTracker] = []
+        restored: list[str] = []
+        holders = catalog_step(step.holders) if step.holders in context.trackers else None
+        if holders is not None and holders.gone is not None:  # what holds the step's objects goes first
+            held = self.observed.uids_of(holders.kind)
+            release = StepTracker(f"{step.name}-restore-{holders.name}",
+                                  [n for n in holders.objects(context.spec, context.names) if n in held])
+            await self._batch(holders.kind, release, holders.gone(self.observed, frozenset()),
+                              self.requests.deleting(holders.kind, holders.resource, release), timeout)
+            batches.append(release)
+            restored.append(f"deleted {len(release.objects)} {holders.kind}s of {holders.name}")
         removal = StepTracker(f"{step.name}-restore", present)
         await self._batch(step.kind, removal, step.gone(self.observed, frozenset()),
                           self.requests.deleting(step.kind, step.resource, removal), timeout)
-        batches = [removal]
-        restored = [f"deleted {len(removal.objects)} {step.kind}s"]
+        batches.append(removal)
+        restored.append(f"deleted {len(removal.objects)} {step.kind}s")
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
             companion = step.companion
             names = [companion.object_name(context.names, 0)]
@@ -233,6 +252,13 @@ class StepRunner:
             restored.append(f"created {len(again.objects)} again")
             # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
             tracker.restore_skipped = set(removal.objects) - set(again.objects)
+        if holders is not None:  # ... and comes back last, as its step had made it
+            made = context.trackers[holders.name]
+            hold = StepTracker(f"{step.name}-rehold", [n for n, o in made.outcomes.items() if o.ok])
+            await self._batch(holders.kind, hold, holders.judge_in(step_context),
+                              holders.action.submitter(self.requests, holders, step_context, hold), timeout)
+            batches.append(hold)
+            restored.append(f"created {len(hold.objects)} {holders.kind}s of {holders.name} again")
         failed = [(name, o) for batch in batches for name, o in batch.outcomes.items() if not o.ok]
         if failed:
             name, outcome = failed[0]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from csibench.api.validation import parse_quantity
 from csibench.engine.observed import CLAIM, POD, SNAPSHOT, ClaimState, Key, Observed, SnapshotState
 
 
@@ -85,6 +86,47 @@ def claim_bound(observed: Observed, terminal: frozenset[str]) -> Judge:
     return _ready_with(observed, terminal, CLAIM, observed.claims.get, lambda claim: claim.phase == "Bound",
                        lambda claim: Verdict(False, "ClaimLost", "the claim's volume was lost")
                        if claim.phase == "Lost" else None)
+
+
+# allocatedResourceStatuses that end an expansion (RecoverVolumeExpansionFailure): the storage or the node said the
+# new size cannot be had; the others (ControllerResizeInProgress, NodeResizePending, ...) are on the way.
+RESIZE_INFEASIBLE = frozenset({"ControllerResizeInfeasible", "NodeResizeInfeasible"})
+# Where the controller's half of an expansion has ended and the node's begins (the resizer's marks).
+NODE_RESIZE_PENDING = frozenset({"NodeResizePending", "NodeResizeInProgress", "NodeResizeFailed"})
+
+
+def _at_least(capacity: str | None, request: str | None) -> bool:
+    if not capacity or not request:
+        return False
+    try:
+        return parse_quantity(capacity) >= parse_quantity(request)
+    except ValueError:
+        return False
+
+
+def claim_expanded(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Done when an event after the run's PATCH (it carries the PATCH's annotation, which holds the size asked for)
+    says the capacity reached that size and no resize condition or allocated resource status is left; failed on
+    an infeasible resize, a terminal Warning (VolumeResizeFailed, FileSystemResizeFailed) or the claim's
+    deletion."""
+    def grown(claim: ClaimState) -> bool:
+        return claim.expand_to is not None and not claim.resizing and claim.resize_status is None \
+            and _at_least(claim.capacity, claim.expand_to)
+    return _ready_with(observed, terminal, CLAIM, observed.claims.get, grown,
+                       lambda claim: Verdict(False, claim.resize_status, f"allocatedResourceStatuses says "
+                                             f"{claim.resize_status}") if claim.resize_status in RESIZE_INFEASIBLE
+                       else None)
+
+
+def claim_node_resize_pending(observed: Observed) -> Callable[[str], bool]:
+    """The controller's half of a claim's expansion is over and the node's has begun: the resizer marked the claim
+    FileSystemResizePending (or its allocated resource status NodeResize*). A volume without a node half (a raw
+    block volume, a driver that needs none) never passes here: its controller half is all of it."""
+    def pending(name: str) -> bool:
+        claim = observed.claims.get(name)
+        return claim is not None and claim.exists and claim.expand_to is not None and (
+            "FileSystemResizePending" in claim.resizing or claim.resize_status in NODE_RESIZE_PENDING)
+    return pending
 
 
 def claim_seen(observed: Observed, terminal: frozenset[str]) -> Judge:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Resources, Toleration
+from csibench.engine.kinds.claim import EXPAND_TO
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
@@ -44,10 +45,18 @@ def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: s
 
 
 def build_clone_pvc(name: str, snapshot: str, spec: BenchmarkRunSpec, labels: dict[str, str]) -> Manifest:
+    """A claim restored from ``snapshot``, of the volumes' size after the run's expansion (a snapshot of an expanded
+    volume cannot be restored into a smaller claim)."""
     claim = _claim_spec(spec)
+    claim["resources"] = {"requests": {"storage": spec.volume_size}}
     claim["dataSource"] = {"apiGroup": SNAPSHOT_API_GROUP, "kind": "VolumeSnapshot", "name": snapshot}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "labels": labels},
             "spec": claim}
+
+
+def build_expansion(size: str) -> Manifest:
+    """The merge patch that raises a claim's request to ``size`` and says so in the run's annotation."""
+    return {"metadata": {"annotations": {EXPAND_TO: size}}, "spec": {"resources": {"requests": {"storage": size}}}}
 
 
 def build_snapshot(name: str, claim: str, snapshot_class: str, labels: dict[str, str]) -> Manifest:

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment, Machinery, PreflightMode
-from csibench.api.steps import WFFC
+from csibench.api.steps import WFFC, StepName
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.context import RunContext, RunRef, scope_of
@@ -50,6 +50,8 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
     unfit = files_that_do_not_fit(spec, storage_class.get("parameters") or {})
     if unfit is not None:
         raise PlanError(ConditionReason.DATA_PATH_DOES_NOT_FIT, unfit)
+    if any(step.name == StepName.EXPAND_VOLUME for step in plan):
+        _check_expansion(spec, storage_class, binding_mode, [step.name for step in plan])
     if any(step.needs_snapshot_class for step in plan):
         await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
@@ -78,6 +80,18 @@ async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
         log.warning("preflight discovery failed: %s", error)
         return Preflight(Machinery(visible=False, driver=storage_class.get("provisioner"),
                                    note=f"discovery failed: {error}"))
+
+
+def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], binding_mode: str,
+                     steps: list[str]) -> None:
+    """An expansion the class refuses fails here, not as a batch of claims the API server refuses one by one."""
+    if storage_class.get("allowVolumeExpansion") is not True:
+        raise PlanError(ConditionReason.EXPANSION_NOT_ALLOWED, f"StorageClass {spec.storageClassName!r} does not set "
+                        "allowVolumeExpansion: true, so the API server refuses to raise a claim's request; expand "
+                        "needs a class that allows it")
+    if binding_mode == WFFC and StepName.PUBLISH not in steps:
+        raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
+                        "are only provisioned when a pod uses them, so expandVolume needs the publish step")
 
 
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, binding_mode: str, steps: list[str]) -> None:

@@ -87,6 +87,18 @@ class Companion:
 SkipRule = Callable[["StepSpec", StepContext], set[str]]
 Measure = Callable[[Any, "StepSpec", StepTracker, StepContext], Awaitable[None]]
 JudgeFactory = Callable[[Observed, frozenset[str]], judges.Judge]
+Midpoint = Callable[[Observed], Callable[[str], bool]]
+
+
+@dataclass(frozen=True)
+class Phases:
+    """A step whose per-object latency has two parts the watch events tell apart: ``reached(observed)(name)`` is
+    true once the first part of that object is over (first seen on a watch event, timed on its arrival). An object
+    done without passing there spent all of its time in the first part."""
+
+    first: str  # e.g. "controller"
+    second: str  # e.g. "node"
+    reached: Midpoint
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,9 @@ class StepSpec:
     enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
     companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
     results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
+    phases: Phases | None = None  # the two parts of its per-object latency, where events tell them apart
+    holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
+    note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
 
     @property
     def name(self) -> str:
@@ -132,4 +147,6 @@ class StepSpec:
         return factory(context.observed, self.terminal_warnings)
 
     def note_in(self, context: StepContext) -> str | None:
-        return self.facts.note_wffc if context.wffc else None
+        notes = [self.note(context) if self.note is not None else None,
+                 self.facts.note_wffc if context.wffc else None]
+        return "; ".join(n for n in notes if n) or None

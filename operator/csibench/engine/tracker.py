@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepState, StepStatus
+from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepPhase, StepState, StepStatus
 from csibench.api.text import shorten
 from csibench.engine.judges import Verdict
 from csibench.engine.timing import Anchor, rfc3339, summarize
@@ -37,6 +37,8 @@ class StepTracker:
     note: str | None = None
     submitted: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    midpoints: dict[str, float] = field(default_factory=dict)  # when an object's first phase ended (see phases)
+    phase_names: tuple[str, str] | None = None  # a step whose latency has two parts: their names
     started: float | None = None
     anchor: Anchor | None = None
     stopped: float | None = None
@@ -70,6 +72,27 @@ class StepTracker:
 
     def mark_submitted(self, name: str, at: float | None = None) -> None:
         self.submitted.setdefault(name, at if at is not None else time.monotonic())
+
+    def mark_midpoint(self, name: str, at: float) -> None:
+        """The first part of the object's latency ended at ``at`` (the first event that said so)."""
+        if name in self.submitted and name not in self.outcomes:
+            self.midpoints.setdefault(name, max(at, self.submitted[name]))
+
+    def phases(self) -> list[StepPhase]:
+        """The two parts of the succeeded objects' latency: the first to the midpoint (or to done, for an object
+        that never passed one), the second from the midpoint to done."""
+        if self.phase_names is None:
+            return []
+        first, second = [], []
+        for name, outcome in self.outcomes.items():
+            if not outcome.ok:
+                continue
+            middle = self.midpoints.get(name)
+            first.append((middle if middle is not None else outcome.at) - self.submitted[name])
+            if middle is not None:
+                second.append(outcome.at - middle)
+        return [StepPhase(name=self.phase_names[0], objects=len(first), latency=summarize(first)),
+                StepPhase(name=self.phase_names[1], objects=len(second), latency=summarize(second))]
 
     def record(self, name: str, verdict: Verdict, at: float) -> None:
         if name in self.outcomes or name not in self.submitted:
@@ -187,6 +210,7 @@ class StepTracker:
             durationSeconds=round(duration, 3) if duration is not None else None,
             throughput=round(succeeded / duration, 3) if finished and duration else None,
             latency=summarize(self.latencies()) if finished else None,
+            phases=self.phases() if finished else [],
             failureReasons=self.failure_reasons(),
             note=self.note,
             attempts=self.attempt if self.announced or self.started is not None else None,

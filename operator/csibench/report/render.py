@@ -41,6 +41,17 @@ def step_row(step: dict[str, Any]) -> list[str]:
             _seconds(latency.get("p99")), _seconds(latency.get("max")), objects, step.get("state", "")]
 
 
+def phase_rows(step: dict[str, Any]) -> list[list[str]]:
+    """The parts of a step's per-object latency, under its row (expandVolume: '  └ controller', '  └ node'), with
+    how many objects went through each; a part no object went through says so."""
+    rows = []
+    for phase in step.get("phases") or []:
+        latency = phase.get("latency") or {}
+        rows.append([f"  └ {phase['name']}", "", _seconds(latency.get("p50")), _seconds(latency.get("p90")),
+                     _seconds(latency.get("p99")), _seconds(latency.get("max")), str(phase.get("objects", 0)), ""])
+    return rows
+
+
 HEADERS = ["Operation", "Time · throughput", "p50 s", "p90 s", "p99 s", "max s", "Objects", "State"]
 REPEATED_HEADERS = ["Operation", "Time median (min-max) · throughput", "p50 s", "p90 s", "p99 s", "max s",
                     "Iterations", "State"]
@@ -90,7 +101,7 @@ def _rows(run: dict[str, Any]) -> list[list[str]]:
         medians = sum((a.get("durationSeconds") or {}).get("median", 0.0) for a in status.get("aggregates") or [])
         rows.append(["Sum of step times (medians)", human_duration(medians), "", "", "", "", "", ""])
         return rows
-    rows = [step_row(s) for s in status.get("steps", [])]
+    rows = [row for s in status.get("steps", []) for row in [step_row(s), *phase_rows(s)]]
     total = status.get("totalStepSeconds")
     rows.append(["Sum of step times", "-" if total is None else human_duration(total), "", "", "", "", "", ""])
     return rows

@@ -74,7 +74,7 @@ def files_that_do_not_fit(spec: BenchmarkRunSpec, parameters: Mapping[str, str])
     data, fstype = spec.dataPath, fstype_of(parameters)
     if data is None or fstype is None:
         return None
-    size = size_bytes(spec.size)
+    size = size_bytes(spec.volume_size)  # after the run's expansion, which comes before the data path
     room = room_for_files(size)
     sizes = {workload.name: size_bytes(data.file_size(workload)) for workload in data.workloads}
     largest = max(sizes.values())
@@ -85,7 +85,7 @@ def files_that_do_not_fit(spec: BenchmarkRunSpec, parameters: Mapping[str, str])
         "workload " + ", ".join(name for name, size in sizes.items() if size == largest)
     share, extra = filesystem_reserve(size)
     return (f"dataPath: jobsPerVolume x fileSize ({data.jobsPerVolume} x {_mebibytes(largest)} = "
-            f"{_mebibytes(files)}, {which}) does not fit volumes of {spec.size} formatted {fstype}: the "
+            f"{_mebibytes(files)}, {which}) does not fit volumes of {spec.volume_size} formatted {fstype}: the "
             f"filesystem's own metadata takes room (measured for ext4: 8-33% of volumes under 512Mi, 3-5% above), "
             f"so the run leaves it {share:.0%} of the volume plus {_mebibytes(extra)}; at most {_mebibytes(room)} "
             "of files fit: raise size or lower fileSize or jobsPerVolume")

@@ -1,5 +1,7 @@
-"""A claim the run created (a volume, a clone, the database's claim): its phase, the volume bound to it and the
-capacity its status reports (what an expansion waits for)."""
+"""A claim the run created (a volume, a clone, the database's claim): its phase, the volume bound to it, and what an
+expansion waits for: the capacity its status reports, the size the run asked for (the
+``csibench.io/expand-to`` annotation its PATCH sets with the request, so an event that carries it is one after the
+PATCH) and the resize still under way (the resize conditions and ``allocatedResourceStatuses``)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,17 @@ from typing import Any
 from csibench.engine.kinds.fields import Field, one, signature_of
 
 CLAIM = "claim"
+EXPAND_TO = "csibench.io/expand-to"
 _PHASE = re.compile(rb'"phase":"([A-Za-z]*)"')
 _VOLUME_NAME = re.compile(rb'"volumeName":"([^"]*)"')
 _CAPACITY = re.compile(rb'"capacity":\{"storage":"([^"]*)"')
+_EXPAND_TO = re.compile(rb'"' + re.escape(EXPAND_TO.encode()) + rb'":"([^"]*)"')
+_CONDITIONS = re.compile(rb'"conditions":\[([^\]]*)\]')
+_ALLOCATED = re.compile(rb'"allocatedResourceStatuses":\{([^}]*)\}')
 
-FIELDS = (Field("phase", one(_PHASE)), Field("volume", one(_VOLUME_NAME)), Field("capacity", one(_CAPACITY)))
+FIELDS = (Field("phase", one(_PHASE)), Field("volume", one(_VOLUME_NAME)), Field("capacity", one(_CAPACITY)),
+          Field("expand_to", one(_EXPAND_TO)),
+          Field("resizing", one(_CONDITIONS)), Field("resize_status", one(_ALLOCATED)))
 SIGNATURE = signature_of(FIELDS)
 
 
@@ -24,6 +32,9 @@ class ClaimState:
     phase: str = "Pending"
     volume: str | None = None
     capacity: str | None = None  # status.capacity.storage, as the API server writes it ("1Gi")
+    expand_to: str | None = None  # the size the run's expansion PATCH asked for (its annotation)
+    resizing: tuple[str, ...] = ()  # types of the resize conditions on it (Resizing, FileSystemResizePending, ...)
+    resize_status: str | None = None  # allocatedResourceStatuses.storage (NodeResizePending, ...), while one is set
     exists: bool = True
     gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
@@ -31,6 +42,11 @@ class ClaimState:
 def update(state: ClaimState, obj: dict[str, Any]) -> None:
     """The fields, from the object as one event carries it (a volume once bound stays named)."""
     status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
     state.phase = status.get("phase", "Pending")
-    state.volume = (obj.get("spec") or {}).get("volumeName") or state.volume
+    state.volume = spec.get("volumeName") or state.volume
     state.capacity = (status.get("capacity") or {}).get("storage")
+    state.expand_to = ((obj.get("metadata") or {}).get("annotations") or {}).get(EXPAND_TO)
+    state.resizing = tuple(str(c.get("type")) for c in status.get("conditions") or []
+                           if "Resiz" in str(c.get("type")) and c.get("status", "True") == "True")
+    state.resize_status = (status.get("allocatedResourceStatuses") or {}).get("storage")

@@ -1,0 +1,82 @@
+"""The expandVolume step through the operator on the local cluster: the real external-resizer grows each claim
+(ControllerExpandVolume on the simulated array) and, for the ext4 class, the simulated kubelet grows the filesystem
+(NodeExpandVolume), online while the publish step's pods mount the volumes where the host allows it. The data
+path after it writes files larger than the original volume, which only fit once the filesystem has grown."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from localcluster import manifests
+from localcluster.kube import Kube
+from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import (
+    assert_failed_without_objects,
+    benchmark_run,
+    create_run,
+    run_to_end,
+    step,
+    wait_until_nothing_left,
+)
+from tests.support.cluster import cli
+
+
+def test_online_expansion_of_ext4_volumes_then_files_larger_than_the_old_size_fit(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
+    """2 volumes of 64Mi grown to 192Mi while the publish step's pods hold them, both halves timed; then fio lays
+    out a 72Mi file on each, which fits only in the grown filesystem. (The publish pods' pause containers do not
+    mount the image, so the node's resize2fs needs no CAP_SYS_RESOURCE here; test_expansion.py grows one that a
+    running container has mounted.)"""
+    workloads = [{"name": "seqWrite", "pattern": "write", "blockSize": "64Ki"}]
+    body = benchmark_run("grow", storageClassName=FILESYSTEM_STORAGE_CLASS, volumes=2, size="64Mi",
+                         expand={"to": "192Mi"},
+                         steps=["createVolume", "publish", "expandVolume", "unpublish", "dataPath", "deleteVolume"],
+                         dataPath={"fileSize": "72Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
+                                   "workloads": workloads})
+    run = run_to_end(kube, namespace, body, timeout=300)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
+    grow = step(run, "expandVolume")
+    assert grow["note"].startswith("online") and grow["succeeded"] == 2, grow
+    controller, node = grow["phases"]
+    assert (controller["name"], controller["objects"], node["name"], node["objects"]) == (
+        "controller", 2, "node", 2), grow
+    assert node["latency"]["p50"] > 0 and controller["latency"]["p50"] > 0
+    assert controller["latency"]["max"] + node["latency"]["max"] >= grow["latency"]["p50"]
+    (row,) = status["dataPath"]
+    assert row["state"] == "Succeeded" and row["writeMiBps"] > 0, row  # a 72Mi file in each: the fs has grown
+    table = cli(cluster, "report", "grow", "-n", namespace)
+    assert "└ controller" in table and "└ node" in table, table
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+
+
+def test_an_array_failing_expansions_fails_each_claim_with_the_resizers_warning(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess, storage_class: Any) -> None:
+    """Offline (no publish step) on a class whose volumes have no filesystem: the controller's half is all of it,
+    and every ControllerExpandVolume fails on the array, which the resizer says in a VolumeResizeFailed Warning."""
+    array = storage_class(failureRate="1", failureOperations="expandVolume")
+    body = benchmark_run("nogrow", storageClassName=array, volumes=3, size="64Mi", expand={"by": "64Mi"},
+                         steps=["createVolume", "expandVolume", "deleteVolume"], timeouts={"expandVolume": 60})
+    run = run_to_end(kube, namespace, body)
+    grow = step(run, "expandVolume")
+    assert grow["note"].startswith("offline") and (grow["state"], grow["failed"]) == ("Failed", 3), grow
+    (reason,) = grow["failureReasons"]
+    assert reason["reason"] == "VolumeResizeFailed" and "Internal" in reason["message"], reason
+    assert run["status"]["conditions"][0]["reason"] == "ObjectsFailed"
+    expansions = [line for line in map(json.loads, cluster.config.ground_truth.read_text().splitlines())
+                  if line["op"] == "expandVolume" and line["storageClass"] == array]
+    assert expansions and {line["result"] for line in expansions} == {"error"}  # the array said no, every time
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+
+
+def test_a_class_without_allow_volume_expansion_fails_before_anything_is_created(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    name = "csibench-fixed-size"
+    kube.storage.create_storage_class(manifests.storage_class(name, allow_expansion=False))  # type: ignore[arg-type]  # the client validates a dict body
+    try:
+        create_run(kube, namespace, benchmark_run("fixed", storageClassName=name, volumes=2, expand={"to": "2Gi"}))
+        assert_failed_without_objects(kube, namespace, "fixed", "ExpansionNotAllowed", "allowVolumeExpansion: true")
+    finally:
+        kube.storage.delete_storage_class(name)
