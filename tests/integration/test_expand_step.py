@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
+
 from localcluster import manifests
 from localcluster.kube import Kube
-from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, LocalCluster
+from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     assert_failed_without_objects,
@@ -23,31 +25,27 @@ from localcluster.runs import (
 from tests.support.cluster import cli
 
 
-def test_online_expansion_of_ext4_volumes_then_files_larger_than_the_old_size_fit(
+def test_the_expand_example_grows_ext4_volumes_online_then_files_larger_than_the_old_size_fit(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
-    """2 volumes of 64Mi grown to 192Mi while the publish step's pods hold them, both halves timed; then fio lays
-    out a 72Mi file on each, which fits only in the grown filesystem. (The publish pods' pause containers do not
-    mount the image, so the node's resize2fs needs no CAP_SYS_RESOURCE here; test_expansion.py grows one that a
-    running container has mounted.)"""
-    workloads = [{"name": "seqWrite", "pattern": "write", "blockSize": "64Ki"}]
-    body = benchmark_run("grow", storageClassName=FILESYSTEM_STORAGE_CLASS, volumes=2, size="64Mi",
-                         expand={"to": "192Mi"},
-                         steps=["createVolume", "publish", "expandVolume", "unpublish", "dataPath", "deleteVolume"],
-                         dataPath={"fileSize": "72Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
-                                   "workloads": workloads})
+    """examples/expand.yaml as it is: 4 volumes of 64Mi grown to 192Mi while the publish step's pods hold them,
+    both halves timed; then fio lays out a 72Mi file on each, which fits only in the grown filesystem. (The publish
+    pods' pause containers do not mount the image, so the node's resize2fs needs no CAP_SYS_RESOURCE here;
+    test_expansion.py grows one that a running container has mounted.)"""
+    body = yaml.safe_load((REPO_ROOT / "examples" / "expand.yaml").read_text())
+    assert body["spec"]["storageClassName"] == FILESYSTEM_STORAGE_CLASS
     run = run_to_end(kube, namespace, body, timeout=300)
     status = run["status"]
     assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
     grow = step(run, "expandVolume")
-    assert grow["note"].startswith("online") and grow["succeeded"] == 2, grow
+    assert grow["note"].startswith("online") and grow["succeeded"] == 4, grow
     controller, node = grow["phases"]
     assert (controller["name"], controller["objects"], node["name"], node["objects"]) == (
-        "controller", 2, "node", 2), grow
+        "controller", 4, "node", 4), grow
     assert node["latency"]["p50"] > 0 and controller["latency"]["p50"] > 0
     assert controller["latency"]["max"] + node["latency"]["max"] >= grow["latency"]["p50"]
     (row,) = status["dataPath"]
-    assert row["state"] == "Succeeded" and row["writeMiBps"] > 0, row  # a 72Mi file in each: the fs has grown
-    table = cli(cluster, "report", "grow", "-n", namespace)
+    assert row["state"] == "Succeeded" and row["volumes"] == 4 and row["writeMiBps"] > 0, row  # 72Mi files fit
+    table = cli(cluster, "report", "expand", "-n", namespace)
     assert "└ controller" in table and "└ node" in table, table
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")
 

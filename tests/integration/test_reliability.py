@@ -39,8 +39,8 @@ from localcluster.runs import (
 
 pytestmark = pytest.mark.integration
 SOURCE_PROTECTION = "snapshot.storage.kubernetes.io/pvc-as-source-protection"  # the snapshot-controller's
-ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
-             "deleteSnapshot", "deleteVolume"]
+ALL_STEPS = ["createVolume", "publish", "expandVolume", "unpublish", "createSnapshot", "cloneFromSnapshot",
+             "deleteClone", "deleteSnapshot", "deleteVolume"]
 
 
 
@@ -60,7 +60,7 @@ VOLUMES, PER_POD = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "40")), 4
 CONCURRENCY = 2
 LATENCY = 2.5 * CONCURRENCY / VOLUMES
 STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
-CLAIM_STEPS = {"createVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
+CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
 
 
 def _progress(status: dict[str, Any]) -> int:
@@ -73,9 +73,10 @@ def _progress(status: dict[str, Any]) -> int:
 def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
         seed: int) -> None:
-    """One run, killed inside each of its eight steps in turn, a seeded 0.2-1.5 s after the step showed Running
+    """One run, killed inside each of its nine steps in turn, a seeded 0.2-1.5 s after the step showed Running
     (every step takes at least 2.5 s on this array, so each kill lands inside it). Each restart must restore the
-    interrupted step and redo it in full, and the restores of earlier steps must not disturb later ones."""
+    interrupted step and redo it in full, and the restores of earlier steps must not disturb later ones. (The
+    expansion's restore makes the claims again at their first size, with the publish pods that hold them.)"""
     rng = random.Random(seed)
     delays = {target: rng.uniform(0.2, 1.5) for target in ALL_STEPS}
     array = storage_class(latency=f"{LATENCY * 1000:g}ms", concurrency=str(CONCURRENCY))
@@ -85,6 +86,7 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
     # 30 minutes a step and 10 for cleanup, said nothing before the test gave up).
     create_run(kube, namespace, benchmark_run(name, storageClassName=array, volumes=VOLUMES, pvcsPerPod=PER_POD,
                                               volumeSnapshotClassName="csibench-sim-snapclass",
+                                              size="1Gi", expand={"to": "2Gi"},
                                               timeouts={"default": 200, "cleanup": 120}))
 
     def running(target: str) -> bool:
@@ -111,7 +113,7 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
         raise stuck(error) from None
     status = run["status"]
     assert status["phase"] == "Succeeded", f"{describe_stuck_run(kube, namespace, name)}\n{operator.log()}"
-    assert [s["state"] for s in status["steps"]] == ["Succeeded"] * 8
+    assert [s["state"] for s in status["steps"]] == ["Succeeded"] * len(ALL_STEPS)
     for redone in status["steps"]:
         assert redone["attempts"] == 2 and "interrupted by an operator restart" in redone["restored"], redone
         # A full measurement, not the rest of the batch: every object again, and at least the array's own time.
@@ -124,6 +126,10 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
     steps = {s["name"]: s for s in status["steps"]}
     recreated = sum(steps[s].get("restoredObjects", 0) for s in CLAIM_STEPS)
     assert 2 * VOLUMES <= provisioned <= 2 * VOLUMES + recreated, (provisioned, recreated)
+    # Each claim grown once by the redo, after at most one growth each of the claims the restore deleted.
+    expansions = [line for line in map(json.loads, cluster.config.ground_truth.read_text().splitlines())
+                  if line["op"] == "expandVolume" and line["storageClass"] == array and line["result"] == "ok"]
+    assert VOLUMES <= len(expansions) <= 2 * VOLUMES, len(expansions)
     report = read_report(kube, run)
     assert [a["name"] for a in report["interruptedAttempts"]] == ALL_STEPS
     for target in ALL_STEPS:
