@@ -10,7 +10,14 @@ import pytest
 
 from csibench.api.models import BenchmarkRunSpec, Component, Machinery, PreflightMode, Severity, Toleration
 from csibench.kube.client import ApiError, Json
-from csibench.preflight.checks import RunShape, client_throttling, pacing_floor, run_checks
+from csibench.preflight.checks import (
+    RunShape,
+    client_throttling,
+    operation_timeout,
+    pacing_floor,
+    run_checks,
+    worker_threads,
+)
 from csibench.preflight.components import components_for, effective, kind_of
 from csibench.preflight.discovery import discover_machinery
 from csibench.preflight.flags import image_name_and_tag, parse_duration, parse_flags
@@ -156,6 +163,32 @@ def test_raised_limits_pass_and_a_step_the_component_is_not_on_is_not_checked() 
     assert client_throttling(snapshot_controller("100", "200"), shape(20), VISIBLE) is None
     assert client_throttling(snapshot_controller(), shape(200, steps=("createVolume", "deleteVolume")),
                              VISIBLE) is None
+
+
+def resizer(*args: str) -> Component:
+    (found,) = components_for([pod("csi-hostpathplugin-0", "default", container(
+        "csi-resizer", "registry.k8s.io/sig-storage/csi-resizer:v2.3.0", [f"--csi-address=/csi/{DRIVER}.sock",
+                                                                          *args]))], DRIVER)
+    return found
+
+
+def test_the_resizer_is_checked_by_its_own_flags_for_an_expansion() -> None:
+    expanding = shape(200, steps=("createVolume", "expandVolume", "deleteVolume"))
+    default = resizer()
+    throttled = client_throttling(default, expanding, VISIBLE)
+    assert throttled is not None and throttled.severity == Severity.WARNING
+    assert "200 volumes in expandVolume" in throttled.message and throttled.facts["requestsPerObject"] == "5"
+    workers = worker_threads(default, expanding, VISIBLE)
+    assert workers is not None and "Raise --workers" in workers.message and workers.facts["workers"] == "10"
+    timeout = operation_timeout(default, expanding, VISIBLE)
+    assert timeout is not None and "--resize-timeout=10s" in timeout.message  # its default, per ControllerExpand
+    # --timeout on the command line overrides --resize-timeout (external-resizer v2.3.0's resolveOperationTimeouts)
+    overridden = operation_timeout(resizer("--timeout=5m", "--resize-timeout=1s"), expanding, VISIBLE)
+    assert overridden is None
+    raised = resizer("--kube-api-qps=500", "--kube-api-burst=1000", "--workers=200", "--resize-timeout=2m")
+    assert [check(raised, expanding, VISIBLE) for check in (client_throttling, worker_threads,
+                                                            operation_timeout)] == [None, None, None]
+    assert client_throttling(default, shape(200, steps=("createVolume", "deleteVolume")), VISIBLE) is None
 
 
 def test_a_driver_without_attach_is_not_checked_for_the_attacher() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Component, Finding, Machinery, Severity, Toleration
 from csibench.api.steps import WFFC, requests_per_object_by_component
-from csibench.preflight.components import effective
+from csibench.preflight.components import call_timeout_flag, effective, worker_flag
 from csibench.preflight.flags import parse_duration
 
 WARNING_SECONDS = 5.0
@@ -124,29 +124,31 @@ def component_value(number: float) -> str:
 
 
 def worker_threads(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
-    workers = _number(effective(component, "worker-threads"))
+    flag = worker_flag(component)
+    workers = _number(effective(component, flag))
     steps = _steps_of(component, shape, machinery)
     if workers is None or not steps or component.kind == "kube-controller-manager" or shape.volumes <= workers:
         return None
     return Finding(check="WorkerThreads", severity=Severity.INFO, component=_where(component), message=(
         f"{component.kind} in {component.namespace} runs {int(workers)} worker threads for {shape.volumes} "
         f"objects per step ({', '.join(steps)}): at most {int(workers)} operations reach the storage at once, so "
-        f"an array that takes more concurrency is measured {int(workers)}-wide. Raise --worker-threads to "
+        f"an array that takes more concurrency is measured {int(workers)}-wide. Raise --{flag} to "
         f"compare arrays at the batch's concurrency"),
-        facts={"worker-threads": str(int(workers)), "objects": str(shape.volumes)})
+        facts={flag: str(int(workers)), "objects": str(shape.volumes)})
 
 
 def operation_timeout(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
-    text = effective(component, "timeout")
+    flag = call_timeout_flag(component)
+    text = effective(component, flag)
     seconds = parse_duration(text) if text else None
     if seconds is None or seconds >= SHORT_TIMEOUT_SECONDS or not _steps_of(component, shape, machinery):
         return None
     start = effective(component, "retry-interval-start") or "?"
     return Finding(check="OperationTimeout", severity=Severity.INFO, component=_where(component), message=(
-        f"{component.kind} in {component.namespace} gives each CSI call --timeout={text}: an operation slower "
+        f"{component.kind} in {component.namespace} gives each CSI call --{flag}={text}: an operation slower "
         f"than that is cancelled and retried (first after {start}, doubling), so on an array that can take "
-        f"longer the step measures retries. Raise --timeout above the array's slowest operation"),
-        facts={"timeout": text or "", "retry-interval-start": start})
+        f"longer the step measures retries. Raise --{flag} above the array's slowest operation"),
+        facts={flag: text or "", "retry-interval-start": start})
 
 
 def feature_gates(component: Component) -> Finding | None:
@@ -166,6 +168,8 @@ def _needed_kinds(shape: RunShape, machinery: Machinery) -> list[str]:
         needed.append("csi-attacher")
     if "createSnapshot" in shape.steps:
         needed += ["csi-snapshotter", "snapshot-controller"]
+    if "expandVolume" in shape.steps:
+        needed.append("csi-resizer")
     return needed
 
 

@@ -42,12 +42,16 @@ KINDS: Mapping[str, ComponentKind] = {kind.name: kind for kind in (
                   True),
     ComponentKind("csi-snapshotter", {**_CLIENT_DEFAULTS, "worker-threads": "10", "timeout": "1m",
                                       **_RETRY_DEFAULTS}, True),
-    ComponentKind("csi-resizer", {**_CLIENT_DEFAULTS, "workers": "10", "timeout": "10s"}, True),
+    # external-resizer v2.3.0: --workers; each ControllerExpandVolume gets --resize-timeout, unless --timeout is on
+    # the command line, which then overrides it (its own default is only how long to wait for the CSI socket).
+    ComponentKind("csi-resizer", {**_CLIENT_DEFAULTS, "workers": "10", "timeout": "10s", "resize-timeout": "10s",
+                                  **_RETRY_DEFAULTS}, True),
     ComponentKind("snapshot-controller", {**_CLIENT_DEFAULTS, "worker-threads": "10", **_RETRY_DEFAULTS}, False),
     # Kubernetes' controller-manager: the PV binder and the attach/detach controller share its client.
     ComponentKind("kube-controller-manager", {"kube-api-qps": "20", "kube-api-burst": "30"}, False),
 )}
-RESULT_FLAG_NAMES = frozenset(RESULT_FLAGS) | {"workers"}
+RESULT_FLAG_NAMES = frozenset(RESULT_FLAGS) | {"workers", "resize-timeout"}
+WORKER_FLAGS = {"csi-resizer": "workers"}  # the others: --worker-threads
 
 
 def kind_of(container: Mapping[str, Any]) -> str | None:
@@ -148,3 +152,16 @@ def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: b
 def effective(component: Component, flag: str) -> str | None:
     """The value the component runs with: as set, else its upstream default."""
     return component.flags.get(flag, component.defaults.get(flag))
+
+
+def worker_flag(component: Component) -> str:
+    """The flag that sets how many objects the component works on at once."""
+    return WORKER_FLAGS.get(component.kind, "worker-threads")
+
+
+def call_timeout_flag(component: Component) -> str:
+    """The flag whose value bounds each CSI call of the component: csi-resizer's --resize-timeout, unless its
+    --timeout is set on the command line (which then overrides it); every other sidecar's --timeout."""
+    if component.kind == "csi-resizer" and "timeout" not in component.flags:
+        return "resize-timeout"
+    return "timeout"
