@@ -27,7 +27,7 @@ from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.status import StatusRecorder
-from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.step import JudgeFactory, StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -221,44 +221,28 @@ class StepRunner:
         restored: list[str] = []
         holders = catalog_step(step.holders) if step.holders in context.trackers else None
         if holders is not None and holders.gone is not None:  # what holds the step's objects goes first
-            held = self.observed.uids_of(holders.kind)
-            release = StepTracker(f"{step.name}-restore-{holders.name}",
-                                  [n for n in holders.objects(context.spec, context.names) if n in held])
-            await self._batch(holders.kind, release, holders.gone(self.observed, frozenset()),
-                              self.requests.deleting(holders.kind, holders.resource, release), timeout)
-            batches.append(release)
-            restored.append(f"deleted {len(release.objects)} {holders.kind}s of {holders.name}")
-        removal = StepTracker(f"{step.name}-restore", present)
-        await self._batch(step.kind, removal, step.gone(self.observed, frozenset()),
-                          self.requests.deleting(step.kind, step.resource, removal), timeout)
+            batches.append(await self._remove(f"{step.name}-restore-{holders.name}", holders.kind, holders.resource,
+                                              holders.objects(context.spec, context.names), holders.gone, timeout))
+            restored.append(f"deleted {len(batches[-1].objects)} {holders.kind}s of {holders.name}")
+        removal = await self._remove(f"{step.name}-restore", step.kind, step.resource, objects, step.gone, timeout)
         batches.append(removal)
         restored.append(f"deleted {len(removal.objects)} {step.kind}s")
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
             companion = step.companion
-            names = [companion.object_name(context.names, 0)]
-            seen = self.observed.uids_of(companion.kind)
-            extra = StepTracker(f"{step.name}-restore-{companion.kind}", [n for n in names if n in seen])
-            await self._batch(companion.kind, extra, companion.gone(self.observed, frozenset()),
-                              self.requests.deleting(companion.kind, companion.resource, extra), timeout)
-            batches.append(extra)
-            restored.append(f"deleted {len(extra.objects)} {companion.kind}s")
+            batches.append(await self._remove(f"{step.name}-restore-{companion.kind}", companion.kind,
+                                              companion.resource, [companion.object_name(context.names, 0)],
+                                              companion.gone, timeout))
+            restored.append(f"deleted {len(batches[-1].objects)} {companion.kind}s")
         if step.recreated_by is not None:
-            creator = catalog_step(step.recreated_by)
-            made = context.trackers[creator.name]
-            again = StepTracker(f"{step.name}-recreate", [n for n, o in made.outcomes.items() if o.ok])
-            await self._batch(creator.kind, again, creator.judge_in(step_context),
-                              creator.action.submitter(self.requests, creator, step_context, again), timeout)
+            again = await self._make_again(f"{step.name}-recreate", catalog_step(step.recreated_by), step_context,
+                                           timeout)
             batches.append(again)
             restored.append(f"created {len(again.objects)} again")
             # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
             tracker.restore_skipped = set(removal.objects) - set(again.objects)
         if holders is not None:  # ... and comes back last, as its step had made it
-            made = context.trackers[holders.name]
-            hold = StepTracker(f"{step.name}-rehold", [n for n, o in made.outcomes.items() if o.ok])
-            await self._batch(holders.kind, hold, holders.judge_in(step_context),
-                              holders.action.submitter(self.requests, holders, step_context, hold), timeout)
-            batches.append(hold)
-            restored.append(f"created {len(hold.objects)} {holders.kind}s of {holders.name} again")
+            batches.append(await self._make_again(f"{step.name}-rehold", holders, step_context, timeout))
+            restored.append(f"created {len(batches[-1].objects)} {holders.kind}s of {holders.name} again")
         failed = [(name, o) for batch in batches for name, o in batch.outcomes.items() if not o.ok]
         if failed:
             name, outcome = failed[0]
@@ -269,6 +253,24 @@ class StepRunner:
                             f"starting state ({', '.join(restored)}) in {time.monotonic() - started:.1f}s, "
                             "not part of the step's time")
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
+
+    async def _remove(self, label: str, kind: str, resource: r.Resource, names: list[str],
+                      gone: JudgeFactory, timeout: float) -> StepTracker:
+        """Untimed: delete those of ``names`` the run's watches saw, and wait until ``gone`` says so of each."""
+        seen = self.observed.uids_of(kind)
+        removal = StepTracker(label, [name for name in names if name in seen])
+        await self._batch(kind, removal, gone(self.observed, frozenset()),
+                          self.requests.deleting(kind, resource, removal), timeout)
+        return removal
+
+    async def _make_again(self, label: str, creator: StepSpec, step_context: StepContext,
+                          timeout: float) -> StepTracker:
+        """Untimed: create again what ``creator`` had created (its objects that succeeded), and wait for its judge."""
+        made = self.context.trackers[creator.name]
+        again = StepTracker(label, [name for name, outcome in made.outcomes.items() if outcome.ok])
+        await self._batch(creator.kind, again, creator.judge_in(step_context),
+                          creator.action.submitter(self.requests, creator, step_context, again), timeout)
+        return again
 
     async def _submit(self, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any], name: str) -> None:
         try:
