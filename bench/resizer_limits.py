@@ -4,8 +4,9 @@ by side on one cluster (``bench/client_limits.py``).
 Only csi-resizer changes between the two runs (it also runs --workers=N, so its 10 workers do not pace either
 run). Each expansion costs it several API writes (the claim's status when it starts, an event, the PV's capacity,
 the claim's status when it ends, an event), which is what published figures show pacing it on real clusters
-(vsphere-csi-driver: 7 → 11 expansions/s after raising them). From the throttled run's step time T, the requests
-per volume are at least (T × 5 + 10) / N: printed beside the figure the preflight assumes.
+(vsphere-csi-driver: 7 → 11 expansions/s after raising them). In the throttled run's step time T its client can
+send at most T × 5 + 10 requests, so (T × 5 + 10) / N bounds the requests per volume from above (equal when the
+rate limit held it back the whole step): printed beside the figure the preflight assumes.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def main() -> None:
     qps, burst = float(UPSTREAM["kube-api-qps"]), float(UPSTREAM["kube-api-burst"])
     assumed = facts_of(StepName.EXPAND_VOLUME).requests_per_object[RESIZER]
     implied = (seconds * qps + burst) / args.volumes
-    print(f"\nRequests per expansion implied by the throttled run: at least {implied:.1f} (the preflight's "
+    print(f"\nRequests per expansion the throttled run allows: at most {implied:.1f} (the preflight's "
           f"ClientThrottling assumes {assumed})")
 
 

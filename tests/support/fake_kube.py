@@ -371,26 +371,42 @@ class FakeKube:
 
     def _resize(self, namespace: str, claim: Json) -> None:
         """The resizer and the kubelet on a claim whose request grew: a filesystem claim passes through
-        FileSystemResizePending (the controller's half done, the node's to come) before its capacity says the new
-        size; a block claim gets there at once; a claim in ``resize_fails`` gets VolumeResizeFailed."""
+        FileSystemResizePending (the controller's half done, the node's to come) and its capacity says the new size
+        once a pod mounts it (the kubelet's half; with no pod it stays pending, as on a cluster); a block claim
+        gets there at once; a claim in ``resize_fails`` gets VolumeResizeFailed."""
         name, delay = claim["metadata"]["name"], self.behaviour.resize_delay
         if name in self.behaviour.resize_fails:
             self._later(delay, lambda: self.warn(claim, "VolumeResizeFailed", "injected expansion failure"))
             return
 
+        uid = claim["metadata"]["uid"]
+
         def node_pending(obj: Json) -> None:
-            obj["status"].update(conditions=[{"type": "FileSystemResizePending", "status": "True"}],
-                                 allocatedResourceStatuses={"storage": "NodeResizePending"})
+            if obj["metadata"]["uid"] == uid:  # not a namesake made since (a restore's)
+                obj["status"].update(conditions=[{"type": "FileSystemResizePending", "status": "True"}],
+                                     allocatedResourceStatuses={"storage": "NodeResizePending"})
 
         def finished(obj: Json) -> None:
-            obj["status"].update(capacity={"storage": _requested(obj)})
-            obj["status"].pop("conditions", None)
-            obj["status"].pop("allocatedResourceStatuses", None)
+            if obj["metadata"]["uid"] == uid:
+                obj["status"].update(capacity={"storage": _requested(obj)})
+                obj["status"].pop("conditions", None)
+                obj["status"].pop("allocatedResourceStatuses", None)
+
+        def node_half() -> None:
+            if self._mounted(namespace, name):
+                self._update("persistentvolumeclaims", namespace, name, finished)
         if (claim.get("spec") or {}).get("volumeMode") == "Block":
             self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name, finished))
             return
         self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name, node_pending))
-        self._later(2 * delay, lambda: self._update("persistentvolumeclaims", namespace, name, finished))
+        self._later(2 * delay, node_half)
+
+    def _mounted(self, namespace: str, claim: str) -> bool:
+        """A pod of the namespace mounts the claim."""
+        with self.lock:
+            return any(key[0] == "pods" and key[1] == namespace and any(
+                (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
+                for v in (pod.get("spec") or {}).get("volumes") or []) for key, pod in self.objects.items())
 
     def warn(self, obj: Json, reason: str, message: str) -> None:
         meta = obj["metadata"]

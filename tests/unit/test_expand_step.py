@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from csibench.api.models import BenchmarkRunSpec
 from csibench.engine import manifests
 from csibench.engine.kinds.claim import EXPAND_TO
+from csibench.kube.client import ApiError
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
@@ -43,6 +44,31 @@ def test_online_expansion_times_the_controllers_half_and_the_nodes() -> None:
     at = next(i for i, line in enumerate(lines) if line.startswith("Expand Volume"))
     assert lines[at + 1].lstrip().startswith("└ controller") and lines[at + 2].lstrip().startswith("└ node")
     assert f"{node.latency.p50:.3f}" in lines[at + 2]
+
+
+def test_offline_a_filesystem_claim_is_done_when_the_resizer_is_and_its_node_half_is_not_timed() -> None:
+    """No pod mounts the claims, so the node's half waits for the next mount (the fake, like a cluster, leaves
+    them FileSystemResizePending): the step ends with the controller's half and says so."""
+    fake = FakeKube(Behaviour(resize_delay=0.05))
+    status = run(fake, spec(expand={"to": "2Gi"}, steps=["createVolume", "expandVolume", "deleteVolume"]))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    step = next(s for s in status.steps if s.name == "expandVolume")
+    assert step.note is not None and "not timed here" in step.note
+    assert [(p.name, p.objects) for p in step.phases] == [("controller", 6), ("node", 0)]
+    assert step.latency is not None and step.latency.p50 >= 0.05
+
+
+def test_claims_a_failed_publish_left_unbound_are_skipped_not_patched() -> None:
+    """On a WaitForFirstConsumer class a claim binds when its pod is scheduled: a pod the API refused leaves its
+    two claims unbound, which the API server would refuse to resize."""
+    refused = NAMES.pod(1)
+    fake = FakeKube(Behaviour(refuse_create=lambda plural, name: ApiError(403, "Forbidden", "exceeded quota")
+                              if name == refused else None))
+    fake.put("storageclasses", "", {"metadata": {"name": "wffc"}, "provisioner": "sim.csibench.io",
+                                    "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True})
+    status = run(fake, spec(storageClassName="wffc", expand={"to": "2Gi"}))
+    assert steps_of(status)["expandVolume"] == ("Succeeded", 6, 4, 0, 2)
+    assert len(patches(fake)) == 4 and owned_left(fake) == []
 
 
 def test_offline_expansion_without_publish_and_a_block_volume_has_no_node_half() -> None:
@@ -94,6 +120,7 @@ def test_the_patch_raises_the_request_and_names_the_size_and_clones_request_the_
     ({}, "exactly one of to and by"),
     ({"by": "0"}, "greater than 0"),
     ({"by": "1Pi"}, "at most 1Pi"),
+    ({"by": "0.5"}, "whole number of bytes"),
 ])
 def test_an_expansion_that_cannot_grow_the_volumes_is_refused(expand: dict[str, str], words: str) -> None:
     with pytest.raises(ValidationError, match=words):

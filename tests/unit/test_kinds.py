@@ -52,7 +52,7 @@ class Recording:
 def judge_factories() -> Iterator[tuple[str, str, JudgeFactory]]:
     """(step, kind, factory) for every judge the catalog holds."""
     for step in catalog.STEPS.values():
-        for factory in (step.judge, step.judge_wffc, step.gone, step.settled):
+        for factory in (step.judge, step.judge_wffc, step.judge_unheld, step.gone, step.settled):
             if factory is not None:
                 yield step.name, step.kind, factory
         if step.companion is not None:
@@ -114,3 +114,12 @@ def test_update_writes_only_the_kinds_fields(kind: str) -> None:
     module.update(state, objects[kind])
     changed = {name for name, value in dataclasses.asdict(state).items() if before[name] != value}
     assert changed == {field.attribute for field in FIELDS[kind]}
+
+
+def test_a_claims_conditions_are_always_decoded() -> None:
+    """A condition's message may hold any character (a "]" in "[vol-1] busy"): no pattern over the raw line could
+    tell two lists of conditions apart, so a line with conditions is never skipped undecoded."""
+    line = (b'{"status":{"phase":"Bound","conditions":[{"type":"ControllerResizeError","status":"True",'
+            b'"message":"[vol-1] busy"},{"type":"FileSystemResizePending","status":"True"}]}}')
+    assert claim.SIGNATURE(line) is None
+    assert claim.SIGNATURE(b'{"status":{"phase":"Bound","capacity":{"storage":"1Gi"}}}') is not None

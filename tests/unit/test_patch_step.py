@@ -1,7 +1,7 @@
 """A step with a new kind of action, added the way a real one would be: its facts, one catalog entry built from a
 strategy that exists (``actions.Patch``) and a judge that reads a field of its kind (the claim's capacity), and
 nothing else: no edit to execution, the run, status, the reports, preflight or the models. Run end to end against
-the in-memory API server, whose resizer makes a bound claim's larger request its capacity after a moment.
+the in-memory API server, whose resizer and kubelet make a mounted claim's larger request its capacity after a moment.
 
 The step stands in for volume expansion: PATCH each claim's requested storage, done when the claim's
 ``status.capacity`` says the new size.
@@ -49,13 +49,13 @@ GROW = StepSpec(facts=StepFacts("growVolume", "Grow Volume", "vol", requires=Ste
 
 def test_a_patch_step_is_its_facts_and_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     entries = list(catalog.STEPS.items())
-    at = [name for name, _ in entries].index("unpublish") + 1  # where a user would grow volumes: after publish
+    at = [name for name, _ in entries].index("publish") + 1  # online, while publish's pods hold the volumes
     monkeypatch.setattr(catalog, "STEPS", dict([*entries[:at], (GROW.name, GROW), *entries[at:]]))
     monkeypatch.setitem(STEP_FACTS, GROW.name, GROW.facts)
     fake = FakeKube(Behaviour(resize_delay=0.05))
     status = run(fake, spec(size="1Gi"))
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
-    assert [s.name for s in status.steps] == ["createVolume", "publish", "unpublish", "growVolume", "deleteVolume"]
+    assert [s.name for s in status.steps] == ["createVolume", "publish", "growVolume", "unpublish", "deleteVolume"]
     assert steps_of(status)["growVolume"] == ("Succeeded", 6, 6, 0, 0)
     grow = next(s for s in status.steps if s.name == "growVolume")
     assert grow.latency is not None and grow.latency.p50 >= 0.05  # timed to the capacity, not to the PATCH's answer

@@ -272,7 +272,7 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
         elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
             assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
         elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
-            assert step.manifest is None and step.skip is catalog.skip_if_prerequisite_failed, name
+            assert step.manifest is None and step.skip is catalog.skip_claims_not_bound, name
         else:
             assert step.manifest is None and step.skip is catalog.skip_never_seen, name
     with pytest.raises(KeyError, match="not in the step catalog"):

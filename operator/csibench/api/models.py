@@ -456,10 +456,12 @@ class ExpandSpec(_Model):
     model_config = ConfigDict(json_schema_extra=cel(
         ("has(self.to) != has(self.by)", "expand needs exactly one of to and by")))
 
-    to: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN,
-                           description="The new size of every volume, e.g. 2Gi (more than spec.size).")
-    by: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
-        "quantity(self).isGreaterThan(quantity('0'))", "expand.by must be greater than 0")),
+    to: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        "quantity(self).isInteger()", "expand.to must be a whole number of bytes")),
+        description="The new size of every volume, e.g. 2Gi (more than spec.size).")
+    by: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel(
+        ("quantity(self).isGreaterThan(quantity('0'))", "expand.by must be greater than 0"),
+        ("quantity(self).isInteger()", "expand.by must be a whole number of bytes")),
         description="How much every volume grows, e.g. 1Gi: the new size is spec.size plus this.")
 
     @model_validator(mode="after")
@@ -468,6 +470,9 @@ class ExpandSpec(_Model):
             raise ValueError("expand needs exactly one of to and by")
         if self.by is not None and v.parse_quantity(self.by) <= 0:
             raise ValueError("expand.by must be greater than 0")
+        for name, value in (("to", self.to), ("by", self.by)):
+            if value is not None and v.parse_quantity(value) != int(v.parse_quantity(value)):
+                raise ValueError(f"expand.{name} must be a whole number of bytes")
         return self
 
     def new_size(self, size: str) -> str:

@@ -46,6 +46,20 @@ def skip_if_prerequisite_failed(step: StepSpec, context: StepContext) -> set[str
     return {objects[index] for index in _failed_indexes(context, step.requires)}
 
 
+def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
+    """A change of claim i needs claim i made and Bound (the API server refuses to resize an unbound claim: on a
+    WaitForFirstConsumer class, one whose publish pod never ran), and, when publish ran, held by its ready pod (an
+    online expansion's node half needs the mount)."""
+    spec, objects = context.spec, step.objects(context.spec, context.names)
+    unbound = {name for name in objects
+               if (claim := context.observed.claims.get(name)) is None or claim.phase != "Bound"}
+    unheld: set[str] = set()
+    if step.holders is not None and step.holders in context.trackers:
+        for pod in _failed_indexes(context, step.holders):
+            unheld |= {objects[i] for i in volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod)}
+    return skip_if_prerequisite_failed(step, context) | unbound | unheld
+
+
 def skip_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
     """A pod mounts k volumes: it is skipped if any of them failed (on a WaitForFirstConsumer class, failing
     means the API refused the claim or never stored it: provisioning itself happens in this step)."""
@@ -95,7 +109,8 @@ def _expansion(context: StepContext, index: int) -> Manifest:
 def _expansion_note(context: StepContext) -> str:
     if StepName.PUBLISH in context.trackers:
         return "online: the publish step's pods mount the volumes while they grow"
-    return "offline: no pod mounts the volumes while they grow (the node's half, if any, comes at the next mount)"
+    return ("offline: no pod mounts the volumes while they grow; a claim is done when the resizer is (the node's "
+            "half of a filesystem volume waits for its next mount and is not timed here)")
 
 
 def _data_pod(context: StepContext, index: int) -> Manifest:
@@ -169,7 +184,7 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
     StepSpec(facts=facts_of(StepName.EXPAND_VOLUME), kind=CLAIM, resource=r.PVCS, action=Patch(_expansion),
              object_name=Names.volume, count=_volumes, judge=judges.claim_expanded,
-             skip=skip_if_prerequisite_failed,
+             judge_unheld=judges.claim_expanded_offline, skip=skip_claims_not_bound,
              terminal_warnings=frozenset({"VolumeResizeFailed", "FileSystemResizeFailed"}),
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME, holders=StepName.PUBLISH,
              enabled=lambda spec: spec.expand is not None, note=_expansion_note,

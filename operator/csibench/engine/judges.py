@@ -92,7 +92,9 @@ def claim_bound(observed: Observed, terminal: frozenset[str]) -> Judge:
 # new size cannot be had; the others (ControllerResizeInProgress, NodeResizePending, ...) are on the way.
 RESIZE_INFEASIBLE = frozenset({"ControllerResizeInfeasible", "NodeResizeInfeasible"})
 # Where the controller's half of an expansion has ended and the node's begins (the resizer's marks).
-NODE_RESIZE_PENDING = frozenset({"NodeResizePending", "NodeResizeInProgress", "NodeResizeFailed"})
+NODE_RESIZE_PENDING = frozenset({"NodeResizePending", "NodeResizeInProgress"})
+# Conditions that say a resize is still under way (the kubelet clears them when it writes the new capacity).
+RESIZING = frozenset({"Resizing", "FileSystemResizePending"})
 
 
 def _at_least(capacity: str | None, request: str | None) -> bool:
@@ -104,18 +106,38 @@ def _at_least(capacity: str | None, request: str | None) -> bool:
         return False
 
 
+def _node_resize_pending(claim: ClaimState) -> bool:
+    return "FileSystemResizePending" in claim.resizing or claim.resize_status in NODE_RESIZE_PENDING
+
+
+def _grown(claim: ClaimState) -> bool:
+    """The capacity says the size the run asked for and no resize condition is left. (allocatedResourceStatuses
+    is not waited for: external-resizer v2.3.0 always sets it, and a kubelet without RecoverVolumeExpansionFailure
+    never clears it; a current kubelet clears it in the same write as the capacity.)"""
+    return claim.expand_to is not None and not RESIZING & set(claim.resizing) \
+        and _at_least(claim.capacity, claim.expand_to)
+
+
+def _infeasible(claim: ClaimState) -> Verdict | None:
+    if claim.resize_status in RESIZE_INFEASIBLE:
+        return Verdict(False, claim.resize_status or "", f"allocatedResourceStatuses says {claim.resize_status}")
+    return None
+
+
 def claim_expanded(observed: Observed, terminal: frozenset[str]) -> Judge:
-    """Done when an event after the run's PATCH (it carries the PATCH's annotation, which holds the size asked for)
-    says the capacity reached that size and no resize condition or allocated resource status is left; failed on
-    an infeasible resize, a terminal Warning (VolumeResizeFailed, FileSystemResizeFailed) or the claim's
+    """Online (pods hold the claims): done when an event after the run's PATCH (it carries the PATCH's annotation,
+    which holds the size asked for) says the capacity reached that size and no resize condition is left; failed
+    on an infeasible resize, a terminal Warning (VolumeResizeFailed, FileSystemResizeFailed) or the claim's
     deletion."""
-    def grown(claim: ClaimState) -> bool:
-        return claim.expand_to is not None and not claim.resizing and claim.resize_status is None \
-            and _at_least(claim.capacity, claim.expand_to)
-    return _ready_with(observed, terminal, CLAIM, observed.claims.get, grown,
-                       lambda claim: Verdict(False, claim.resize_status, f"allocatedResourceStatuses says "
-                                             f"{claim.resize_status}") if claim.resize_status in RESIZE_INFEASIBLE
-                       else None)
+    return _ready_with(observed, terminal, CLAIM, observed.claims.get, _grown, _infeasible)
+
+
+def claim_expanded_offline(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Offline (no pod holds the claims): as online, or done once the controller's half is over and the node's
+    waits for the next mount (FileSystemResizePending): only a mount finishes it, and none comes in this step."""
+    def ready(claim: ClaimState) -> bool:
+        return _grown(claim) or (claim.expand_to is not None and _node_resize_pending(claim))
+    return _ready_with(observed, terminal, CLAIM, observed.claims.get, ready, _infeasible)
 
 
 def claim_node_resize_pending(observed: Observed) -> Callable[[str], bool]:
@@ -124,8 +146,7 @@ def claim_node_resize_pending(observed: Observed) -> Callable[[str], bool]:
     block volume, a driver that needs none) never passes here: its controller half is all of it."""
     def pending(name: str) -> bool:
         claim = observed.claims.get(name)
-        return claim is not None and claim.exists and claim.expand_to is not None and (
-            "FileSystemResizePending" in claim.resizing or claim.resize_status in NODE_RESIZE_PENDING)
+        return claim is not None and claim.exists and claim.expand_to is not None and _node_resize_pending(claim)
     return pending
 
 

@@ -115,6 +115,7 @@ class StepSpec:
     manifest: Callable[[StepContext, int], Manifest] | None = None  # CREATE steps: object i as submitted
     report_key: str | None = None  # where the report keeps the first object's manifest
     judge_wffc: JudgeFactory | None = None  # judge on a WaitForFirstConsumer class, if it differs
+    judge_unheld: JudgeFactory | None = None  # judge when its holders are not in the plan (expansion offline)
     gone: JudgeFactory | None = None  # restore: when one of its objects and what depends on it are gone
     settled: JudgeFactory | None = None  # restore: when one of its objects may be deleted without orphaning anything
     recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
@@ -144,6 +145,8 @@ class StepSpec:
 
     def judge_in(self, context: StepContext) -> judges.Judge:
         factory = self.judge_wffc if context.wffc and self.judge_wffc is not None else self.judge
+        if self.judge_unheld is not None and self.holders not in context.trackers:
+            factory = self.judge_unheld
         return factory(context.observed, self.terminal_warnings)
 
     def note_in(self, context: StepContext) -> str | None:

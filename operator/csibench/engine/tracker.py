@@ -80,7 +80,8 @@ class StepTracker:
 
     def phases(self) -> list[StepPhase]:
         """The two parts of the succeeded objects' latency: the first to the midpoint (or to done, for an object
-        that never passed one), the second from the midpoint to done."""
+        that never passed one), the second from the midpoint to done (none for an object done at its midpoint:
+        an offline expansion, whose node half waits for a mount)."""
         if self.phase_names is None:
             return []
         first, second = [], []
@@ -89,7 +90,7 @@ class StepTracker:
                 continue
             middle = self.midpoints.get(name)
             first.append((middle if middle is not None else outcome.at) - self.submitted[name])
-            if middle is not None:
+            if middle is not None and middle < outcome.at:
                 second.append(outcome.at - middle)
         return [StepPhase(name=self.phase_names[0], objects=len(first), latency=summarize(first)),
                 StepPhase(name=self.phase_names[1], objects=len(second), latency=summarize(second))]
