@@ -15,6 +15,7 @@ from kubernetes import client, config
 
 T = TypeVar("T")
 SNAPSHOT_GROUP = ("snapshot.storage.k8s.io", "v1")
+GROUP_SNAPSHOT_GROUP = ("groupsnapshot.storage.k8s.io", "v1")
 
 
 @dataclass

@@ -43,6 +43,7 @@ SERVICE_CIDR = "10.96.0.0/16"
 DEFAULT_STORAGE_CLASS = "csibench-sim"
 FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesystems of their size (the data path)
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
+GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8s.io/v1, the simulated driver's
 
 
 class ClusterError(RuntimeError):
@@ -519,13 +520,18 @@ class LocalCluster:
                                                                   "items": items}))
 
     def _install_snapshot_api(self) -> None:
-        """The snapshot CRDs of the pinned external-snapshotter (the snapshot-controller's own version)."""
+        """The snapshot and group snapshot CRDs of the pinned external-snapshotter (the snapshot-controller's own
+        version; v8.7.0 serves groupsnapshot.storage.k8s.io/v1, its CSIVolumeGroupSnapshot gate on by default), the
+        local classes and the snapshot classes."""
         crds = [f"--filename={crd}" for crd in sorted(self.binaries.snapshot_crd_dir.glob("*.yaml"))
                 if crd.name != "kustomization.yaml"]
         self.kubectl("apply", "--server-side", *crds)
         self.wait_established("volumesnapshots.snapshot.storage.k8s.io",
                               "volumesnapshotcontents.snapshot.storage.k8s.io",
-                              "volumesnapshotclasses.snapshot.storage.k8s.io")
+                              "volumesnapshotclasses.snapshot.storage.k8s.io",
+                              *(f"{kind}.groupsnapshot.storage.k8s.io" for kind in (
+                                  "volumegroupsnapshots", "volumegroupsnapshotcontents",
+                                  "volumegroupsnapshotclasses")))
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DEFAULT_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
@@ -539,6 +545,8 @@ class LocalCluster:
              "metadata": {"name": DEFAULT_SNAPSHOT_CLASS,
                           "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},
              "driver": DRIVER_NAME, "deletionPolicy": "Delete"},
+            {"apiVersion": "groupsnapshot.storage.k8s.io/v1", "kind": "VolumeGroupSnapshotClass",
+             "metadata": {"name": GROUP_SNAPSHOT_CLASS}, "driver": DRIVER_NAME, "deletionPolicy": "Delete"},
         ]}))
 
     def _wait_nodes_ready(self) -> None:

@@ -16,12 +16,14 @@ def storage_class(name: str, binding: str = "Immediate", allow_expansion: bool =
             "allowVolumeExpansion": allow_expansion, "parameters": parameters}
 
 
-def pvc(name: str, storage_class_name: str, size: str = "1Gi", snapshot: str | None = None) -> dict[str, Any]:
+def pvc(name: str, storage_class_name: str, size: str = "1Gi", snapshot: str | None = None,
+        labels: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class_name,
                             "resources": {"requests": {"storage": size}}}
     if snapshot:
         spec["dataSource"] = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot}
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec}
 
 
 def pod(name: str, claims: list[str]) -> dict[str, Any]:
@@ -35,6 +37,13 @@ def pod(name: str, claims: list[str]) -> dict[str, Any]:
 def snapshot(name: str, claim: str, snapshot_class: str = "csibench-sim-snapclass") -> dict[str, Any]:
     return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": name},
             "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}
+
+
+def group_snapshot(name: str, labels: dict[str, str],
+                   group_class: str = "csibench-sim-groupsnapclass") -> dict[str, Any]:
+    """A VolumeGroupSnapshot of the namespace's claims that carry ``labels``."""
+    return {"apiVersion": "groupsnapshot.storage.k8s.io/v1", "kind": "VolumeGroupSnapshot", "metadata": {"name": name},
+            "spec": {"volumeGroupSnapshotClassName": group_class, "source": {"selector": {"matchLabels": labels}}}}
 
 
 WORKLOAD_IMAGE = "csibench/workload:test"  # any non-pause image: the simulated kubelet runs the command itself

@@ -32,6 +32,11 @@ class GroundTruth:
         if self._file is not None:
             self._file.write(json.dumps(fields, separators=(",", ":")) + "\n")
 
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
 
 class Backend:
     def __init__(self, storage_class: str, model: BackendModel, truth: GroundTruth) -> None:
@@ -41,20 +46,21 @@ class Backend:
         self._slots = asyncio.Semaphore(model.concurrency) if model.concurrency > 0 else None
         self._random = random.Random(model.seed)
 
-    async def run(self, operation: Operation, obj: str) -> None:
-        """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record)."""
+    async def run(self, operation: Operation, obj: str, **facts: object) -> None:
+        """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record); ``facts`` go into
+        its ground-truth record as they are (a group snapshot's members)."""
         queued = time.time()
         if self._slots is None:
-            await self._perform(operation, obj, queued)
+            await self._perform(operation, obj, queued, facts)
         else:
             async with self._slots:
-                await self._perform(operation, obj, queued)
+                await self._perform(operation, obj, queued, facts)
 
-    async def _perform(self, operation: Operation, obj: str, queued: float) -> None:
+    async def _perform(self, operation: Operation, obj: str, queued: float, facts: dict[str, object]) -> None:
         started = time.time()
         if operation in self.model.hang_operations:
             self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
-                               start=started, finish=None, result="hang")
+                               start=started, finish=None, result="hang", **facts)
             await asyncio.Event().wait()
         delay = self.model.latency(operation)
         if self.model.jitter:
@@ -65,6 +71,6 @@ class Backend:
                   and self._random.random() < self.model.failure_rate)
         finished = time.time()
         self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
-                           start=started, finish=finished, result="error" if failed else "ok")
+                           start=started, finish=finished, result="error" if failed else "ok", **facts)
         if failed:
             raise InjectedFailure(f"injected failure of {operation.value} on array {self.storage_class}")

@@ -6,7 +6,8 @@ requires) set how that array behaves:
 ``latency``            base latency of every operation ("100ms", "1.5s", "0")
 ``<operation>Latency`` per-operation override, e.g. ``createVolumeLatency``, ``attachLatency``; expansion's is
                        ``expandLatency`` (the controller's ControllerExpandVolume; the node's resize2fs is the
-                       filesystem's own time)
+                       filesystem's own time); a group snapshot's is ``groupSnapshotLatency`` (one operation
+                       for all its members)
 ``jitter``             uniform +/- jitter added to each latency ("20ms")
 ``concurrency``        operations in flight at once on this array; "1" is a global lock, "0"/absent unlimited
 ``failureRate``        probability in [0, 1] that an operation fails (transiently: it is retried, like CSI)
@@ -38,10 +39,13 @@ class Operation(StrEnum):
     CREATE_SNAPSHOT = "createSnapshot"  # CreateSnapshot
     DELETE_SNAPSHOT = "deleteSnapshot"  # DeleteSnapshot
     EXPAND_VOLUME = "expandVolume"  # ControllerExpandVolume
+    CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"  # CreateVolumeGroupSnapshot: every member at one instant
+    DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"  # DeleteVolumeGroupSnapshot
 
 
 # Latency parameters named other than ``<operation>Latency``.
-LATENCY_PARAMETERS = {Operation.EXPAND_VOLUME: "expandLatency"}
+LATENCY_PARAMETERS = {Operation.EXPAND_VOLUME: "expandLatency",
+                      Operation.CREATE_GROUP_SNAPSHOT: "groupSnapshotLatency"}
 
 
 def latency_parameter(operation: Operation) -> str:

@@ -86,19 +86,21 @@ class Driver:
         self.snapshots: dict[str, SnapshotRecord] = {}  # by snapshot ID
         self.snapshot_names: dict[str, str] = {}  # CreateSnapshot name -> snapshot ID
         self.deleted_snapshots: set[str] = set()
+        self.groups: dict[str, GroupSnapshotRecord] = {}  # by group snapshot ID
         self.published: set[tuple[str, str]] = set()  # (volume ID, node ID)
         self.staged: set[tuple[str, str]] = set()  # (volume ID, node ID)
         self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
 
     async def perform(self, operation: Operation, key: tuple[str, ...], storage_class: str, obj: str,
-                      done: Callable[[], None], io: Callable[[], object] | None = None) -> None:
+                      done: Callable[[], None], io: Callable[[], object] | None = None, **facts: object) -> None:
         """Run one array operation, or join the same one still in flight; ``done`` records its effect when it
         succeeds, even if the caller gave up waiting (the array finishes what it started). ``io`` is the
-        operation's blocking file work (copying data, formatting), run in a thread before ``done``."""
+        operation's blocking file work (copying data, formatting), run in a thread before ``done``; ``facts``
+        go into the ground truth with the operation."""
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
-                await self.ctx.backend(storage_class).run(operation, obj)
+                await self.ctx.backend(storage_class).run(operation, obj, **facts)
                 if io is not None:
                     await asyncio.to_thread(io)
                 done()
@@ -162,8 +164,9 @@ class Identity(csi_grpc.IdentityServicer):
         return csi.GetPluginInfoResponse(name=DRIVER_NAME, vendor_version=VENDOR_VERSION)
 
     async def GetPluginCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        services = [csi.PluginCapability(service=csi.PluginCapability.Service(
-            type=csi.PluginCapability.Service.CONTROLLER_SERVICE))] if self._controller else []
+        services = [csi.PluginCapability(service=csi.PluginCapability.Service(type=kind)) for kind in (
+            csi.PluginCapability.Service.CONTROLLER_SERVICE, csi.PluginCapability.Service.GROUP_CONTROLLER_SERVICE)
+        ] if self._controller else []
         # Volumes grow while pods use them, where the host lets a mounted ext4 filesystem grow (volumes.py).
         expansion = (csi.PluginCapability.VolumeExpansion.ONLINE if volumes.can_resize_online()
                      else csi.PluginCapability.VolumeExpansion.OFFLINE)
@@ -375,11 +378,119 @@ class Controller(csi_grpc.ControllerServicer):
         return csi.DeleteSnapshotResponse()
 
 
+GROUP_SNAPSHOT_NAME = "csi.storage.k8s.io/volumegroupsnapshot/name"
+GROUP_SNAPSHOT_NAMESPACE = "csi.storage.k8s.io/volumegroupsnapshot/namespace"
+
+
+@dataclass(frozen=True)
+class GroupSnapshotRecord:
+    group_id: str
+    snapshot_ids: tuple[str, ...]  # one per member, in the order of the request's volumes
+    created: float
+
+
+def member_snapshot_id(group_name: str, volume_id: str, storage_class: str) -> str:
+    """A member's snapshot ID: the group's name and the member volume's, with the class like every ID (pure)."""
+    return snapshot_id_of(f"{group_name}.{volume_id.partition('@')[0]}", storage_class)
+
+
 class GroupController(csi_grpc.GroupControllerServicer):
-    """Volume group snapshots are not offered; csi-snapshotter asks, and an empty answer says so."""
+    """Volume group snapshots: one array operation takes every member at the same instant (crash-consistent, as a
+    consistency group would), recorded once in the ground truth with its members; each member becomes a snapshot
+    of its own that a clone can be restored from, and the group is deleted in one operation too."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
 
     async def GroupControllerGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return csi.GroupControllerGetCapabilitiesResponse()
+        kind = csi.GroupControllerServiceCapability.RPC.CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
+        return csi.GroupControllerGetCapabilitiesResponse(capabilities=[csi.GroupControllerServiceCapability(
+            rpc=csi.GroupControllerServiceCapability.RPC(type=kind))])
+
+    @_array_errors
+    async def CreateVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver = self.driver
+        if not request.name or not request.source_volume_ids:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "group snapshot name or volumes missing")
+        classes = {class_of_handle(volume_id) for volume_id in request.source_volume_ids}
+        if len(classes) != 1 or "" in classes:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "a group snapshot's volumes must all be "
+                               f"on one array (one storage class), got {sorted(classes)}")
+        (storage_class,) = classes
+        group_id = snapshot_id_of(request.name, storage_class)
+        if group_id not in driver.groups:
+            params = dict(request.parameters)
+            obj = (f"{params[GROUP_SNAPSHOT_NAMESPACE]}/{params[GROUP_SNAPSHOT_NAME]}"
+                   if GROUP_SNAPSHOT_NAME in params else request.name)
+            members = [(volume_id, member_snapshot_id(request.name, volume_id, storage_class))
+                       for volume_id in request.source_volume_ids]
+            sizes = {v.volume_id: v.capacity for v in driver.volumes.values()}
+
+            def copies() -> None:  # after the operation's instant, so every member holds what was written by then
+                for volume_id, snapshot_id in members:
+                    if volumes.holds_data(driver.volume_dir(volume_id)):
+                        volumes.copy_data(driver.volume_dir(volume_id), driver.snapshot_dir(snapshot_id))
+
+            def taken() -> None:
+                now = time.time()
+                for volume_id, snapshot_id in members:
+                    driver.snapshots[snapshot_id] = SnapshotRecord(snapshot_id, volume_id, sizes.get(volume_id, 0), now)
+                    driver.deleted_snapshots.discard(snapshot_id)
+                driver.groups[group_id] = GroupSnapshotRecord(group_id, tuple(s for _, s in members), now)
+
+            await driver.perform(Operation.CREATE_GROUP_SNAPSHOT, ("group-snapshot", request.name), storage_class,
+                                 obj, taken, io=copies, members=[pv_name_of_handle(v) for v, _ in members],
+                                 groupSnapshotId=group_id)
+        return csi.CreateVolumeGroupSnapshotResponse(group_snapshot=self._described(driver.groups[group_id]))
+
+    def _described(self, group: GroupSnapshotRecord) -> Any:
+        created = Timestamp()
+        created.FromNanoseconds(int(group.created * 1e9))
+        snapshots = []
+        for snapshot_id in group.snapshot_ids:
+            record = self.driver.snapshots.get(snapshot_id)
+            if record is None:  # a member deleted on its own (DeleteSnapshot) is no longer part of it
+                continue
+            snapshots.append(csi.Snapshot(size_bytes=record.size, snapshot_id=snapshot_id,
+                                          source_volume_id=record.source_volume_id, creation_time=created,
+                                          ready_to_use=True, group_snapshot_id=group.group_id))
+        return csi.VolumeGroupSnapshot(group_snapshot_id=group.group_id, snapshots=snapshots, creation_time=created,
+                                       ready_to_use=True)
+
+    @_array_errors
+    async def GetVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        group = self.driver.groups.get(request.group_snapshot_id)
+        if group is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND,
+                               f"group snapshot {request.group_snapshot_id} not found")
+        return csi.GetVolumeGroupSnapshotResponse(group_snapshot=self._described(group))
+
+    @_array_errors
+    async def DeleteVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        driver, group_id = self.driver, request.group_snapshot_id
+        storage_class = class_of_handle(group_id)
+        await driver.settle(("group-snapshot", group_id.rpartition("@")[0]))
+        group = driver.groups.get(group_id)
+        if not storage_class or group is None:
+            return csi.DeleteVolumeGroupSnapshotResponse()  # never made, or deleted already
+        members = tuple(dict.fromkeys([*group.snapshot_ids, *request.snapshot_ids]))
+
+        def deleted() -> None:
+            driver.groups.pop(group_id, None)
+            for snapshot_id in members:
+                driver.snapshots.pop(snapshot_id, None)
+                driver.deleted_snapshots.add(snapshot_id)
+                shutil.rmtree(driver.snapshot_dir(snapshot_id), ignore_errors=True)
+
+        def removal() -> None:
+            for snapshot_id in members:
+                remove = volumes.removal(driver.snapshot_dir(snapshot_id))
+                if remove is not None:
+                    remove()
+
+        await driver.perform(Operation.DELETE_GROUP_SNAPSHOT, ("delete-group-snapshot", group_id), storage_class,
+                             group_id, deleted, io=removal, members=list(members))
+        return csi.DeleteVolumeGroupSnapshotResponse()
 
 
 def _link(path: str, target: Path) -> None:
@@ -495,7 +606,7 @@ async def serve(driver: Driver, controller_socket: Path, node_sockets: dict[str,
         csi_grpc.add_IdentityServicer_to_server(Identity(controller=node_id is None), server)
         if node_id is None:
             csi_grpc.add_ControllerServicer_to_server(Controller(driver), server)
-            csi_grpc.add_GroupControllerServicer_to_server(GroupController(), server)
+            csi_grpc.add_GroupControllerServicer_to_server(GroupController(driver), server)
         else:
             csi_grpc.add_NodeServicer_to_server(Node(driver, node_id), server)
         server.add_insecure_port(f"unix://{socket}")

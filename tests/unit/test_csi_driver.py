@@ -26,7 +26,8 @@ class Array:
     """The parts of the simulator's context the driver uses: one class, its backend, one claim."""
 
     def __init__(self, truth: Path, **parameters: str) -> None:
-        self._backend = Backend("gold", parse_backend_model(parameters), GroundTruth(truth))
+        self.truth = GroundTruth(truth)
+        self._backend = Backend("gold", parse_backend_model(parameters), self.truth)
         claims = {"ns/data": {"spec": {"storageClassName": "gold"}}}
         self.informers = SimpleNamespace(pvcs=SimpleNamespace(get=claims.get))
 
@@ -42,9 +43,10 @@ async def _stubs(tmp_path: Path, **parameters: str) -> AsyncIterator[Any]:
     async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel, \
             grpc.aio.insecure_channel(f"unix://{tmp_path}/node-a.sock") as node_channel:
         yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
-                              node=csi_grpc.NodeStub(node_channel))
+                              group=csi_grpc.GroupControllerStub(channel), node=csi_grpc.NodeStub(node_channel))
     for server in servers:
         await server.stop(None)
+    ctx.truth.close()
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:
@@ -195,3 +197,70 @@ def test_expansion_grows_the_volume_once_and_says_whether_the_node_must_grow_a_f
     expansions = [r for r in _records(tmp_path) if r["op"] == "expandVolume"]
     assert len(expansions) == 1 and expansions[0]["object"] == "pvc-u1"
     assert expansions[0]["finish"] - expansions[0]["start"] >= 0.05
+
+
+def test_a_group_snapshot_is_one_array_operation_over_its_members_and_each_member_restores(tmp_path: Path) -> None:
+    """CreateVolumeGroupSnapshot takes every member in one operation (recorded with its members), answers the same
+    group to a retry without a second operation, and each member is a snapshot a volume can be restored from;
+    DeleteVolumeGroupSnapshot removes every member in one operation too."""
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, latency="20ms"):
+            plugin = await stubs.identity.GetPluginCapabilities(csi.GetPluginCapabilitiesRequest())
+            service = csi.PluginCapability.Service
+            assert service.GROUP_CONTROLLER_SERVICE in {c.service.type for c in plugin.capabilities}
+            group_rpc = csi.GroupControllerServiceCapability.RPC
+            offered = await stubs.group.GroupControllerGetCapabilities(csi.GroupControllerGetCapabilitiesRequest())
+            assert [c.rpc.type for c in offered.capabilities] == [group_rpc.CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT]
+            volume_ids = []
+            for uid in ("u1", "u2", "u3"):
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-{uid}",
+                                                                                      parameters=CLAIM))
+                volume_ids.append(created.volume.volume_id)
+            (tmp_path / "data" / "volumes" / volume_ids[0] / "row").write_text("before")
+            request = csi.CreateVolumeGroupSnapshotRequest(name="groupsnapshot-g1", source_volume_ids=volume_ids,
+                                                           parameters={
+                                                               "csi.storage.k8s.io/volumegroupsnapshot/name": "db",
+                                                               "csi.storage.k8s.io/volumegroupsnapshot/namespace":
+                                                                   "ns"})
+            first, again = [await stubs.group.CreateVolumeGroupSnapshot(request) for _ in range(2)]
+            group = first.group_snapshot
+            assert group.ready_to_use and group == again.group_snapshot
+            assert [m.source_volume_id for m in group.snapshots] == volume_ids
+            assert len({m.snapshot_id for m in group.snapshots}) == 3
+            assert all(m.group_snapshot_id == group.group_snapshot_id and m.ready_to_use for m in group.snapshots)
+            got = await stubs.group.GetVolumeGroupSnapshot(csi.GetVolumeGroupSnapshotRequest(
+                group_snapshot_id=group.group_snapshot_id))
+            assert got.group_snapshot == group
+            (tmp_path / "data" / "volumes" / volume_ids[0] / "row").write_text("after")  # not in the snapshot
+            restored = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                name="pvc-u9", parameters=CLAIM, volume_content_source=csi.VolumeContentSource(
+                    snapshot=csi.VolumeContentSource.SnapshotSource(snapshot_id=group.snapshots[0].snapshot_id))))
+            assert (tmp_path / "data" / "volumes" / restored.volume.volume_id / "row").read_text() == "before"
+            for _ in range(2):  # the second delete finds nothing left and performs nothing
+                await stubs.group.DeleteVolumeGroupSnapshot(csi.DeleteVolumeGroupSnapshotRequest(
+                    group_snapshot_id=group.group_snapshot_id,
+                    snapshot_ids=[m.snapshot_id for m in group.snapshots]))
+            assert not any((tmp_path / "data" / "snapshots").iterdir())
+            with pytest.raises(grpc.aio.AioRpcError) as gone:
+                await stubs.group.GetVolumeGroupSnapshot(csi.GetVolumeGroupSnapshotRequest(
+                    group_snapshot_id=group.group_snapshot_id))
+            assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+
+    _run(scenario())
+    (taken,) = [r for r in _records(tmp_path) if r["op"] == "createGroupSnapshot"]
+    assert taken["object"] == "ns/db" and taken["members"] == ["pvc-u1", "pvc-u2", "pvc-u3"]
+    assert taken["result"] == "ok" and taken["groupSnapshotId"] == "groupsnapshot-g1@gold"
+    (deleted,) = [r for r in _records(tmp_path) if r["op"] == "deleteGroupSnapshot"]
+    assert deleted["object"] == "groupsnapshot-g1@gold" and len(deleted["members"]) == 3
+
+
+def test_a_group_across_two_arrays_is_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stubs.group.CreateVolumeGroupSnapshot(csi.CreateVolumeGroupSnapshotRequest(
+                    name="g", source_volume_ids=["a@gold", "b@silver"]))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "one array" in (refused.value.details() or "")
+
+    _run(scenario())
