@@ -51,11 +51,11 @@ def _record(entry: dict[str, Any]) -> None:
             log.write(json.dumps(entry) + "\n")
 
 
-# scripts/test runs one trial of 40 volumes; docs/reliability.md quotes a sweep of 100-volume runs
+# scripts/test runs one trial of 30 volumes in pods of 3; docs/reliability.md quotes a sweep of 100-volume runs
 # (CSIBENCH_KILL_TRIALS=N CSIBENCH_KILL_VOLUMES=100, seeds 0..N-1).
 TRIALS = int(os.environ.get("CSIBENCH_KILL_TRIALS", "1"))
-VOLUMES, PER_POD = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "40")), 4
-# Backend operations 2 at a time, each taking 5 s / VOLUMES (125 ms for 40 volumes, 50 ms for 100): any step's
+VOLUMES, PER_POD = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "30")), 3
+# Backend operations 2 at a time, each taking 5 s / VOLUMES (167 ms for 30 volumes, 50 ms for 100): any step's
 # operations take at least 2.5 s on the array, longer than the latest kill (1.5 s after the step started).
 CONCURRENCY = 2
 LATENCY = 2.5 * CONCURRENCY / VOLUMES
