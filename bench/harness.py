@@ -27,7 +27,7 @@ from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
-from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, SNAPSHOTTER
+from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, RESIZER, SNAPSHOTTER
 
 BENCH_NAMESPACE = "bench"
 
@@ -40,7 +40,8 @@ def machine_facts() -> str:
     return (f"{os.cpu_count()} cores ({cpu}), {memory_kb / 1024 / 1024:.0f} GiB, Python {platform.python_version()}, "
             f"Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, local cluster with the real CSI sidecars "
             f"(external-provisioner {PROVISIONER.version}, external-attacher {ATTACHER.version}, "
-            f"external-snapshotter {SNAPSHOTTER.version}) and the csibench simulated driver")
+            f"external-snapshotter {SNAPSHOTTER.version}, external-resizer {RESIZER.version}) and the csibench "
+            "simulated driver")
 
 
 def command_line(module: str) -> str:

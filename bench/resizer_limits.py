@@ -2,8 +2,8 @@
 by side on one cluster (``bench/client_limits.py``).
 
 Only csi-resizer changes between the two runs (it also runs --workers=N, so its 10 workers do not pace either
-run). Each expansion costs it several API writes (the claim's status when it starts, an event, the PV's capacity,
-the claim's status when it ends, an event), which is what published figures show pacing it on real clusters
+run). Each expansion costs it several API writes (the claim's status when it starts, the PV's capacity, the claim's
+status when it ends), which is what published figures show pacing it on real clusters
 (vsphere-csi-driver: 7 → 11 expansions/s after raising them). In the throttled run's step time T its client can
 send at most T × 5 + 10 requests, so (T × 5 + 10) / N bounds the requests per volume from above (equal when the
 rate limit held it back the whole step): printed beside the figure the preflight assumes.

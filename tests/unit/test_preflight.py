@@ -177,7 +177,7 @@ def test_the_resizer_is_checked_by_its_own_flags_for_an_expansion() -> None:
     default = resizer()
     throttled = client_throttling(default, expanding, VISIBLE)
     assert throttled is not None and throttled.severity == Severity.WARNING
-    assert "200 volumes in expandVolume" in throttled.message and throttled.facts["requestsPerObject"] == "5"
+    assert "200 volumes in expandVolume" in throttled.message and throttled.facts["requestsPerObject"] == "3"
     workers = worker_threads(default, expanding, VISIBLE)
     assert workers is not None and "Raise --workers" in workers.message and workers.facts["workers"] == "10"
     timeout = operation_timeout(default, expanding, VISIBLE)
