@@ -9,12 +9,16 @@ import json
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
 from localcluster.kube import Kube
 from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
+    GROUP,
+    PLURAL,
+    VERSION,
     assert_failed_without_objects,
     benchmark_run,
     create_run,
@@ -78,3 +82,27 @@ def test_a_class_without_allow_volume_expansion_fails_before_anything_is_created
         assert_failed_without_objects(kube, namespace, "fixed", "ExpansionNotAllowed", "allowVolumeExpansion: true")
     finally:
         kube.storage.delete_storage_class(name)
+
+
+def test_admission_takes_sizes_in_any_form_and_refuses_an_expansion_that_cannot_be(kube: Kube, namespace: str,
+                                                                                   crd: None) -> None:
+    """Server-side dry runs against the CRD's rules: whole byte counts however written (a fractional binary
+    suffix, the 1Pi maximum) are admitted; a size that does not grow, or an expand without exactly one of to and
+    by, is refused with the rule's own message (and no CEL evaluation error beside it)."""
+    def admit(size: str, expand: dict[str, str]) -> str | None:
+        body = benchmark_run("adm", storageClassName="csibench-sim", size=size, expand=expand)
+        try:
+            kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body, dry_run="All")
+        except ApiException as error:
+            return str(json.loads(error.body or "{}").get("message"))
+        return None
+
+    for size, expand in (("1Gi", {"to": "1.5Gi"}), ("1Gi", {"to": "1Pi"}), ("1Gi", {"by": "1536Mi"}),
+                         ("1Ti", {"to": "100Ti"})):
+        assert admit(size, expand) is None, (size, expand, admit(size, expand))
+    for size, expand, words in (("1Gi", {"to": "1024Mi"}, "greater than size"),
+                                ("1Gi", {}, "exactly one of to and by"),
+                                ("1Gi", {"to": "2Gi", "by": "1Gi"}, "exactly one of to and by"),
+                                ("1Gi", {"to": "2Pi"}, "at most 1Pi")):
+        message = admit(size, expand)
+        assert message is not None and words in message and "evaluating rule" not in message, (expand, message)

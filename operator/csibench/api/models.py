@@ -456,13 +456,13 @@ class ExpandSpec(_Model):
     model_config = ConfigDict(json_schema_extra=cel(
         ("has(self.to) != has(self.by)", "expand needs exactly one of to and by")))
 
-    to: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
-        "quantity(self).isInteger()", "expand.to must be a whole number of bytes")),
-        description="The new size of every volume, e.g. 2Gi (more than spec.size).")
-    by: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel(
-        ("quantity(self).isGreaterThan(quantity('0'))", "expand.by must be greater than 0"),
-        ("quantity(self).isInteger()", "expand.by must be a whole number of bytes")),
-        description="How much every volume grows, e.g. 1Gi: the new size is spec.size plus this.")
+    # Whole bytes are checked by the operator, not at admission: CEL's isInteger() says no to whole byte counts
+    # written with a fractional binary suffix ("1.5Gi") or many digits ("100Ti", even "1Pi").
+    to: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN,
+                           description="The new size of every volume, e.g. 2Gi (more than spec.size; whole bytes).")
+    by: str | None = Field(None, max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        "quantity(self).isGreaterThan(quantity('0'))", "expand.by must be greater than 0")),
+        description="How much every volume grows, e.g. 1Gi: the new size is spec.size plus this (whole bytes).")
 
     @model_validator(mode="after")
     def _one_of(self) -> ExpandSpec:
@@ -528,8 +528,9 @@ class ClientSettings(_Model):
 
 
 # The volumes' size in bytes after the run's expansion (the data path runs after it).
-_VOLUME_BYTES = ("(has(self.expand) ? (has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add("
-                 "quantity(self.expand.by))) : quantity(self.size)).asInteger()")
+_EXPANDS = "has(self.expand) && (has(self.expand.to) || has(self.expand.by))"  # (neither: its own rule says so)
+_EXPANDED_SIZE = "(has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add(quantity(self.expand.by)))"
+_VOLUME_BYTES = f"(({_EXPANDS}) ? {_EXPANDED_SIZE} : quantity(self.size)).asInteger()"
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
      "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
@@ -548,8 +549,7 @@ _DATA_PATH_RULES = (
 _EXPAND_RULES = (
     ("!has(self.expand) || !has(self.expand.to) || quantity(self.expand.to).isGreaterThan(quantity(self.size))",
      "expand.to must be greater than size: a volume only grows"),
-    (f"!has(self.expand) || (has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add("
-     f"quantity(self.expand.by))).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
+    (f"!({_EXPANDS}) || {_EXPANDED_SIZE}.compareTo(quantity('{v.SIZE_MAX}')) <= 0",
      f"the expanded size must be at most {v.SIZE_MAX}"),
     ("!has(self.steps) || has(self.expand) == ('expandVolume' in self.steps)",
      "steps must list expandVolume exactly when spec.expand is set"),
