@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import itertools
 import json
 import queue
@@ -28,7 +30,8 @@ from csibench.kube.client import ApiError, Json, TokenBucket
 
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
 CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
-                  "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers"}
+                  "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers", "volumegroupsnapshotcontents",
+                  "volumegroupsnapshotclasses"}
 
 
 @dataclass
@@ -46,12 +49,15 @@ class Behaviour:
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
     snapshots_served: bool = True
+    group_snapshots_served: bool = True
     # Run-to-completion pods (restartPolicy Never, the data path's): (exit code, log) for a pod, as its container
     # would have ended. Default: fio's JSON for the pod's --rw, with made-up numbers.
     workload: Callable[[Json], tuple[int, str]] = field(default_factory=lambda: fake_fio)
 
 
 SNAPSHOT_BOUND_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"  # the controller's
+GROUP_BOUND_FINALIZER = "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection"
+GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"  # on a member's content
 
 
 def _requested(claim: Json) -> str | None:
@@ -145,6 +151,7 @@ class FakeKube:
                                         "volumeBindingMode": "Immediate", "parameters": {"latency": "0"},
                                         "allowVolumeExpansion": True})
         self.put("volumesnapshotclasses", "", {"metadata": {"name": "snap"}, "driver": "sim.csibench.io"})
+        self.put("volumegroupsnapshotclasses", "", {"metadata": {"name": "group"}, "driver": "sim.csibench.io"})
         self.put("namespaces", "", {"metadata": {"name": "runs"}})
 
     def put(self, plural: str, namespace: str, obj: Json, event: str = "ADDED") -> Json:
@@ -281,6 +288,8 @@ class FakeKube:
             return {"gitVersion": "v1.36.3-fake"}
         if path == "/apis/snapshot.storage.k8s.io/v1":
             return {"kind": "APIResourceList"} if self.behaviour.snapshots_served else None
+        if path == "/apis/groupsnapshot.storage.k8s.io/v1":
+            return {"kind": "APIResourceList"} if self.behaviour.group_snapshots_served else None
         plural, namespace, name, _sub = self.parse(path)
         with self.lock:
             if name is not None:
@@ -365,9 +374,11 @@ class FakeKube:
                 self._later(behaviour.bind_delay, lambda: self._bind(namespace, name))
         elif plural == "pods":
             self._later(behaviour.ready_delay, lambda: self._ready(namespace, name))
-        elif plural == "volumesnapshots":
+        elif plural == "volumesnapshots" and not obj["metadata"].get("ownerReferences"):
             uid = obj["metadata"]["uid"]
             self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name, uid))
+        elif plural == "volumegroupsnapshots":
+            self._later(behaviour.snapshot_delay, lambda: self._group_snapshot_ready(namespace, obj))
 
     def _resize(self, namespace: str, claim: Json) -> None:
         """The resizer and the kubelet on a claim whose request grew: a filesystem claim passes through
@@ -457,6 +468,43 @@ class FakeKube:
             if current is not None and current["metadata"]["uid"] == uid:  # not a namesake created since
                 self._update("volumesnapshots", namespace, name, ready)
 
+    def _group_snapshot_ready(self, namespace: str, group: Json) -> None:
+        """The snapshot-controller's group content, then one member snapshot and content per selected claim (named
+        after the group's uid and the volume, owned by the group, unlabelled), then the group ready and bound."""
+        meta, uid = group["metadata"], group["metadata"]["uid"]
+        selector = group["spec"]["source"]["selector"]["matchLabels"]
+        content = f"groupsnapcontent-{uid}"
+        self.put("volumegroupsnapshotcontents", "", {"metadata": {"name": content}, "spec": {
+            "volumeGroupSnapshotRef": {"namespace": namespace, "name": meta["name"], "uid": uid}}})
+        for claim_name, claim in self.named("persistentvolumeclaims", namespace).items():
+            if not _matches(claim, selector):
+                continue
+            digest = hashlib.sha256(f"{uid}{claim['spec'].get('volumeName', '')}".encode()).hexdigest()
+            member, member_content = f"snapshot-{digest}", f"snapcontent-{digest}"
+            self.put("volumesnapshotcontents", "", {"metadata": {"name": member_content, "annotations": {
+                GROUP_HANDLE: content}}, "spec": {"volumeSnapshotRef": {"namespace": namespace, "name": member}}})
+            self.put("volumesnapshots", namespace, {"metadata": {"name": member, "ownerReferences": [
+                {"kind": "VolumeGroupSnapshot", "name": meta["name"], "uid": uid}],
+                "finalizers": [SNAPSHOT_BOUND_FINALIZER]},
+                "spec": {"source": {"persistentVolumeClaimName": claim_name}},
+                "status": {"readyToUse": True, "boundVolumeSnapshotContentName": member_content}})
+
+        def ready(obj: Json) -> None:
+            if obj["metadata"]["uid"] == uid:
+                obj["status"] = {"readyToUse": True, "boundVolumeGroupSnapshotContentName": content}
+                obj["metadata"].setdefault("finalizers", []).append(GROUP_BOUND_FINALIZER)
+        self._update("volumegroupsnapshots", namespace, meta["name"], ready)
+
+    def _delete_group_members(self, namespace: str, group: Json) -> None:
+        delay, uid = self.behaviour.release_delay, group["metadata"]["uid"]
+        for name, member in self.named("volumesnapshots", namespace).items():
+            if any(ref.get("uid") == uid for ref in member["metadata"].get("ownerReferences") or []):
+                self.remove("volumesnapshots", namespace, name)
+                content: str = (member.get("status") or {}).get("boundVolumeSnapshotContentName", "")
+                self._later(delay, functools.partial(self.remove, "volumesnapshotcontents", "", content))
+        group_content = (group.get("status") or {}).get("boundVolumeGroupSnapshotContentName", "")
+        self._later(delay, lambda: self.remove("volumegroupsnapshotcontents", "", group_content))
+
     def _delete_one(self, plural: str, namespace: str, name: str) -> None:
         if plural == "pods" and self.behaviour.pod_termination > 0:
             def terminating(pod: Json) -> None:
@@ -468,6 +516,8 @@ class FakeKube:
         obj = self.remove(plural, namespace, name)
         if obj is None:
             return
+        if plural == "volumegroupsnapshots":
+            self._delete_group_members(namespace, obj)
         if plural == "volumesnapshots" and SNAPSHOT_BOUND_FINALIZER not in (obj["metadata"].get("finalizers") or []):
             self.unbound_snapshot_deletes.append(name)
         delay = self.behaviour.release_delay
@@ -513,7 +563,8 @@ def _field_ok(obj: Json, selector: str) -> bool:
 
 # Custom resources are written by the API server with every object's keys sorted; built-in kinds in Go struct
 # order (kind, apiVersion, metadata with its name first, then the rest).
-CUSTOM_RESOURCES = {"volumesnapshots", "volumesnapshotcontents", "benchmarkruns"}
+CUSTOM_RESOURCES = {"volumesnapshots", "volumesnapshotcontents", "benchmarkruns", "volumegroupsnapshots",
+                    "volumegroupsnapshotcontents"}
 
 
 def _as_served(plural: str, obj: Json) -> Json:

@@ -21,7 +21,7 @@ from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report
 from csibench.engine.resume import resume as resume_run
 from csibench.engine.run import RunEngine
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import GROUP_HANDLE, FakeKube
 
 UID = "0a1b2c3d-0000-4000-8000-000000000001"
 REF = RunRef("runs", "bench", UID)
@@ -61,8 +61,12 @@ def owned_left(fake: FakeKube) -> list[tuple[str, str, str]]:
     """Objects of the run still in the fake: labelled ones, and PVs/contents pointing at the run's objects."""
     left = [k for k, o in fake.objects.items() if (o["metadata"].get("labels") or {}).get(
         "csibench.io/run-uid") == UID]
-    left += [k for k, o in fake.objects.items() if k[0] in ("persistentvolumes", "volumesnapshotcontents")
-             and str(o["spec"]).find(NAMES.prefix) >= 0]
+    left += [k for k, o in fake.objects.items() if k[0] in ("persistentvolumes", "volumesnapshotcontents",
+                                                            "volumegroupsnapshotcontents", "volumesnapshots")
+             and str(o["spec"]).find(NAMES.prefix) >= 0 and k not in left]
+    # A group member's content names only its member snapshot; the fake holds no one else's groups.
+    left += [k for k, o in fake.objects.items() if k[0] == "volumesnapshotcontents"
+             and GROUP_HANDLE in (o["metadata"].get("annotations") or {})]
     return left
 
 

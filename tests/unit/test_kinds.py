@@ -17,14 +17,26 @@ import pytest
 
 from csibench.engine import catalog
 from csibench.engine.judges import DONE, Judge
-from csibench.engine.kinds import claim, pod, snapshot
+from csibench.engine.kinds import claim, group_snapshot, pod, snapshot
 from csibench.engine.kinds.fields import Field, attributes
-from csibench.engine.observed import CLAIM, POD, SNAPSHOT, ClaimState, Observed, PodState, SnapshotState
+from csibench.engine.observed import (
+    CLAIM,
+    GROUP_SNAPSHOT,
+    POD,
+    SNAPSHOT,
+    ClaimState,
+    GroupSnapshotState,
+    Observed,
+    PodState,
+    SnapshotState,
+)
 from csibench.engine.step import JudgeFactory, Midpoint
 
 NAME = "run-abcde-v00000"
-STATES: dict[str, type[Any]] = {CLAIM: ClaimState, POD: PodState, SNAPSHOT: SnapshotState}
-FIELDS: dict[str, tuple[Field, ...]] = {CLAIM: claim.FIELDS, POD: pod.FIELDS, SNAPSHOT: snapshot.FIELDS}
+STATES: dict[str, type[Any]] = {CLAIM: ClaimState, POD: PodState, SNAPSHOT: SnapshotState,
+                                 GROUP_SNAPSHOT: GroupSnapshotState}
+FIELDS: dict[str, tuple[Field, ...]] = {CLAIM: claim.FIELDS, POD: pod.FIELDS, SNAPSHOT: snapshot.FIELDS,
+                                        GROUP_SNAPSHOT: group_snapshot.FIELDS}
 SHAPES: dict[str, list[dict[str, Any]]] = {
     CLAIM: [{}, {"phase": "Bound", "volume": "pv-1"}, {"phase": "Lost"},
             {"phase": "Bound", "expand_to": "2Gi", "capacity": "2Gi"},
@@ -33,6 +45,8 @@ SHAPES: dict[str, list[dict[str, Any]]] = {
     POD: [{}, {"ready": True, "node": "node-0", "claims": ["c"]}, {"phase": "Failed"}, {"phase": "Succeeded"}],
     SNAPSHOT: [{}, {"ready": True, "content": "snapcontent-1", "protected": True},
                {"error": "rpc error: code = Internal"}],
+    GROUP_SNAPSHOT: [{}, {"ready": True, "content": "gc", "protected": True, "members_expected": 2},
+                     {"ready": True}, {"error": "rpc error: code = Internal"}],
 }
 EXISTENCE: list[dict[str, Any]] = [{}, {"exists": False, "gone_at": 5.0}, {"exists": False, "gone_at": 0.5}]
 
@@ -75,7 +89,8 @@ def reads(kind: str, factory: JudgeFactory) -> set[str]:
         for existence in EXISTENCE:
             observed = Observed("bench", "run-abcde")
             state = STATES[kind](uid="uid-1", **shape, **existence)
-            states = {CLAIM: observed.claims, POD: observed.pods, SNAPSHOT: observed.snapshots}[kind]
+            states = {CLAIM: observed.claims, POD: observed.pods, SNAPSHOT: observed.snapshots,
+                      GROUP_SNAPSHOT: observed.groups}[kind]
             cast(dict[str, Any], states)[NAME] = Recording(state, read)
             factory(observed, frozenset({"ProvisioningFailed"}))(NAME, 1.0)
     return read
@@ -96,7 +111,7 @@ def test_the_check_sees_a_field_missing_from_the_list() -> None:
     assert "volume" in read and not read <= attributes(without_volume)
 
 
-@pytest.mark.parametrize("kind", [CLAIM, POD, SNAPSHOT])
+@pytest.mark.parametrize("kind", [CLAIM, POD, SNAPSHOT, GROUP_SNAPSHOT])
 def test_update_writes_only_the_kinds_fields(kind: str) -> None:
     objects = {
         CLAIM: {"metadata": {"annotations": {claim.EXPAND_TO: "2Gi"}}, "spec": {"volumeName": "pv-1"},
@@ -107,8 +122,12 @@ def test_update_writes_only_the_kinds_fields(kind: str) -> None:
               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
         SNAPSHOT: {"metadata": {"finalizers": [snapshot.BOUND_PROTECTION]},
                    "status": {"readyToUse": True, "boundVolumeSnapshotContentName": "c", "error": {"message": "x"}}},
+        GROUP_SNAPSHOT: {"metadata": {"finalizers": [group_snapshot.BOUND_PROTECTION],
+                                      "annotations": {group_snapshot.MEMBERS: "5"}},
+                         "status": {"readyToUse": True, "boundVolumeGroupSnapshotContentName": "gc",
+                                    "error": {"message": "x"}}},
     }
-    module: Any = {CLAIM: claim, POD: pod, SNAPSHOT: snapshot}[kind]
+    module: Any = {CLAIM: claim, POD: pod, SNAPSHOT: snapshot, GROUP_SNAPSHOT: group_snapshot}[kind]
     state = STATES[kind]()
     before = dataclasses.asdict(state)
     module.update(state, objects[kind])

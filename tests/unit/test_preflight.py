@@ -13,6 +13,7 @@ from csibench.kube.client import ApiError, Json
 from csibench.preflight.checks import (
     RunShape,
     client_throttling,
+    group_snapshot_gate,
     operation_timeout,
     pacing_floor,
     run_checks,
@@ -189,6 +190,20 @@ def test_the_resizer_is_checked_by_its_own_flags_for_an_expansion() -> None:
     assert [check(raised, expanding, VISIBLE) for check in (client_throttling, worker_threads,
                                                             operation_timeout)] == [None, None, None]
     assert client_throttling(default, shape(200, steps=("createVolume", "deleteVolume")), VISIBLE) is None
+
+
+def test_a_group_snapshot_step_with_the_gate_off_is_a_warning_that_names_the_flag() -> None:
+    grouping = shape(20, steps=("createVolume", "createGroupSnapshot", "deleteGroupSnapshot", "deleteVolume"))
+    current = snapshot_controller()  # v8.7.0: on by default
+    assert group_snapshot_gate(current, grouping, VISIBLE) is None
+    assert group_snapshot_gate(current.model_copy(update={"version": "v8.6.0"}), shape(20), VISIBLE) is None
+    for off in (current.model_copy(update={"flags": {"feature-gates": "CSIVolumeGroupSnapshot=false"}}),
+                current.model_copy(update={"version": "v8.6.0"})):
+        found = group_snapshot_gate(off, grouping, VISIBLE)
+        assert found is not None and found.severity == Severity.WARNING
+        assert "--feature-gates=CSIVolumeGroupSnapshot=true" in found.message
+    on = current.model_copy(update={"version": "v8.6.0", "flags": {"feature-gates": "CSIVolumeGroupSnapshot=true"}})
+    assert group_snapshot_gate(on, grouping, VISIBLE) is None
 
 
 def test_a_driver_without_attach_is_not_checked_for_the_attacher() -> None:

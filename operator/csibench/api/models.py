@@ -27,6 +27,7 @@ MAX_LABELS = 32
 MAX_FINDINGS = 12
 MAX_RUN_NAME = 40  # object names are "<run>-<uid5>-i50-v00042": 40 + 17 stays a valid DNS label
 MAX_REPEAT = 50
+MAX_VOLUMES_PER_GROUP = 100  # one CSI call snapshots them all; arrays limit a consistency group far below this
 MAX_ITERATION_FAILURES = 5
 
 
@@ -96,6 +97,8 @@ class ConditionReason(StrEnum):
     MANIFEST_REJECTED = "ManifestRejected"
     DATA_PATH_DOES_NOT_FIT = "DataPathDoesNotFit"
     EXPANSION_NOT_ALLOWED = "ExpansionNotAllowed"
+    GROUP_SNAPSHOT_API_NOT_INSTALLED = "GroupSnapshotAPINotInstalled"
+    VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND = "VolumeGroupSnapshotClassNotFound"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
@@ -450,6 +453,17 @@ class DatabaseSpec(_Model):
         return value
 
 
+class GroupSnapshotSpec(_Model):
+    """The group snapshot steps: volumes i*n .. i*n+n-1 form group i (n = volumesPerGroup; the last may be
+    smaller), each snapshotted by one VolumeGroupSnapshot selecting its claims by the run's labels."""
+
+    volumesPerGroup: int = Field(5, ge=1, le=MAX_VOLUMES_PER_GROUP,
+                                 description="Volumes in each group (one VolumeGroupSnapshot per group).")
+    volumeGroupSnapshotClassName: str = Field(
+        ..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
+        description="VolumeGroupSnapshotClass of the groups (must exist, for the class's driver).")
+
+
 class ExpandSpec(_Model):
     """The expandVolume step: each claim's request raised to ``to``, or by ``by``, in one batch."""
 
@@ -554,6 +568,10 @@ _EXPAND_RULES = (
     ("!has(self.steps) || has(self.expand) == ('expandVolume' in self.steps)",
      "steps must list expandVolume exactly when spec.expand is set"),
 )
+_GROUP_SNAPSHOT_RULES = (
+    ("!has(self.steps) || has(self.groupSnapshot) == ('createGroupSnapshot' in self.steps)",
+     "steps must list createGroupSnapshot exactly when spec.groupSnapshot is set"),
+)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
@@ -565,7 +583,8 @@ _DATABASE_RULES = (
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES))
+    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES,
+                                                         *_GROUP_SNAPSHOT_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -609,6 +628,10 @@ class BenchmarkRunSpec(_Model):
                           "done when its capacity says the new size and no resize is pending. Online (after "
                           "publish, while its pods mount the volumes) when publish runs, else offline. The class "
                           "must allow volume expansion; clones after it request the new size.")
+    groupSnapshot: GroupSnapshotSpec | None = Field(
+        None, description="Time group snapshots (createGroupSnapshot, deleteGroupSnapshot): the run's volumes in "
+                          "groups of volumesPerGroup (a label the run sets on its claims), one VolumeGroupSnapshot "
+                          "per group, ready when it and every member snapshot are ready to use.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
@@ -707,6 +730,14 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_EXPAND_RULES[0][1])
         if new > v.parse_quantity(v.SIZE_MAX):
             raise ValueError(_EXPAND_RULES[1][1])
+        return self
+
+    @model_validator(mode="after")
+    def _group_snapshot_consistent(self) -> BenchmarkRunSpec:
+        """The same rule as the CRD's CEL (a run stored before it existed is refused here)."""
+        listed = self.steps is not None and StepName.CREATE_GROUP_SNAPSHOT in self.steps
+        if self.steps is not None and listed != (self.groupSnapshot is not None):
+            raise ValueError(_GROUP_SNAPSHOT_RULES[0][1])
         return self
 
     @property

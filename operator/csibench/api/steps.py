@@ -34,9 +34,11 @@ class StepName(StrEnum):
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
     CREATE_SNAPSHOT = "createSnapshot"
+    CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"  # spec.groupSnapshot: one VolumeGroupSnapshot per group of volumes
     CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
     DELETE_CLONE = "deleteClone"
     DELETE_SNAPSHOT = "deleteSnapshot"
+    DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"
     DELETE_VOLUME = "deleteVolume"
 
 
@@ -56,6 +58,7 @@ class StepFacts:
     unit: str  # in reports: "vol" (throughput reads "1.59 vol/s")
     requires: str | None = None  # the step it depends on (object i of it, or all of it)
     needs_snapshot_class: bool = False
+    needs_group_snapshots: bool = False  # works on VolumeGroupSnapshots (spec.groupSnapshot names their class)
     own_table: bool = False  # its numbers are the rows of a table of its own; its pods' rate and latency say nothing
     requests_per_object: Mapping[str, int] = field(default_factory=dict)  # CSI component -> API requests per object
     note_wffc: str | None = None  # how to read its numbers on a WaitForFirstConsumer class
@@ -84,12 +87,20 @@ _FACTS = (
                            "pauses, plus 300 + 1 per scale unit for each initialization, plus 300."),
     StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 9}),
+    StepFacts(StepName.CREATE_GROUP_SNAPSHOT, "Create Group Snapshot", "group", requires=StepName.CREATE_VOLUME,
+              needs_group_snapshots=True,
+              timeout_note="Timeout of createGroupSnapshot (every group ready to use, each member snapshot too), in "
+                           "seconds."),
     StepFacts(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", requires=StepName.CREATE_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={PROVISIONER: 3, CONTROLLER_MANAGER: 4}),
     StepFacts(StepName.DELETE_CLONE, "Delete Clone", "vol", requires=StepName.CLONE_FROM_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={PROVISIONER: 2}),
     StepFacts(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", requires=StepName.CREATE_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 4}),
+    StepFacts(StepName.DELETE_GROUP_SNAPSHOT, "Delete Group Snapshot", "group",
+              requires=StepName.CREATE_GROUP_SNAPSHOT, needs_group_snapshots=True,
+              timeout_note="Timeout of deleteGroupSnapshot (every group, its content, member snapshots and their "
+                           "contents gone), in seconds."),
     StepFacts(StepName.DELETE_VOLUME, "Delete Volume", "vol", requires=StepName.CREATE_VOLUME,
               requests_per_object={PROVISIONER: 2}),
 )

@@ -22,10 +22,11 @@ from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
-from csibench.engine.observed import CLAIM, POD, SNAPSHOT
+from csibench.engine.observed import CLAIM, GROUP_SNAPSHOT, POD, SNAPSHOT
 from csibench.engine.step import Companion, Manifest, Phases, StepContext, StepSpec
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
+from csibench.kube.ownership import RUN_UID_LABEL
 
 
 # -- skip rules: which objects a step does not submit (counted as skipped) ---------------------------------------
@@ -60,14 +61,25 @@ def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
     return skip_if_prerequisite_failed(step, context) | unbound | unheld
 
 
-def skip_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
-    """A pod mounts k volumes: it is skipped if any of them failed (on a WaitForFirstConsumer class, failing
-    means the API refused the claim or never stored it: provisioning itself happens in this step)."""
+def _skip_missing_a_volume(step: StepSpec, context: StepContext, per_object: int) -> set[str]:
     assert step.requires is not None
     spec = context.spec
     bad = _failed_indexes(context, step.requires)
-    return {step.object_name(context.names, pod) for pod in range(step.count(spec))
-            if bad & set(volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod))}
+    return {step.object_name(context.names, index) for index in range(step.count(spec))
+            if bad & set(volumes_of_pod(index, spec.volumes, per_object))}
+
+
+def skip_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
+    """A pod mounts k volumes: it is skipped if any of them failed (on a WaitForFirstConsumer class, failing
+    means the API refused the claim or never stored it: provisioning itself happens in this step)."""
+    return _skip_missing_a_volume(step, context, context.spec.pvcsPerPod)
+
+
+def skip_groups_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
+    """A group snapshot covers n volumes: it is skipped if any of them failed (a smaller group would be timed as
+    if it were whole)."""
+    assert context.spec.groupSnapshot is not None
+    return _skip_missing_a_volume(step, context, context.spec.groupSnapshot.volumesPerGroup)
 
 
 def skip_never_seen(step: StepSpec, context: StepContext) -> set[str]:
@@ -79,7 +91,12 @@ def skip_never_seen(step: StepSpec, context: StepContext) -> set[str]:
 
 # -- manifests of the creation steps ---------------------------------------------------------------------------
 def _volume(context: StepContext, index: int) -> Manifest:
-    return manifests.build_pvc(context.names.volume(index), context.spec, context.labels)
+    """Claim i; with spec.groupSnapshot, labelled with its group (the group snapshot selects claims by it)."""
+    labels = context.labels
+    if context.spec.groupSnapshot is not None:
+        group = index // context.spec.groupSnapshot.volumesPerGroup
+        labels = {**labels, manifests.GROUP_LABEL: context.names.group_snapshot(group)}
+    return manifests.build_pvc(context.names.volume(index), context.spec, labels)
 
 
 def _pod(context: StepContext, index: int) -> Manifest:
@@ -93,6 +110,22 @@ def _snapshot(context: StepContext, index: int) -> Manifest:
     assert context.spec.volumeSnapshotClassName is not None
     return manifests.build_snapshot(context.names.snapshot(index), context.names.volume(index),
                                     context.spec.volumeSnapshotClassName, context.labels)
+
+
+def _group_snapshot(context: StepContext, index: int) -> Manifest:
+    """Group i: the claims labelled with its name and the run's uid (nobody else's claims, whatever their
+    labels), with how many there are."""
+    spec, group = context.spec, context.spec.groupSnapshot
+    assert group is not None, "the group snapshot steps run only with spec.groupSnapshot"
+    name = context.names.group_snapshot(index)
+    members = len(volumes_of_pod(index, spec.volumes, group.volumesPerGroup))
+    selector = {RUN_UID_LABEL: context.labels[RUN_UID_LABEL], manifests.GROUP_LABEL: name}
+    return manifests.build_group_snapshot(name, group.volumeGroupSnapshotClassName, members, context.labels,
+                                          selector)
+
+
+def _groups(spec: BenchmarkRunSpec) -> int:
+    return pod_count(spec.volumes, spec.groupSnapshot.volumesPerGroup) if spec.groupSnapshot is not None else 0
 
 
 def _clone(context: StepContext, index: int) -> Manifest:
@@ -172,6 +205,8 @@ def _pods(spec: BenchmarkRunSpec) -> int:
 
 
 PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
+# csi-snapshotter's (CreateVolumeGroupSnapshot failed) and the snapshot-controller's (no group content made).
+GROUP_SNAPSHOT_FAILED = frozenset({"GroupSnapshotCreationFailed", "GroupSnapshotContentCreationFailed"})
 
 STEPS: dict[str, StepSpec] = {step.name: step for step in (
     StepSpec(facts=facts_of(StepName.CREATE_VOLUME), kind=CLAIM, resource=r.PVCS, action=CREATE,
@@ -211,6 +246,11 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              terminal_warnings=frozenset({"SnapshotCreationFailed", "SnapshotContentCreationFailed"}),
              manifest=_snapshot, report_key="volumeSnapshot", gone=judges.snapshot_and_content_gone,
              settled=judges.snapshot_settled),
+    StepSpec(facts=facts_of(StepName.CREATE_GROUP_SNAPSHOT), kind=GROUP_SNAPSHOT, resource=r.GROUP_SNAPSHOTS,
+             action=CREATE, object_name=Names.group_snapshot, count=_groups, judge=judges.group_snapshot_ready,
+             skip=skip_groups_missing_a_volume, terminal_warnings=GROUP_SNAPSHOT_FAILED, manifest=_group_snapshot,
+             report_key="volumeGroupSnapshot", gone=judges.group_snapshot_gone, settled=judges.group_snapshot_settled,
+             enabled=lambda spec: spec.groupSnapshot is not None, spec_part="groupSnapshot"),
     StepSpec(facts=facts_of(StepName.CLONE_FROM_SNAPSHOT), kind=CLAIM, resource=r.PVCS, action=CREATE,
              object_name=Names.clone, count=_volumes, judge=judges.claim_bound, skip=skip_if_prerequisite_failed,
              terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone",
@@ -221,6 +261,10 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
     StepSpec(facts=facts_of(StepName.DELETE_SNAPSHOT), kind=SNAPSHOT, resource=r.SNAPSHOTS, action=DELETE,
              object_name=Names.snapshot, count=_volumes, judge=judges.snapshot_and_content_gone,
              skip=skip_never_seen, gone=judges.snapshot_and_content_gone, recreated_by=StepName.CREATE_SNAPSHOT),
+    StepSpec(facts=facts_of(StepName.DELETE_GROUP_SNAPSHOT), kind=GROUP_SNAPSHOT, resource=r.GROUP_SNAPSHOTS,
+             action=DELETE, object_name=Names.group_snapshot, count=_groups, judge=judges.group_snapshot_gone,
+             skip=skip_never_seen, gone=judges.group_snapshot_gone, recreated_by=StepName.CREATE_GROUP_SNAPSHOT,
+             enabled=lambda spec: spec.groupSnapshot is not None, spec_part="groupSnapshot"),
     StepSpec(facts=facts_of(StepName.DELETE_VOLUME), kind=CLAIM, resource=r.PVCS, action=DELETE,
              object_name=Names.volume, count=_volumes, judge=judges.claim_and_volume_gone, skip=skip_never_seen,
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME),

@@ -73,6 +73,10 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
         "persistentvolumeclaims": sum(1 for c in observed.claims.values() if c.exists),
         "persistentvolumes": observed.owned_volumes(),
         "volumesnapshotcontents": observed.owned_contents(),
+        "volumegroupsnapshots": sum(1 for g in observed.groups.values() if g.exists),
+        "volumegroupsnapshotcontents": observed.owned_group_contents(),
+        "volumesnapshots of groups": observed.members_left(),
+        "volumesnapshotcontents of groups": observed.member_contents_left(),
     }
     if namespace_left:
         counts["namespaces"] = 1
@@ -81,6 +85,10 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
 
 async def _snapshot_api_present(client: KubeApi) -> bool:
     return await client.get(r.SNAPSHOT_API) is not None
+
+
+async def _group_snapshot_api_present(client: KubeApi) -> bool:
+    return await client.get(r.GROUP_SNAPSHOT_API) is not None
 
 
 async def delete_owned_namespace(client: KubeApi, scope: RunScope) -> tuple[str | None, str | None]:
@@ -153,19 +161,21 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
     watches: RunWatches | None = None
     try:
         snapshots = await _snapshot_api_present(client)
+        groups = snapshots and await _group_snapshot_api_present(client)
         if observed is None:
             observed = Observed(scope.namespace, scope.prefix)
-            watches = RunWatches(client, observed, scope.selector, snapshots)
+            watches = RunWatches(client, observed, scope.selector, snapshots, groups=groups)
             await watches.start(timeout=max(1.0, deadline_seconds))
         query = {"labelSelector": scope.selector}
-        kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + [r.PVCS]
+        kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + ([r.GROUP_SNAPSHOTS] if groups else []) + [r.PVCS]
         last_delete = -REDELETE_SECONDS
         reclaim = _Reclaim(client, scope.namespace)
         namespace: tuple[str | None, str | None] | None = None  # (uid being deleted, refusal) once asked
         while time.monotonic() - started < deadline_seconds:
             left = remaining(observed, namespace_left=False)
             await reclaim(observed)
-            in_namespace = left["pods"] + left["volumesnapshots"] + left["persistentvolumeclaims"]
+            in_namespace = (left["pods"] + left["volumesnapshots"] + left["persistentvolumeclaims"]
+                            + left["volumegroupsnapshots"] + left["volumesnapshots of groups"])
             if not in_namespace and namespace is None and not keep_namespace:
                 namespace = await delete_owned_namespace(client, scope)
             if not any(left.values()):

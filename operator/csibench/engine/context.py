@@ -80,6 +80,10 @@ class RunContext:
     def needs_snapshots(self) -> bool:
         return any(step.needs_snapshot_class for step in self.plan)
 
+    @property
+    def needs_group_snapshots(self) -> bool:
+        return any(step.needs_group_snapshots for step in self.plan)
+
     def step_context(self, observed: Observed) -> StepContext:
         return StepContext(self.spec, self.names, self.labels, self.target_namespace, self.binding_mode, observed,
                            self.trackers)

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.validation import parse_quantity
-from csibench.engine.observed import CLAIM, POD, SNAPSHOT, ClaimState, Key, Observed, SnapshotState
+from csibench.engine.observed import (
+    CLAIM,
+    GROUP_SNAPSHOT,
+    POD,
+    SNAPSHOT,
+    ClaimState,
+    Key,
+    Observed,
+    SnapshotState,
+)
 
 
 @dataclass(frozen=True)
@@ -66,12 +75,14 @@ def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, sub
 
 
 def _ready_with(observed: Observed, terminal: frozenset[str], kind: str, lookup: Callable[[str], Any],
-                ready: Callable[[Any], bool], failure: Callable[[Any], Verdict | None]) -> Judge:
-    """Done when the object exists and is ready; failed when its status says so, a terminal Warning came, or it
-    was deleted after its submission (by someone else: the run deletes nothing of a step still running)."""
+                ready: Callable[[Any], bool], failure: Callable[[Any], Verdict | None],
+                complete: Callable[[str], bool] = lambda name: True) -> Judge:
+    """Done when the object exists and is ready (and ``complete`` says the same of what it made, by its name);
+    failed when its status says so, a terminal Warning came, or it was deleted after its submission (by someone
+    else: the run deletes nothing of a step still running)."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = lookup(name)
-        if state is not None and state.exists and ready(state):
+        if state is not None and state.exists and ready(state) and complete(name):
             return DONE
         if state is not None and not state.exists:
             if state.gone_at is not None and state.gone_at >= submitted:
@@ -197,6 +208,41 @@ def snapshot_settled(observed: Observed, terminal: frozenset[str]) -> Judge:
         state = observed.snapshots.get(name)
         settled = state is None or not state.exists or state.protected or state.error is not None
         return DONE if settled else None
+    return judge
+
+
+def group_snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Done when the group is ready to use and so is each of its member snapshots, all of them there; failed on the
+    group's status error (not a call still in progress), a terminal Warning, or its deletion."""
+    def members_ready(name: str) -> bool:
+        group = observed.groups[name]
+        members = [observed.members[m] for m in observed.group_members.get(name, ()) if observed.members[m].exists]
+        return len(members) >= max(1, group.members_expected) and all(member.ready for member in members)
+    return _ready_with(observed, terminal, GROUP_SNAPSHOT, observed.groups.get, lambda group: group.ready,
+                       lambda group: Verdict(False, "GroupSnapshotError", group.error)
+                       if group.error and not is_transient(group.error) else None, complete=members_ready)
+
+
+def group_snapshot_settled(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Restore: a group snapshot can be deleted without leaving its content behind once the controller's bound
+    finalizer is on it (its deletion then deletes the members and the content), or once it failed or is gone."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.groups.get(name)
+        settled = state is None or not state.exists or state.protected or state.error is not None
+        return DONE if settled else None
+    return judge
+
+
+def group_snapshot_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Done when the group snapshot, its group content, each member snapshot and each member's content are gone."""
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.groups.get(name)
+        if state is not None and (state.exists or (state.content and state.content in observed.group_contents)):
+            return None
+        for member in observed.group_members.get(name, ()):
+            if observed.members[member].exists or member in observed.member_contents:
+                return None
+        return DONE
     return judge
 
 

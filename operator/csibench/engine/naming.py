@@ -59,6 +59,10 @@ class Names:
     def clone(self, index: int) -> str:
         return f"{self._objects}-c{index:05d}"
 
+    def group_snapshot(self, index: int) -> str:
+        """A VolumeGroupSnapshot of group ``index`` (``-x`` + index); also the value of its claims' group label."""
+        return f"{self._objects}-x{index:05d}"
+
     def data_pod(self, index: int) -> str:
         """Data-path pods: one per (workload, volume), numbered workload-major (``-d`` + index)."""
         return f"{self._objects}-d{index:05d}"

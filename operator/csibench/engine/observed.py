@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from csibench.api.text import shorten
-from csibench.engine.kinds import claim, pod, snapshot
+from csibench.engine.kinds import claim, group_snapshot, pod, snapshot
 from csibench.engine.kinds.claim import CLAIM as CLAIM
 from csibench.engine.kinds.claim import ClaimState as ClaimState
+from csibench.engine.kinds.group_snapshot import GROUP_SNAPSHOT as GROUP_SNAPSHOT
+from csibench.engine.kinds.group_snapshot import GroupSnapshotState as GroupSnapshotState
 from csibench.engine.kinds.pod import POD as POD
 from csibench.engine.kinds.pod import PodState as PodState
 from csibench.engine.kinds.snapshot import SNAPSHOT as SNAPSHOT
@@ -28,9 +30,14 @@ from csibench.kube.watch import WatchEvent
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
 # csi-snapshotter's mark while its CreateSnapshot call has not answered; it will not delete the content until then
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
+# On every content the snapshot-controller makes for a member of a group snapshot (and only there).
+GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"
+_GROUP_HANDLE = f'"{GROUP_HANDLE}"'.encode()
+_GROUP_OWNER = b'"kind":"VolumeGroupSnapshot"'
 
 Key = tuple[str, str]  # (kind, name) of one of the run's objects
-S = TypeVar("S", ClaimState, PodState, SnapshotState)
+S = TypeVar("S", ClaimState, PodState, SnapshotState, GroupSnapshotState)
+States = dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState] | dict[str, GroupSnapshotState]
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,17 @@ class Observed:
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
         self._content_refs: dict[str, ContentRef] = {}  # existing snapshot content -> what it says of itself
         self.warnings: dict[Key, WarningEvent] = {}
+        self.groups: dict[str, GroupSnapshotState] = {}
+        # A group's members: the controller's VolumeSnapshots owned by it (unlabelled, named snapshot-<hash>).
+        self.members: dict[str, SnapshotState] = {}  # member snapshot -> its state
+        self.member_group: dict[str, str] = {}  # member snapshot -> its group (kept after either is gone)
+        self.group_members: dict[str, set[str]] = defaultdict(set)  # group -> its member snapshots ever seen
+        # Existing contents of group members anywhere in the cluster, by the member snapshot they point at: a
+        # member's content may be created before the member itself is seen, so they are all kept (small).
+        self.member_contents: dict[str, str] = {}  # member snapshot name -> its content
+        self._member_content_ref: dict[str, str] = {}  # existing member content -> member snapshot name
+        self.group_contents: dict[str, str] = {}  # existing group content -> its group (by name)
+        self._group_content_uid: dict[str, str] = {}  # existing group content -> uid of the group it points at
         self._by_uid: dict[str, Key] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
         self._claim_of_pv: dict[str, str] = {}  # every PV ever bound to one of our claims (survives deletion)
@@ -83,6 +101,14 @@ class Observed:
         """A raw watch line that can concern the run: it names one of its objects (a PV's claimRef, a content's
         snapshotRef). Lines that do not are passed over undecoded (other runs' and users' volumes)."""
         return self._prefix_bytes in line
+
+    def mentions_ours_or_a_member(self, line: bytes) -> bool:
+        """A snapshot content's line that can concern the run: one of its snapshots', or a group member's."""
+        return self._prefix_bytes in line or _GROUP_HANDLE in line
+
+    def owned_by_a_group(self, line: bytes) -> bool:
+        """A VolumeSnapshot's line that can be a member of one of the run's group snapshots."""
+        return _GROUP_OWNER in line and self._prefix_bytes in line
 
     def apply(self, event: WatchEvent) -> list[Key]:
         """Update state from one event; return the run's objects whose state may have changed."""
@@ -122,6 +148,55 @@ class Observed:
         snapshot.update(state, event.obj)
         return [(SNAPSHOT, name)]
 
+    def _on_groups(self, event: WatchEvent) -> list[Key]:
+        name, state = self._track(GROUP_SNAPSHOT, self.groups, event, GroupSnapshotState)
+        group_snapshot.update(state, event.obj)
+        return [(GROUP_SNAPSHOT, name)]
+
+    def _on_members(self, event: WatchEvent) -> list[Key]:
+        """A member snapshot of one of the run's groups: owned by a VolumeGroupSnapshot of the run's (by name, and
+        by uid once that group is seen: a namesake's members are not its)."""
+        meta = event.obj["metadata"]
+        group = next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
+                      if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))
+                      and (ref.get("name") not in self.groups or self.groups[ref["name"]].uid == ref.get("uid"))),
+                     None)
+        if group is None:
+            return []
+        name = meta["name"]
+        state = self.members.setdefault(name, SnapshotState())
+        state.uid = meta.get("uid", state.uid)
+        state.exists = event.type != "DELETED"
+        state.gone_at = None if state.exists else event.at
+        snapshot.update(state, event.obj)
+        self.member_group[name] = group
+        self.group_members[group].add(name)
+        return [(GROUP_SNAPSHOT, group)]
+
+    def _on_group_contents(self, event: WatchEvent) -> list[Key]:
+        name = event.obj["metadata"]["name"]
+        ref = (event.obj.get("spec") or {}).get("volumeGroupSnapshotRef") or {}
+        if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
+            return []
+        if event.type == "DELETED":
+            self.group_contents.pop(name, None)
+            self._group_content_uid.pop(name, None)
+        else:
+            self.group_contents[name] = ref["name"]
+            self._group_content_uid[name] = ref.get("uid", "")
+        return [(GROUP_SNAPSHOT, ref["name"])]
+
+    def _on_member_content(self, event: WatchEvent, name: str, member: str) -> list[Key]:
+        if event.type == "DELETED":
+            self._member_content_ref.pop(name, None)
+            if self.member_contents.get(member) == name:
+                del self.member_contents[member]
+        else:
+            self._member_content_ref[name] = member
+            self.member_contents[member] = name
+        group = self.member_group.get(member)
+        return [(GROUP_SNAPSHOT, group)] if group is not None else []
+
     def _on_events(self, event: WatchEvent) -> list[Key]:
         involved = event.obj.get("involvedObject") or {}
         uid = involved.get("uid", "")
@@ -134,17 +209,23 @@ class Observed:
         self.warnings[key] = WarningEvent(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
         return [key]
 
-    def _states(self, kind: str) -> dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]:
-        return self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
+    def _states(self, kind: str) -> States:
+        kinds: dict[str, States] = {CLAIM: self.claims, POD: self.pods, SNAPSHOT: self.snapshots,
+                                    GROUP_SNAPSHOT: self.groups}
+        return kinds[kind]
 
     def complaints(self, kind: str) -> dict[str, str]:
         """What was last said against each of the run's objects of a kind, quoted when one times out: its last
         Warning, else its status error (a snapshot's: the snapshot-controller copies it there without an event)."""
         said = {name: shorten(f"{w.reason}: {w.message}", 200) for (k, name), w in self.warnings.items() if k == kind}
+        errors: dict[str, str | None] = {}
         if kind == SNAPSHOT:
-            for name, snapshot in self.snapshots.items():
-                if snapshot.error and name not in said:
-                    said[name] = shorten(f"status.error: {snapshot.error}", 200)
+            errors = {name: state.error for name, state in self.snapshots.items()}
+        elif kind == GROUP_SNAPSHOT:
+            errors = {name: state.error for name, state in self.groups.items()}
+        for name, error in errors.items():
+            if error and name not in said:
+                said[name] = shorten(f"status.error: {error}", 200)
         return said
 
     # -- cluster-scoped objects that point back at the run's ------------------------------------------------
@@ -183,6 +264,8 @@ class Observed:
     def _on_contents(self, event: WatchEvent) -> list[Key]:
         name = event.obj["metadata"]["name"]
         ref = (event.obj.get("spec") or {}).get("volumeSnapshotRef") or {}
+        if GROUP_HANDLE in (event.obj["metadata"].get("annotations") or {}) and ref.get("namespace") == self.namespace:
+            return self._on_member_content(event, name, ref.get("name", ""))
         if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
             return []
         if event.type == "DELETED":
@@ -209,18 +292,33 @@ class Observed:
         """After a relist: whatever we track that the list no longer has was deleted while we were away."""
         present = {key.split("/", 1)[1] for key in event.obj["present"]}
         affected: list[Key] = []
-        if event.source in ("claims", "pods", "snapshots"):
-            kind = {"claims": CLAIM, "pods": POD, "snapshots": SNAPSHOT}[event.source]
+        if event.source in ("claims", "pods", "snapshots", "groups"):
+            kind = {"claims": CLAIM, "pods": POD, "snapshots": SNAPSHOT, "groups": GROUP_SNAPSHOT}[event.source]
             states = self._states(kind)
             for name, state in states.items():
                 if state.exists and name not in present:
                     state.exists, state.gone_at = False, event.at
                     affected.append((kind, name))
+        elif event.source == "members":
+            for name, member in self.members.items():
+                if member.exists and name not in present:
+                    member.exists, member.gone_at = False, event.at
+                    affected.append((GROUP_SNAPSHOT, self.member_group[name]))
+        elif event.source == "group_contents":
+            for content in [c for c in self.group_contents if c not in present]:
+                self._group_content_uid.pop(content, None)
+                affected.append((GROUP_SNAPSHOT, self.group_contents.pop(content)))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
                 self._pv_claim_uid.pop(pv, None)
                 affected.append((CLAIM, self.pv_claim.pop(pv)))
         elif event.source == "contents":
+            for content in [c for c in self._member_content_ref if c not in present]:
+                snapshot_name = self._member_content_ref.pop(content)
+                if self.member_contents.get(snapshot_name) == content:
+                    del self.member_contents[snapshot_name]
+                if snapshot_name in self.member_group:
+                    affected.append((GROUP_SNAPSHOT, self.member_group[snapshot_name]))
             for content in [c for c in self.contents if c not in present]:
                 self._content_refs.pop(content, None)
                 affected.append((SNAPSHOT, self.contents.pop(content)))
@@ -259,11 +357,21 @@ class Observed:
                 orphans.append((name, ref))
         return orphans
 
+    def owned_group_contents(self) -> int:
+        """Group snapshot contents present that belong to one of the run's group snapshots (by uid)."""
+        return sum(1 for uid in self._group_content_uid.values() if uid in self._by_uid)
+
+    def members_left(self) -> int:
+        """Member snapshots of the run's groups that exist."""
+        return sum(1 for member in self.members.values() if member.exists)
+
+    def member_contents_left(self) -> int:
+        """Contents of the run's groups' member snapshots that exist."""
+        return sum(1 for member in self.member_contents if member in self.member_group)
+
     def uids_of(self, kind: str) -> dict[str, str]:
         """The run's objects of one kind that its label-selected watches have seen, name -> uid."""
-        states: dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState]
-        states = self.claims if kind == CLAIM else self.pods if kind == POD else self.snapshots
-        return {name: state.uid for name, state in states.items() if state.uid}
+        return {name: state.uid for name, state in self._states(kind).items() if state.uid}
 
     def volume_of(self, claim: str) -> str | None:
         """The PV bound to one of the run's claims, as last seen (kept after the claim is deleted)."""

@@ -37,7 +37,7 @@ def resolve_steps(spec: BenchmarkRunSpec) -> list[StepSpec]:
     for step in steps:
         if step.enabled is not None and not step.enabled(spec):
             raise PlanError(ConditionReason.INVALID_STEPS, f"step {step.name} needs its part of the spec "
-                            f"(spec.{step.name})")
+                            f"(spec.{step.spec_part or step.name})")
     if any(s.needs_snapshot_class for s in steps) and not spec.volumeSnapshotClassName:
         raise PlanError(ConditionReason.MISSING_VOLUME_SNAPSHOT_CLASS,
                         "volumeSnapshotClassName is required when createSnapshot or cloneFromSnapshot runs")

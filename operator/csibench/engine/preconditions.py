@@ -54,6 +54,8 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         _check_expansion(spec, storage_class, binding_mode, [step.name for step in plan])
     if any(step.needs_snapshot_class for step in plan):
         await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
+    if any(step.needs_group_snapshots for step in plan):
+        await _check_group_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
@@ -105,6 +107,29 @@ async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, binding_mode
     if binding_mode == WFFC and "publish" not in steps:
         raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
                         "are only provisioned when a pod uses them, so snapshot steps need the publish step")
+
+
+async def _check_group_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
+                                 binding_mode: str, steps: list[str]) -> None:
+    """The group snapshot API, a class of the class's driver, and volumes that exist when the groups are taken."""
+    if await client.get(r.GROUP_SNAPSHOT_API) is None:
+        raise PlanError(ConditionReason.GROUP_SNAPSHOT_API_NOT_INSTALLED, "the run has group snapshot steps but the "
+                        "cluster does not serve groupsnapshot.storage.k8s.io/v1 (install the external-snapshotter "
+                        "v8.6+ group snapshot CRDs)")
+    assert spec.groupSnapshot is not None
+    name = spec.groupSnapshot.volumeGroupSnapshotClassName
+    group_class = await client.get(r.GROUP_SNAPSHOT_CLASSES.path(name=name))
+    if group_class is None:
+        raise PlanError(ConditionReason.VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND,
+                        f"VolumeGroupSnapshotClass {name!r} does not exist")
+    driver, provisioner = group_class.get("driver"), storage_class.get("provisioner")
+    if driver != provisioner:
+        raise PlanError(ConditionReason.INVALID_SPEC, f"VolumeGroupSnapshotClass {name!r} "
+                        f"is for driver {driver!r}, not {provisioner!r} (the provisioner of StorageClass "
+                        f"{spec.storageClassName!r}): its groups would never be taken")
+    if binding_mode == WFFC and StepName.PUBLISH not in steps:
+        raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
+                        "are only provisioned when a pod uses them, so group snapshot steps need the publish step")
 
 
 async def _environment(client: KubeApi, storage_class: dict[str, Any], binding_mode: str) -> Environment:

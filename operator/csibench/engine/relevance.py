@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from csibench.engine.kinds import claim, pod, snapshot
+from csibench.engine.kinds import claim, group_snapshot, pod, snapshot
 from csibench.engine.kinds.fields import Signature, joined
 from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER
 
@@ -53,6 +53,7 @@ def _ref(line: bytes, key: bytes) -> bytes | None:
 claim_signature = claim.SIGNATURE  # each derived from its kind's field list (kinds/)
 pod_signature = pod.SIGNATURE
 snapshot_signature = snapshot.SIGNATURE
+group_snapshot_signature = group_snapshot.SIGNATURE
 
 
 def pv_signature(line: bytes) -> bytes | None:
@@ -64,6 +65,11 @@ def content_signature(line: bytes) -> bytes | None:
     call is still in flight (cleanup waits for both)."""
     return joined(_ref(line, b'"volumeSnapshotRef":{'), b"1" if _CONTENT_FINALIZER in line else b"0",
                    b"1" if _BEING_CREATED in line else b"0")
+
+
+def group_content_signature(line: bytes) -> bytes | None:
+    """Its reference (the group and its uid): all a run keeps of a group snapshot content."""
+    return _ref(line, b'"volumeGroupSnapshotRef":{')
 
 
 class ChangeFilter:

@@ -109,7 +109,7 @@ class RunEngine:
             try:
                 await self._ensure_namespace(context)
                 watches = RunWatches(self.client, observed, context.scope.selector, context.needs_snapshots,
-                                     on_change=runner.on_change)
+                                     on_change=runner.on_change, groups=context.needs_group_snapshots)
                 await watches.start()
                 while True:
                     if context.iteration > 1 and first == 0 and not redo:

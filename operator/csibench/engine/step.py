@@ -104,7 +104,7 @@ class Phases:
 @dataclass(frozen=True)
 class StepSpec:
     facts: StepFacts  # what the step is, as every layer reads it (api/steps.py): name, order, title, requires, ...
-    kind: str  # which of the run's observed kinds its objects are: CLAIM, POD or SNAPSHOT
+    kind: str  # which of the run's observed kinds its objects are: CLAIM, POD, SNAPSHOT or GROUP_SNAPSHOT
     resource: r.Resource
     action: Action
     object_name: Callable[[Names, int], str]
@@ -127,6 +127,11 @@ class StepSpec:
     phases: Phases | None = None  # the two parts of its per-object latency, where events tell them apart
     holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
     note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
+    spec_part: str | None = None  # the part of the spec that enables it, when not spec.<its name>
+
+    @property
+    def needs_group_snapshots(self) -> bool:
+        return self.facts.needs_group_snapshots
 
     @property
     def name(self) -> str:

@@ -24,6 +24,8 @@ from csibench.engine.relevance import (
     ChangeFilter,
     claim_signature,
     content_signature,
+    group_content_signature,
+    group_snapshot_signature,
     pod_signature,
     pv_signature,
     snapshot_signature,
@@ -49,7 +51,7 @@ class RunWatches:
     """Label-selected watches in the target namespace plus the shared cluster-scoped ones."""
 
     def __init__(self, client: KubeApi, observed: Observed, selector: str, snapshots: bool,
-                 on_change: Callable[[list[Key], float], None] | None = None) -> None:
+                 on_change: Callable[[list[Key], float], None] | None = None, groups: bool = False) -> None:
         self.observed = observed
         self._on_change = on_change
         loop = asyncio.get_running_loop()
@@ -67,15 +69,29 @@ class RunWatches:
             (SHARED.get(client, "pvs", r.PVS, _changes(pv_signature)), mine),
             (SHARED.get(client, "attachments", r.VOLUME_ATTACHMENTS), None),
         ]
-        if snapshots:
+        if snapshots or groups:
             own.append(("snapshots", r.SNAPSHOTS, labelled, snapshot_signature, NAMESPACED_CUSTOM_NAME))
+            # A group's member contents name only their member snapshot (not the run): kept by the controller's
+            # group handle annotation, and sorted out by Observed.
             shared.append((SHARED.get(client, "contents", r.SNAPSHOT_CONTENTS,
-                                      _changes(content_signature, CLUSTER_CUSTOM_NAME)), mine))
+                                      _changes(content_signature, CLUSTER_CUSTOM_NAME)),
+                           observed.mentions_ours_or_a_member if groups else mine))
+        if groups:
+            own.append(("groups", r.GROUP_SNAPSHOTS, labelled, group_snapshot_signature, NAMESPACED_CUSTOM_NAME))
+            shared.append((SHARED.get(client, "group_contents", r.GROUP_SNAPSHOT_CONTENTS,
+                                      _changes(group_content_signature, CLUSTER_CUSTOM_NAME)), mine))
         self.watches = []
         for source, resource, query, signature, name in own:
             changes = ChangeFilter(signature, name) if signature is not None else None
             self.watches.append(Watch(client, source, resource, ns, query, loop, self._sink, changes,
                                       changes.reset if changes is not None else None))
+        if groups:  # the controller's member snapshots carry no label of the run's: owned by one of its groups
+            members = ChangeFilter(snapshot_signature, NAMESPACED_CUSTOM_NAME)
+
+            def member_lines(line: bytes) -> bool:
+                return observed.owned_by_a_group(line) and members(line)
+            self.watches.append(Watch(client, "members", r.SNAPSHOTS, ns, {}, loop, self._sink, member_lines,
+                                      members.reset))
         self._shared = shared
         self._subscriptions: list[tuple[SharedWatch, Subscription]] = []
         self._stopped = False

@@ -160,13 +160,44 @@ def feature_gates(component: Component) -> Finding | None:
                    facts={"feature-gates": gates})
 
 
+GROUP_SNAPSHOT_GATE = "CSIVolumeGroupSnapshot"
+GROUP_SNAPSHOT_STEPS = ("createGroupSnapshot", "deleteGroupSnapshot")
+GATE_DEFAULT_ON_SINCE = (8, 7)  # external-snapshotter v8.7.0 turned the gate on by default (GA); off before
+
+
+def _gate_default_on(version: str | None) -> bool:
+    """The gate's default in the component's release; a version that cannot be read is taken as current."""
+    numbers = (version or "").lstrip("v").split(".")
+    try:
+        return (int(numbers[0]), int(numbers[1])) >= GATE_DEFAULT_ON_SINCE
+    except (ValueError, IndexError):
+        return True
+
+
+def group_snapshot_gate(component: Component, shape: RunShape, machinery: Machinery) -> Finding | None:
+    """The snapshot-controller and csi-snapshotter act on VolumeGroupSnapshots only with the gate on."""
+    if component.kind not in ("csi-snapshotter", "snapshot-controller") or \
+            not any(step in shape.steps for step in GROUP_SNAPSHOT_STEPS):
+        return None
+    gates = dict(part.split("=", 1) for part in (component.flags.get("feature-gates") or "").split(",") if "=" in part)
+    said = gates.get(GROUP_SNAPSHOT_GATE)
+    if (said.strip().lower() == "true") if said is not None else _gate_default_on(component.version):
+        return None
+    why = f"--feature-gates sets {GROUP_SNAPSHOT_GATE}={said}" if said is not None else \
+        f"{GROUP_SNAPSHOT_GATE} is off by default before v{GATE_DEFAULT_ON_SINCE[0]}.{GATE_DEFAULT_ON_SINCE[1]}"
+    return Finding(check="GroupSnapshotGate", severity=Severity.WARNING, component=_where(component), message=(
+        f"{component.kind} {component.version or ''} does not act on VolumeGroupSnapshots ({why}): the group "
+        f"snapshot steps would time out. Set --feature-gates={GROUP_SNAPSHOT_GATE}=true on it"),
+        facts={"feature-gates": component.flags.get("feature-gates") or "", "version": component.version or ""})
+
+
 def _needed_kinds(shape: RunShape, machinery: Machinery) -> list[str]:
     needed = []
     if any(s in shape.steps for s in REQUESTS_PER_OBJECT["csi-provisioner"]):
         needed.append("csi-provisioner")
     if "publish" in shape.steps and _attach_required(machinery):
         needed.append("csi-attacher")
-    if "createSnapshot" in shape.steps:
+    if "createSnapshot" in shape.steps or "createGroupSnapshot" in shape.steps:
         needed += ["csi-snapshotter", "snapshot-controller"]
     if "expandVolume" in shape.steps:
         needed.append("csi-resizer")
@@ -253,7 +284,7 @@ def run_checks(shape: RunShape, machinery: Machinery, nodes: Sequence[Mapping[st
     """Every finding for this run, Warnings first, then in the order the checks ran."""
     findings = visibility(shape, machinery) + node_capacity(nodes, shape) + binding_mode(shape)
     for component in machinery.components:
-        for check in (client_throttling, worker_threads, operation_timeout):
+        for check in (client_throttling, worker_threads, operation_timeout, group_snapshot_gate):
             finding = check(component, shape, machinery)
             if finding is not None:
                 findings.append(finding)
