@@ -16,6 +16,7 @@ from kubernetes import client, config
 T = TypeVar("T")
 SNAPSHOT_GROUP = ("snapshot.storage.k8s.io", "v1")
 GROUP_SNAPSHOT_GROUP = ("groupsnapshot.storage.k8s.io", "v1")
+GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"  # the controller's, on a member's content
 
 
 @dataclass

@@ -11,7 +11,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.kube import SNAPSHOT_GROUP, Kube, items, json_object, present, wait_until
+from localcluster.kube import (
+    GROUP_HANDLE,
+    GROUP_SNAPSHOT_GROUP,
+    SNAPSHOT_GROUP,
+    Kube,
+    items,
+    json_object,
+    present,
+    wait_until,
+)
 
 GROUP, VERSION, PLURAL = "csibench.io", "v1alpha1", "benchmarkruns"
 TERMINAL = {"Succeeded", "Failed"}
@@ -78,8 +87,31 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
         "contents": [c["metadata"]["name"] for c in kube.snapshot_contents()
                      if c["spec"]["volumeSnapshotRef"]["namespace"] == target_namespace
                      and c["spec"]["volumeSnapshotRef"]["name"].startswith(prefix)],
+        **group_leftovers(kube, target_namespace, prefix, label),
     }
     return {kind: names for kind, names in found.items() if names}
+
+
+def group_leftovers(kube: Kube, target_namespace: str, prefix: str, label: str) -> dict[str, list[str]]:
+    """A run's group snapshots, their contents, and the snapshot-controller's member snapshots and contents
+    (unlabelled: owned by one of the run's groups, or pointing at a member in the run's namespace)."""
+    groups = items(kube.custom.list_cluster_custom_object(*GROUP_SNAPSHOT_GROUP, "volumegroupsnapshots",
+                                                          label_selector=label))
+    group_contents = items(kube.custom.list_cluster_custom_object(*GROUP_SNAPSHOT_GROUP,
+                                                                  "volumegroupsnapshotcontents"))
+    members = items(kube.custom.list_namespaced_custom_object(*SNAPSHOT_GROUP, target_namespace, "volumesnapshots"))
+    return {
+        "groupSnapshots": [g["metadata"]["name"] for g in groups],
+        "groupContents": [c["metadata"]["name"] for c in group_contents
+                          if c["spec"]["volumeGroupSnapshotRef"].get("namespace") == target_namespace
+                          and c["spec"]["volumeGroupSnapshotRef"].get("name", "").startswith(prefix)],
+        "memberSnapshots": [m["metadata"]["name"] for m in members
+                            if any(ref.get("kind") == "VolumeGroupSnapshot" and ref.get("name", "").startswith(prefix)
+                                   for ref in m["metadata"].get("ownerReferences") or [])],
+        "memberContents": [c["metadata"]["name"] for c in kube.snapshot_contents()
+                           if GROUP_HANDLE in (c["metadata"].get("annotations") or {})
+                           and c["spec"]["volumeSnapshotRef"]["namespace"] == target_namespace],
+    }
 
 
 def wait_until_nothing_left(kube: Kube, run: dict[str, Any], timeout: float, what: str) -> None:

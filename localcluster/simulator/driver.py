@@ -248,7 +248,7 @@ class Controller(csi_grpc.ControllerServicer):
             restore = (functools.partial(volumes.copy_data, restored, target)
                        if restored is not None and volumes.holds_data(restored) else None)
             await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created,
-                                 io=restore)
+                                 io=restore, volume=request.name)
             existing = driver.volumes[request.name]
         volume = csi.Volume(volume_id=existing.volume_id, capacity_bytes=existing.capacity)
         if existing.source_snapshot:

@@ -180,3 +180,22 @@ def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> No
         line = json.dumps({"type": "MODIFIED", "object": obj}, separators=(",", ":")).encode()
         assert observed.mentions_ours(line) is wanted
         assert bool(observed.apply(_event("pvs", "MODIFIED", obj))) is wanted
+
+
+def test_a_groups_update_conflict_is_transient_but_a_failed_group_snapshot_is_not() -> None:
+    """csi-snapshotter's status write raced the snapshot-controller's (HTTP 409): the controller copies the
+    conflict into the group's status.error and both write again; a CSI call that failed ends the group."""
+    from csibench.engine.judges import group_snapshot_ready
+    observed = Observed("ns", "run-abcde")
+    conflict = ("Failed to create group snapshot: error updating status for volume group snapshot content gc: "
+                "snapshot controller failed to update gc on API server: Operation cannot be fulfilled on "
+                "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io \"gc\": the object has been modified; "
+                "please apply your changes to the latest version and try again")
+    group = {"metadata": {"name": "run-abcde-x00000", "uid": "g1"}, "status": {"error": {"message": conflict}}}
+    observed.apply(_event("groups", "ADDED", group))
+    judge = group_snapshot_ready(observed, frozenset())
+    assert judge("run-abcde-x00000", 0.0) is None
+    failed = "Failed to create group snapshot: rpc error: code = Internal desc = injected failure"
+    observed.apply(_event("groups", "MODIFIED", {**group, "status": {"error": {"message": failed}}}))
+    verdict = judge("run-abcde-x00000", 0.0)
+    assert verdict is not None and (verdict.reason, verdict.message) == ("GroupSnapshotError", failed)

@@ -55,10 +55,18 @@ IN_PROGRESS_CODES = frozenset({"Canceled", "DeadlineExceeded", "Unavailable", "A
 _GRPC_CODE = re.compile(r"rpc error: code = (\w+) desc = ")
 
 
+# An optimistic-concurrency conflict (HTTP 409) a controller met writing an object; it writes again on its next sync.
+# csi-snapshotter copies one into a group snapshot content's status.error (and the controller into the group's)
+# when its status update raced the snapshot-controller's: "... failed to update groupsnapcontent-... on API server:
+# Operation cannot be fulfilled on ...: the object has been modified; please apply your changes to the latest
+# version and try again".
+CONFLICT = "the object has been modified; please apply your changes to the latest version"
+
+
 def is_transient(message: str) -> bool:
     """A failure message that does not end the object: control-plane bookkeeping that is retried, or a CSI call
     that may still be in progress. Such an object is only failed by its step's timeout, quoting the message."""
-    if message.startswith(TRANSIENT_WARNINGS):
+    if message.startswith(TRANSIENT_WARNINGS) or CONFLICT in message:
         return True
     code = _GRPC_CODE.search(message)
     return code is not None and code.group(1) in IN_PROGRESS_CODES
