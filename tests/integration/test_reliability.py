@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
-from localcluster.launcher import LocalCluster
+from localcluster.launcher import GROUP_SNAPSHOT_CLASS, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     TERMINAL,
@@ -39,8 +39,8 @@ from localcluster.runs import (
 
 pytestmark = pytest.mark.integration
 SOURCE_PROTECTION = "snapshot.storage.kubernetes.io/pvc-as-source-protection"  # the snapshot-controller's
-ALL_STEPS = ["createVolume", "publish", "expandVolume", "unpublish", "createSnapshot", "cloneFromSnapshot",
-             "deleteClone", "deleteSnapshot", "deleteVolume"]
+ALL_STEPS = ["createVolume", "publish", "expandVolume", "unpublish", "createSnapshot", "createGroupSnapshot",
+             "cloneFromSnapshot", "deleteClone", "deleteSnapshot", "deleteGroupSnapshot", "deleteVolume"]
 
 
 
@@ -54,11 +54,13 @@ def _record(entry: dict[str, Any]) -> None:
 # scripts/test runs one trial of 30 volumes in pods of 3; docs/reliability.md quotes a sweep of 100-volume runs
 # (CSIBENCH_KILL_TRIALS=N CSIBENCH_KILL_VOLUMES=100, seeds 0..N-1).
 TRIALS = int(os.environ.get("CSIBENCH_KILL_TRIALS", "1"))
-VOLUMES, PER_POD = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "30")), 3
-# Backend operations 2 at a time, each taking 5 s / VOLUMES (167 ms for 30 volumes, 50 ms for 100): any step's
-# operations take at least 2.5 s on the array, longer than the latest kill (1.5 s after the step started).
+VOLUMES, PER_POD, PER_GROUP = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "30")), 3, 5
+# Backend operations 2 at a time, each taking 5 s / VOLUMES (167 ms for 30 volumes, 50 ms for 100), a group's
+# PER_GROUP times that: any step's operations take at least 2.5 s on the array, longer than the latest kill (1.5 s
+# after the step started).
 CONCURRENCY = 2
 LATENCY = 2.5 * CONCURRENCY / VOLUMES
+GROUP_LATENCY = LATENCY * PER_GROUP
 STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
 CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
 
@@ -73,13 +75,15 @@ def _progress(status: dict[str, Any]) -> int:
 def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
         seed: int) -> None:
-    """One run, killed inside each of its nine steps in turn, a seeded 0.2-1.5 s after the step showed Running
+    """One run, killed inside each of its eleven steps in turn, a seeded 0.2-1.5 s after the step showed Running
     (every step takes at least 2.5 s on this array, so each kill lands inside it). Each restart must restore the
     interrupted step and redo it in full, and the restores of earlier steps must not disturb later ones. (The
     expansion's restore makes the claims again at their first size, with the publish pods that hold them.)"""
     rng = random.Random(seed)
     delays = {target: rng.uniform(0.2, 1.5) for target in ALL_STEPS}
-    array = storage_class(latency=f"{LATENCY * 1000:g}ms", concurrency=str(CONCURRENCY))
+    array = storage_class(latency=f"{LATENCY * 1000:g}ms", concurrency=str(CONCURRENCY),
+                          groupSnapshotLatency=f"{GROUP_LATENCY * 1000:g}ms",
+                          deleteGroupSnapshotLatency=f"{GROUP_LATENCY * 1000:g}ms")
     name = f"redo-{seed}"
     # A step stuck on some object ends at 200 s with that object's reason in status, and a stuck cleanup at 120 s
     # (seen twice on loaded CI machines: the run still not ended after 300 s and 480 s; the default timeouts,
@@ -87,6 +91,8 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
     create_run(kube, namespace, benchmark_run(name, storageClassName=array, volumes=VOLUMES, pvcsPerPod=PER_POD,
                                               volumeSnapshotClassName="csibench-sim-snapclass",
                                               size="1Gi", expand={"to": "2Gi"},
+                                              groupSnapshot={"volumesPerGroup": PER_GROUP,
+                                                             "volumeGroupSnapshotClassName": GROUP_SNAPSHOT_CLASS},
                                               timeouts={"default": 200, "cleanup": 120}))
 
     def running(target: str) -> bool:

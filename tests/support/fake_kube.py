@@ -132,6 +132,7 @@ class FakeKube:
         self.requests = 0
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
+        self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.seed_cluster()
 
@@ -517,6 +518,8 @@ class FakeKube:
         if obj is None:
             return
         if plural == "volumegroupsnapshots":
+            if not (obj.get("status") or {}).get("readyToUse"):
+                self.unready_group_deletes.append(name)
             self._delete_group_members(namespace, obj)
         if plural == "volumesnapshots" and SNAPSHOT_BOUND_FINALIZER not in (obj["metadata"].get("finalizers") or []):
             self.unbound_snapshot_deletes.append(name)

@@ -138,4 +138,17 @@ def test_an_interrupted_group_snapshot_step_is_redone_and_leaves_nothing(step: s
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     redone = next(s for s in status.steps if s.name == step)
     assert (redone.state.value, redone.attempts, redone.succeeded) == ("Succeeded", 2, 2)
-    assert owned_left(fake) == []
+    assert owned_left(fake) == [] and fake.unready_group_deletes == []
+
+
+def test_cleanup_waits_for_a_group_being_taken_before_deleting_it() -> None:
+    """Killed mid-createGroupSnapshot with restartPolicy Fail: cleanup deletes the groups only once they are ready
+    (deleted while the storage takes one, external-snapshotter forgets it and the storage keeps it)."""
+    fake = FakeKube(Behaviour(snapshot_delay=0.5))
+    run_spec = spec(groupSnapshot=GROUPS, steps=STEPS, restartPolicy="Fail")
+    previous = kill_when(fake, run_spec, running("createGroupSnapshot"), extra_sleep=0.05)
+    status = run(fake, run_spec, previous)  # restartPolicy Fail: recover_after_restart
+    assert status.phase is not None and status.phase.value == "Failed"
+    assert status.conditions[0].reason == "OperatorRestarted"
+    assert owned_left(fake) == [] and fake.unready_group_deletes == []
+    assert [path for verb, path in fake.log if verb == "DELETE" and "volumegroupsnapshots" in path]

@@ -31,6 +31,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from csibench.engine.judges import group_settled
 from csibench.engine.observed import ContentRef, Observed
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -183,7 +184,10 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
             # Delete again now and then: a create still in flight when cleanup began lands after the first delete.
             if in_namespace and time.monotonic() - last_delete >= REDELETE_SECONDS:
                 last_delete = time.monotonic()
-                for resource in kinds:
+                # A group snapshot being taken is left until it is ready or failed (judges.group_settled): deleted
+                # sooner, the storage would keep it with nothing left in the API to delete it by.
+                unsettled = any(not group_settled(group) for group in observed.groups.values())
+                for resource in [k for k in kinds if not (unsettled and k == r.GROUP_SNAPSHOTS)]:
                     try:
                         await client.delete(resource.path(scope.namespace), query=query)
                     except ApiError as error:

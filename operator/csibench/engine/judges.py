@@ -20,6 +20,7 @@ from csibench.engine.observed import (
     POD,
     SNAPSHOT,
     ClaimState,
+    GroupSnapshotState,
     Key,
     Observed,
     SnapshotState,
@@ -232,13 +233,18 @@ def group_snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
 
 
 def group_snapshot_settled(observed: Observed, terminal: frozenset[str]) -> Judge:
-    """Restore: a group snapshot can be deleted without leaving its content behind once the controller's bound
-    finalizer is on it (its deletion then deletes the members and the content), or once it failed or is gone."""
+    """Restore and cleanup: a group snapshot may be deleted once it is ready to use (its members made), failed, or
+    gone. Deleted while its CreateVolumeGroupSnapshot call is in flight, external-snapshotter v8.7.0 removes the
+    group, its content and its members from the API without ever deleting the group on the storage (seen on the
+    local cluster: the array kept it), so nothing could reclaim it afterwards."""
     def judge(name: str, submitted: float) -> Verdict | None:
-        state = observed.groups.get(name)
-        settled = state is None or not state.exists or state.protected or state.error is not None
-        return DONE if settled else None
+        return DONE if group_settled(observed.groups.get(name)) else None
     return judge
+
+
+def group_settled(state: GroupSnapshotState | None) -> bool:
+    return state is None or not state.exists or state.ready or (state.error is not None and
+                                                                 not is_transient(state.error))
 
 
 def group_snapshot_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
