@@ -15,8 +15,21 @@ from csibench.engine import judges, manifests
 from csibench.engine.kinds.group_snapshot import MEMBERS
 from csibench.engine.observed import Observed
 from csibench.kube.watch import WatchEvent
+from csibench.report.html import build_run_html
+from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import LABEL, NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
+from tests.support.fake_runs import (
+    LABEL,
+    NAMES,
+    kill_when,
+    owned_left,
+    resume,
+    run,
+    running,
+    spec,
+    steps_of,
+    stored_report,
+)
 
 GROUPS = {"volumesPerGroup": 4, "volumeGroupSnapshotClassName": "group"}  # 6 volumes: groups of 4 and 2
 STEPS = ["createVolume", "createGroupSnapshot", "deleteGroupSnapshot", "deleteVolume"]
@@ -36,6 +49,11 @@ def test_each_group_selects_its_own_claims_and_is_done_with_every_member_ready()
                                 "deleteGroupSnapshot": ("Succeeded", 2, 2, 0, 0),
                                 "deleteVolume": ("Succeeded", 6, 6, 0, 0)}
     assert len(group_posts(fake)) == 2 and owned_left(fake) == []
+    run_object = {"metadata": {"name": "bench", "namespace": "runs"},
+                  "status": status.model_dump(mode="json", exclude_none=True)}
+    table = render_table(run_object)
+    assert "Create Group Snapshot" in table and "Delete Group Snapshot" in table and "group/s" in table, table
+    assert "Create Group Snapshot" in build_run_html(run_object, stored_report(fake))
     manifest = manifests.build_group_snapshot("g", "group", 4, LABEL, {**LABEL, manifests.GROUP_LABEL: "g"})
     assert manifest["spec"]["source"]["selector"]["matchLabels"] == {**LABEL, manifests.GROUP_LABEL: "g"}
     assert manifest["metadata"]["annotations"] == {MEMBERS: "4"}
