@@ -21,7 +21,7 @@ from csibench.engine.cleanup import BEING_DELETED
 from csibench.engine.observed import CONTENT_FINALIZER
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
-from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.launcher import GROUP_SNAPSHOT_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
 from localcluster.runs import benchmark_run, leftovers, run_to_end
 
@@ -66,6 +66,8 @@ def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "defa
     ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("delete", "persistentvolumes"),
     ("delete", "nodes"), ("delete", "storageclasses"), ("delete", "volumeattachments"),
     ("update", "volumesnapshotcontents.snapshot.storage.k8s.io"), ("create", "deployments"),
+    ("delete", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
+    ("patch", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
     ("create", "clusterrolebindings"), ("patch", "pods"), ("create", "pods/exec"),
 ])
@@ -80,6 +82,8 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"), ("get", "pods/log"),
     ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"),  # orphans only: the admission policy says which
     ("patch", "persistentvolumeclaims"),  # the run's own only (expandVolume): the admission policy says which
+    ("create", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
+    ("watch", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -99,6 +103,11 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
          "create", "-n", namespace, "-f", "-"], input=json.dumps(manifests.pvc("sneaky", "csibench-sim")),
         capture_output=True, text=True)
     assert unlabelled.returncode != 0 and "created by a BenchmarkRun" in unlabelled.stderr
+    group = subprocess.run(  # a group snapshot without the run's label: it could select a user's claims
+        [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
+         "create", "-n", namespace, "-f", "-"], input=json.dumps(manifests.group_snapshot("sneaky", {"app": "db"})),
+        capture_output=True, text=True)
+    assert group.returncode != 0 and "created by a BenchmarkRun" in group.stderr, group.stderr
     # kubectl patch reads first (a get the role does not have): the PATCH itself, as the operator sends it.
     as_operator = client.ApiClient(kube.core.api_client.configuration)
     as_operator.set_default_header("Impersonate-User", OPERATOR_SA)  # type: ignore[no-untyped-call]  # the client is untyped
@@ -183,18 +192,23 @@ def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, n
     assert not forbidden, forbidden
 
 
-def test_expansion_and_the_data_path_succeed_with_only_the_service_accounts_rights(
+def test_expansion_the_data_path_and_group_snapshots_succeed_with_only_the_service_accounts_rights(
         kube: Kube, namespace: str, operator_as_service_account: OperatorProcess) -> None:
-    """The expansion's PATCH of the run's claim, the data path's pods and their pods/log reads pass RBAC and the
+    """The expansion's PATCH of the run's claim, the data path's pods and their pods/log reads, and a group
+    snapshot (its create, watch and delete, its content's and members' watches, its class's read) pass RBAC and the
     admission policy (tiny fio jobs)."""
     body = benchmark_run("ship-dp", storageClassName="csibench-sim", volumes=1, size="64Mi", expand={"to": "96Mi"},
-                         steps=["createVolume", "expandVolume", "dataPath", "deleteVolume"],
+                         groupSnapshot={"volumesPerGroup": 1, "volumeGroupSnapshotClassName": GROUP_SNAPSHOT_CLASS},
+                         steps=["createVolume", "expandVolume", "dataPath", "createGroupSnapshot",
+                                "deleteGroupSnapshot", "deleteVolume"],
                          dataPath={"fileSize": "4Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
                                    "workloads": [{"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]})
     run = run_to_end(kube, namespace, body)
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
     assert run["status"]["dataPath"][0]["readMiBps"] > 0
     assert run["status"]["steps"][1]["name"] == "expandVolume" and run["status"]["steps"][1]["succeeded"] == 1
+    assert [s["succeeded"] for s in run["status"]["steps"][3:5]] == [1, 1], run["status"]["steps"]
+    assert leftovers(kube, run) == {}
     forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "forbidden" in line.lower()]
     assert not forbidden, forbidden
 

@@ -133,6 +133,7 @@ class FakeKube:
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
         self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
+        self.groups_made_over_members: list[str] = []  # group snapshots made while a namesake's members linger
         self.loop: asyncio.AbstractEventLoop | None = None
         self.seed_cluster()
 
@@ -379,6 +380,9 @@ class FakeKube:
             uid = obj["metadata"]["uid"]
             self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name, uid))
         elif plural == "volumegroupsnapshots":
+            if any(ref.get("name") == name for member in self.named("volumesnapshots", namespace).values()
+                   for ref in member["metadata"].get("ownerReferences") or []):
+                self.groups_made_over_members.append(name)  # upstream's controller would adopt them: stuck
             self._later(behaviour.snapshot_delay, lambda: self._group_snapshot_ready(namespace, obj))
 
     def _resize(self, namespace: str, claim: Json) -> None:
@@ -497,12 +501,13 @@ class FakeKube:
         self._update("volumegroupsnapshots", namespace, meta["name"], ready)
 
     def _delete_group_members(self, namespace: str, group: Json) -> None:
+        """As the snapshot-controller: the group goes at once, its members and contents after it."""
         delay, uid = self.behaviour.release_delay, group["metadata"]["uid"]
         for name, member in self.named("volumesnapshots", namespace).items():
             if any(ref.get("uid") == uid for ref in member["metadata"].get("ownerReferences") or []):
-                self.remove("volumesnapshots", namespace, name)
+                self._later(delay, functools.partial(self.remove, "volumesnapshots", namespace, name))
                 content: str = (member.get("status") or {}).get("boundVolumeSnapshotContentName", "")
-                self._later(delay, functools.partial(self.remove, "volumesnapshotcontents", "", content))
+                self._later(2 * delay, functools.partial(self.remove, "volumesnapshotcontents", "", content))
         group_content = (group.get("status") or {}).get("boundVolumeGroupSnapshotContentName", "")
         self._later(delay, lambda: self.remove("volumegroupsnapshotcontents", "", group_content))
 

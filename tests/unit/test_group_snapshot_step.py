@@ -156,7 +156,7 @@ def test_an_interrupted_group_snapshot_step_is_redone_and_leaves_nothing(step: s
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     redone = next(s for s in status.steps if s.name == step)
     assert (redone.state.value, redone.attempts, redone.succeeded) == ("Succeeded", 2, 2)
-    assert owned_left(fake) == [] and fake.unready_group_deletes == []
+    assert owned_left(fake) == [] and fake.unready_group_deletes == [] and fake.groups_made_over_members == []
 
 
 def test_cleanup_waits_for_a_group_being_taken_before_deleting_it() -> None:

@@ -211,12 +211,8 @@ class StepRunner:
         seen = self.observed.uids_of(step.kind)
         present = [name for name in objects if name in seen]
         if step.settled is not None:  # deleted sooner, an object could leave behind what no one would delete
-            settling = StepTracker(f"{step.name}-restore-settle", present)
-
-            async def watch_only(name: str) -> None:
-                settling.mark_submitted(name)
             # One that never settles is deleted at the timeout all the same: cleanup reclaims what it leaves.
-            await self._batch(step.kind, settling, step.settled(self.observed, frozenset()), watch_only, timeout)
+            await self._wait_for(f"{step.name}-restore-settle", step.kind, present, step.settled, timeout)
         batches: list[StepTracker] = []
         restored: list[str] = []
         holders = catalog_step(step.holders) if step.holders in context.trackers else None
@@ -226,6 +222,9 @@ class StepRunner:
             restored.append(f"deleted {len(batches[-1].objects)} {holders.kind}s of {holders.name}")
         removal = await self._remove(f"{step.name}-restore", step.kind, step.resource, objects, step.gone, timeout)
         batches.append(removal)
+        # Also what depends on objects gone before the restart, which its watches never saw (a group's members,
+        # deleted after the group): a namesake made while they linger could adopt them.
+        await self._wait_for(f"{step.name}-restore-gone", step.kind, objects, step.gone, timeout)
         restored.append(f"deleted {len(removal.objects)} {step.kind}s")
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
             companion = step.companion
@@ -253,6 +252,14 @@ class StepRunner:
                             f"starting state ({', '.join(restored)}) in {time.monotonic() - started:.1f}s, "
                             "not part of the step's time")
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
+
+    async def _wait_for(self, label: str, kind: str, names: list[str], judge: JudgeFactory, timeout: float) -> None:
+        """Untimed, nothing sent: wait until ``judge`` says so of each of ``names``."""
+        waiting = StepTracker(label, names)
+
+        async def watch_only(name: str) -> None:
+            waiting.mark_submitted(name)
+        await self._batch(kind, waiting, judge(self.observed, frozenset()), watch_only, timeout)
 
     async def _remove(self, label: str, kind: str, resource: r.Resource, names: list[str],
                       gone: JudgeFactory, timeout: float) -> StepTracker:

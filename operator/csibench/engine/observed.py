@@ -157,13 +157,13 @@ class Observed:
         """A member snapshot of one of the run's groups: owned by a VolumeGroupSnapshot of the run's (by name, and
         by uid once that group is seen: a namesake's members are not its)."""
         meta = event.obj["metadata"]
-        group = next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
-                      if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))
-                      and (ref.get("name") not in self.groups or self.groups[ref["name"]].uid == ref.get("uid"))),
-                     None)
+        name = meta["name"]
+        group = self.member_group.get(name) if name in self.members else next(  # once a member, always its group's
+            (ref.get("name", "") for ref in meta.get("ownerReferences") or []
+             if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))
+             and (ref.get("name") not in self.groups or self.groups[ref["name"]].uid == ref.get("uid"))), None)
         if group is None:
             return []
-        name = meta["name"]
         state = self.members.setdefault(name, SnapshotState())
         state.uid = meta.get("uid", state.uid)
         state.exists = event.type != "DELETED"
