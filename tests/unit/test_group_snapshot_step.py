@@ -170,3 +170,26 @@ def test_cleanup_waits_for_a_group_being_taken_before_deleting_it() -> None:
     assert status.conditions[0].reason == "OperatorRestarted"
     assert owned_left(fake) == [] and fake.unready_group_deletes == []
     assert [path for verb, path in fake.log if verb == "DELETE" and "volumegroupsnapshots" in path]
+
+
+def test_a_group_still_being_taken_when_its_step_timed_out_is_not_deleted_until_it_settles() -> None:
+    """createGroupSnapshot times out while the storage is still taking the groups: deleteGroupSnapshot skips them
+    (deleted now, they would be removed from the API and kept by the storage), and cleanup deletes them once ready."""
+    fake = FakeKube(Behaviour(snapshot_delay=2.0))
+    status = run(fake, spec(groupSnapshot=GROUPS, steps=STEPS, timeouts={"createGroupSnapshot": 1}))
+    assert steps_of(status)["createGroupSnapshot"] == ("Failed", 2, 0, 2, 0)
+    assert steps_of(status)["deleteGroupSnapshot"] == ("Succeeded", 2, 0, 0, 2)
+    assert owned_left(fake) == [] and fake.unready_group_deletes == []
+
+
+def test_groups_with_a_claim_left_unbound_are_skipped() -> None:
+    """On a WaitForFirstConsumer class createVolume ends when a claim is stored, so a claim that never binds has not
+    failed: the snapshot-controller would refuse it as a member, so its group is skipped, not failed."""
+    fake = FakeKube(Behaviour(never_bind={NAMES.volume(2)}))
+    fake.put("storageclasses", "", {"metadata": {"name": "wffc"}, "provisioner": "sim.csibench.io",
+                                    "volumeBindingMode": "WaitForFirstConsumer"})
+    status = run(fake, spec(storageClassName="wffc", groupSnapshot=GROUPS,
+                            steps=["createVolume", "publish", "unpublish", *STEPS[1:]]))
+    assert steps_of(status)["createVolume"] == ("Succeeded", 6, 6, 0, 0)
+    assert steps_of(status)["createGroupSnapshot"] == ("Succeeded", 2, 1, 0, 1)
+    assert len(group_posts(fake)) == 1 and owned_left(fake) == []

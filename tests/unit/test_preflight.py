@@ -202,8 +202,9 @@ def test_a_group_snapshot_step_with_the_gate_off_is_a_warning_that_names_the_fla
         found = group_snapshot_gate(off, grouping, VISIBLE)
         assert found is not None and found.severity == Severity.WARNING
         assert "--feature-gates=CSIVolumeGroupSnapshot=true" in found.message
-    on = current.model_copy(update={"version": "v8.6.0", "flags": {"feature-gates": "CSIVolumeGroupSnapshot=true"}})
-    assert group_snapshot_gate(on, grouping, VISIBLE) is None
+    for said in ("CSIVolumeGroupSnapshot=true", "Other=false, CSIVolumeGroupSnapshot=T", "CSIVolumeGroupSnapshot=1"):
+        on = current.model_copy(update={"version": "v8.6.0", "flags": {"feature-gates": said}})
+        assert group_snapshot_gate(on, grouping, VISIBLE) is None, said
 
 
 def test_a_driver_without_attach_is_not_checked_for_the_attacher() -> None:

@@ -149,6 +149,16 @@ class _Reclaim:
                 self.error = self.error or f"could not delete orphaned snapshot content {name}: {failure}"
 
 
+async def _delete_settled_groups(client: KubeApi, namespace: str, observed: Observed) -> None:
+    for name, group in observed.groups.items():
+        if group.exists and group_settled(group):
+            try:
+                await client.delete(r.GROUP_SNAPSHOTS.path(namespace, name), uid=group.uid or None)
+            except ApiError as error:
+                if error.status not in (404, 409):  # gone, or a namesake now: not this group
+                    raise
+
+
 async def _namespace_gone(client: KubeApi, name: str, uid: str) -> bool:
     found = await client.get(r.NAMESPACES.path(name=name))
     return found is None or (found.get("metadata") or {}).get("uid") != uid
@@ -168,7 +178,7 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
             watches = RunWatches(client, observed, scope.selector, snapshots, groups=groups)
             await watches.start(timeout=max(1.0, deadline_seconds))
         query = {"labelSelector": scope.selector}
-        kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + ([r.GROUP_SNAPSHOTS] if groups else []) + [r.PVCS]
+        kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + [r.PVCS]  # group snapshots: one by one, below
         last_delete = -REDELETE_SECONDS
         reclaim = _Reclaim(client, scope.namespace)
         namespace: tuple[str | None, str | None] | None = None  # (uid being deleted, refusal) once asked
@@ -185,9 +195,12 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
             if in_namespace and time.monotonic() - last_delete >= REDELETE_SECONDS:
                 last_delete = time.monotonic()
                 # A group snapshot being taken is left until it is ready or failed (judges.group_settled): deleted
-                # sooner, the storage would keep it with nothing left in the API to delete it by.
+                # sooner, the storage would keep it with nothing left in the API to delete it by. Its claims stay
+                # until then too (no finalizer holds a group's volumes). Settled ones go one by one, each by the
+                # uid the run's label-selected watch saw.
                 unsettled = any(not group_settled(group) for group in observed.groups.values())
-                for resource in [k for k in kinds if not (unsettled and k == r.GROUP_SNAPSHOTS)]:
+                await _delete_settled_groups(client, scope.namespace, observed)
+                for resource in [k for k in kinds if not (unsettled and k == r.PVCS)]:
                     try:
                         await client.delete(resource.path(scope.namespace), query=query)
                     except ApiError as error:

@@ -224,7 +224,7 @@ class StepRunner:
         batches.append(removal)
         # Also what depends on objects gone before the restart, which its watches never saw (a group's members,
         # deleted after the group): a namesake made while they linger could adopt them.
-        await self._wait_for(f"{step.name}-restore-gone", step.kind, objects, step.gone, timeout)
+        all_gone = await self._wait_for(f"{step.name}-restore-gone", step.kind, objects, step.gone, timeout)
         restored.append(f"deleted {len(removal.objects)} {step.kind}s")
         if step.companion is not None:  # what the step created besides its own objects (the database's claim)
             companion = step.companion
@@ -242,7 +242,7 @@ class StepRunner:
         if holders is not None:  # ... and comes back last, as its step had made it
             batches.append(await self._make_again(f"{step.name}-rehold", holders, step_context, timeout))
             restored.append(f"created {len(batches[-1].objects)} {holders.kind}s of {holders.name} again")
-        failed = [(name, o) for batch in batches for name, o in batch.outcomes.items() if not o.ok]
+        failed = [(name, o) for batch in [*batches, all_gone] for name, o in batch.outcomes.items() if not o.ok]
         if failed:
             name, outcome = failed[0]
             raise RunAborted(ConditionReason.RESTORE_FAILED, f"could not restore the state {step.name} started "
@@ -253,13 +253,15 @@ class StepRunner:
                             "not part of the step's time")
         tracker.restored_objects = sum(len(batch.objects) for batch in batches)
 
-    async def _wait_for(self, label: str, kind: str, names: list[str], judge: JudgeFactory, timeout: float) -> None:
-        """Untimed, nothing sent: wait until ``judge`` says so of each of ``names``."""
+    async def _wait_for(self, label: str, kind: str, names: list[str], judge: JudgeFactory,
+                        timeout: float) -> StepTracker:
+        """Untimed, nothing sent: wait until ``judge`` says so of each of ``names`` (the outcomes say which did)."""
         waiting = StepTracker(label, names)
 
         async def watch_only(name: str) -> None:
             waiting.mark_submitted(name)
         await self._batch(kind, waiting, judge(self.observed, frozenset()), watch_only, timeout)
+        return waiting
 
     async def _remove(self, label: str, kind: str, resource: r.Resource, names: list[str],
                       gone: JudgeFactory, timeout: float) -> StepTracker:

@@ -225,7 +225,8 @@ def group_snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
     group's status error (not a call still in progress), a terminal Warning, or its deletion."""
     def members_ready(name: str) -> bool:
         group = observed.groups[name]
-        members = [observed.members[m] for m in observed.group_members.get(name, ()) if observed.members[m].exists]
+        members = [observed.members[m] for m in observed.group_members.get(name, ())
+                   if observed.members[m].exists and observed.member_owner.get(m) == group.uid]
         return len(members) >= max(1, group.members_expected) and all(member.ready for member in members)
     return _ready_with(observed, terminal, GROUP_SNAPSHOT, observed.groups.get, lambda group: group.ready,
                        lambda group: Verdict(False, "GroupSnapshotError", group.error)
@@ -248,10 +249,11 @@ def group_settled(state: GroupSnapshotState | None) -> bool:
 
 
 def group_snapshot_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
-    """Done when the group snapshot, its group content, each member snapshot and each member's content are gone."""
+    """Done when the group snapshot, any group content pointing at it, each member snapshot owned by a group of its
+    name (a namesake's too: the controller would take them for the group's) and each member's content are gone."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.groups.get(name)
-        if state is not None and (state.exists or (state.content and state.content in observed.group_contents)):
+        if (state is not None and state.exists) or observed.contents_of_group.get(name):
             return None
         for member in observed.group_members.get(name, ()):
             if observed.members[member].exists or member in observed.member_contents:

@@ -83,12 +83,16 @@ class Observed:
         # A group's members: the controller's VolumeSnapshots owned by it (unlabelled, named snapshot-<hash>).
         self.members: dict[str, SnapshotState] = {}  # member snapshot -> its state
         self.member_group: dict[str, str] = {}  # member snapshot -> its group (kept after either is gone)
-        self.group_members: dict[str, set[str]] = defaultdict(set)  # group -> its member snapshots ever seen
+        # group name -> member snapshots ever seen owned by a group of that name (any uid: a namesake's members
+        # linger while the controller deletes them, and a group is not gone while they do)
+        self.group_members: dict[str, set[str]] = defaultdict(set)
+        self.member_owner: dict[str, str] = {}  # member snapshot -> uid of the group that owns it
         # Existing contents of group members anywhere in the cluster, by the member snapshot they point at: a
         # member's content may be created before the member itself is seen, so they are all kept (small).
         self.member_contents: dict[str, str] = {}  # member snapshot name -> its content
         self._member_content_ref: dict[str, str] = {}  # existing member content -> member snapshot name
         self.group_contents: dict[str, str] = {}  # existing group content -> its group (by name)
+        self.contents_of_group: dict[str, set[str]] = defaultdict(set)  # group name -> its existing group contents
         self._group_content_uid: dict[str, str] = {}  # existing group content -> uid of the group it points at
         self._by_uid: dict[str, Key] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
@@ -158,12 +162,12 @@ class Observed:
         by uid once that group is seen: a namesake's members are not its)."""
         meta = event.obj["metadata"]
         name = meta["name"]
-        group = self.member_group.get(name) if name in self.members else next(  # once a member, always its group's
-            (ref.get("name", "") for ref in meta.get("ownerReferences") or []
-             if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))
-             and (ref.get("name") not in self.groups or self.groups[ref["name"]].uid == ref.get("uid"))), None)
-        if group is None:
+        owner = next((ref for ref in meta.get("ownerReferences") or []
+                      if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))), None)
+        if owner is None:
             return []
+        group = owner["name"]
+        self.member_owner[name] = owner.get("uid", "")  # its group's uid: a namesake's members are not its
         state = self.members.setdefault(name, SnapshotState())
         state.uid = meta.get("uid", state.uid)
         state.exists = event.type != "DELETED"
@@ -179,12 +183,19 @@ class Observed:
         if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
             return []
         if event.type == "DELETED":
-            self.group_contents.pop(name, None)
-            self._group_content_uid.pop(name, None)
+            self._forget_group_content(name)
         else:
             self.group_contents[name] = ref["name"]
+            self.contents_of_group[ref["name"]].add(name)
             self._group_content_uid[name] = ref.get("uid", "")
         return [(GROUP_SNAPSHOT, ref["name"])]
+
+    def _forget_group_content(self, name: str) -> str | None:
+        group = self.group_contents.pop(name, None)
+        self._group_content_uid.pop(name, None)
+        if group is not None:
+            self.contents_of_group[group].discard(name)
+        return group
 
     def _on_member_content(self, event: WatchEvent, name: str, member: str) -> list[Key]:
         if event.type == "DELETED":
@@ -306,8 +317,7 @@ class Observed:
                     affected.append((GROUP_SNAPSHOT, self.member_group[name]))
         elif event.source == "group_contents":
             for content in [c for c in self.group_contents if c not in present]:
-                self._group_content_uid.pop(content, None)
-                affected.append((GROUP_SNAPSHOT, self.group_contents.pop(content)))
+                affected.append((GROUP_SNAPSHOT, self._forget_group_content(content) or ""))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
                 self._pv_claim_uid.pop(pv, None)

@@ -162,6 +162,7 @@ def feature_gates(component: Component) -> Finding | None:
 
 GROUP_SNAPSHOT_GATE = "CSIVolumeGroupSnapshot"
 GROUP_SNAPSHOT_STEPS = ("createGroupSnapshot", "deleteGroupSnapshot")
+GO_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})  # what Go's strconv.ParseBool reads as true
 GATE_DEFAULT_ON_SINCE = (8, 7)  # external-snapshotter v8.7.0 turned the gate on by default (GA); off before
 
 
@@ -179,9 +180,10 @@ def group_snapshot_gate(component: Component, shape: RunShape, machinery: Machin
     if component.kind not in ("csi-snapshotter", "snapshot-controller") or \
             not any(step in shape.steps for step in GROUP_SNAPSHOT_STEPS):
         return None
-    gates = dict(part.split("=", 1) for part in (component.flags.get("feature-gates") or "").split(",") if "=" in part)
+    gates = {key.strip(): value.strip() for key, _, value in
+             (part.partition("=") for part in (component.flags.get("feature-gates") or "").split(",") if "=" in part)}
     said = gates.get(GROUP_SNAPSHOT_GATE)
-    if (said.strip().lower() == "true") if said is not None else _gate_default_on(component.version):
+    if (said in GO_TRUE) if said is not None else _gate_default_on(component.version):
         return None
     why = f"--feature-gates sets {GROUP_SNAPSHOT_GATE}={said}" if said is not None else \
         f"{GROUP_SNAPSHOT_GATE} is off by default before v{GATE_DEFAULT_ON_SINCE[0]}.{GATE_DEFAULT_ON_SINCE[1]}"
