@@ -51,10 +51,10 @@ def _record(entry: dict[str, Any]) -> None:
             log.write(json.dumps(entry) + "\n")
 
 
-# scripts/test runs one trial of 30 volumes in pods of 3; docs/reliability.md quotes a sweep of 100-volume runs
+# scripts/test runs one trial of 20 volumes in pods of 3; docs/reliability.md quotes a sweep of 100-volume runs
 # (CSIBENCH_KILL_TRIALS=N CSIBENCH_KILL_VOLUMES=100, seeds 0..N-1).
 TRIALS = int(os.environ.get("CSIBENCH_KILL_TRIALS", "1"))
-VOLUMES, PER_POD, PER_GROUP = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "30")), 3, 5
+VOLUMES, PER_POD, PER_GROUP = int(os.environ.get("CSIBENCH_KILL_VOLUMES", "20")), 3, 5
 # Backend operations 2 at a time, each taking 5 s / VOLUMES (167 ms for 30 volumes, 50 ms for 100), a group's
 # PER_GROUP times that: any step's operations take at least 2.5 s on the array, longer than the latest kill (1.5 s
 # after the step started).
