@@ -106,10 +106,10 @@ def test_cli_messages_for_missing_runs_and_runs_in_progress(kube: Kube, namespac
 
     missing = cli("report", "nope", "-n", namespace)
     assert missing.returncode == 2 and f"BenchmarkRun {namespace}/nope not found" in missing.stderr
-    # 30 volumes one at a time at 500 ms each: ~15 s per step, so the run is still going after three CLI
+    # 20 volumes one at a time at 500 ms each: ~10 s per step, so the run is still going after three CLI
     # start-ups (each ~1 s of CPU, several seconds on a loaded machine) and `watch` sees it in progress.
     slow = storage_class(latency="500ms", concurrency="1")
-    create_run(kube, namespace, benchmark_run("slow", storageClassName=slow, volumes=30,
+    create_run(kube, namespace, benchmark_run("slow", storageClassName=slow, volumes=20,
                                               steps=["createVolume", "deleteVolume"]))
     wait_for_phase(kube, namespace, "slow", {"Running"}, 30)
     pending = cli("compare", "slow", f"{namespace}/slow", "-n", namespace)
