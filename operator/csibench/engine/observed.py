@@ -158,8 +158,9 @@ class Observed:
         return [(GROUP_SNAPSHOT, name)]
 
     def _on_members(self, event: WatchEvent) -> list[Key]:
-        """A member snapshot of one of the run's groups: owned by a VolumeGroupSnapshot of the run's (by name, and
-        by uid once that group is seen: a namesake's members are not its)."""
+        """A member snapshot of one of the run's groups: owned by a VolumeGroupSnapshot named as the run's. Kept
+        under that name whatever the owner's uid (a deleted namesake's members linger, and the group is not gone
+        while they do); the owner's uid says whose member it is when the group's readiness is judged."""
         meta = event.obj["metadata"]
         name = meta["name"]
         owner = next((ref for ref in meta.get("ownerReferences") or []
