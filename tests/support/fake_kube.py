@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import hashlib
 import itertools
@@ -45,6 +46,7 @@ class Behaviour:
     resize_delay: float = 0.01  # a bound claim's larger request reaches status.capacity (resizer and kubelet)
     resize_fails: set[str] = field(default_factory=set)  # claim names whose expansion gets VolumeResizeFailed
     pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
+    start_delay: float = 0.0  # from a pod's volumes attached (at ready_delay) to the pod Ready (stage, publish, start)
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
@@ -58,6 +60,17 @@ class Behaviour:
 SNAPSHOT_BOUND_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"  # the controller's
 GROUP_BOUND_FINALIZER = "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection"
 GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"  # on a member's content
+
+
+def _pinned_node(pod: Json) -> str:
+    """The node a pod's required node affinity names by metadata.name (a moved pod), else node-0."""
+    terms = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        for match in term.get("matchFields") or []:
+            if match.get("key") == "metadata.name" and match.get("values"):
+                return str(match["values"][0])
+    return "node-0"
 
 
 def _requested(claim: Json) -> str | None:
@@ -133,6 +146,8 @@ class FakeKube:
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
         self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
+        self.created: list[tuple[str, Json]] = []  # (collection path, body) of every create, in order
+        self.attaches: list[tuple[str, str]] = []  # (PV, node) attached, in order (the attach/detach controller)
         self.groups_made_over_members: list[str] = []  # group snapshots made while a namesake's members linger
         self.loop: asyncio.AbstractEventLoop | None = None
         self.seed_cluster()
@@ -178,7 +193,9 @@ class FakeKube:
             if obj is not None:
                 obj["metadata"]["resourceVersion"] = str(next(self._version))
                 self._notify(plural, namespace, "DELETED", obj)
-            return obj
+        if obj is not None and plural == "pods":
+            self._later(self.behaviour.release_delay, self._detach_unused)
+        return obj
 
     def named(self, plural: str, namespace: str = "") -> dict[str, Json]:
         with self.lock:
@@ -199,6 +216,7 @@ class FakeKube:
         self._count("POST", path + ("?dryRun" if dry_run else ""))
         if not dry_run:
             self.timeline.append(("POST", f"{path}/{body['metadata'].get('name', '')}"))
+            self.created.append((path, copy.deepcopy(body)))
         if on_send is not None:
             on_send(time.monotonic())
         plural, namespace, _name, _sub = self.parse(path)
@@ -448,14 +466,58 @@ class FakeKube:
         self._update("persistentvolumeclaims", namespace, name, bind)
 
     def _ready(self, namespace: str, name: str) -> None:
+        pod_now = self.objects.get(("pods", namespace, name))
+        node = _pinned_node(pod_now) if pod_now is not None else "node-0"
+        if pod_now is not None:
+            if self.behaviour.start_delay > 0:  # scheduled (bound to its node) before its volumes attach
+                self._update("pods", namespace, name, lambda pod: pod["spec"].__setitem__("nodeName", node))
+            self._attach(namespace, pod_now, node)
+
         def ready(pod: Json) -> None:
-            pod["spec"]["nodeName"] = "node-0"
+            pod["spec"]["nodeName"] = node
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             if pod["spec"].get("restartPolicy") == "Never":  # runs to completion
                 code, log = self.behaviour.workload(pod)
                 self.pod_logs[(namespace, name)] = log
                 pod["status"] = {"phase": "Succeeded" if code == 0 else "Failed"}
+        if self.behaviour.start_delay > 0 and pod_now is not None:
+            uid = pod_now["metadata"]["uid"]
+
+            def started() -> None:
+                if (self.objects.get(("pods", namespace, name)) or {}).get("metadata", {}).get("uid") == uid:
+                    self._update("pods", namespace, name, ready)
+            self._later(self.behaviour.start_delay, started)
+            return
         self._update("pods", namespace, name, ready)
+
+    def _attach(self, namespace: str, pod: Json, node: str) -> None:
+        """The attach/detach controller and external-attacher: an attached VolumeAttachment per bound claim of the
+        pod on its node, before the pod runs (``attaches`` counts them)."""
+        for volume in pod["spec"].get("volumes") or []:
+            claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            claim = self.objects.get(("persistentvolumeclaims", namespace, claim_name or ""))
+            pv = ((claim or {}).get("spec") or {}).get("volumeName")
+            if pv and ("volumeattachments", "", f"csi-{pv}-{node}") not in self.objects:
+                self.attaches.append((pv, node))
+                self.put("volumeattachments", "", {"metadata": {"name": f"csi-{pv}-{node}"}, "spec": {
+                    "attacher": "sim.csibench.io", "nodeName": node, "source": {"persistentVolumeName": pv}},
+                    "status": {"attached": True}})
+
+    def _detach_unused(self) -> None:
+        """Detach what no pod on the attachment's node mounts any more."""
+        with self.lock:
+            used = {(pv, pod["spec"].get("nodeName")) for (plural, namespace, _), pod in self.objects.items()
+                    if plural == "pods" for pv in self._volumes_of(namespace, pod)}
+            stale = [name for (plural, _, name), va in self.objects.items() if plural == "volumeattachments"
+                     and (va["spec"]["source"]["persistentVolumeName"], va["spec"]["nodeName"]) not in used]
+        for name in stale:
+            self.remove("volumeattachments", "", name)
+
+    def _volumes_of(self, namespace: str, pod: Json) -> list[str]:
+        claims = [(v.get("persistentVolumeClaim") or {}).get("claimName") for v in pod["spec"].get("volumes") or []]
+        return [pv for claim in claims if claim
+                if (pv := ((self.objects.get(("persistentvolumeclaims", namespace, claim)) or {}).get("spec") or {})
+                    .get("volumeName"))]
 
     def _snapshot_ready(self, namespace: str, name: str, uid: str) -> None:
         """The snapshot-controller's content, then the binding and its bound finalizer. Like the real controller, it

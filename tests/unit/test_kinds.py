@@ -30,7 +30,7 @@ from csibench.engine.observed import (
     PodState,
     SnapshotState,
 )
-from csibench.engine.step import JudgeFactory, Midpoint
+from csibench.engine.step import Boundaries, JudgeFactory
 
 NAME = "run-abcde-v00000"
 STATES: dict[str, type[Any]] = {CLAIM: ClaimState, POD: PodState, SNAPSHOT: SnapshotState,
@@ -71,14 +71,15 @@ def judge_factories() -> Iterator[tuple[str, str, JudgeFactory]]:
                 yield step.name, step.kind, factory
         if step.companion is not None:
             yield step.name, step.companion.kind, step.companion.gone
-        if step.phases is not None:  # where the first part of its latency ends: read like a judge
-            yield step.name, step.kind, as_judge(step.phases.reached)
+        if step.phases is not None:  # where each part of its latency ends: read like a judge
+            for boundary in range(len(step.phases.names) - 1):
+                yield step.name, step.kind, as_judge(step.phases.boundaries, boundary, step.phases.names[boundary])
 
 
-def as_judge(reached: Midpoint) -> JudgeFactory:
+def as_judge(boundaries: Boundaries, boundary: int, part: str) -> JudgeFactory:
     def factory(observed: Observed, terminal: frozenset[str]) -> Judge:
-        return lambda name, submitted: DONE if reached(observed)(name) else None
-    factory.__name__ = reached.__name__
+        return lambda name, submitted: DONE if boundaries(observed)[boundary](name) else None
+    factory.__name__ = f"end of {part}"
     return factory
 
 

@@ -15,7 +15,7 @@ import pytest
 from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
-from csibench.engine.actions import CREATE, Create, Measure, Patch
+from csibench.engine.actions import CREATE, Create, Measure, Move, Patch
 from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import scope_of
@@ -273,6 +273,9 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
             assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
         elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
             assert step.manifest is None and step.skip is catalog.skip_claims_not_bound, name
+        elif isinstance(step.action, Move):  # makes again elsewhere what the step it requires made, if it runs
+            assert step.manifest is None and step.skip is catalog.skip_pods_not_running, name
+            assert step.recreated_by == step.requires and step.enabled is not None, name
         else:
             # a deletion acts only on what the run saw (a group's also waits for it to settle: it skips both)
             seen_only = (catalog.skip_never_seen, catalog.skip_groups_being_taken)

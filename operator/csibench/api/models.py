@@ -99,6 +99,7 @@ class ConditionReason(StrEnum):
     EXPANSION_NOT_ALLOWED = "ExpansionNotAllowed"
     GROUP_SNAPSHOT_API_NOT_INSTALLED = "GroupSnapshotAPINotInstalled"
     VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND = "VolumeGroupSnapshotClassNotFound"
+    NOT_ENOUGH_NODES = "NotEnoughNodes"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
@@ -464,6 +465,18 @@ class GroupSnapshotSpec(_Model):
         description="VolumeGroupSnapshotClass of the groups (must exist, for the class's driver).")
 
 
+class MoveSpec(_Model):
+    """The moveVolume step: publish pods deleted on their node and made again on another, their volumes following."""
+
+    percent: int = Field(100, ge=1, le=100,
+                         description="Share of the publish pods that move (the first ones, by index), in percent; "
+                                     "at least one pod moves.")
+
+    def pods(self, total: int) -> int:
+        """How many of ``total`` publish pods move (rounded up, so at least one)."""
+        return min(total, max(1, -(-total * self.percent // 100)))
+
+
 class ExpandSpec(_Model):
     """The expandVolume step: each claim's request raised to ``to``, or by ``by``, in one batch."""
 
@@ -572,6 +585,10 @@ _GROUP_SNAPSHOT_RULES = (
     ("!has(self.steps) || has(self.groupSnapshot) == ('createGroupSnapshot' in self.steps)",
      "steps must list createGroupSnapshot exactly when spec.groupSnapshot is set"),
 )
+_MOVE_RULES = (
+    ("!has(self.steps) || has(self.move) == ('moveVolume' in self.steps)",
+     "steps must list moveVolume exactly when spec.move is set"),
+)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
@@ -584,7 +601,7 @@ class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES,
-                                                         *_GROUP_SNAPSHOT_RULES))
+                                                         *_GROUP_SNAPSHOT_RULES, *_MOVE_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -628,6 +645,12 @@ class BenchmarkRunSpec(_Model):
                           "done when its capacity says the new size and no resize is pending. Online (after "
                           "publish, while its pods mount the volumes) when publish runs, else offline. The class "
                           "must allow volume expansion; clones after it request the new size.")
+    move: MoveSpec | None = Field(
+        None, description="Time how long a volume takes to follow its pod to another node (the moveVolume step, "
+                          "after publish): each moving publish pod is deleted and made again pinned to another "
+                          "schedulable node (round-robin), and is done when Ready there; its latency is split into "
+                          "pod gone, detach, attach and start. Needs two schedulable nodes; nodes are never "
+                          "cordoned, drained or tainted.")
     groupSnapshot: GroupSnapshotSpec | None = Field(
         None, description="Time group snapshots (createGroupSnapshot, deleteGroupSnapshot): the run's volumes in "
                           "groups of volumesPerGroup (a label the run sets on its claims), one VolumeGroupSnapshot "
@@ -740,6 +763,14 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_GROUP_SNAPSHOT_RULES[0][1])
         return self
 
+    @model_validator(mode="after")
+    def _move_consistent(self) -> BenchmarkRunSpec:
+        """The same rule as the CRD's CEL (a run stored before it existed is refused here)."""
+        listed = self.steps is not None and StepName.MOVE_VOLUME in self.steps
+        if self.steps is not None and listed != (self.move is not None):
+            raise ValueError(_MOVE_RULES[0][1])
+        return self
+
     @property
     def volume_size(self) -> str:
         """The size of the run's volumes after the steps that change it (expandVolume): what clones request."""
@@ -813,6 +844,11 @@ class StepStatus(_Model):
                                                 "(expandVolume: controller, then node).")
     failureReasons: list[FailureReason] = Field(default_factory=list,
                                                 description=f"Top {MAX_FAILURE_REASONS} failure reasons.")
+    retriedWarnings: list[FailureReason] = Field(
+        default_factory=list, max_length=MAX_FAILURE_REASONS,
+        description="Warnings the control plane retried past during the step, not failures (moveVolume: "
+                    "Multi-Attach errors while a volume was still attached to its old node): Events counted with "
+                    "their repeats, one example message each.")
     note: str | None = Field(None, description="How to read this step's numbers, e.g. WaitForFirstConsumer.")
     attempts: int | None = Field(None, description="How many times the step was started (more than 1 after an "
                                                    "operator restart interrupted it and it was redone).")

@@ -29,6 +29,7 @@ class StepName(StrEnum):
 
     CREATE_VOLUME = "createVolume"
     PUBLISH = "publish"
+    MOVE_VOLUME = "moveVolume"  # spec.move: publish pods made again on another node, their volumes following
     EXPAND_VOLUME = "expandVolume"  # spec.expand: online while publish's pods mount the volumes, else offline
     UNPUBLISH = "unpublish"
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
@@ -73,6 +74,9 @@ _FACTS = (
     StepFacts(StepName.PUBLISH, "Publish (Attach)", "pod", requires=StepName.CREATE_VOLUME,
               requests_per_object={ATTACHER: 3, CONTROLLER_MANAGER: 1},
               note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
+    StepFacts(StepName.MOVE_VOLUME, "Move Volume", "pod", requires=StepName.PUBLISH,
+              requests_per_object={ATTACHER: 5, CONTROLLER_MANAGER: 2},
+              timeout_note="Timeout of moveVolume (every moved pod Ready on its new node), in seconds."),
     StepFacts(StepName.EXPAND_VOLUME, "Expand Volume", "vol", requires=StepName.CREATE_VOLUME,
               requests_per_object={RESIZER: 3},
               timeout_note="Timeout of expandVolume (every claim at its new capacity, the node's half included), "

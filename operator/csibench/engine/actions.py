@@ -10,6 +10,7 @@ is proven there.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,39 @@ class Patch(Action):
 
     def submitter(self, requests: Requests, step: StepSpec, context: StepContext, tracker: StepTracker) -> Submit:
         return requests.patching(step.kind, step.resource, _by_index(step, context, self.body), tracker)
+
+
+Placement = Callable[[StepContext, int, "str | None"], Manifest]
+
+
+@dataclass(frozen=True, repr=False)
+class Move(Action):
+    """The step makes each of its pods again elsewhere: it deletes the pod (by the uid the run saw) and, once the
+    watch says it is gone (the step's first boundary), creates its successor, same name, from ``body(context, i,
+    the node the pod was on when the step started)``. Its latency runs from the delete to the successor's
+    terminal state."""
+
+    body: Placement
+    name = "move"
+    creates = True
+    deletes = True
+
+    def submitter(self, requests: Requests, step: StepSpec, context: StepContext, tracker: StepTracker) -> Submit:
+        observed = context.observed
+        origins = {name: (state.uid, state.node) for name, state in observed.pods.items() if state.exists}
+        index = {name: i for i, name in enumerate(step.objects(context.spec, context.names))}
+        delete = requests.deleting(step.kind, step.resource, tracker)
+        create = requests.creating(step.resource, lambda name: self.body(context, index[name], origins[name][1]),
+                                   tracker)
+
+        async def move(name: str) -> None:
+            await delete(name)
+            state = observed.pods.get(name)
+            if state is None or not state.exists or state.uid != origins[name][0]:  # gone before any event said so
+                tracker.mark_boundary(name, 0, time.monotonic())
+            if await tracker.passed(name, 0):
+                await create(name)
+        return move
 
 
 CREATE = Create()

@@ -13,16 +13,18 @@ runs it). The orchestration has no per-step cases: an unknown step is an error, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
-from csibench.engine.actions import CREATE, DELETE, MEASURE, Patch
+from csibench.engine.actions import CREATE, DELETE, MEASURE, Move, Patch
 from csibench.engine.database import script
 from csibench.engine.database import step as database
 from csibench.engine.datapath import fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
-from csibench.engine.observed import CLAIM, GROUP_SNAPSHOT, POD, SNAPSHOT
+from csibench.engine.observed import CLAIM, GROUP_SNAPSHOT, POD, SNAPSHOT, Observed
 from csibench.engine.step import Companion, Manifest, Phases, StepContext, StepSpec
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
@@ -121,6 +123,33 @@ def _pod(context: StepContext, index: int) -> Manifest:
     claims = [context.names.volume(i) for i in volumes_of_pod(index, spec.volumes, spec.pvcsPerPod)]
     return manifests.build_pod(context.names.pod(index), claims, spec, context.labels,
                                block=spec.volumeMode.value == "Block")
+
+
+def _moved_pod(context: StepContext, index: int, origin: str | None) -> Manifest:
+    """Pod i made again on another node: round-robin over the schedulable nodes other than the one it was on
+    (never that one), pinned there."""
+    others = [node for node in context.nodes if node != origin]
+    assert others, "moveVolume runs only with two schedulable nodes (checked before the run)"
+    spec = context.spec
+    claims = [context.names.volume(i) for i in volumes_of_pod(index, spec.volumes, spec.pvcsPerPod)]
+    return manifests.build_pod(context.names.pod(index), claims, spec, context.labels,
+                               block=spec.volumeMode.value == "Block", node=others[index % len(others)])
+
+
+def _moving_pods(spec: BenchmarkRunSpec) -> int:
+    return spec.move.pods(_pods(spec)) if spec.move is not None else 0
+
+
+def skip_pods_not_running(step: StepSpec, context: StepContext) -> set[str]:
+    """A move acts on publish pods that are Ready where the run saw them: one whose publish failed (or that the
+    run never saw) has nothing to move."""
+    return skip_if_prerequisite_failed(step, context) | skip_never_seen(step, context) | {
+        name for name in step.objects(context.spec, context.names)
+        if (pod := context.observed.pods.get(name)) is None or not pod.exists or not pod.ready or not pod.node}
+
+
+def _expansion_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
+    return [judges.claim_node_resize_pending(observed)]
 
 
 def _snapshot(context: StepContext, index: int) -> Manifest:
@@ -236,13 +265,19 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              object_name=Names.pod, count=_pods, judge=judges.pod_ready, skip=skip_pods_missing_a_volume,
              terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
              manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
+    StepSpec(facts=facts_of(StepName.MOVE_VOLUME), kind=POD, resource=r.PODS, action=Move(_moved_pod),
+             object_name=Names.pod, count=_moving_pods, judge=judges.pod_moved, skip=skip_pods_not_running,
+             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
+             gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
+             enabled=lambda spec: spec.move is not None, spec_part="move",
+             phases=Phases(("gone", "detach", "attach", "ready"), judges.move_boundaries)),
     StepSpec(facts=facts_of(StepName.EXPAND_VOLUME), kind=CLAIM, resource=r.PVCS, action=Patch(_expansion),
              object_name=Names.volume, count=_volumes, judge=judges.claim_expanded,
              judge_unheld=judges.claim_expanded_offline, skip=skip_claims_not_bound,
              terminal_warnings=frozenset({"VolumeResizeFailed", "FileSystemResizeFailed"}),
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME, holders=StepName.PUBLISH,
              enabled=lambda spec: spec.expand is not None, note=_expansion_note,
-             phases=Phases("controller", "node", judges.claim_node_resize_pending)),
+             phases=Phases(("controller", "node"), _expansion_boundaries)),
     StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.pod, count=_pods, judge=judges.pod_gone_and_detached, skip=skip_never_seen,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),

@@ -14,17 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import ConditionReason
+from csibench.api.models import MAX_FAILURE_REASONS, ConditionReason, FailureReason
 from csibench.api.steps import WFFC
 from csibench.api.text import human_duration, shorten
 from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
-from csibench.engine.observed import Key, Observed
+from csibench.engine.observed import Key, Observed, RetriedWarning
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.status import StatusRecorder
 from csibench.engine.step import JudgeFactory, StepContext, StepSpec
@@ -36,6 +36,17 @@ from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 2.0
+
+
+def retried_reasons(warnings: list[RetriedWarning]) -> list[FailureReason]:
+    """Retried warnings by reason, Events counted with their repeats, most frequent first (pure)."""
+    counts: dict[str, int] = {}
+    example: dict[str, str] = {}
+    for warning in warnings:
+        counts[warning.reason] = counts.get(warning.reason, 0) + warning.count
+        example.setdefault(warning.reason, shorten(warning.message, 300))
+    return [FailureReason(reason=reason, count=count, message=example[reason])
+            for reason, count in sorted(counts.items(), key=lambda item: -item[1])][:MAX_FAILURE_REASONS]
 
 
 def build_trackers(context: RunContext, run_label: str) -> dict[str, StepTracker]:
@@ -57,22 +68,23 @@ class StepRunner:
         self.recorder = recorder
         self.observed = observed
         self.requests = OwnedRequests(client, context.scope, observed)
-        # (kind, tracker, judge, where an object's first phase ends) of the live batch
-        self._current: tuple[str, StepTracker, Judge, Callable[[str], bool] | None] | None = None
+        # (kind, tracker, judge, the boundaries between the parts of an object's latency) of the live batch
+        self._current: tuple[str, StepTracker, Judge, Sequence[Callable[[str], bool]]] | None = None
         self._progress_of: StepTracker | None = None  # the step whose progress status shows
 
     def on_change(self, keys: list[Key], at: float) -> None:
         if self._current is None:
             return
-        kind_wanted, tracker, judge, midpoint = self._current
+        kind_wanted, tracker, judge, boundaries = self._current
         for kind, name in keys:
             if kind != kind_wanted or name in tracker.outcomes:
                 continue
             submitted = tracker.submitted.get(name)
             if submitted is None:
                 continue
-            if midpoint is not None and name not in tracker.midpoints and midpoint(name):
-                tracker.mark_midpoint(name, at)
+            for index, boundary in enumerate(boundaries):
+                if index not in tracker.boundaries.get(name, ()) and boundary(name):
+                    tracker.mark_boundary(name, index, at)
             verdict = judge(name, submitted)
             if verdict is not None:
                 tracker.record(name, verdict, at)
@@ -101,8 +113,8 @@ class StepRunner:
         judge = step.judge_in(step_context)
         submit = step.action.submitter(self.requests, step, step_context, tracker)
         tracker.note = step.note_in(step_context)
-        tracker.phase_names = (step.phases.first, step.phases.second) if step.phases is not None else None
-        midpoint = step.phases.reached(self.observed) if step.phases is not None else None
+        tracker.phase_names = step.phases.names if step.phases is not None else None
+        boundaries = step.phases.boundaries(self.observed) if step.phases is not None else ()
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
         recorder.status.progress = f"0/{len(tracker.active)}"
@@ -119,7 +131,7 @@ class StepRunner:
                 await step.measure(self, step, tracker, step_context)
             else:
                 await self._batch(step.kind, tracker, judge, submit,
-                                  float(context.spec.timeouts.for_step(step.name)), midpoint)
+                                  float(context.spec.timeouts.for_step(step.name)), boundaries)
         finally:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
@@ -171,10 +183,10 @@ class StepRunner:
             log.warning("progress update failed: %s", error)
 
     async def _batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
-                     timeout: float, midpoint: Callable[[str], bool] | None = None) -> None:
+                     timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
         """Start the tracker's clock, submit every active object, wait for each one's terminal state (and note
-        when each passes ``midpoint``, for a step whose latency has two parts)."""
-        self._current = (kind, tracker, judge, midpoint)
+        when each passes each of ``boundaries``, for a step whose latency has parts)."""
+        self._current = (kind, tracker, judge, boundaries)
         tracker.start()
         submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
         progress = asyncio.create_task(self._report_progress())
@@ -187,6 +199,8 @@ class StepRunner:
             for task in submissions:
                 task.cancel()
             progress.cancel()
+            assert tracker.started is not None
+            tracker.retried = retried_reasons(self.observed.retried_since(kind, tracker.active, tracker.started))
             self.publish()
             self._current = None
 

@@ -203,6 +203,63 @@ def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge
     return judge
 
 
+# -- moveVolume: a pod made again on another node, its volumes following ------------------------------------------
+def _placed(observed: Observed) -> dict[str, tuple[str, str | None]]:
+    """Where the run's pods are as a move starts: name -> (uid, node). Judges and boundaries of a move are made
+    when the step starts, so they tell the pod before the move from its successor (same name, another uid)."""
+    return {name: (state.uid, state.node) for name, state in observed.pods.items() if state.exists}
+
+
+def pod_moved(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """Done when the pod's successor (same name, another uid than when the step started) is Ready on another
+    node; failed when it failed, was deleted, came up on the same node, or a terminal Warning came for it (a
+    Multi-Attach error is not terminal: the attach/detach controller retries until the old node lets go)."""
+    before = _placed(observed)
+
+    def judge(name: str, submitted: float) -> Verdict | None:
+        state = observed.pods.get(name)
+        old_uid, old_node = before.get(name, ("", None))
+        if state is None or state.uid == old_uid:
+            return None  # still the pod that moves (or not yet seen again)
+        if not state.exists:
+            return Verdict(False, "Deleted", "the moved pod was deleted before it was ready") \
+                if state.gone_at is not None and state.gone_at >= submitted else None
+        if state.ready:
+            if state.node == old_node:
+                return Verdict(False, "SameNode", f"the moved pod came up on its old node {old_node}")
+            return DONE
+        if state.phase == "Failed":
+            return Verdict(False, "PodFailed", "the moved pod failed")
+        return _warning_verdict(observed, terminal, (POD, name), submitted)
+    return judge
+
+
+def move_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
+    """Where the parts of a move end, per pod: its predecessor gone from the API (the kubelet unmounted it), its
+    volumes' VolumeAttachments to the old node gone (detached), every volume's VolumeAttachment to the new node
+    attached; the last part (stage, publish, container start) ends when the successor is Ready."""
+    before = _placed(observed)
+
+    def gone(name: str) -> bool:
+        state = observed.pods.get(name)
+        return state is None or not state.exists or state.uid != before.get(name, ("", None))[0]
+
+    def volumes(name: str) -> list[str | None]:
+        state = observed.pods.get(name)
+        return [observed.volume_of(claim) for claim in state.claims] if state is not None else []
+
+    def detached(name: str) -> bool:
+        old_node = before.get(name, ("", None))[1]
+        return gone(name) and not any(observed.volume_attached(pv, old_node) for pv in volumes(name))
+
+    def attached(name: str) -> bool:
+        state, (old_uid, old_node) = observed.pods.get(name), before.get(name, ("", None))
+        if state is None or not state.exists or state.uid == old_uid or state.node in (None, old_node):
+            return False
+        return all(observed.volume_attach_done(pv, state.node) for pv in volumes(name))
+    return [gone, detached, attached]
+
+
 def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
     return _ready_with(observed, terminal, SNAPSHOT, observed.snapshots.get, lambda snapshot: snapshot.ready,
                        lambda snapshot: Verdict(False, "SnapshotError", snapshot.error)

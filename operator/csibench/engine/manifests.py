@@ -125,7 +125,9 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
 
 
 def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict[str, str],
-              block: bool) -> Manifest:
+              block: bool, node: str | None = None) -> Manifest:
+    """A publish pod mounting ``claims``; with ``node``, pinned to that node by a required node affinity on its
+    name (the scheduler still places it, so its volume limits and taints still apply: never spec.nodeName)."""
     container: Manifest = {
         "name": "bench",
         "image": spec.pod.image,
@@ -154,4 +156,7 @@ def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict
         pod_spec["nodeSelector"] = dict(spec.pod.nodeSelector)
     if spec.pod.tolerations:
         pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in spec.pod.tolerations]
+    if node is not None:
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}

@@ -11,7 +11,7 @@ updates it, is its kind's module (``kinds/``); what relates them (volumes, attac
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -64,6 +64,19 @@ class WarningEvent:
     at: float
 
 
+@dataclass(frozen=True)
+class RetriedWarning:
+    reason: str
+    message: str
+    count: int
+    at: float  # arrival of its latest line
+
+
+# Warnings of the control plane's own bookkeeping that it retries (the attach/detach controller's, while a moved
+# volume is still attached to its previous node): counted per step and quoted, never a failure.
+RETRIED_WARNINGS = ("Multi-Attach error",)
+
+
 class Observed:
     def __init__(self, namespace: str, prefix: str) -> None:
         self.namespace = namespace
@@ -76,9 +89,13 @@ class Observed:
         self._pv_claim_uid: dict[str, str] = {}  # existing PV -> uid of the claim it is bound to
         self.attachments: dict[str, tuple[str, str]] = {}  # existing VolumeAttachment -> (PV, node)
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
+        self.attach_done: set[str] = set()  # existing VolumeAttachments whose status says attached
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
         self._content_refs: dict[str, ContentRef] = {}  # existing snapshot content -> what it says of itself
         self.warnings: dict[Key, WarningEvent] = {}
+        # Warnings the control plane retries past (is_transient: a Multi-Attach error), per object and Event name:
+        # the Event's count (a repeated Event is one object whose count grows), as last seen.
+        self.retried: dict[Key, dict[str, RetriedWarning]] = defaultdict(dict)
         self.groups: dict[str, GroupSnapshotState] = {}
         # A group's members: the controller's VolumeSnapshots owned by it (unlabelled, named snapshot-<hash>).
         self.members: dict[str, SnapshotState] = {}  # member snapshot -> its state
@@ -218,7 +235,12 @@ class Observed:
         state = self._states(key[0]).get(key[1])
         if state is None or state.uid != uid:  # about a namesake a restore deleted: not about the object now
             return []
-        self.warnings[key] = WarningEvent(event.obj.get("reason", ""), event.obj.get("message", ""), event.at)
+        reason, message = event.obj.get("reason", ""), event.obj.get("message", "")
+        if message.startswith(RETRIED_WARNINGS):
+            count = int(event.obj.get("count") or (event.obj.get("series") or {}).get("count") or 1)
+            event_name = (event.obj.get("metadata") or {}).get("name", "")
+            self.retried[key][event_name] = RetriedWarning(reason, message, count, event.at)
+        self.warnings[key] = WarningEvent(reason, message, event.at)
         return [key]
 
     def _states(self, kind: str) -> States:
@@ -267,9 +289,15 @@ class Observed:
             pair = self.attachments.pop(name, None)
             if pair is not None:
                 self.attached[pair] -= 1
-        elif name not in self.attachments:
-            self.attachments[name] = (pv, spec.get("nodeName", ""))
-            self.attached[self.attachments[name]] += 1
+            self.attach_done.discard(name)
+        else:
+            if name not in self.attachments:
+                self.attachments[name] = (pv, spec.get("nodeName", ""))
+                self.attached[self.attachments[name]] += 1
+            if (event.obj.get("status") or {}).get("attached") is True:
+                self.attach_done.add(name)
+            else:
+                self.attach_done.discard(name)
         claim = claim or self._claim_of_volume(pv)
         return [(POD, pod) for pod in self._pods_of_claim.get(claim or "", ())]
 
@@ -337,6 +365,7 @@ class Observed:
             for name in [a for a in self.attachments if a not in present]:
                 pair = self.attachments.pop(name)
                 self.attached[pair] -= 1
+                self.attach_done.discard(name)
                 claim = self.pv_claim.get(pair[0]) or self._claim_of_volume(pair[0])
                 affected.extend((POD, pod) for pod in self._pods_of_claim.get(claim or "", ()))
         return affected
@@ -390,4 +419,15 @@ class Observed:
         return state.volume if state is not None else None
 
     def volume_attached(self, pv: str | None, node: str | None) -> bool:
+        """A VolumeAttachment of the PV to the node exists (attached, or being attached or detached)."""
         return bool(pv and node and self.attached[(pv, node)] > 0)
+
+    def volume_attach_done(self, pv: str | None, node: str | None) -> bool:
+        """A VolumeAttachment of the PV to the node says attached (the external-attacher's
+        ControllerPublishVolume answered)."""
+        return bool(pv and node and any(self.attachments.get(name) == (pv, node) for name in self.attach_done))
+
+    def retried_since(self, kind: str, names: Iterable[str], since: float) -> list[RetriedWarning]:
+        """The retried warnings of these objects whose latest line came at or after ``since``."""
+        return [warning for name in names for warning in self.retried.get((kind, name), {}).values()
+                if warning.at >= since]

@@ -29,6 +29,7 @@ from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
+from csibench.preflight.checks import RunShape, schedulable_nodes
 from csibench.preflight.discovery import Preflight, run_preflight
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
     if any(step.needs_group_snapshots for step in plan):
         await _check_group_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
+    nodes = await _move_targets(spec, client, binding_mode, [step.name for step in plan])
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
@@ -63,7 +65,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace),
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
-        environment=await _environment(client, storage_class, binding_mode))
+        environment=await _environment(client, storage_class, binding_mode), nodes=nodes)
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings
@@ -82,6 +84,23 @@ async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
         log.warning("preflight discovery failed: %s", error)
         return Preflight(Machinery(visible=False, driver=storage_class.get("provisioner"),
                                    note=f"discovery failed: {error}"))
+
+
+async def _move_targets(spec: BenchmarkRunSpec, client: KubeApi, binding_mode: str,
+                        steps: list[str]) -> tuple[str, ...]:
+    """The nodes a move may pin pods to (schedulable for the run's pods), when the run moves pods: a move needs
+    two, or each pod would have nowhere else to go."""
+    if StepName.MOVE_VOLUME not in steps:
+        return ()
+    listed = await client.get(r.NODES.path(), query={"limit": "5000"}) or {}
+    usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, steps, binding_mode))
+    names = tuple(sorted(str(node["metadata"]["name"]) for node in usable))
+    if len(names) < 2:
+        raise PlanError(ConditionReason.NOT_ENOUGH_NODES, (
+            f"moveVolume moves each pod to another node, and {len(names)} node(s) can run the publish pods (Ready, "
+            f"not cordoned, matching pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs "
+            "at least 2"))
+    return names
 
 
 def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], binding_mode: str,

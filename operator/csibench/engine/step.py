@@ -6,7 +6,7 @@ itself (``StepSpec``). The entries live in ``catalog.py``; the workload steps (d
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -65,6 +65,7 @@ class StepContext:
     binding_mode: str
     observed: Observed
     trackers: Mapping[str, StepTracker]
+    nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods (a move's targets), sorted by name
 
     @property
     def wffc(self) -> bool:
@@ -87,18 +88,24 @@ class Companion:
 SkipRule = Callable[["StepSpec", StepContext], set[str]]
 Measure = Callable[[Any, "StepSpec", StepTracker, StepContext], Awaitable[None]]
 JudgeFactory = Callable[[Observed, frozenset[str]], judges.Judge]
-Midpoint = Callable[[Observed], Callable[[str], bool]]
+
+
+Boundaries = Callable[[Observed], Sequence[Callable[[str], bool]]]
 
 
 @dataclass(frozen=True)
 class Phases:
-    """A step whose per-object latency has two parts the watch events tell apart: ``reached(observed)(name)`` is
-    true once the first part of that object is over (first seen on a watch event, timed on its arrival). An object
-    done without passing there spent all of its time in the first part."""
+    """A step whose per-object latency has parts the watch events tell apart: ``names`` has one name per part and
+    ``boundaries(observed)`` (called when the step starts, so it may note what the objects were then) one predicate
+    per boundary between two parts: ``boundary(name)`` is true once that object's part before it is over (first
+    seen on a watch event, timed on its arrival). An object done without passing a boundary spent the time up to
+    the next one it passed in the part before it."""
 
-    first: str  # e.g. "controller"
-    second: str  # e.g. "node"
-    reached: Midpoint
+    names: tuple[str, ...]  # e.g. ("controller", "node")
+    boundaries: Boundaries  # len(names) - 1 predicates per object, in order
+
+    def __post_init__(self) -> None:
+        assert 2 <= len(self.names) <= 4, "a step's latency has two to four parts (StepStatus.phases)"
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ class StepSpec:
     enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
     companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
     results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
-    phases: Phases | None = None  # the two parts of its per-object latency, where events tell them apart
+    phases: Phases | None = None  # the parts of its per-object latency, where events tell them apart
     holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
     note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
     spec_part: str | None = None  # the part of the spec that enables it, when not spec.<its name>

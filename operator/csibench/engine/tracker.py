@@ -37,8 +37,9 @@ class StepTracker:
     note: str | None = None
     submitted: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
-    midpoints: dict[str, float] = field(default_factory=dict)  # when an object's first phase ended (see phases)
-    phase_names: tuple[str, str] | None = None  # a step whose latency has two parts: their names
+    # when each boundary between two parts of an object's latency was passed (see phases): name -> {boundary: at}
+    boundaries: dict[str, dict[int, float]] = field(default_factory=dict)
+    phase_names: tuple[str, ...] | None = None  # a step whose latency has parts: their names
     started: float | None = None
     anchor: Anchor | None = None
     stopped: float | None = None
@@ -52,7 +53,9 @@ class StepTracker:
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
+    retried: list[FailureReason] = field(default_factory=list)  # warnings retried past during the step (counted)
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
+    _waiting: dict[tuple[str, int], asyncio.Event] = field(default_factory=dict)  # (name, boundary) awaited
     _active: list[str] | None = None
     _succeeded: int = 0  # outcomes that are ok, counted as they are set (status is built every 2 s)
     _final: tuple[tuple[Any, ...], StepStatus] | None = None  # a finished step's status, and what it was built from
@@ -73,27 +76,55 @@ class StepTracker:
     def mark_submitted(self, name: str, at: float | None = None) -> None:
         self.submitted.setdefault(name, at if at is not None else time.monotonic())
 
-    def mark_midpoint(self, name: str, at: float) -> None:
-        """The first part of the object's latency ended at ``at`` (the first event that said so)."""
+    def mark_boundary(self, name: str, boundary: int, at: float) -> None:
+        """The part of the object's latency before ``boundary`` ended at ``at`` (the first event that said so)."""
         if name in self.submitted and name not in self.outcomes:
-            self.midpoints.setdefault(name, max(at, self.submitted[name]))
+            self.boundaries.setdefault(name, {}).setdefault(boundary, max(at, self.submitted[name]))
+            waiting = self._waiting.pop((name, boundary), None)
+            if waiting is not None:
+                waiting.set()
+
+    async def passed(self, name: str, boundary: int) -> bool:
+        """Wait until the object passes ``boundary`` (True) or ends without passing it (False): an action that
+        acts again mid-way (a move creates the successor once its predecessor is gone) waits here."""
+        if boundary not in self.boundaries.get(name, {}) and name not in self.outcomes:
+            await self._waiting.setdefault((name, boundary), asyncio.Event()).wait()
+        return boundary in self.boundaries.get(name, {})
+
+    def parts_of(self, name: str) -> list[tuple[float, bool]]:
+        """A succeeded object's latency split into its parts: (seconds, whether it went through that part). They
+        add up to its latency. A boundary never passed (or passed after a later one, on the same events) takes the
+        time of the next one it did pass, so the part before it holds that time. A later part of zero length was
+        not gone through, as far as the watch can tell (an offline expansion's node half, which waits for a mount:
+        the claim is done on the event that begins it)."""
+        assert self.phase_names is not None
+        outcome, start = self.outcomes[name], self.submitted[name]
+        passed = self.boundaries.get(name, {})
+        count = len(self.phase_names)
+        ends: list[float | None] = [passed.get(b) for b in range(count - 1)] + [outcome.at]
+        for index in range(count - 2, -1, -1):  # fill from the end: a boundary not passed takes the next's time
+            later = ends[index + 1]
+            ends[index] = later if ends[index] is None else min(ends[index], later)  # type: ignore[type-var]
+        parts: list[tuple[float, bool]] = []
+        for index, end in enumerate(ends):
+            assert end is not None
+            length = max(0.0, end - start)
+            parts.append((length, index == 0 or length > 0))
+            start = max(start, end)
+        return parts
 
     def phases(self) -> list[StepPhase]:
-        """The two parts of the succeeded objects' latency: the first to the midpoint (or to done, for an object
-        that never passed one), the second from the midpoint to done (none for an object done at its midpoint:
-        an offline expansion, whose node half waits for a mount)."""
+        """Per part of the latency, the succeeded objects that went through it and their time in it."""
         if self.phase_names is None:
             return []
-        first, second = [], []
+        times: list[list[float]] = [[] for _ in self.phase_names]
         for name, outcome in self.outcomes.items():
-            if not outcome.ok:
-                continue
-            middle = self.midpoints.get(name)
-            first.append((middle if middle is not None else outcome.at) - self.submitted[name])
-            if middle is not None and middle < outcome.at:
-                second.append(outcome.at - middle)
-        return [StepPhase(name=self.phase_names[0], objects=len(first), latency=summarize(first)),
-                StepPhase(name=self.phase_names[1], objects=len(second), latency=summarize(second))]
+            if outcome.ok:
+                for index, (length, through) in enumerate(self.parts_of(name)):
+                    if through:
+                        times[index].append(length)
+        return [StepPhase(name=part, objects=len(lengths), latency=summarize(lengths))
+                for part, lengths in zip(self.phase_names, times, strict=True)]
 
     def record(self, name: str, verdict: Verdict, at: float) -> None:
         if name in self.outcomes or name not in self.submitted:
@@ -105,6 +136,8 @@ class StepTracker:
         previous = self.outcomes.get(name)
         self._succeeded += int(outcome.ok) - int(previous is not None and previous.ok)
         self.outcomes[name] = outcome
+        for key in [key for key in self._waiting if key[0] == name]:
+            self._waiting.pop(key).set()
         if self.on_outcome is not None:
             self.on_outcome(outcome.ok, outcome.at - self.submitted[name])
 
@@ -158,7 +191,8 @@ class StepTracker:
         tracker.anchor = Anchor(origin, origin)
         tracker.started = origin
         tracker.stopped = origin + (saved.durationSeconds or 0.0)
-        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result")}
+        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result", "phaseMs")
+                                 if key in record}
         tracker.extra = record.get("extra")
         for name, sent_ms, latency_ms, result in zip(objects, record["submitMs"], record["latencyMs"],
                                                      record["result"], strict=True):
@@ -180,7 +214,7 @@ class StepTracker:
         # A finished step's status is built once (its latency summary sorts every object's latency), not at
         # every status write of the steps after it; anything that could change it is part of the key.
         key = (len(self.outcomes), self.stopped, self.interrupted, self.restored, self.restored_objects,
-               self.note, self.attempt, len(self.skipped), self.announced)
+               self.note, self.attempt, len(self.skipped), self.announced, len(self.retried))
         if self._final is not None and self._final[0] == key:
             return self._final[1].model_copy()
         status = self._build_status()
@@ -213,6 +247,7 @@ class StepTracker:
             latency=summarize(self.latencies()) if finished else None,
             phases=self.phases() if finished else [],
             failureReasons=self.failure_reasons(),
+            retriedWarnings=list(self.retried),
             note=self.note,
             attempts=self.attempt if self.announced or self.started is not None else None,
             restored=self.restored,
@@ -238,4 +273,9 @@ class StepTracker:
                 result.append("Pending")
             else:
                 result.append("ok" if outcome.ok else outcome.reason)
-        return {"submitMs": submit_ms, "latencyMs": latency_ms, "result": result}
+        record: dict[str, Any] = {"submitMs": submit_ms, "latencyMs": latency_ms, "result": result}
+        if self.phase_names is not None:  # each succeeded object's parts, in ms (they add up to its latency)
+            record["phaseMs"] = [[round(length * 1000, 1) for length, _ in self.parts_of(name)]
+                                 if name in self.outcomes and self.outcomes[name].ok else None
+                                 for name in self.objects]
+        return record

@@ -1,0 +1,118 @@
+"""The moveVolume step against the in-memory API server, whose attach/detach controller attaches a pod's volumes
+on its node before it runs and detaches them once no pod there mounts them: every moved pod made again on another
+node, its latency split into the parts the watch events tell apart (gone, detach, attach, ready) that add up per
+object, Multi-Attach warnings counted and never fatal, too few nodes refused before anything is created, and an
+interrupted move redone on pods made again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.models import BenchmarkRunSpec
+from csibench.engine import manifests
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of, stored_report
+
+MOVES = ["createVolume", "publish", "moveVolume", "unpublish", "deleteVolume"]
+
+
+def moved(**fields: Any) -> BenchmarkRunSpec:
+    return spec(steps=MOVES, move={}, **{"pvcsPerPod": 1, **fields})  # 6 pods of one volume each
+
+
+def pod_creates(fake: FakeKube) -> list[dict[str, Any]]:
+    return [body for path, body in fake.created if path.endswith("/pods")]
+
+
+def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.05, start_delay=0.05))
+    status = run(fake, moved())
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert steps_of(status)["moveVolume"] == ("Succeeded", 6, 6, 0, 0)
+    step = next(s for s in status.steps if s.name == "moveVolume")
+    assert [p.name for p in step.phases] == ["gone", "detach", "attach", "ready"]
+    # The fake publishes every pod on node-0: each successor is pinned elsewhere, round-robin over the others.
+    successors = pod_creates(fake)[6:12]
+    targets = [body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+               ["nodeSelectorTerms"][0]["matchFields"][0]["values"] for body in successors]
+    assert targets == [["node-1"], ["node-2"]] * 3
+    assert [node for _, node in fake.attaches].count("node-0") == 6  # one attach per volume and node
+    assert sorted(node for _, node in fake.attaches[6:]) == ["node-1"] * 3 + ["node-2"] * 3
+    record = next(s for s in stored_report(fake)["steps"] if s["status"]["name"] == "moveVolume")
+    for latency, parts in zip(record["latencyMs"], record["phaseMs"], strict=True):
+        assert abs(sum(parts) - latency) <= 0.5, (parts, latency)  # rounding of each part to 0.1 ms
+        assert parts[1] >= 40 and parts[3] >= 40  # the fake's detach and start each take 50 ms
+        assert parts[0] > 0 and parts[2] > 0
+    assert owned_left(fake) == [] and not fake.named("volumeattachments")
+
+
+def test_a_share_moves_and_the_rest_stay() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(steps=MOVES, move={"percent": 34}, pvcsPerPod=1))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert steps_of(status)["moveVolume"] == ("Succeeded", 3, 3, 0, 0)  # 34% of 6 pods, rounded up
+    assert [body["metadata"]["name"] for body in pod_creates(fake)[6:]] == [NAMES.pod(i) for i in range(3)]
+
+
+def test_too_few_nodes_fail_before_anything_is_created() -> None:
+    fake = FakeKube()
+    fake.remove("nodes", "", "node-1")
+
+    def cordon(node: dict[str, Any]) -> None:
+        node["spec"] = {"unschedulable": True}
+    fake._update("nodes", "", "node-2", cordon)
+    status = run(fake, moved())
+    assert status.phase is not None and status.phase.value == "Failed"
+    assert status.conditions[0].reason == "NotEnoughNodes", status.conditions
+    assert "1 node(s) can run the publish pods" in (status.message or "")
+    assert [path for path, _ in fake.created if not path.endswith("/events")] == []  # nothing created
+
+
+def test_move_needs_its_part_of_the_spec_and_the_spec_needs_the_step() -> None:
+    with pytest.raises(ValidationError, match=r"steps must list moveVolume exactly when spec\.move is set"):
+        spec(steps=MOVES)
+    with pytest.raises(ValidationError, match=r"steps must list moveVolume exactly when spec\.move is set"):
+        spec(steps=["createVolume", "publish", "unpublish", "deleteVolume"], move={})
+    with pytest.raises(ValidationError):
+        spec(move={"percent": 0})
+
+
+def test_a_pinned_pod_names_its_node_by_field_not_by_label() -> None:
+    pod = manifests.build_pod("p", ["c"], spec(), {}, block=False, node="node-7")
+    term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node-7"]}]}]}
+    assert "nodeName" not in pod["spec"]  # the scheduler still places it (volume limits, taints)
+    assert "affinity" not in manifests.build_pod("p", ["c"], spec(), {}, block=False)["spec"]
+
+
+def test_multi_attach_warnings_are_counted_not_fatal() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.05, start_delay=0.1))  # the complaint comes well before Ready
+    original = fake._attach
+
+    def attach_after_a_complaint(namespace: str, pod: dict[str, Any], node: str) -> None:
+        if node != "node-0":  # the successor: the attach/detach controller complains once, then retries
+            fake.warn(pod, "FailedAttachVolume", 'Multi-Attach error for volume "pv" Volume is already '
+                                                 "exclusively attached to one node and can't be attached to another")
+        original(namespace, pod, node)
+    fake._attach = attach_after_a_complaint  # type: ignore[method-assign]
+    status = run(fake, moved())
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    step = next(s for s in status.steps if s.name == "moveVolume")
+    assert [(w.reason, w.count) for w in step.retriedWarnings] == [("FailedAttachVolume", 6)]
+    assert step.retriedWarnings[0].message.startswith("Multi-Attach error")
+    assert all(not s.retriedWarnings for s in status.steps if s.name != "moveVolume")
+
+
+def test_operator_killed_inside_the_move_redoes_it_on_pods_made_again() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.3, release_delay=0.05))
+    run_spec = moved()
+    previous = kill_when(fake, run_spec, running("moveVolume"), extra_sleep=0.1)
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    step = next(s for s in status.steps if s.name == "moveVolume")
+    assert step.attempts == 2 and step.restored is not None and (step.succeeded, step.failed) == (6, 0)
+    assert owned_left(fake) == [] and not fake.named("volumeattachments")
