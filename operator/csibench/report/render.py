@@ -205,6 +205,10 @@ def context_of(run: dict[str, Any]) -> ReportContext:
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
+    retried = [f"retried, not failures ({s['name']}): " + "; ".join(
+        f"{r['count']}× {r['reason']}: {r.get('message', '')}" for r in s["retriedWarnings"])
+        for s in status.get("steps", []) if s.get("retriedWarnings")]
+    notes += retried
     notes += datapath.notes(run)
     notes += database.notes(run)
     tail = [f"cleanup: {status['cleanup']}"] if status.get("cleanup") else []
