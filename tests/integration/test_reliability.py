@@ -39,7 +39,7 @@ from localcluster.runs import (
 
 pytestmark = pytest.mark.integration
 SOURCE_PROTECTION = "snapshot.storage.kubernetes.io/pvc-as-source-protection"  # the snapshot-controller's
-ALL_STEPS = ["createVolume", "publish", "expandVolume", "unpublish", "createSnapshot", "createGroupSnapshot",
+ALL_STEPS = ["createVolume", "publish", "moveVolume", "expandVolume", "unpublish", "createSnapshot", "createGroupSnapshot",
              "cloneFromSnapshot", "deleteClone", "deleteSnapshot", "deleteGroupSnapshot", "deleteVolume"]
 
 
@@ -75,10 +75,11 @@ def _progress(status: dict[str, Any]) -> int:
 def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
         seed: int) -> None:
-    """One run, killed inside each of its eleven steps in turn, a seeded 0.2-1.5 s after the step showed Running
+    """One run, killed inside each of its twelve steps in turn, a seeded 0.2-1.5 s after the step showed Running
     (every step takes at least 2.5 s on this array, so each kill lands inside it). Each restart must restore the
     interrupted step and redo it in full, and the restores of earlier steps must not disturb later ones. (The
-    expansion's restore makes the claims again at their first size, with the publish pods that hold them.)"""
+    expansion's restore makes the claims again at their first size, with the publish pods that hold them; the
+    move's deletes the pods wherever they are and makes them again where the scheduler puts them.)"""
     rng = random.Random(seed)
     delays = {target: rng.uniform(0.2, 1.5) for target in ALL_STEPS}
     array = storage_class(latency=f"{LATENCY * 1000:g}ms", concurrency=str(CONCURRENCY),
@@ -90,7 +91,7 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
     # 30 minutes a step and 10 for cleanup, said nothing before the test gave up).
     create_run(kube, namespace, benchmark_run(name, storageClassName=array, volumes=VOLUMES, pvcsPerPod=PER_POD,
                                               volumeSnapshotClassName="csibench-sim-snapclass",
-                                              size="1Gi", expand={"to": "2Gi"},
+                                              size="1Gi", expand={"to": "2Gi"}, move={},
                                               groupSnapshot={"volumesPerGroup": PER_GROUP,
                                                              "volumeGroupSnapshotClassName": GROUP_SNAPSHOT_CLASS},
                                               timeouts={"default": 200, "cleanup": 120}))
