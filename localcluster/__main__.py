@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
                         help="API server port; etcd, controller-manager and scheduler use the next four")
     parser.add_argument("--nodes", type=int, default=3, help="simulated nodes")
+    parser.add_argument("--max-volumes-per-node", type=int, default=128,
+                        help="the simulated driver's per-node volume limit (CSINode allocatable.count)")
     parser.add_argument("--sidecar", type=_sidecar_option, action="append", default=[],
                         metavar="COMPONENT:FLAG=VALUE[,FLAG=VALUE]",
                         help=f"flags for one of {', '.join(sidecars.SIDECAR_NAMES)}, e.g. "
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     state_port = _recorded_port(args.dir)
     api_port = state_port if state_port and args.command != "up" else args.api_port
     cluster = LocalCluster(ClusterConfig(state_dir=args.dir.resolve(), api_port=api_port, nodes=args.nodes,
+                                         max_volumes_per_node=args.max_volumes_per_node,
                                          sidecar_flags=sidecar_flags,
                                          upstream_sidecar_defaults=args.upstream_sidecar_defaults))
     if args.command == "up":

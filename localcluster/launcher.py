@@ -57,6 +57,7 @@ class ClusterConfig:
     state_dir: Path = DEFAULT_STATE_DIR
     api_port: int = DEFAULT_API_PORT
     nodes: int = 3
+    max_volumes_per_node: int = 128  # the simulated driver's per-node limit (CSINode allocatable.count)
     # Client rate limits of the controller-manager and scheduler: their defaults (20/30) throttle the PV binder
     # at thousands of PVCs, and then the cluster, not the storage, is what gets measured.
     control_plane_qps: int = 500
@@ -469,6 +470,7 @@ class LocalCluster:
             f"--data-dir={c.data_dir.resolve()}", f"--kubelet-port={c.kubelet_port}",
             f"--tls-cert={(c.state_dir / 'pki' / 'kubelet.crt').resolve()}",
             f"--tls-key={(c.state_dir / 'pki' / 'kubelet.key').resolve()}",
+            f"--max-volumes-per-node={c.max_volumes_per_node}",
         ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
     def _wait_driver_socket(self) -> None:

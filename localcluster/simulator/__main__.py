@@ -35,7 +35,7 @@ def node_socket(csi_dir: Path, node: str) -> Path:
 
 async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None, csi_dir: Path,
               data_dir: Path, kubelet_port: int = DEFAULT_KUBELET_PORT,
-              tls: tuple[Path, Path] | None = None) -> None:
+              tls: tuple[Path, Path] | None = None, max_volumes_per_node: int = 128) -> None:
     async with api.Client(kubeconfig) as client:
         node_set = set(node_names)
         informers = Informers(
@@ -47,8 +47,8 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         )
         ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set)
         sockets = {name: node_socket(csi_dir, name) for name in node_names}
-        servers = await serve(Driver(ctx, data_dir), controller_socket(csi_dir), sockets)
-        nodes = Nodes(client, node_names, kubelet_port)
+        servers = await serve(Driver(ctx, data_dir, max_volumes_per_node), controller_socket(csi_dir), sockets)
+        nodes = Nodes(client, node_names, kubelet_port, max_volumes_per_node)
         await nodes.register()
         kubelet = Kubelet(ctx, sockets, data_dir / "kubelet")
         logs = None
@@ -89,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="port of every node's log endpoint (one per node address, 127.0.1.N)")
     parser.add_argument("--tls-cert", type=Path, default=None, help="serving certificate of the log endpoints")
     parser.add_argument("--tls-key", type=Path, default=None, help="its key (both, or no log endpoints)")
+    parser.add_argument("--max-volumes-per-node", type=int, default=128,
+                        help="volumes each node takes (NodeGetInfo, CSINode allocatable.count; one more is refused)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     names = [f"{args.node_prefix}{index}" for index in range(args.nodes)]
     tls = (args.tls_cert, args.tls_key) if args.tls_cert and args.tls_key else None
     asyncio.run(run(args.kubeconfig, names, args.ground_truth, args.csi_dir.resolve(), args.data_dir.resolve(),
-                    args.kubelet_port, tls))
+                    args.kubelet_port, tls, args.max_volumes_per_node))
     return 0
 
 

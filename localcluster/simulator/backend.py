@@ -46,23 +46,24 @@ class Backend:
         self._slots = asyncio.Semaphore(model.concurrency) if model.concurrency > 0 else None
         self._random = random.Random(model.seed)
 
-    async def run(self, operation: Operation, obj: str, **facts: object) -> None:
+    async def run(self, operation: Operation, obj: str, extra_delay: float = 0.0, **facts: object) -> None:
         """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record); ``facts`` go into
         its ground-truth record as they are (a group snapshot's members)."""
         queued = time.time()
         if self._slots is None:
-            await self._perform(operation, obj, queued, facts)
+            await self._perform(operation, obj, queued, facts, extra_delay)
         else:
             async with self._slots:
-                await self._perform(operation, obj, queued, facts)
+                await self._perform(operation, obj, queued, facts, extra_delay)
 
-    async def _perform(self, operation: Operation, obj: str, queued: float, facts: dict[str, object]) -> None:
+    async def _perform(self, operation: Operation, obj: str, queued: float, facts: dict[str, object],
+                       extra_delay: float = 0.0) -> None:
         started = time.time()
         if operation in self.model.hang_operations:
             self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
                                start=started, finish=None, result="hang", **facts)
             await asyncio.Event().wait()
-        delay = self.model.latency(operation)
+        delay = self.model.latency(operation) + extra_delay
         if self.model.jitter:
             delay += self._random.uniform(-self.model.jitter, self.model.jitter)
         if delay > 0:

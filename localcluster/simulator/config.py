@@ -92,6 +92,9 @@ class BackendModel:
     failure_operations: frozenset[Operation] = frozenset(Operation)
     hang_operations: frozenset[Operation] = frozenset()
     seed: int | None = None
+    # Added to an attach's latency per volume already attached to (or being attached to) the same node: attach
+    # rates that degrade as a node fills (the density ramp's curve is then not flat by construction).
+    attach_latency_per_attached: float = 0.0
 
     def latency(self, operation: Operation) -> float:
         return self.latencies.get(operation, 0.0)
@@ -122,6 +125,7 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
         failure_operations=_parse_operations(params.get("failureOperations", "all"), "failureOperations"),
         hang_operations=_parse_operations(params.get("hangOperations", ""), "hangOperations"),
         seed=seed,
+        attach_latency_per_attached=parse_duration(params.get("attachLatencyPerAttached", "0")),
     )
 
 

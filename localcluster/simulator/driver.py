@@ -78,9 +78,13 @@ def snapshot_id_of(name: str, storage_class: str) -> str:
 class Driver:
     """What the array and the driver remember between calls, and the operations that change it."""
 
-    def __init__(self, ctx: Context, data_dir: Path) -> None:
+    def __init__(self, ctx: Context, data_dir: Path, max_volumes_per_node: int = 128) -> None:
         self.ctx = ctx
         self.data_dir = data_dir
+        # What each node plugin reports in NodeGetInfo (CSINode allocatable.count; the scheduler honours it), and
+        # how many volumes it stages at most: one more is refused, as a driver out of slots on the node would.
+        self.max_volumes_per_node = max_volumes_per_node
+        self.attaching: dict[str, set[str]] = {}  # node ID -> volume IDs whose ControllerPublishVolume is running
         self.volumes: dict[str, VolumeRecord] = {}  # by CreateVolume name
         self.deleted_volumes: set[str] = set()  # volume IDs
         self.snapshots: dict[str, SnapshotRecord] = {}  # by snapshot ID
@@ -92,7 +96,8 @@ class Driver:
         self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
 
     async def perform(self, operation: Operation, key: tuple[str, ...], storage_class: str, obj: str,
-                      done: Callable[[], None], io: Callable[[], object] | None = None, **facts: object) -> None:
+                      done: Callable[[], None], io: Callable[[], object] | None = None, extra_delay: float = 0.0,
+                      **facts: object) -> None:
         """Run one array operation, or join the same one still in flight; ``done`` records its effect when it
         succeeds, even if the caller gave up waiting (the array finishes what it started). ``io`` is the
         operation's blocking file work (copying data, formatting), run in a thread before ``done``; ``facts``
@@ -100,7 +105,7 @@ class Driver:
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
-                await self.ctx.backend(storage_class).run(operation, obj, **facts)
+                await self.ctx.backend(storage_class).run(operation, obj, extra_delay, **facts)
                 if io is not None:
                     await asyncio.to_thread(io)
                 done()
@@ -280,9 +285,19 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         if pair not in driver.published:
-            await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
-                                 f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
-                                 lambda: driver.published.add(pair))
+            # The array's attach slows as the node fills: per volume attached there or being attached (counted
+            # when the call starts, so the i-th of a batch sees i - 1, however many calls run at once).
+            attaching = driver.attaching.setdefault(request.node_id, set())
+            before = len({v for v, n in driver.published if n == request.node_id} | attaching - {request.volume_id})
+            per_volume = driver.ctx.backend(storage_class).model.attach_latency_per_attached
+            attaching.add(request.volume_id)
+            try:
+                await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
+                                     f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
+                                     lambda: driver.published.add(pair), io=None, extra_delay=before * per_volume,
+                                     **({"attachedBefore": before} if per_volume else {}))
+            finally:
+                attaching.discard(request.volume_id)
         return csi.ControllerPublishVolumeResponse(
             publish_context={"devicePath": f"/dev/sim/{pv_name_of_handle(request.volume_id)}"})
 
@@ -521,7 +536,7 @@ class Node(csi_grpc.NodeServicer):
         self.node_id = node_id
 
     async def NodeGetInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return csi.NodeGetInfoResponse(node_id=self.node_id)
+        return csi.NodeGetInfoResponse(node_id=self.node_id, max_volumes_per_node=self.driver.max_volumes_per_node)
 
     async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return csi.NodeGetCapabilitiesResponse(capabilities=[
@@ -538,6 +553,11 @@ class Node(csi_grpc.NodeServicer):
             volumes.check_fs_type(fs_type)
         except volumes.UnsupportedFsType as error:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        staged_here = sum(1 for _, node in driver.staged if node == self.node_id)
+        if pair not in driver.staged and staged_here >= driver.max_volumes_per_node:
+            return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, (
+                f"node {self.node_id} has {staged_here} volumes staged, its limit (max_volumes_per_node) is "
+                f"{driver.max_volumes_per_node}"))
         if pair not in driver.staged:
             volume_dir = driver.volume_dir(request.volume_id)
             record = driver.volumes.get(pv_name_of_handle(request.volume_id))

@@ -64,12 +64,15 @@ def build_node_status(index: int, kubelet_port: int = DEFAULT_KUBELET_PORT) -> a
     }}
 
 
-def build_csi_node(name: str, node_uid: str) -> api.Obj:
+def build_csi_node(name: str, node_uid: str, max_volumes: int) -> api.Obj:
+    """The CSINode a kubelet registers for the driver: its node ID and how many of its volumes the node takes
+    (NodeGetInfo's max_volumes_per_node, which the scheduler honours)."""
     return {
         "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
         "metadata": {"name": name, "ownerReferences": [
             {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}]},
-        "spec": {"drivers": [{"name": DRIVER_NAME, "nodeID": name, "topologyKeys": []}]},
+        "spec": {"drivers": [{"name": DRIVER_NAME, "nodeID": name, "topologyKeys": [],
+                              "allocatable": {"count": max_volumes}}]},
     }
 
 
@@ -91,10 +94,12 @@ def build_lease(name: str) -> api.Obj:
 
 
 class Nodes:
-    def __init__(self, client: api.Client, names: list[str], kubelet_port: int = DEFAULT_KUBELET_PORT) -> None:
+    def __init__(self, client: api.Client, names: list[str], kubelet_port: int = DEFAULT_KUBELET_PORT,
+                 max_volumes_per_node: int = 128) -> None:
         self.client = client
         self.names = names
         self.kubelet_port = kubelet_port
+        self.max_volumes_per_node = max_volumes_per_node
 
     async def register(self) -> None:
         await self.client.create(api.CSI_DRIVER, build_csi_driver())
@@ -104,7 +109,8 @@ class Nodes:
             assert node is not None
             await self.client.patch(api.NODE.path(name=name, subresource="status"),
                                     build_node_status(index, self.kubelet_port), strategic=True)
-            await self.client.create(api.CSI_NODE, build_csi_node(name, node["metadata"]["uid"]))
+            await self.client.create(api.CSI_NODE, build_csi_node(name, node["metadata"]["uid"],
+                                                                    self.max_volumes_per_node))
             await self.client.create(api.LEASE, build_lease(name), "kube-node-lease")
         log.info("registered %d nodes", len(self.names))
 

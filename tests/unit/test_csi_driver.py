@@ -36,10 +36,11 @@ class Array:
         return self._backend
 
 
-async def _stubs(tmp_path: Path, **parameters: str) -> AsyncIterator[Any]:
+async def _stubs(tmp_path: Path, max_volumes_per_node: int = 128, **parameters: str) -> AsyncIterator[Any]:
     ctx: Any = Array(tmp_path / "truth.jsonl", **parameters)
     sockets = {"node-a": tmp_path / "node-a.sock"}
-    servers = await serve(Driver(ctx, tmp_path / "data"), tmp_path / "controller.sock", sockets)
+    servers = await serve(Driver(ctx, tmp_path / "data", max_volumes_per_node), tmp_path / "controller.sock",
+                          sockets)
     async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel, \
             grpc.aio.insecure_channel(f"unix://{tmp_path}/node-a.sock") as node_channel:
         yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
@@ -72,7 +73,8 @@ def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -
             node = await stubs.node.NodeGetCapabilities(csi.NodeGetCapabilitiesRequest())
             node_rpc = csi.NodeServiceCapability.RPC
             assert {c.rpc.type for c in node.capabilities} == {node_rpc.STAGE_UNSTAGE_VOLUME, node_rpc.EXPAND_VOLUME}
-            assert (await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())).node_id == "node-a"
+            info = await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())
+            assert (info.node_id, info.max_volumes_per_node) == ("node-a", 128)
 
     _run(scenario())
 
@@ -262,5 +264,40 @@ def test_a_group_across_two_arrays_is_refused(tmp_path: Path) -> None:
                     name="g", source_volume_ids=["a@gold", "b@silver"]))
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "one array" in (refused.value.details() or "")
+
+    _run(scenario())
+
+
+def test_attach_slows_with_the_volumes_attached_to_the_node_and_staging_stops_at_the_limit(tmp_path: Path) -> None:
+    """attachLatencyPerAttached: the i-th of a batch of attaches to one node, all at once, sees i - 1 volumes there
+    (counted when its call starts), so its latency is the base plus i - 1 steps; another node starts from 0. A node
+    stages at most max_volumes_per_node volumes: one more is refused, RESOURCE_EXHAUSTED with the limit named."""
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, max_volumes_per_node=2, attachLatency="20ms",
+                                  attachLatencyPerAttached="40ms"):
+            ids = []
+            for index in range(4):
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-u{index}",
+                                                                                      parameters=CLAIM))
+                ids.append(created.volume.volume_id)
+            await asyncio.gather(*(stubs.controller.ControllerPublishVolume(
+                csi.ControllerPublishVolumeRequest(volume_id=volume, node_id="node-a")) for volume in ids[:3]))
+            await stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(volume_id=ids[3],
+                                                                                              node_id="node-b"))
+            attaches = [r for r in _records(tmp_path) if r["op"] == "attach"]
+            on_a = sorted((r for r in attaches if r["object"].endswith(":node-a")), key=lambda r: r["attachedBefore"])
+            assert [r["attachedBefore"] for r in on_a] == [0, 1, 2]
+            for record in on_a:
+                modelled = 0.020 + 0.040 * record["attachedBefore"]
+                assert modelled - 0.005 <= record["finish"] - record["start"] <= modelled + 0.1, record
+            assert [r["attachedBefore"] for r in attaches if r["object"].endswith(":node-b")] == [0]
+            for index, volume in enumerate(ids[:2]):
+                await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
+                    volume_id=volume, staging_target_path=str(tmp_path / f"stage-{index}")))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
+                    volume_id=ids[2], staging_target_path=str(tmp_path / "stage-2")))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "its limit (max_volumes_per_node) is 2" in (refused.value.details() or "")
 
     _run(scenario())
