@@ -78,6 +78,19 @@ class Metrics:
                                      "Failed transactions of one pgbench run.", run_labels, registry=registry)
         self.database_initialize = Gauge("csibench_database_initialize_seconds",
                                          "Wall time of pgbench -i for a scale.", ["run", "scale"], registry=registry)
+        # The density ramp (spec.density): one series per run and level (volumes per node), in seconds.
+        self.density_latency = Gauge("csibench_density_pod_ready_seconds",
+                                     "Per-pod time to Ready at a level of volumes per node (percentile).",
+                                     ["run", "volumes_per_node", "quantile"], registry=registry)
+        self.density_attach = Gauge("csibench_density_attach_seconds",
+                                    "Per-pod time to every volume attached at a level of volumes per node (p50).",
+                                    ["run", "volumes_per_node"], registry=registry)
+        self.density_throughput = Gauge("csibench_density_volumes_per_second",
+                                        "Volumes published per second at a level of volumes per node.",
+                                        ["run", "volumes_per_node"], registry=registry)
+        self.density_detach = Gauge("csibench_density_detach_seconds",
+                                    "Time to unpublish a level of volumes per node (every pod gone and detached).",
+                                    ["run", "volumes_per_node"], registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}
@@ -120,6 +133,20 @@ class Metrics:
                 if value is not None:
                     self.datapath_latency.labels(*labels, quantile).set(value)
                     self._remember(run, "datapath_latency", (*labels, quantile))
+
+    def record_density(self, run: str, volumes_per_node: int, p50: float, p99: float, attach_p50: float | None,
+                       throughput: float | None, detach: float | None) -> None:
+        """One measured level of the density ramp (seconds, volumes per second)."""
+        level = str(volumes_per_node)
+        for quantile, value in (("0.5", p50), ("0.99", p99)):
+            self.density_latency.labels(run, level, quantile).set(value)
+            self._remember(run, "density_latency", (run, level, quantile))
+        for name, gauge, measured in (("density_attach", self.density_attach, attach_p50),
+                                      ("density_throughput", self.density_throughput, throughput),
+                                      ("density_detach", self.density_detach, detach)):
+            if measured is not None:
+                gauge.labels(run, level).set(measured)
+                self._remember(run, name, (run, level))
 
     def record_database_run(self, run: str, scale: int, mode: str, clients: int, tps: float,
                             latency_average: float | None, latency_stddev: float | None, wal_bytes: int | None,
@@ -168,7 +195,9 @@ class Metrics:
                    "datapath_duration": self.datapath_duration, "database_tps": self.database_tps,
                    "database_latency_average": self.database_latency_average,
                    "database_latency_stddev": self.database_latency_stddev, "database_wal": self.database_wal,
-                   "database_failed": self.database_failed, "database_initialize": self.database_initialize}
+                   "database_failed": self.database_failed, "database_initialize": self.database_initialize,
+                   "density_latency": self.density_latency, "density_attach": self.density_attach,
+                   "density_throughput": self.density_throughput, "density_detach": self.density_detach}
         for name, labels in series:
             with contextlib.suppress(KeyError):
                 metrics[name].remove(*labels)

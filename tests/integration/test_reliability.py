@@ -39,8 +39,9 @@ from localcluster.runs import (
 
 pytestmark = pytest.mark.integration
 SOURCE_PROTECTION = "snapshot.storage.kubernetes.io/pvc-as-source-protection"  # the snapshot-controller's
-ALL_STEPS = ["createVolume", "publish", "moveVolume", "expandVolume", "unpublish", "createSnapshot", "createGroupSnapshot",
-             "cloneFromSnapshot", "deleteClone", "deleteSnapshot", "deleteGroupSnapshot", "deleteVolume"]
+ALL_STEPS = ["createVolume", "publish", "moveVolume", "expandVolume", "unpublish", "createSnapshot",
+             "createGroupSnapshot", "cloneFromSnapshot", "deleteClone", "deleteSnapshot", "deleteGroupSnapshot",
+             "deleteVolume"]
 
 
 

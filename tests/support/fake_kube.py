@@ -31,8 +31,8 @@ from csibench.kube.client import ApiError, Json, TokenBucket
 
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
 CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
-                  "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers", "volumegroupsnapshotcontents",
-                  "volumegroupsnapshotclasses"}
+                  "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers", "csinodes",
+                  "volumegroupsnapshotcontents", "volumegroupsnapshotclasses"}
 
 
 @dataclass

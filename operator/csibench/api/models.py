@@ -8,6 +8,7 @@ Status stays small and bounded at any scale: aggregates only; per-object data go
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -100,6 +101,7 @@ class ConditionReason(StrEnum):
     GROUP_SNAPSHOT_API_NOT_INSTALLED = "GroupSnapshotAPINotInstalled"
     VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND = "VolumeGroupSnapshotClassNotFound"
     NOT_ENOUGH_NODES = "NotEnoughNodes"
+    ABOVE_VOLUME_LIMIT = "AboveVolumeLimit"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
@@ -213,6 +215,13 @@ class Resources(_Model):
         return self
 
 
+class Placement(StrEnum):
+    """Where the publish step's pods go."""
+
+    SPREAD = "Spread"  # where the scheduler puts them
+    PACK = "Pack"  # onto as few nodes as the driver's per-node volume limit allows, in order of node name
+
+
 class PodSpec(_Model):
     """How the publish step's pods look. They meet Pod Security "restricted"."""
 
@@ -223,6 +232,11 @@ class PodSpec(_Model):
         description="Node selector of the benchmark pods (label keys and values).")
     tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations of the benchmark pods.")
     resources: Resources = Field(default_factory=Resources, description="Resources of the benchmark container.")
+    placement: Placement = Field(
+        Placement.SPREAD, description="Spread: where the scheduler puts the publish pods. Pack: each pinned, in "
+                                  "order, to the first node (by name, among those that can run them) with room left "
+                                  "under the driver's per-node volume limit (CSINode allocatable.count; without one, "
+                                  "all on the first node).")
 
     @field_validator("nodeSelector")
     @classmethod
@@ -465,6 +479,32 @@ class GroupSnapshotSpec(_Model):
         description="VolumeGroupSnapshotClass of the groups (must exist, for the class's driver).")
 
 
+MAX_DENSITY_LEVELS = 16
+DensityLevel = Annotated[int, Field(ge=1, le=10000)]
+
+
+class DensitySpec(_Model):
+    """The density step: for each level of volumesPerNode, in order, that many of the run's volumes published at
+    once in pods pinned to one node, timed, then unpublished, timed."""
+
+    volumesPerNode: list[DensityLevel] = Field(
+        ..., min_length=1, max_length=MAX_DENSITY_LEVELS, json_schema_extra=cel(
+            ("self.all(x, self.exists_one(y, y == x)) && self.isSorted()",
+             "density.volumesPerNode must be strictly increasing")),
+        description="Volumes on the node at each level, e.g. [8, 16, 32, 64] (strictly increasing, each at most "
+                    "spec.volumes and the driver's per-node limit).")
+    node: str | None = Field(None, min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
+                             description="The node to fill (one that can run the publish pods). Default: the first "
+                                         "by name.")
+
+    @field_validator("volumesPerNode")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(later <= earlier for earlier, later in itertools.pairwise(value)):
+            raise ValueError("density.volumesPerNode must be strictly increasing")
+        return value
+
+
 class MoveSpec(_Model):
     """The moveVolume step: publish pods deleted on their node and made again on another, their volumes following."""
 
@@ -585,6 +625,13 @@ _GROUP_SNAPSHOT_RULES = (
     ("!has(self.steps) || has(self.groupSnapshot) == ('createGroupSnapshot' in self.steps)",
      "steps must list createGroupSnapshot exactly when spec.groupSnapshot is set"),
 )
+_DENSITY_RULES = (
+    ("!has(self.density) || self.density.volumesPerNode.all(level, level <= self.volumes)",
+     "density.volumesPerNode: each level must be at most volumes (a level publishes that many of the run's "
+     "volumes)"),
+    ("!has(self.steps) || has(self.density) == ('density' in self.steps)",
+     "steps must list density exactly when spec.density is set"),
+)
 _MOVE_RULES = (
     ("!has(self.steps) || has(self.move) == ('moveVolume' in self.steps)",
      "steps must list moveVolume exactly when spec.move is set"),
@@ -601,7 +648,8 @@ class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES,
-                                                         *_GROUP_SNAPSHOT_RULES, *_MOVE_RULES))
+                                                         *_GROUP_SNAPSHOT_RULES, *_MOVE_RULES,
+                                                         *_DENSITY_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -645,6 +693,11 @@ class BenchmarkRunSpec(_Model):
                           "done when its capacity says the new size and no resize is pending. Online (after "
                           "publish, while its pods mount the volumes) when publish runs, else offline. The class "
                           "must allow volume expansion; clones after it request the new size.")
+    density: DensitySpec | None = Field(
+        None, description="Time attach against volumes per node (the density step, after unpublish): for each "
+                          "level, that many of the run's volumes published at once in pods pinned to one node, "
+                          "then unpublished; one row per level (time to Ready, its attach part, throughput, "
+                          "detach time).")
     move: MoveSpec | None = Field(
         None, description="Time how long a volume takes to follow its pod to another node (the moveVolume step, "
                           "after publish): each moving publish pod is deleted and made again pinned to another "
@@ -761,6 +814,16 @@ class BenchmarkRunSpec(_Model):
         listed = self.steps is not None and StepName.CREATE_GROUP_SNAPSHOT in self.steps
         if self.steps is not None and listed != (self.groupSnapshot is not None):
             raise ValueError(_GROUP_SNAPSHOT_RULES[0][1])
+        return self
+
+    @model_validator(mode="after")
+    def _density_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        listed = self.steps is not None and StepName.DENSITY in self.steps
+        if self.steps is not None and listed != (self.density is not None):
+            raise ValueError(_DENSITY_RULES[1][1])
+        if self.density is not None and max(self.density.volumesPerNode) > self.volumes:
+            raise ValueError(_DENSITY_RULES[0][1])
         return self
 
     @model_validator(mode="after")
@@ -991,6 +1054,24 @@ class DataPathRow(_Model):
     message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
 
 
+class DensityRow(_Model):
+    """One level of the density ramp: its volumes published at once on one node, then unpublished."""
+
+    volumesPerNode: int = Field(..., description="Volumes on the node at this level.")
+    node: str = Field("", description="The node they were published on.")
+    pods: int = Field(0, description="Pods that mounted them (pvcsPerPod each).")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    failed: int = Field(0, description="Pods that did not become Ready (or were not removed).")
+    durationSeconds: float | None = Field(None, description="Publish: pods created to the last Ready, seconds.")
+    throughput: float | None = Field(None, description="Volumes published per second of that time.")
+    latency: Latency | None = Field(None, description="Per pod, created to Ready (attach, mount, start), seconds.")
+    attach: Latency | None = Field(None, description="Per pod, created to every volume attached (the "
+                                                     "VolumeAttachments say attached), seconds.")
+    detachSeconds: float | None = Field(None, description="Unpublish: pods deleted to all gone and detached, "
+                                                          "seconds.")
+    message: str | None = Field(None, description="Why the level failed (the first failure).")
+
+
 class DatabaseRowKind(StrEnum):
     INITIALIZE = "initialize"  # pgbench -i -s SCALE: its wall time
     RUN = "run"  # one pgbench run of a mode and a client count
@@ -1037,6 +1118,8 @@ class BenchmarkRunStatus(_Model):
                                                                     "current (at the end: the last) iteration.")
     dataPath: list[DataPathRow] = Field(default_factory=list, max_length=MAX_WORKLOADS,
                                         description="One row per data-path workload (spec.dataPath).")
+    density: list[DensityRow] = Field(default_factory=list, max_length=MAX_DENSITY_LEVELS,
+                                      description="The density ramp (spec.density): one row per level.")
     database: list[DatabaseRow] = Field(default_factory=list, max_length=MAX_DATABASE_ROWS,
                                         description="The database table (spec.database): per scale, its "
                                                     "initialization row, then one row per mode x clients run.")

@@ -32,6 +32,7 @@ class StepName(StrEnum):
     MOVE_VOLUME = "moveVolume"  # spec.move: publish pods made again on another node, their volumes following
     EXPAND_VOLUME = "expandVolume"  # spec.expand: online while publish's pods mount the volumes, else offline
     UNPUBLISH = "unpublish"
+    DENSITY = "density"  # not a lifecycle step: spec.density's ramp of volumes per node (publish/unpublish per level)
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
     CREATE_SNAPSHOT = "createSnapshot"
@@ -83,6 +84,9 @@ _FACTS = (
                            "in seconds."),
     StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
               requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
+    StepFacts(StepName.DENSITY, "Density (volumes per node)", "pod", requires=StepName.CREATE_VOLUME,
+              own_table=True, requests_per_object={ATTACHER: 5, CONTROLLER_MANAGER: 2},
+              timeout_note="Timeout of one density level (its pods Ready, or gone and detached), in seconds."),
     StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True,
               timeout_note="Timeout of one data-path workload (its pods' run), in seconds; default: ramp + runtime "
                            "+ 300."),

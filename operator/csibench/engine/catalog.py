@@ -13,10 +13,11 @@ runs it). The orchestration has no per-step cases: an unknown step is an error, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
-from csibench.api.models import BenchmarkRunSpec, StepName
+from csibench.api.models import BenchmarkRunSpec, Placement, StepName
 from csibench.api.steps import facts_of
+from csibench.engine import density as density_step
 from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE, MEASURE, Move, Patch
 from csibench.engine.database import script
@@ -118,11 +119,74 @@ def _volume(context: StepContext, index: int) -> Manifest:
     return manifests.build_pvc(context.names.volume(index), context.spec, labels)
 
 
+def packed_node(index: int, per_pod: int, nodes: Sequence[str], limits: Mapping[str, int | None]) -> str:
+    """Pod ``index``'s node under Pack: nodes in order, each taking as many whole pods as its per-node volume limit
+    allows (all of them without a limit); pods beyond every node's room go to the last node, where the scheduler
+    refuses them with its reason (pure)."""
+    first = 0
+    for node in nodes:
+        limit = limits.get(node)
+        if limit is None:
+            return node
+        first += limit // per_pod
+        if index < first:
+            return node
+    return nodes[-1]
+
+
 def _pod(context: StepContext, index: int) -> Manifest:
     spec = context.spec
     claims = [context.names.volume(i) for i in volumes_of_pod(index, spec.volumes, spec.pvcsPerPod)]
+    node = packed_node(index, spec.pvcsPerPod, context.nodes, context.node_limits) \
+        if spec.pod.placement == Placement.PACK else None
     return manifests.build_pod(context.names.pod(index), claims, spec, context.labels,
-                               block=spec.volumeMode.value == "Block")
+                               block=spec.volumeMode.value == "Block", node=node)
+
+
+def _density_pod(context: StepContext, index: int) -> Manifest:
+    """Object ``index`` of the ramp: pod j of its level, mounting that level's volumes j*k .. j*k+k-1, pinned to
+    the node the ramp fills."""
+    spec, density = context.spec, context.spec.density
+    assert density is not None, "the density step runs only with spec.density"
+    volumes, pod = density_step.level_of(density.volumesPerNode, spec.pvcsPerPod, index)
+    claims = [context.names.volume(i) for i in volumes_of_pod(pod, volumes, spec.pvcsPerPod)]
+    return manifests.build_pod(context.names.density_pod(index), claims, spec, context.labels,
+                               block=spec.volumeMode.value == "Block", node=density_step.target_node(context))
+
+
+def _density_note(context: StepContext) -> str:
+    node = density_step.target_node(context)
+    limit = context.node_limits.get(node)
+    if limit is None:
+        return (f"on node {node}: the class's driver reports no per-node volume limit there (CSINode "
+                "allocatable.count unset), so the levels were not checked against one")
+    return f"on node {node}, which takes {limit} volumes of the class's driver (CSINode allocatable.count)"
+
+
+def _publish_note(context: StepContext) -> str | None:
+    if context.spec.pod.placement != Placement.PACK:
+        return None
+    limits = [f"{node} {context.node_limits.get(node) or 'no limit'}" for node in context.nodes]
+    return f"Pack: pods pinned to the first node with room under its volume limit ({', '.join(limits)})"
+
+
+def _density_pods(spec: BenchmarkRunSpec) -> int:
+    if spec.density is None:
+        return 0
+    return sum(pods for _, _, pods in density_step.levels_of(spec.density.volumesPerNode, spec.pvcsPerPod))
+
+
+def skip_density_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
+    """A ramp pod mounts volumes of its level: skipped if any of them failed to be created."""
+    spec, density = context.spec, context.spec.density
+    assert density is not None
+    bad = _failed_indexes(context, StepName.CREATE_VOLUME)
+    skipped = set()
+    for index, name in enumerate(step.objects(spec, context.names)):
+        volumes, pod = density_step.level_of(density.volumesPerNode, spec.pvcsPerPod, index)
+        if bad & set(volumes_of_pod(pod, volumes, spec.pvcsPerPod)):
+            skipped.add(name)
+    return skipped
 
 
 def _moved_pod(context: StepContext, index: int, origin: str | None) -> Manifest:
@@ -251,6 +315,8 @@ def _pods(spec: BenchmarkRunSpec) -> int:
 
 
 PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
+PUBLISH_FAILED = frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach",
+                            judges.AT_VOLUME_LIMIT})
 # The snapshot-controller's, on the group: no group content could be made (csi-snapshotter's own
 # GroupSnapshotCreationFailed is on the cluster-scoped content, its Event in "default": the group's status.error
 # carries it instead).
@@ -263,12 +329,11 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              judge_wffc=judges.claim_seen, gone=judges.claim_and_volume_gone),
     StepSpec(facts=facts_of(StepName.PUBLISH), kind=POD, resource=r.PODS, action=CREATE,
              object_name=Names.pod, count=_pods, judge=judges.pod_ready, skip=skip_pods_missing_a_volume,
-             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
-             manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached, provisions_on_wffc=True),
+             terminal_warnings=PUBLISH_FAILED, manifest=_pod, report_key="pod", gone=judges.pod_gone_and_detached,
+             provisions_on_wffc=True, note=_publish_note),
     StepSpec(facts=facts_of(StepName.MOVE_VOLUME), kind=POD, resource=r.PODS, action=Move(_moved_pod),
              object_name=Names.pod, count=_moving_pods, judge=judges.pod_moved, skip=skip_pods_not_running,
-             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"}),
-             gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
+             terminal_warnings=PUBLISH_FAILED, gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
              enabled=lambda spec: spec.move is not None, spec_part="move",
              phases=Phases(("gone", "detach", "attach", "ready"), judges.move_boundaries)),
     StepSpec(facts=facts_of(StepName.EXPAND_VOLUME), kind=CLAIM, resource=r.PVCS, action=Patch(_expansion),
@@ -281,6 +346,11 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
     StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.pod, count=_pods, judge=judges.pod_gone_and_detached, skip=skip_never_seen,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),
+    StepSpec(facts=facts_of(StepName.DENSITY), kind=POD, resource=r.PODS, action=MEASURE,
+             object_name=Names.density_pod, count=_density_pods, judge=judges.pod_ready,
+             skip=skip_density_pods_missing_a_volume, terminal_warnings=PUBLISH_FAILED, manifest=_density_pod,
+             report_key="densityPod", gone=judges.pod_gone_and_detached, measure=density_step.measure,
+             enabled=lambda spec: spec.density is not None, results=density_step.RESULTS, note=_density_note),
     StepSpec(facts=facts_of(StepName.DATA_PATH), kind=POD, resource=r.PODS, action=MEASURE,
              object_name=Names.data_pod, count=_data_pods, judge=judges.pod_finished,
              skip=skip_data_pods_of_failed_volumes,

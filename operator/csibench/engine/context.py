@@ -60,7 +60,8 @@ class RunContext:
     findings: list[Finding] = field(default_factory=list)  # preflight, all of them (status keeps the first few)
     iteration: int = 1  # the iteration under way (1-based); ``names`` name its objects
     iterations: list[dict[str, Any]] = field(default_factory=list)  # finished iterations' records (``iterations``)
-    nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step moves pods)
+    nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step places pods)
+    node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> the class's driver's volume limit
 
     @property
     def measured_seconds(self) -> float:
@@ -87,4 +88,4 @@ class RunContext:
 
     def step_context(self, observed: Observed) -> StepContext:
         return StepContext(self.spec, self.names, self.labels, self.target_namespace, self.binding_mode, observed,
-                           self.trackers, self.nodes)
+                           self.trackers, self.nodes, self.node_limits)

@@ -150,8 +150,8 @@ class StepRunner:
 
     # -- what a measuring step (engine/datapath, engine/database) uses ------------------------------------------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
-                    timeout: float) -> None:
-        await self._batch(kind, tracker, judge, submit, timeout)
+                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
+        await self._batch(kind, tracker, judge, submit, timeout, boundaries)
 
     def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
         return step.action.submitter(self.requests, step, step_context, tracker)

@@ -73,12 +73,23 @@ def is_transient(message: str) -> bool:
     return code is not None and code.group(1) in IN_PROGRESS_CODES
 
 
+# The scheduler's refusal of a pod because the driver's per-node volume limit (CSINode allocatable.count) is reached
+# on every node it may use: nothing the run does frees a slot, so a step that lists this key in its terminal
+# warnings fails the pod with the scheduler's words instead of waiting for the timeout.
+AT_VOLUME_LIMIT = "FailedScheduling: exceed max volume count"
+
+
+def _terminal_key(reason: str, message: str) -> str:
+    return AT_VOLUME_LIMIT if reason == "FailedScheduling" and "exceed max volume count" in message else reason
+
+
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
     """A Warning event that ends the object's step (e.g. ProvisioningFailed), if one came after its submission.
-    Other warnings (e.g. FailedScheduling, a Multi-Attach error, a CSI call that timed out) may resolve
-    themselves and are only quoted if the object then times out."""
+    Other warnings (e.g. FailedScheduling for want of CPU, a Multi-Attach error, a CSI call that timed out) may
+    resolve themselves and are only quoted if the object then times out."""
     warning = observed.warnings.get(key)
-    if warning and warning.at >= submitted and warning.reason in terminal and not is_transient(warning.message):
+    if warning and warning.at >= submitted and _terminal_key(warning.reason, warning.message) in terminal \
+            and not is_transient(warning.message):
         return Verdict(False, warning.reason, warning.message)
     return None
 
@@ -232,6 +243,16 @@ def pod_moved(observed: Observed, terminal: frozenset[str]) -> Judge:
             return Verdict(False, "PodFailed", "the moved pod failed")
         return _warning_verdict(observed, terminal, (POD, name), submitted)
     return judge
+
+
+def pod_attached(observed: Observed) -> Callable[[str], bool]:
+    """The pod is on a node and every volume it mounts has a VolumeAttachment to that node that says attached."""
+    def attached(name: str) -> bool:
+        state = observed.pods.get(name)
+        if state is None or not state.exists or not state.node:
+            return False
+        return all(observed.volume_attach_done(observed.volume_of(claim), state.node) for claim in state.claims)
+    return attached
 
 
 def move_boundaries(observed: Observed) -> list[Callable[[str], bool]]:

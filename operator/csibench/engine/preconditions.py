@@ -14,7 +14,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment, Machinery, PreflightMode
+from csibench.api.models import (
+    BenchmarkRunSpec,
+    ConditionReason,
+    Environment,
+    Machinery,
+    Placement,
+    PreflightMode,
+)
 from csibench.api.steps import WFFC, StepName
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
@@ -57,7 +64,8 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
     if any(step.needs_group_snapshots for step in plan):
         await _check_group_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
-    nodes = await _move_targets(spec, client, binding_mode, [step.name for step in plan])
+    nodes, node_limits = await _placement_nodes(spec, client, storage_class, binding_mode,
+                                                [step.name for step in plan])
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
@@ -65,7 +73,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace),
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
-        environment=await _environment(client, storage_class, binding_mode), nodes=nodes)
+        environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits)
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings
@@ -86,21 +94,53 @@ async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
                                    note=f"discovery failed: {error}"))
 
 
-async def _move_targets(spec: BenchmarkRunSpec, client: KubeApi, binding_mode: str,
-                        steps: list[str]) -> tuple[str, ...]:
-    """The nodes a move may pin pods to (schedulable for the run's pods), when the run moves pods: a move needs
-    two, or each pod would have nowhere else to go."""
-    if StepName.MOVE_VOLUME not in steps:
-        return ()
+async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
+                           binding_mode: str, steps: list[str]) -> tuple[tuple[str, ...], dict[str, int | None]]:
+    """The nodes a step pins pods to (those that can run the publish pods, by name) and the class's driver's
+    volume limit on each (CSINode allocatable.count; None where it reports none), when a step places pods itself:
+    a move needs two nodes, the density ramp and Pack one, and no density level may exceed its node's limit."""
+    packs = spec.pod.placement == Placement.PACK and StepName.PUBLISH in steps
+    if not ({StepName.MOVE_VOLUME, StepName.DENSITY} & set(steps) or packs):
+        return (), {}
     listed = await client.get(r.NODES.path(), query={"limit": "5000"}) or {}
     usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, steps, binding_mode))
     names = tuple(sorted(str(node["metadata"]["name"]) for node in usable))
-    if len(names) < 2:
+    needed = 2 if StepName.MOVE_VOLUME in steps else 1
+    if len(names) < needed:
+        why = "moveVolume moves each pod to another node" if needed == 2 else "the run pins pods to a node"
         raise PlanError(ConditionReason.NOT_ENOUGH_NODES, (
-            f"moveVolume moves each pod to another node, and {len(names)} node(s) can run the publish pods (Ready, "
-            f"not cordoned, matching pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs "
-            "at least 2"))
-    return names
+            f"{why}, and {len(names)} node(s) can run the publish pods (Ready, not cordoned, matching "
+            f"pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs at least {needed}"))
+    driver = str(storage_class.get("provisioner") or "")
+    csi_nodes = await client.get(r.CSI_NODES.path(), query={"limit": "5000"}) or {}
+    limits: dict[str, int | None] = {name: None for name in names}
+    for csi_node in csi_nodes.get("items") or []:
+        name = str(csi_node["metadata"]["name"])
+        for entry in (csi_node.get("spec") or {}).get("drivers") or []:
+            count = (entry.get("allocatable") or {}).get("count")
+            if name in limits and entry.get("name") == driver and isinstance(count, int):
+                limits[name] = count
+    if StepName.DENSITY in steps and spec.density is not None:
+        _check_density(spec, driver, names, limits)
+    return names, limits
+
+
+def _check_density(spec: BenchmarkRunSpec, driver: str, names: tuple[str, ...],
+                   limits: dict[str, int | None]) -> None:
+    """The ramp's node can run the pods, and takes its highest level (a level above the driver's limit would only
+    measure the scheduler refusing it)."""
+    density = spec.density
+    assert density is not None
+    node = density.node or names[0]
+    if node not in limits:
+        raise PlanError(ConditionReason.NOT_ENOUGH_NODES, f"density.node {node!r} cannot run the publish pods (not "
+                        f"Ready, cordoned, not matching pod.nodeSelector or a taint not tolerated); usable: "
+                        f"{', '.join(names)}")
+    limit, highest = limits[node], max(density.volumesPerNode)
+    if limit is not None and highest > limit:
+        raise PlanError(ConditionReason.ABOVE_VOLUME_LIMIT, (
+            f"density.volumesPerNode goes to {highest}, above node {node}'s limit of {limit} volumes of driver "
+            f"{driver} (CSINode allocatable.count): the scheduler would refuse the pods beyond it"))
 
 
 def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], binding_mode: str,

@@ -7,7 +7,7 @@ itself (``StepSpec``). The entries live in ``catalog.py``; the workload steps (d
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from csibench.api.models import BenchmarkRunSpec
@@ -66,6 +66,7 @@ class StepContext:
     observed: Observed
     trackers: Mapping[str, StepTracker]
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods (a move's targets), sorted by name
+    node_limits: Mapping[str, int | None] = field(default_factory=dict)  # node -> the driver's volume limit there
 
     @property
     def wffc(self) -> bool:

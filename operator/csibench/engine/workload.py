@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from csibench.api import validation as v
@@ -40,7 +41,7 @@ class Batches(Protocol):
     """What a workload step needs from the step runner: timed batches, submitters and the API."""
 
     async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
-                    timeout: float) -> None: ...
+                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None: ...
 
     def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
 

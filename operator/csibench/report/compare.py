@@ -15,7 +15,7 @@ from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import database, datapath
+from csibench.report import database, datapath, density
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
 from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples
@@ -166,6 +166,10 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
                    alpha: float = ALPHA) -> str:
     headers, rows, notes = comparison_rows(run_a, run_b, alpha)
     lines = markdown_table(headers, rows) if markdown else align(headers, rows)
+    ramp = density.compare_table(run_a, run_b)
+    if ramp is not None:
+        lines += ["", "Density, B vs A per level of volumes per node:" if not markdown else "#### Density", "",
+                  *(markdown_table(*ramp) if markdown else align(*ramp))]
     data = datapath.compare_table(run_a, run_b)
     if data is not None:
         lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",

@@ -16,7 +16,7 @@ from typing import Any
 
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import database, datapath, plots
+from csibench.report import database, datapath, density, plots
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
@@ -126,6 +126,26 @@ def _environment_section(run: dict[str, Any], report: dict[str, Any] | None) -> 
     return "\n".join(parts)
 
 
+def _density_section(ramp: tuple[list[str], list[list[str]]] | None, curves: list[plots.Curve]) -> list[str]:
+    """The density table and its curve: time to Ready (p50, p99) and attach (p50) against volumes per node."""
+    if ramp is None:
+        return []
+    parts = ["<h2>Density (volumes per node)</h2>", _table(*ramp, "density")]
+    if any(curve.points for curve in curves):
+        drawn = plots.curve("Attach as a node fills", "volumes per node", "seconds", curves)
+        parts.append(f'<div class="plots">{drawn}</div>')
+    return parts
+
+
+def _density_curves(run: dict[str, Any], label: str = "") -> list[plots.Curve]:
+    rows = [row for row in density.rows_of(run) if row.get("latency")]
+    prefix = f"{label} " if label else ""
+    return [plots.Curve(f"{prefix}ready p50", [(row["volumesPerNode"], row["latency"]["p50"]) for row in rows]),
+            plots.Curve(f"{prefix}ready p99", [(row["volumesPerNode"], row["latency"]["p99"]) for row in rows]),
+            plots.Curve(f"{prefix}attach p50", [(row["volumesPerNode"], row["attach"]["p50"]) for row in rows
+                                                 if row.get("attach")])]
+
+
 def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
                        db: tuple[list[str], list[list[str]]] | None) -> list[str]:
     """The data-path and database tables (one run's, or two runs' side by side), as the text reports have them."""
@@ -145,6 +165,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     body = [f"<h1>{_e(context.title)}</h1>",
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.facts, *context.iterations]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
+            *_density_section(density.table(run), _density_curves(run)),
             *_workload_sections(datapath.table(run), database.table(run)),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
@@ -165,6 +186,9 @@ def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, r
     names = ["/".join(str((r.get("metadata") or {}).get(k, "")) for k in ("namespace", "name"))
              for r in (run_a, run_b)]
     body = [f"<h1>csibench compare: A {_e(names[0])} vs B {_e(names[1])}</h1>", _table(headers, rows, "compare"),
+            *_density_section(density.compare_table(run_a, run_b),
+                              [c for c in _density_curves(run_a, "A") + _density_curves(run_b, "B")
+                               if "p99" not in c.label]),
             *_workload_sections(datapath.compare_table(run_a, run_b), database.compare_table(run_a, run_b)),
             *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
     steps_a, steps_b = steps_by_iteration(report_a), steps_by_iteration(report_b)

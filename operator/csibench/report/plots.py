@@ -35,6 +35,12 @@ class Span:
     ok: bool
 
 
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    points: list[tuple[float, float]]  # (x, y), in x order
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
@@ -73,6 +79,24 @@ def latency_cdf(title: str, series: Sequence[Series]) -> str:
     axes.grid(alpha=0.3)
     if any(item.latencies_s for item in series):
         axes.legend(loc="lower right", fontsize=7)
+    return _svg(plt, figure)
+
+
+def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> str:
+    """Lines with markers, one per curve (the density ramp: seconds against volumes per node)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(5.2, 3.0))
+    for item in curves:
+        if item.points:
+            axes.plot([x for x, _ in item.points], [y for _, y in item.points], marker="o", linewidth=1.4,
+                      label=item.label)
+    axes.set_title(title)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    if any(item.points for item in curves):
+        axes.legend(loc="upper left", fontsize=7)
     return _svg(plt, figure)
 
 

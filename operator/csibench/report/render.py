@@ -12,7 +12,7 @@ from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import database, datapath
+from csibench.report import database, datapath, density
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -123,6 +123,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "",
              *markdown_table(_headers(run), _rows(run))]
+    ramp = density.table(run)
+    if ramp is not None:
+        lines += ["", "#### Density (volumes per node)", "", *markdown_table(*ramp)]
     data = datapath.table(run)
     if data is not None:
         lines += ["", "#### Data path (fio)", "", *markdown_table(*data)]
@@ -140,11 +143,13 @@ def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
 
 def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
+    ramp = density.table(run)
+    first = ["", "Density (volumes per node)", *align(*ramp)] if ramp is not None else []
     data = datapath.table(run)
     second = ["", "Data path (fio)", *align(*data)] if data is not None else []
     db = database.table(run)
     third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
-    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *second, *third, *trailer]) + "\n"
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"
 
 
 def iteration_lines(status: dict[str, Any]) -> list[str]:
@@ -209,6 +214,7 @@ def context_of(run: dict[str, Any]) -> ReportContext:
         f"{r['count']}× {r['reason']}: {r.get('message', '')}" for r in s["retriedWarnings"])
         for s in status.get("steps", []) if s.get("retriedWarnings")]
     notes += retried
+    notes += density.notes(run)
     notes += datapath.notes(run)
     notes += database.notes(run)
     tail = [f"cleanup: {status['cleanup']}"] if status.get("cleanup") else []
