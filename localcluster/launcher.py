@@ -42,6 +42,10 @@ DEFAULT_API_PORT = 17443
 SERVICE_CIDR = "10.96.0.0/16"
 DEFAULT_STORAGE_CLASS = "csibench-sim"
 FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesystems of their size (the data path)
+# An array whose attaches slow as a node fills (2 s, plus 0.5 s per volume of it already attached or attaching to
+# the node): examples/density.yaml's curve is not flat by construction, and its shape is known.
+DENSITY_STORAGE_CLASS = "csibench-sim-dense"
+DENSITY_PARAMETERS = {"attachLatency": "2s", "attachLatencyPerAttached": "500ms"}
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
 GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8s.io/v1, the simulated driver's
 
@@ -543,6 +547,10 @@ class LocalCluster:
              "metadata": {"name": FILESYSTEM_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
              "parameters": {"csi.storage.k8s.io/fstype": "ext4"}},
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": DENSITY_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
+             "parameters": DENSITY_PARAMETERS},
             {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
              "metadata": {"name": DEFAULT_SNAPSHOT_CLASS,
                           "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"}},

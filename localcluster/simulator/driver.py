@@ -285,10 +285,12 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         if pair not in driver.published:
-            # The array's attach slows as the node fills: per volume attached there or being attached (counted
-            # when the call starts, so the i-th of a batch sees i - 1, however many calls run at once).
+            # The array's attach slows as the node fills: per volume of this array attached there or being
+            # attached (counted when the call starts, so the i-th of a batch sees i - 1, however many calls run
+            # at once; other arrays' volumes on the node do not count).
             attaching = driver.attaching.setdefault(request.node_id, set())
-            before = len({v for v, n in driver.published if n == request.node_id} | attaching - {request.volume_id})
+            before = len({v for v in {v for v, n in driver.published if n == request.node_id} | attaching
+                          if v != request.volume_id and class_of_handle(v) == storage_class})
             per_volume = driver.ctx.backend(storage_class).model.attach_latency_per_attached
             attaching.add(request.volume_id)
             try:
