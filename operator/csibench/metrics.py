@@ -12,6 +12,7 @@ import contextlib
 import re
 import threading
 from collections import defaultdict
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -78,6 +79,11 @@ class Metrics:
                                      "Failed transactions of one pgbench run.", run_labels, registry=registry)
         self.database_initialize = Gauge("csibench_database_initialize_seconds",
                                          "Wall time of pgbench -i for a scale.", ["run", "scale"], registry=registry)
+        # The parts of a step's per-object latency where events tell them apart (expandVolume: controller, node;
+        # moveVolume: gone, detach, attach, ready), in seconds.
+        self.step_phase_latency = Gauge("csibench_step_phase_latency_seconds",
+                                        "Per-object latency of one part of a step (percentile over the objects).",
+                                        ["run", "step", "phase", "quantile"], registry=registry)
         # The density ramp (spec.density): one series per run and level (volumes per node), in seconds.
         self.density_latency = Gauge("csibench_density_pod_ready_seconds",
                                      "Per-pod time to Ready at a level of volumes per node (percentile).",
@@ -133,6 +139,15 @@ class Metrics:
                 if value is not None:
                     self.datapath_latency.labels(*labels, quantile).set(value)
                     self._remember(run, "datapath_latency", (*labels, quantile))
+
+    def record_phases(self, run: str, step: str, phases: list[dict[str, Any]]) -> None:
+        """A finished step's parts as status has them (``{name, objects, latency: {p50, p99, ...}}``)."""
+        for phase in phases:
+            latency = phase.get("latency") or {}
+            for quantile, key in (("0.5", "p50"), ("0.99", "p99")):
+                if latency.get(key) is not None:
+                    self.step_phase_latency.labels(run, step, phase["name"], quantile).set(latency[key])
+                    self._remember(run, "step_phase_latency", (run, step, phase["name"], quantile))
 
     def record_density(self, run: str, volumes_per_node: int, p50: float, p99: float, attach_p50: float | None,
                        throughput: float | None, detach: float | None) -> None:
@@ -196,7 +211,8 @@ class Metrics:
                    "database_latency_average": self.database_latency_average,
                    "database_latency_stddev": self.database_latency_stddev, "database_wal": self.database_wal,
                    "database_failed": self.database_failed, "database_initialize": self.database_initialize,
-                   "density_latency": self.density_latency, "density_attach": self.density_attach,
+                   "step_phase_latency": self.step_phase_latency, "density_latency": self.density_latency,
+                   "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach}
         for name, labels in series:
             with contextlib.suppress(KeyError):

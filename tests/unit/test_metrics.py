@@ -49,10 +49,15 @@ def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
     metrics.record_datapath("r", "seqRead", 1.0, {"read": (1.0, 1.0, 0.001, 0.002)})
     metrics.record_database_run("r", 10, "readWrite", 8, 1000.0, 0.008, 0.002, 4096, 0)
     metrics.record_database_initialize("r", 10, 12.5)
+    metrics.record_phases("r", "moveVolume", [{"name": "detach", "latency": {"p50": 0.5, "p99": 0.9}}])
+    metrics.record_density("r", 8, 2.1, 3.0, 2.0, 1.5, 0.4)
     served = {line.split("{")[0].split(" ")[0] for line in generate_latest(registry).decode().splitlines()
               if line and not line.startswith("#")}
     dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "csibench-dashboard.json").read_text())
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\bcsibench_[a-z_]+", target["expr"])}
     assert queried and queried <= served, queried - served
-    assert {"csibench_database_transactions_per_second", "csibench_database_wal_bytes"} <= queried
+    assert {"csibench_database_transactions_per_second", "csibench_database_wal_bytes",
+            "csibench_step_phase_latency_seconds", "csibench_density_pod_ready_seconds",
+            "csibench_density_attach_seconds", "csibench_density_volumes_per_second",
+            "csibench_density_detach_seconds"} <= queried

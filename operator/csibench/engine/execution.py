@@ -140,6 +140,7 @@ class StepRunner:
             step.results.record_metrics(recorder.ref.label, step.results.rows(tracker))
         METRICS.record_step(recorder.ref.label, step.name, context.spec.storageClassName, status.durationSeconds,
                             status.throughput, status.succeeded, status.failed, status.skipped)
+        METRICS.record_phases(recorder.ref.label, step.name, [p.model_dump() for p in status.phases])
         if before_done is not None:
             await before_done()
         await recorder.write()

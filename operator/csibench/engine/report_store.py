@@ -106,6 +106,7 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
         METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),
                             step.get("skipped", 0))
+        METRICS.record_phases(run_label, step["name"], step.get("phases") or [])
     steps = [step for record in iteration_records(report or {}) for step in record["steps"]]
     for step in steps:
         name = step["status"]["name"]

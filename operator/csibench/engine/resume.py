@@ -86,6 +86,7 @@ async def resume(engine: RunEngine, previous: dict[str, Any]) -> BenchmarkRunSta
         METRICS.record_step(engine.ref.label, name, engine.spec.storageClassName, step_status.durationSeconds,
                             step_status.throughput, step_status.succeeded, step_status.failed,
                             step_status.skipped)
+        METRICS.record_phases(engine.ref.label, name, [p.model_dump() for p in step_status.phases])
     first = next(i for i, step in enumerate(context.plan) if step.name not in finished)
     current = next((s for s in status.steps if s.name == context.plan[first].name), None)
     redo = current is not None and current.state in (StepState.RUNNING, StepState.INTERRUPTED)
