@@ -194,20 +194,23 @@ def test_quickstart_succeeds_with_only_the_service_accounts_rights(kube: Kube, n
 
 def test_expansion_the_data_path_and_group_snapshots_succeed_with_only_the_service_accounts_rights(
         kube: Kube, namespace: str, operator_as_service_account: OperatorProcess) -> None:
-    """The expansion's PATCH of the run's claim, the data path's pods and their pods/log reads, and a group
-    snapshot (its create, watch and delete, its content's and members' watches, its class's read) pass RBAC and the
-    admission policy (tiny fio jobs)."""
+    """A move (the nodes listed, a pod pinned and made again), the expansion's PATCH of the run's claim, a density
+    level (the CSINodes listed), the data path's pods and their pods/log reads, and a group snapshot (its create,
+    watch and delete, its content's and members' watches, its class's read) pass RBAC and the admission policy
+    (tiny fio jobs)."""
     body = benchmark_run("ship-dp", storageClassName="csibench-sim", volumes=1, size="64Mi", expand={"to": "96Mi"},
                          groupSnapshot={"volumesPerGroup": 1, "volumeGroupSnapshotClassName": GROUP_SNAPSHOT_CLASS},
-                         steps=["createVolume", "expandVolume", "dataPath", "createGroupSnapshot",
-                                "deleteGroupSnapshot", "deleteVolume"],
+                         move={}, density={"volumesPerNode": [1]},
+                         steps=["createVolume", "publish", "moveVolume", "expandVolume", "unpublish", "density",
+                                "dataPath", "createGroupSnapshot", "deleteGroupSnapshot", "deleteVolume"],
                          dataPath={"fileSize": "4Mi", "jobsPerVolume": 1, "rampSeconds": 0, "runtimeSeconds": 1,
                                    "workloads": [{"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]})
     run = run_to_end(kube, namespace, body)
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
     assert run["status"]["dataPath"][0]["readMiBps"] > 0
-    assert run["status"]["steps"][1]["name"] == "expandVolume" and run["status"]["steps"][1]["succeeded"] == 1
-    assert [s["succeeded"] for s in run["status"]["steps"][3:5]] == [1, 1], run["status"]["steps"]
+    assert [(s["name"], s["succeeded"]) for s in run["status"]["steps"]] == [
+        (name, 1) for name in body["spec"]["steps"]], run["status"]["steps"]
+    assert run["status"]["density"][0]["state"] == "Succeeded", run["status"]["density"]
     assert leftovers(kube, run) == {}
     forbidden = [line for line in operator_as_service_account.log(400).splitlines() if "forbidden" in line.lower()]
     assert not forbidden, forbidden

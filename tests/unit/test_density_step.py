@@ -17,7 +17,7 @@ from csibench.engine.observed import Observed
 from csibench.kube.watch import WatchEvent
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import NAMES, owned_left, run, spec, steps_of
+from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
 
 RAMP = ["createVolume", "density", "deleteVolume"]
 
@@ -101,6 +101,8 @@ def test_the_ramp_is_validated_at_admission() -> None:
                            ({"volumesPerNode": []}, "at least 1 item")):
         with pytest.raises(ValidationError, match=words):
             spec(volumes=4, steps=RAMP, density=density)
+    with pytest.raises(ValidationError, match="density cannot be combined with repeat > 1"):
+        spec(volumes=4, steps=RAMP, density={"volumesPerNode": [2]}, repeat=2)
     with pytest.raises(ValidationError, match=r"steps must list density exactly when spec\.density is set"):
         spec(volumes=4, steps=["createVolume", "deleteVolume"], density={"volumesPerNode": [2]})
 
@@ -141,3 +143,15 @@ def test_the_schedulers_refusal_at_the_volume_limit_fails_a_pod_at_once() -> Non
 
 def _event(source: str, kind: str, obj: dict[str, Any], at: float = 1.0) -> WatchEvent:
     return WatchEvent(source, kind, obj, at)
+
+
+def test_operator_killed_inside_the_ramp_redoes_it_from_the_first_level() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.2, release_delay=0.05))
+    run_spec = spec(volumes=4, pvcsPerPod=1, steps=RAMP, density={"volumesPerNode": [2, 4]})
+    previous = kill_when(fake, run_spec, running("density"), extra_sleep=0.3)
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    step = next(s for s in status.steps if s.name == "density")
+    assert step.attempts == 2 and step.restored is not None, step
+    assert [(r.volumesPerNode, r.state.value) for r in status.density] == [(2, "Succeeded"), (4, "Succeeded")]
+    assert owned_left(fake) == [] and not fake.named("volumeattachments")

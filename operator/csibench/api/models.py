@@ -631,6 +631,9 @@ _DENSITY_RULES = (
      "volumes)"),
     ("!has(self.steps) || has(self.density) == ('density' in self.steps)",
      "steps must list density exactly when spec.density is set"),
+    ("!has(self.density) || self.repeat == 1",
+     "density cannot be combined with repeat > 1 yet: its rows have no significance test; run it in a run of its "
+     "own (repeat: 1)"),
 )
 _MOVE_RULES = (
     ("!has(self.steps) || has(self.move) == ('moveVolume' in self.steps)",
@@ -824,6 +827,8 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_DENSITY_RULES[1][1])
         if self.density is not None and max(self.density.volumesPerNode) > self.volumes:
             raise ValueError(_DENSITY_RULES[0][1])
+        if self.density is not None and self.repeat != 1:
+            raise ValueError(_DENSITY_RULES[2][1])
         return self
 
     @model_validator(mode="after")
