@@ -47,6 +47,7 @@ class Behaviour:
     resize_fails: set[str] = field(default_factory=set)  # claim names whose expansion gets VolumeResizeFailed
     pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
     start_delay: float = 0.0  # from a pod's volumes attached (at ready_delay) to the pod Ready (stage, publish, start)
+    ignore_pinning: bool = False  # a kubelet-less scheduler that puts every pod on node-0, whatever its affinity
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
@@ -238,7 +239,8 @@ class FakeKube:
         return True
 
     async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
-                     on_send: Callable[[float], None] | None = None, uid: str | None = None) -> bool:
+                     on_send: Callable[[float], None] | None = None, uid: str | None = None,
+                     grace_seconds: int | None = None) -> bool:
         self._count("DELETE", path)
         self.timeline.append(("DELETE", path))
         if on_send is not None:
@@ -442,6 +444,19 @@ class FakeKube:
                 (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
                 for v in (pod.get("spec") or {}).get("volumes") or []) for key, pod in self.objects.items())
 
+    def warn_repeated(self, obj: Json, reason: str, message: str) -> None:
+        """A Warning the event recorder aggregates: one Event per object, reason and message, its count growing."""
+        meta = obj["metadata"]
+        name = f"{meta['name']}.{hashlib.sha256((meta['uid'] + reason + message).encode()).hexdigest()[:8]}"
+        existing = self.objects.get(("events", meta.get("namespace", ""), name))
+        if existing is None:
+            self.put("events", meta.get("namespace", ""), {
+                "metadata": {"name": name}, "type": "Warning", "reason": reason, "message": message, "count": 1,
+                "involvedObject": {"uid": meta["uid"], "name": meta["name"]}})
+        else:
+            self._update("events", meta.get("namespace", ""), name,
+                         lambda event: event.__setitem__("count", event["count"] + 1))
+
     def warn(self, obj: Json, reason: str, message: str) -> None:
         meta = obj["metadata"]
         self.put("events", meta.get("namespace", ""), {
@@ -467,7 +482,17 @@ class FakeKube:
 
     def _ready(self, namespace: str, name: str) -> None:
         pod_now = self.objects.get(("pods", namespace, name))
-        node = _pinned_node(pod_now) if pod_now is not None else "node-0"
+        node = _pinned_node(pod_now) if pod_now is not None and not self.behaviour.ignore_pinning else "node-0"
+        if pod_now is not None and self._held_elsewhere(namespace, pod_now, node):
+            # ReadWriteOnce: the attach/detach controller says Multi-Attach (one Event, its count growing) and
+            # tries again until the old node's attachment is gone.
+            self.warn_repeated(pod_now, "FailedAttachVolume", "Multi-Attach error for volume: Volume is already "
+                               "exclusively attached to one node and can't be attached to another")
+            uid = pod_now["metadata"]["uid"]
+            self._later(0.02, lambda: self._ready(namespace, name)
+                        if (self.objects.get(("pods", namespace, name)) or {}).get("metadata", {}).get("uid") == uid
+                        else None)
+            return
         if pod_now is not None:
             if self.behaviour.start_delay > 0:  # scheduled (bound to its node) before its volumes attach
                 self._update("pods", namespace, name, lambda pod: pod["spec"].__setitem__("nodeName", node))
@@ -502,6 +527,13 @@ class FakeKube:
                 self.put("volumeattachments", "", {"metadata": {"name": f"csi-{pv}-{node}"}, "spec": {
                     "attacher": "sim.csibench.io", "nodeName": node, "source": {"persistentVolumeName": pv}},
                     "status": {"attached": True}})
+
+    def _held_elsewhere(self, namespace: str, pod: Json, node: str) -> bool:
+        """A volume of the pod is attached to another node."""
+        volumes = set(self._volumes_of(namespace, pod))
+        with self.lock:
+            return any(va["spec"]["source"]["persistentVolumeName"] in volumes and va["spec"]["nodeName"] != node
+                       for (plural, _, _), va in self.objects.items() if plural == "volumeattachments")
 
     def _detach_unused(self) -> None:
         """Detach what no pod on the attachment's node mounts any more."""

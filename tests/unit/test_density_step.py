@@ -58,7 +58,8 @@ def test_each_level_is_published_on_one_node_and_measured_in_a_row() -> None:
     # Level 4 mounts volumes 0..3; level 1 only volume 0.
     assert [v["persistentVolumeClaim"]["claimName"] for v in pods[0]["spec"]["volumes"]] == [NAMES.volume(0)]
     step = next(s for s in status.steps if s.name == "density")
-    assert step.note == "on node node-0, which takes 8 volumes of the class's driver (CSINode allocatable.count)"
+    assert step.note == ("on node node-0, which had room for 8 volumes of the class's driver when the run started "
+                         "(CSINode allocatable.count less those attached there)")
     table = render_table(status_json(status))
     assert "Density (volumes per node)" in table and "Volumes/node" in table
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
@@ -79,19 +80,24 @@ def test_a_driver_without_a_limit_is_said_and_a_chosen_node_is_used() -> None:
     assert {pinned(body) for path, body in fake.created if path.endswith("/pods")} == {"node-2"}
 
 
-@pytest.mark.parametrize(("density", "reason", "words"), [
-    ({"volumesPerNode": [2, 4]}, "AboveVolumeLimit", "goes to 4, above node node-0's limit of 3 volumes of driver "
-                                                     "sim.csibench.io"),
-    ({"volumesPerNode": [2], "node": "node-9"}, "NotEnoughNodes", "density.node 'node-9' cannot run"),
+@pytest.mark.parametrize(("density", "attached", "reason", "words"), [
+    ({"volumesPerNode": [2, 4]}, 0, "AboveVolumeLimit", "goes to 4, above node node-0's limit of 3 volumes of "
+                                                        "driver sim.csibench.io (CSINode allocatable.count):"),
+    ({"volumesPerNode": [2]}, 2, "AboveVolumeLimit", "limit of 3 volumes of driver sim.csibench.io (CSINode "
+                                                     "allocatable.count), 2 of them attached there already"),
+    ({"volumesPerNode": [2], "node": "node-9"}, 0, "NotEnoughNodes", "density.node 'node-9' cannot run"),
 ])
-def test_a_ramp_the_node_cannot_take_fails_before_anything_is_created(density: dict[str, Any], reason: str,
-                                                                      words: str) -> None:
+def test_a_ramp_the_node_cannot_take_fails_before_anything_is_created(density: dict[str, Any], attached: int,
+                                                                      reason: str, words: str) -> None:
     fake = FakeKube()
     limits(fake, 3)
+    for index in range(attached):  # someone else's volumes on the node
+        fake.put("volumeattachments", "", {"metadata": {"name": f"other-{index}"}, "spec": {
+            "attacher": "sim.csibench.io", "nodeName": "node-0", "source": {"persistentVolumeName": f"pv-{index}"}}})
     status = run(fake, spec(volumes=4, pvcsPerPod=1, steps=RAMP, density=density))
     assert status.phase is not None and status.phase.value == "Failed"
     assert status.conditions[0].reason == reason and words in (status.message or ""), status.message
-    assert [path for path, _ in fake.created if not path.endswith("/events")] == []
+    assert [path for path, _ in fake.created if not path.endswith("/events")] == []  # nothing created
 
 
 def test_the_ramp_is_validated_at_admission() -> None:
@@ -101,6 +107,9 @@ def test_the_ramp_is_validated_at_admission() -> None:
                            ({"volumesPerNode": []}, "at least 1 item")):
         with pytest.raises(ValidationError, match=words):
             spec(volumes=4, steps=RAMP, density=density)
+    with pytest.raises(ValidationError, match="density needs unpublish when publish runs"):
+        spec(volumes=4, steps=["createVolume", "publish", "density", "deleteVolume"],
+             density={"volumesPerNode": [2]})
     with pytest.raises(ValidationError, match="density cannot be combined with repeat > 1"):
         spec(volumes=4, steps=RAMP, density={"volumesPerNode": [2]}, repeat=2)
     with pytest.raises(ValidationError, match=r"steps must list density exactly when spec\.density is set"):
@@ -121,11 +130,18 @@ def test_pack_fills_nodes_in_order_up_to_their_limits() -> None:
     assert [pinned(body) for path, body in fake.created if path.endswith("/pods")] == [
         "node-0", "node-0", "node-1", "node-1", "node-2", "node-2"]
     publish = next(s for s in status.steps if s.name == "publish")
-    assert publish.note == "Pack: pods pinned to the first node with room under its volume limit (node-0 2, " \
-                           "node-1 2, node-2 2)"
+    assert publish.note == "Pack: pods pinned to the first node with room under its volume limit (room when the " \
+                           "run started: node-0 2, node-1 2, node-2 2)"
 
 
-def test_the_schedulers_refusal_at_the_volume_limit_fails_a_pod_at_once() -> None:
+@pytest.mark.parametrize("message", [
+    "0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) didn't match Pod's node "
+    "affinity/selector.",
+    "0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+    "no new claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming "
+    "pod, 2 Preemption is not helpful for scheduling.",  # kube-scheduler v1.36.3's words, seen on the local cluster
+])
+def test_the_schedulers_refusal_at_the_volume_limit_fails_a_pod_at_once(message: str) -> None:
     observed = Observed("ns", "run-abcde")
     observed.apply(_event("pods", "ADDED", {"metadata": {"name": "run-abcde-p00000", "uid": "p1"}}))
     judge = judges.pod_ready(observed, PUBLISH_FAILED)
@@ -133,8 +149,10 @@ def test_the_schedulers_refusal_at_the_volume_limit_fails_a_pod_at_once() -> Non
                "involvedObject": {"uid": "p1"}, "message": "0/3 nodes are available: 3 Insufficient cpu."}
     observed.apply(_event("events", "ADDED", warning, at=2.0))
     assert judge("run-abcde-p00000", 1.0) is None  # may resolve itself
-    message = ("0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) didn't match Pod's node "
-               "affinity/selector.")
+    mixed = {**warning, "metadata": {"name": "e3"}, "message": "0/3 nodes are available: 1 node(s) exceed max volume "
+             "count, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found."}
+    observed.apply(_event("events", "ADDED", mixed, at=2.5))
+    assert judge("run-abcde-p00000", 1.0) is None  # CPU may free up: not only the volume limit
     observed.apply(_event("events", "ADDED", {**warning, "metadata": {"name": "e2"}, "message": message}, at=3.0))
     verdict = judge("run-abcde-p00000", 1.0)
     assert verdict is not None and (verdict.ok, verdict.reason, verdict.message) == (False, "FailedScheduling",

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec
 from csibench.engine import manifests
+from csibench.kube.client import ApiError
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of, stored_report
 
@@ -27,8 +28,13 @@ def pod_creates(fake: FakeKube) -> list[dict[str, Any]]:
     return [body for path, body in fake.created if path.endswith("/pods")]
 
 
+def pinned(body: dict[str, Any]) -> str:
+    terms = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return str(terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0])
+
+
 def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() -> None:
-    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.05, start_delay=0.05))
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.1, start_delay=0.1))
     status = run(fake, moved())
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert steps_of(status)["moveVolume"] == ("Succeeded", 6, 6, 0, 0)
@@ -44,7 +50,9 @@ def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() ->
     record = next(s for s in stored_report(fake)["steps"] if s["status"]["name"] == "moveVolume")
     for latency, parts in zip(record["latencyMs"], record["phaseMs"], strict=True):
         assert abs(sum(parts) - latency) <= 0.5, (parts, latency)  # rounding of each part to 0.1 ms
-        assert parts[1] >= 40 and parts[3] >= 40  # the fake's detach and start each take 50 ms
+        # The fake detaches 100 ms after the old pod left (the watch's delivery of that is inside them) and starts
+        # a pod 100 ms after its volumes attached.
+        assert parts[1] >= 50 and parts[3] >= 50
         assert parts[0] > 0 and parts[2] > 0
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
 
@@ -89,22 +97,45 @@ def test_a_pinned_pod_names_its_node_by_field_not_by_label() -> None:
     assert "affinity" not in manifests.build_pod("p", ["c"], spec(), {}, block=False)["spec"]
 
 
-def test_multi_attach_warnings_are_counted_not_fatal() -> None:
-    fake = FakeKube(Behaviour(ready_delay=0.05, start_delay=0.1))  # the complaint comes well before Ready
-    original = fake._attach
-
-    def attach_after_a_complaint(namespace: str, pod: dict[str, Any], node: str) -> None:
-        if node != "node-0":  # the successor: the attach/detach controller complains once, then retries
-            fake.warn(pod, "FailedAttachVolume", 'Multi-Attach error for volume "pv" Volume is already '
-                                                 "exclusively attached to one node and can't be attached to another")
-        original(namespace, pod, node)
-    fake._attach = attach_after_a_complaint  # type: ignore[method-assign]
+def test_multi_attach_warnings_are_counted_with_their_repeats_not_fatal() -> None:
+    """The fake's attach/detach controller keeps ReadWriteOnce: a successor whose volume is still attached to the
+    old node (its detach takes 150 ms) gets a Multi-Attach Event whose count grows at each retry (every 20 ms)."""
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.15, start_delay=0.02))
     status = run(fake, moved())
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     step = next(s for s in status.steps if s.name == "moveVolume")
-    assert [(w.reason, w.count) for w in step.retriedWarnings] == [("FailedAttachVolume", 6)]
-    assert step.retriedWarnings[0].message.startswith("Multi-Attach error")
+    (retried,) = step.retriedWarnings
+    assert retried.reason == "FailedAttachVolume" and retried.message.startswith("Multi-Attach error")
+    assert retried.count > 6  # at most one Event per pod (6): more means their repeats were counted
     assert all(not s.retriedWarnings for s in status.steps if s.name != "moveVolume")
+    # No attach on the new node before the old node let go.
+    assert len(fake.attaches) == 12 and owned_left(fake) == []
+
+
+def test_a_successor_on_the_old_node_fails_same_node() -> None:
+    fake = FakeKube(Behaviour(ignore_pinning=True))
+    status = run(fake, moved())
+    step = next(s for s in status.steps if s.name == "moveVolume")
+    assert (step.succeeded, step.failed) == (0, 6) and step.failureReasons[0].reason == "SameNode", step
+    assert "came up on its old node node-0" in step.failureReasons[0].message
+    assert owned_left(fake) == []
+
+
+def test_a_refused_successor_fails_its_move_and_is_not_counted_by_unpublish() -> None:
+    """The first pod's successor is refused (a quota): its move fails with the API's answer, and unpublish, which
+    finds nothing of that pod to delete, skips it instead of counting a deletion it never made."""
+    creates: list[str] = []
+
+    def quota(plural: str, name: str) -> ApiError | None:
+        creates.append(name)
+        # The dry run before the run, publish, then the successor: the third create of pod 0.
+        refused = name == NAMES.pod(0) and creates.count(name) == 3
+        return ApiError(403, "Forbidden", "exceeded quota") if refused else None
+    fake = FakeKube(Behaviour(refuse_create=quota))
+    status = run(fake, moved())
+    assert steps_of(status)["moveVolume"][1:] == (6, 5, 1, 0), status.steps
+    assert steps_of(status)["unpublish"][1:] == (6, 5, 0, 1), status.steps
+    assert owned_left(fake) == []
 
 
 def test_operator_killed_inside_the_move_redoes_it_on_pods_made_again() -> None:
@@ -115,4 +146,9 @@ def test_operator_killed_inside_the_move_redoes_it_on_pods_made_again() -> None:
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     step = next(s for s in status.steps if s.name == "moveVolume")
     assert step.attempts == 2 and step.restored is not None and (step.succeeded, step.failed) == (6, 0)
+    # The restore made publish's pods again (unpinned: the fake puts them on node-0), the redo moved each of them.
+    creates = [body for body in pod_creates(fake)]
+    assert [body["metadata"]["name"] for body in creates[-6:]] == [NAMES.pod(i) for i in range(6)]
+    assert [pinned(body) for body in creates[-6:]] == ["node-1", "node-2"] * 3
+    assert "affinity" not in creates[-7]["spec"]  # the last of publish's pods made again by the restore
     assert owned_left(fake) == [] and not fake.named("volumeattachments")

@@ -133,10 +133,10 @@ def test_a_redone_deletion_does_not_count_what_the_restore_removed() -> None:
     original = fake.delete
 
     async def slow_deletes(path: str, propagation: str = "Background", query: dict[str, str] | None = None,
-                           on_send: Any = None, uid: str | None = None) -> bool:
+                           on_send: Any = None, uid: str | None = None, grace_seconds: int | None = None) -> bool:
         if "/persistentvolumeclaims/" in path:
             await asyncio.sleep(5)  # the kill lands before attempt 1's deletes reach the API
-        return await original(path, propagation, query, on_send, uid)
+        return await original(path, propagation, query, on_send, uid, grace_seconds)
 
     fake.delete = slow_deletes  # type: ignore[method-assign]
     run_spec = spec(steps=["createVolume", "deleteVolume"], timeouts={"createVolume": 1})

@@ -631,6 +631,8 @@ _DENSITY_RULES = (
      "volumes)"),
     ("!has(self.steps) || has(self.density) == ('density' in self.steps)",
      "steps must list density exactly when spec.density is set"),
+    ("!has(self.density) || !has(self.steps) || !('publish' in self.steps) || 'unpublish' in self.steps",
+     "density needs unpublish when publish runs: publish's pods would still hold the volumes"),
     ("!has(self.density) || self.repeat == 1",
      "density cannot be combined with repeat > 1 yet: its rows have no significance test; run it in a run of its "
      "own (repeat: 1)"),
@@ -827,8 +829,11 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_DENSITY_RULES[1][1])
         if self.density is not None and max(self.density.volumesPerNode) > self.volumes:
             raise ValueError(_DENSITY_RULES[0][1])
-        if self.density is not None and self.repeat != 1:
+        if self.density is not None and self.steps is not None and StepName.PUBLISH in self.steps \
+                and StepName.UNPUBLISH not in self.steps:
             raise ValueError(_DENSITY_RULES[2][1])
+        if self.density is not None and self.repeat != 1:
+            raise ValueError(_DENSITY_RULES[3][1])
         return self
 
     @model_validator(mode="after")

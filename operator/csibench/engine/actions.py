@@ -76,6 +76,10 @@ class Move(Action):
     terminal state."""
 
     body: Placement
+    # The grace period of the delete: what a drain or a rescheduling gives a pod (Kubernetes' default), so the
+    # kubelet stops the container and unmounts the volumes before the pod leaves the API. The benchmark pods'
+    # own is 0, which removes a pod from the API at once, before its kubelet has done anything.
+    grace_seconds: int = 30
     name = "move"
     creates = True
     deletes = True
@@ -84,7 +88,7 @@ class Move(Action):
         observed = context.observed
         origins = {name: (state.uid, state.node) for name, state in observed.pods.items() if state.exists}
         index = {name: i for i, name in enumerate(step.objects(context.spec, context.names))}
-        delete = requests.deleting(step.kind, step.resource, tracker)
+        delete = requests.deleting(step.kind, step.resource, tracker, self.grace_seconds)
         create = requests.creating(step.resource, lambda name: self.body(context, index[name], origins[name][1]),
                                    tracker)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from csibench.api.models import BenchmarkRunSpec, Placement, StepName
-from csibench.api.steps import facts_of
+from csibench.api.steps import WFFC, facts_of
 from csibench.engine import density as density_step
 from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE, MEASURE, Move, Patch
@@ -58,9 +58,12 @@ def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
     unbound = {name for name in objects
                if (claim := context.observed.claims.get(name)) is None or claim.phase != "Bound"}
     unheld: set[str] = set()
-    if step.holders is not None and step.holders in context.trackers:
-        for pod in _failed_indexes(context, step.holders):
-            unheld |= {objects[i] for i in volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod)}
+    if step.holders is not None and step.holders in context.trackers:  # each holder as it is now (a move's too)
+        holders = context.trackers[step.holders].objects
+        for pod, name in enumerate(holders):
+            state = context.observed.pods.get(name)
+            if state is None or not state.exists or not state.ready:
+                unheld |= {objects[i] for i in volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod)}
     return skip_if_prerequisite_failed(step, context) | unbound | unheld
 
 
@@ -103,10 +106,11 @@ def skip_groups_being_taken(step: StepSpec, context: StepContext) -> set[str]:
 
 
 def skip_never_seen(step: StepSpec, context: StepContext) -> set[str]:
-    """A deletion acts only on objects the run's label-selected watches saw: a refused create made nothing, and
-    counting its deletion as a success would be false."""
-    seen = context.observed.uids_of(step.kind)
-    return {name for name in step.objects(context.spec, context.names) if name not in seen}
+    """A deletion acts only on objects the run's label-selected watches saw and that still exist: a refused create
+    made nothing, and an object already gone (deleted by someone else, a moved pod whose successor was never
+    made) was not deleted by this step; counting either as a successful deletion would be false."""
+    present = context.observed.existing(step.kind)
+    return {name for name in step.objects(context.spec, context.names) if name not in present}
 
 
 # -- manifests of the creation steps ---------------------------------------------------------------------------
@@ -158,16 +162,23 @@ def _density_note(context: StepContext) -> str:
     node = density_step.target_node(context)
     limit = context.node_limits.get(node)
     if limit is None:
-        return (f"on node {node}: the class's driver reports no per-node volume limit there (CSINode "
+        said = (f"on node {node}: the class's driver reports no per-node volume limit there (CSINode "
                 "allocatable.count unset), so the levels were not checked against one")
-    return f"on node {node}, which takes {limit} volumes of the class's driver (CSINode allocatable.count)"
+    else:
+        said = (f"on node {node}, which had room for {limit} volumes of the class's driver when the run started "
+                "(CSINode allocatable.count less those attached there)")
+    if context.wffc:
+        said += f"; {WFFC}: the first level also provisions the volumes it publishes"
+    return said
 
 
 def _publish_note(context: StepContext) -> str | None:
     if context.spec.pod.placement != Placement.PACK:
         return None
-    limits = [f"{node} {context.node_limits.get(node) or 'no limit'}" for node in context.nodes]
-    return f"Pack: pods pinned to the first node with room under its volume limit ({', '.join(limits)})"
+    limits = [f"{node} {'no limit' if context.node_limits.get(node) is None else context.node_limits[node]}"
+              for node in context.nodes]
+    return (f"Pack: pods pinned to the first node with room under its volume limit (room when the run started: "
+            f"{', '.join(limits)})")
 
 
 def _density_pods(spec: BenchmarkRunSpec) -> int:
@@ -315,8 +326,9 @@ def _pods(spec: BenchmarkRunSpec) -> int:
 
 
 PROVISIONING_FAILED = frozenset({"ProvisioningFailed"})
-PUBLISH_FAILED = frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach",
-                            judges.AT_VOLUME_LIMIT})
+# A move's successor may meet the volume limit only for a moment (the target's own pods are leaving): not terminal.
+MOVE_FAILED = frozenset({"FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedAttach"})
+PUBLISH_FAILED = MOVE_FAILED | {judges.AT_VOLUME_LIMIT}
 # The snapshot-controller's, on the group: no group content could be made (csi-snapshotter's own
 # GroupSnapshotCreationFailed is on the cluster-scoped content, its Event in "default": the group's status.error
 # carries it instead).
@@ -333,7 +345,7 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              provisions_on_wffc=True, note=_publish_note),
     StepSpec(facts=facts_of(StepName.MOVE_VOLUME), kind=POD, resource=r.PODS, action=Move(_moved_pod),
              object_name=Names.pod, count=_moving_pods, judge=judges.pod_moved, skip=skip_pods_not_running,
-             terminal_warnings=PUBLISH_FAILED, gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
+             terminal_warnings=MOVE_FAILED, gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
              enabled=lambda spec: spec.move is not None, spec_part="move",
              phases=Phases(("gone", "detach", "attach", "ready"), judges.move_boundaries)),
     StepSpec(facts=facts_of(StepName.EXPAND_VOLUME), kind=CLAIM, resource=r.PVCS, action=Patch(_expansion),

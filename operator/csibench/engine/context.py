@@ -61,7 +61,7 @@ class RunContext:
     iteration: int = 1  # the iteration under way (1-based); ``names`` name its objects
     iterations: list[dict[str, Any]] = field(default_factory=list)  # finished iterations' records (``iterations``)
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step places pods)
-    node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> the class's driver's volume limit
+    node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> room for the class's driver's volumes
 
     @property
     def measured_seconds(self) -> float:

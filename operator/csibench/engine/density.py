@@ -87,6 +87,12 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
             rows[k] = build_row(rows[k], publish, removal, len(names) - len(active))
             keep_rows(tracker, rows)
+            if removal.counts()[1]:  # the next level would start on a node still holding this one's volumes
+                for later in rows[k + 1:]:
+                    later.state, later.message = StepState.FAILED, (
+                        f"not run: the {volumes}-volume level's pods were not all gone and detached")
+                keep_rows(tracker, rows)
+                break
     except BaseException:
         RESULTS.interrupt_step(tracker, rows)
         raise
@@ -99,8 +105,8 @@ def build_row(row: DensityRow, publish: StepTracker, removal: StepTracker, skipp
     succeeded, failed = publish.counts()
     _, not_removed = removal.counts()
     duration = (publish.stopped or time.monotonic()) - (publish.started or time.monotonic())
-    attach = [parts[0][0] for name, outcome in publish.outcomes.items() if outcome.ok
-              for parts in [publish.parts_of(name)]]
+    attach = [publish.parts_of(name)[0][0] for name, outcome in publish.outcomes.items()
+              if outcome.ok and 0 in publish.boundaries.get(name, {})]  # pods whose attachments were seen attached
     failures = [o for o in publish.outcomes.values() if not o.ok] + [o for o in removal.outcomes.values() if not o.ok]
     ok = not failures and not skipped
     volumes_per_pod = row.volumesPerNode / row.pods if row.pods else 0.0

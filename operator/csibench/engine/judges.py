@@ -74,13 +74,29 @@ def is_transient(message: str) -> bool:
 
 
 # The scheduler's refusal of a pod because the driver's per-node volume limit (CSINode allocatable.count) is reached
-# on every node it may use: nothing the run does frees a slot, so a step that lists this key in its terminal
-# warnings fails the pod with the scheduler's words instead of waiting for the timeout.
+# on every node the pod may use (the others it names are only those its node affinity or selector excludes): no
+# slot frees itself, so a step that lists this key in its terminal warnings fails the pod with the scheduler's
+# words instead of waiting for the timeout. A refusal that also names another reason (CPU, a taint) may resolve.
 AT_VOLUME_LIMIT = "FailedScheduling: exceed max volume count"
+_AT_LIMIT = "node(s) exceed max volume count"
+# What the scheduler says of the nodes a pinned pod's required node affinity excludes (older, then current wording).
+_EXCLUDED = frozenset({"node(s) didn't match Pod's node affinity/selector",
+                       "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+                       "node(s) didn't satisfy plugin [NodeAffinity]"})
+
+
+def at_volume_limit(message: str) -> bool:
+    """'0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) didn't satisfy plugin(s)
+    [NodeAffinity]. preemption: ...' -> True; with 'Insufficient cpu' among the reasons -> False (pure)."""
+    found = message.split("nodes are available: ", 1)
+    if len(found) < 2:
+        return False
+    reasons = {re.sub(r"^\d+ ", "", item.strip()) for item in found[1].split(". ", 1)[0].rstrip(".").split(", ")}
+    return _AT_LIMIT in reasons and reasons <= {_AT_LIMIT, *_EXCLUDED}
 
 
 def _terminal_key(reason: str, message: str) -> str:
-    return AT_VOLUME_LIMIT if reason == "FailedScheduling" and "exceed max volume count" in message else reason
+    return AT_VOLUME_LIMIT if reason == "FailedScheduling" and at_volume_limit(message) else reason
 
 
 def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, submitted: float) -> Verdict | None:
@@ -256,9 +272,10 @@ def pod_attached(observed: Observed) -> Callable[[str], bool]:
 
 
 def move_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
-    """Where the parts of a move end, per pod: its predecessor gone from the API (the kubelet unmounted it), its
-    volumes' VolumeAttachments to the old node gone (detached), every volume's VolumeAttachment to the new node
-    attached; the last part (stage, publish, container start) ends when the successor is Ready."""
+    """Where the parts of a move end, per pod: its predecessor gone from the API (deleted with a grace period, the
+    kubelet stopped it and unmounted its volumes first), its volumes' VolumeAttachments to the old node gone
+    (detached), every volume's VolumeAttachment to the new node attached; the last part (stage, publish, container
+    start) ends when the successor is Ready."""
     before = _placed(observed)
 
     def gone(name: str) -> bool:
@@ -270,8 +287,10 @@ def move_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
         return [observed.volume_of(claim) for claim in state.claims] if state is not None else []
 
     def detached(name: str) -> bool:
-        old_node = before.get(name, ("", None))[1]
-        return gone(name) and not any(observed.volume_attached(pv, old_node) for pv in volumes(name))
+        old_node, pvs = before.get(name, ("", None))[1], volumes(name)
+        # A volume whose PV the run does not know is never taken for detached.
+        return gone(name) and bool(pvs) and all(pv is not None and not observed.volume_attached(pv, old_node)
+                                                for pv in pvs)
 
     def attached(name: str) -> bool:
         state, (old_uid, old_node) = observed.pods.get(name), before.get(name, ("", None))

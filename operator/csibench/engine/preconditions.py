@@ -96,9 +96,11 @@ async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
 
 async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
                            binding_mode: str, steps: list[str]) -> tuple[tuple[str, ...], dict[str, int | None]]:
-    """The nodes a step pins pods to (those that can run the publish pods, by name) and the class's driver's
-    volume limit on each (CSINode allocatable.count; None where it reports none), when a step places pods itself:
-    a move needs two nodes, the density ramp and Pack one, and no density level may exceed its node's limit."""
+    """The nodes a step pins pods to (those that can run the publish pods, by name) and the room the class's
+    driver has on each: its volume limit there (CSINode allocatable.count; None where it reports none) less the
+    volumes of that driver already attached there (other workloads', other runs'). Only when a step places pods
+    itself: a move needs two nodes, the density ramp and Pack one, and no density level may exceed its node's
+    room."""
     packs = spec.pod.placement == Placement.PACK and StepName.PUBLISH in steps
     if not ({StepName.MOVE_VOLUME, StepName.DENSITY} & set(steps) or packs):
         return (), {}
@@ -120,13 +122,20 @@ async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
             count = (entry.get("allocatable") or {}).get("count")
             if name in limits and entry.get("name") == driver and isinstance(count, int):
                 limits[name] = count
+    attachments = await client.get(r.VOLUME_ATTACHMENTS.path(), query={"limit": "5000"}) or {}
+    used: dict[str, int] = {}
+    for attachment in attachments.get("items") or []:
+        attached_to = str((attachment.get("spec") or {}).get("nodeName") or "")
+        if (attachment.get("spec") or {}).get("attacher") == driver and attached_to in limits:
+            used[attached_to] = used.get(attached_to, 0) + 1
     if StepName.DENSITY in steps and spec.density is not None:
-        _check_density(spec, driver, names, limits)
-    return names, limits
+        _check_density(spec, driver, names, limits, used)
+    return names, {node: None if limit is None else max(0, limit - used.get(node, 0))
+                   for node, limit in limits.items()}
 
 
-def _check_density(spec: BenchmarkRunSpec, driver: str, names: tuple[str, ...],
-                   limits: dict[str, int | None]) -> None:
+def _check_density(spec: BenchmarkRunSpec, driver: str, names: tuple[str, ...], limits: dict[str, int | None],
+                   used: dict[str, int]) -> None:
     """The ramp's node can run the pods, and takes its highest level (a level above the driver's limit would only
     measure the scheduler refusing it)."""
     density = spec.density
@@ -136,11 +145,12 @@ def _check_density(spec: BenchmarkRunSpec, driver: str, names: tuple[str, ...],
         raise PlanError(ConditionReason.NOT_ENOUGH_NODES, f"density.node {node!r} cannot run the publish pods (not "
                         f"Ready, cordoned, not matching pod.nodeSelector or a taint not tolerated); usable: "
                         f"{', '.join(names)}")
-    limit, highest = limits[node], max(density.volumesPerNode)
-    if limit is not None and highest > limit:
+    limit, highest, attached = limits[node], max(density.volumesPerNode), used.get(node, 0)
+    if limit is not None and highest > limit - attached:
+        others = f", {attached} of them attached there already" if attached else ""
         raise PlanError(ConditionReason.ABOVE_VOLUME_LIMIT, (
             f"density.volumesPerNode goes to {highest}, above node {node}'s limit of {limit} volumes of driver "
-            f"{driver} (CSINode allocatable.count): the scheduler would refuse the pods beyond it"))
+            f"{driver} (CSINode allocatable.count){others}: the scheduler would refuse the pods beyond it"))
 
 
 def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], binding_mode: str,

@@ -43,14 +43,15 @@ class OwnedRequests:
         self.scope = scope
         self.observed = observed
 
-    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Submit:
+    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker,
+                 grace_seconds: int | None = None) -> Submit:
         client, scope = self.client, self.scope
         uids = self.observed.uids_of(kind)
 
         async def delete(name: str) -> None:
             # Only the very object the run's label-selected watch saw (its uid as a precondition).
             await client.delete(resource.path(scope.namespace, name), uid=_seen(uids, kind, name),
-                                on_send=lambda at: tracker.mark_submitted(name, at))
+                                on_send=lambda at: tracker.mark_submitted(name, at), grace_seconds=grace_seconds)
         return delete
 
     def patching(self, kind: str, resource: r.Resource, body_of: Callable[[str], Manifest],

@@ -30,7 +30,8 @@ class Requests(Protocol):
 
     def creating(self, resource: r.Resource, body_of: Callable[[str], Manifest], tracker: StepTracker) -> Submit: ...
 
-    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker) -> Submit: ...
+    def deleting(self, kind: str, resource: r.Resource, tracker: StepTracker,
+                 grace_seconds: int | None = None) -> Submit: ...
 
     def patching(self, kind: str, resource: r.Resource, body_of: Callable[[str], Manifest],
                  tracker: StepTracker) -> Submit: ...
@@ -66,7 +67,8 @@ class StepContext:
     observed: Observed
     trackers: Mapping[str, StepTracker]
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods (a move's targets), sorted by name
-    node_limits: Mapping[str, int | None] = field(default_factory=dict)  # node -> the driver's volume limit there
+    # node -> room for the class's driver's volumes there (its CSINode limit less those attached when the run began)
+    node_limits: Mapping[str, int | None] = field(default_factory=dict)
 
     @property
     def wffc(self) -> bool:

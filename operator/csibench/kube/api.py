@@ -97,8 +97,10 @@ class KubeApi(Reader, WatchSource, Protocol):
         ...
 
     async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
-                     on_send: Callable[[float], None] | None = None, uid: str | None = None) -> bool:
-        """True if it deleted; False for a 404. With ``uid``, only the object with that uid."""
+                     on_send: Callable[[float], None] | None = None, uid: str | None = None,
+                     grace_seconds: int | None = None) -> bool:
+        """True if it deleted; False for a 404. With ``uid``, only the object with that uid; with
+        ``grace_seconds``, that grace period instead of the object's own (a pod's terminationGracePeriodSeconds)."""
         ...
 
     async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:

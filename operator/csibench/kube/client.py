@@ -349,7 +349,8 @@ class KubeClient:
             raise
 
     async def delete(self, path: str, propagation: str = "Background", query: dict[str, str] | None = None,
-                     on_send: Callable[[float], None] | None = None, uid: str | None = None) -> bool:
+                     on_send: Callable[[float], None] | None = None, uid: str | None = None,
+                     grace_seconds: int | None = None) -> bool:
         """Delete (one object, or a collection with a query); a 404 counts as success. True if it deleted.
 
         With ``uid``, the API server deletes only the object with that uid (a precondition): the one the run saw
@@ -357,6 +358,8 @@ class KubeClient:
         options: Json = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         if uid is not None:
             options["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         try:
             await self.request("DELETE", path, options, query=query, on_send=on_send, decode=False)
             return True
