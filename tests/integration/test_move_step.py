@@ -26,11 +26,12 @@ def _attach_history(cluster: LocalCluster, target: str, prefix: str) -> dict[str
     volumes = {r["volume"] for r in records if r["op"] == "createVolume" and r["result"] == "ok"
                and r["object"].startswith(f"{target}/{prefix}")}
     history: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: r["finish"]):
-        if record["op"] in ("attach", "detach") and record["result"] == "ok":
-            pv, node = record["object"].rsplit(":", 1)
-            if pv in volumes:
-                history[pv].append((record["op"], node))
+    # Only finished operations: other tests on this shared cluster leave "hang" records (finish None).
+    done = [r for r in records if r["op"] in ("attach", "detach") and r["result"] == "ok"]
+    for record in sorted(done, key=lambda r: r["finish"]):
+        pv, node = record["object"].rsplit(":", 1)
+        if pv in volumes:
+            history[pv].append((record["op"], node))
     assert set(history) == volumes, (sorted(volumes), dict(history))
     return history
 

@@ -906,7 +906,7 @@ class StepStatus(_Model):
     succeeded: int = Field(0, description="Objects that reached their terminal state.")
     failed: int = Field(0, description="Objects that failed (error event, status error or timeout).")
     skipped: int = Field(0, description="Objects not submitted: a creation step's whose prerequisite failed, a "
-                                        "deletion step's that never existed.")
+                                        "deletion step's that never existed or that someone else already removed.")
     startTime: str | None = Field(None, description="When the clock started (RFC 3339).")
     completionTime: str | None = Field(None, description="When the clock stopped (RFC 3339).")
     durationSeconds: float | None = Field(None, description="Clock time of the step, in seconds.")
