@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -30,6 +32,8 @@ from localcluster.runs import (
     wait_for_phase,
     wait_until_nothing_left,
 )
+from tests.support.browser import render
+from tests.support.cluster import cli
 
 pytestmark = pytest.mark.integration
 ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
@@ -73,7 +77,8 @@ def test_quickstart_runs_all_eight_steps_and_leaves_nothing(kube: Kube, namespac
     assert reasons.count("StepStarted") == 8 and reasons.count("StepCompleted") == 8
 
 
-def test_seed_shaped_run_of_100_volumes_in_25_pods(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+def test_seed_shaped_run_of_100_volumes_in_25_pods_and_its_html_report_renders_in_headless_chromium(
+        kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, tmp_path: Path) -> None:
     body = yaml.safe_load((REPO_ROOT / "examples" / "seed-100.yaml").read_text())
     run = run_to_end(kube, namespace, body, timeout=300)
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
@@ -81,6 +86,19 @@ def test_seed_shaped_run_of_100_volumes_in_25_pods(kube: Kube, namespace: str, o
     assert step(run, "publish")["objects"] == 25 and step(run, "publish")["succeeded"] == 25
     assert step(run, "deleteVolume")["succeeded"] == 100
     assert leftovers(kube, run) == {}
+    # The HTML report of those 100 volumes, as a browser draws it: one row per step and the totals, a latency
+    # plot and a histogram per step, nothing fetched from outside the page.
+    page = tmp_path / "seed-100.html"
+    page.write_text(cli(cluster, "report", "seed-100", "-n", namespace, "-o", "html"))
+    shot = tmp_path / "seed-100.png"
+    seen = render(page, shot)
+    assert seen.errors == []
+    assert seen.title == f"csibench {namespace}/seed-100" and seen.rows == len(ALL_STEPS) + 1
+    assert len(seen.plots) == 2 * len(ALL_STEPS) and seen.external == 0
+    for plot in seen.plots:
+        assert plot["width"] > 200 and plot["height"] > 100 and plot["paths"] > 10, plot
+    if os.environ.get("CSIBENCH_SAVE_SCREENSHOT"):  # how docs/report-screenshot.png was made
+        shutil.copy(shot, os.environ["CSIBENCH_SAVE_SCREENSHOT"])
 
 
 def _ground_truth(cluster: LocalCluster, storage_class: str) -> dict[str, dict[str, Any]]:

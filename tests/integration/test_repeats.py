@@ -3,17 +3,13 @@ runs, the `csibench` command, and the page opened in headless Chromium."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from localcluster.kube import Kube
-from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     TERMINAL,
@@ -25,18 +21,10 @@ from localcluster.runs import (
     wait_until_nothing_left,
 )
 from tests.support.browser import render
+from tests.support.cluster import cli
 from tests.support.report_page import Outline
 
 pytestmark = pytest.mark.integration
-LIFECYCLE = ["createVolume", "publish", "unpublish", "deleteVolume"]
-
-
-def cli(cluster: LocalCluster, *args: str) -> str:
-    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
-    completed = subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
-                               cwd=REPO_ROOT)
-    assert completed.returncode == 0, completed.stderr
-    return completed.stdout
 
 
 def test_repeat_three_measures_three_iterations_and_cleans_up_each(
@@ -113,21 +101,3 @@ def test_compare_tells_noise_from_a_far_slower_class(kube: Kube, namespace: str,
     page.write_text(cli(cluster, "compare", "base", "slow", "-n", namespace, "-o", "html"))
     seen = render(page, tmp_path / "compare.png")
     assert seen.errors == [] and len(seen.plots) == 2
-
-
-def test_the_html_report_of_a_100_volume_run_renders_in_headless_chromium(
-        kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, tmp_path: Path) -> None:
-    run = run_to_end(kube, namespace, benchmark_run("hundred", storageClassName="csibench-sim", volumes=100,
-                                                    pvcsPerPod=10, steps=LIFECYCLE), timeout=400)
-    assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
-    page = tmp_path / "hundred.html"
-    page.write_text(cli(cluster, "report", "hundred", "-n", namespace, "-o", "html"))
-    shot = tmp_path / "hundred.png"
-    seen = render(page, shot)
-    assert seen.errors == []
-    assert seen.title == f"csibench {namespace}/hundred" and seen.rows == len(LIFECYCLE) + 1
-    assert len(seen.plots) == 2 * len(LIFECYCLE) and seen.external == 0
-    for plot in seen.plots:
-        assert plot["width"] > 200 and plot["height"] > 100 and plot["paths"] > 10, plot
-    if os.environ.get("CSIBENCH_SAVE_SCREENSHOT"):  # how docs/report-screenshot.png was made
-        shutil.copy(shot, os.environ["CSIBENCH_SAVE_SCREENSHOT"])

@@ -58,5 +58,7 @@ def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
 def cli(cluster: LocalCluster, *args: str) -> str:
     """``csibench ARGS`` against the local cluster; its standard output (a non-zero exit fails)."""
     env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
-    return subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO_ROOT, check=True).stdout
+    completed = subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
+                               cwd=REPO_ROOT)
+    assert completed.returncode == 0, (args, completed.stderr)
+    return completed.stdout
