@@ -60,7 +60,8 @@ class Metrics:
                                    "Data-path IOPS summed over the row's volumes.", ["run", "workload", "direction"],
                                    registry=registry)
         self.datapath_latency = Gauge("csibench_datapath_completion_latency_seconds",
-                                      "Data-path completion latency (fio clat) percentile: the slowest volume's.",
+                                      "Data-path completion latency (fio clat) percentile over every pod's "
+                                      "completions (their histograms merged).",
                                       ["run", "workload", "direction", "quantile"], registry=registry)
         self.datapath_duration = Gauge("csibench_datapath_duration_seconds", "Wall time of a data-path row.",
                                        ["run", "workload"], registry=registry)
@@ -124,18 +125,18 @@ class Metrics:
             self._remember(run, "step_objects", (*labels, result))
 
     def record_datapath(self, run: str, workload: str, duration: float | None,
-                        directions: dict[str, tuple[float, float, float | None, float | None]]) -> None:
-        """One measured row: per direction (bytes/s, IOPS, clat p50 s, clat p99 s)."""
+                        directions: dict[str, tuple[float, float, dict[str, float | None]]]) -> None:
+        """One measured row: per direction (bytes/s, IOPS, {quantile: clat seconds})."""
         if duration is not None:
             self.datapath_duration.labels(run, workload).set(duration)
             self._remember(run, "datapath_duration", (run, workload))
-        for direction, (bandwidth, iops, p50, p99) in directions.items():
+        for direction, (bandwidth, iops, quantiles) in directions.items():
             labels = (run, workload, direction)
             self.datapath_bandwidth.labels(*labels).set(bandwidth)
             self.datapath_iops.labels(*labels).set(iops)
             self._remember(run, "datapath_bandwidth", labels)
             self._remember(run, "datapath_iops", labels)
-            for quantile, value in (("0.5", p50), ("0.99", p99)):
+            for quantile, value in quantiles.items():
                 if value is not None:
                     self.datapath_latency.labels(*labels, quantile).set(value)
                     self._remember(run, "datapath_latency", (*labels, quantile))

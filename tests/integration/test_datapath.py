@@ -5,9 +5,11 @@ clones. fio jobs stay tiny (a few MiB, 1 s): these disks and cores are shared.""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import time
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -48,17 +50,24 @@ def assert_host_clean(cluster: LocalCluster) -> None:
 
 def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namespace: str, cluster: LocalCluster,
                                                               operator: OperatorProcess) -> None:
-    run = run_to_end(kube, namespace, benchmark_run("dp", volumes=2, dataPath=TINY, **SIM), timeout=300)
+    run = run_to_end(kube, namespace, benchmark_run("dp", volumes=3, dataPath=TINY, **SIM), timeout=300)
     status = run["status"]
     assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
     names = [s["name"] for s in status["steps"]]
     assert names.index("dataPath") == names.index("unpublish") + 1 and names.index("dataPath") < names.index(
         "createSnapshot")
-    assert step(run, "dataPath")["succeeded"] == 10
+    assert step(run, "dataPath")["succeeded"] == 15
     rows = {row["name"]: row for row in status["dataPath"]}
     assert list(rows) == WORKLOADS
+    nodes = sorted(str(present(n.metadata).name) for n in kube.core.list_node().items)
     for name, row in rows.items():
-        assert row["state"] == "Succeeded" and row["volumes"] == 2 and row["jobs"] == 4, row
+        assert row["state"] == "Succeeded" and row["volumes"] == 3 and row["jobs"] == 6, row
+        # spread: the three volumes' pods on the local cluster's three nodes, one each, adding up to the row
+        assert [(n["node"], n["volumes"]) for n in row["nodes"]] == [(node, 1) for node in nodes], row
+        for field, step_size in (("readMiBps", 0.001), ("writeMiBps", 0.001), ("readIOPS", 0.1), ("writeIOPS", 0.1)):
+            rounding = step_size * len(row["nodes"])  # each figure is rounded to its step, the sum of three to 3 steps
+            assert sum(n[field] for n in row["nodes"]) == pytest.approx(row[field], abs=rounding), (field, row)
+        assert row["startSkewSeconds"] >= 0 and 0 <= row["togetherSeconds"] <= 1.1, row  # fio's 1 s runtime
         reads, writes = "Read" in name or "ReadWrite" in name, "Write" in name
         assert (row["readMiBps"] > 0 and row["readIOPS"] > 0) == reads, row
         assert (row["writeMiBps"] > 0 and row["writeIOPS"] > 0) == writes, row
@@ -66,8 +75,30 @@ def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namesp
     report = read_report(kube, run)
     record = next(s for s in report["steps"] if s["status"]["name"] == "dataPath")
     volumes = record["extra"]["volumes"]
-    assert len(volumes) == 10 and {v["workload"] for v in volumes} == set(WORKLOADS)
+    assert len(volumes) == 15 and {v["workload"] for v in volumes} == set(WORKLOADS)
+    assert {v["node"] for v in volumes} == set(nodes)
+    for name, row in rows.items():  # the row's skew is its pods' measured windows, as the report keeps them
+        windows = [(v["startMs"], v["endMs"]) for v in volumes if v["workload"] == name]
+        skew = (max(s for s, _ in windows) - min(s for s, _ in windows)) / 1000
+        assert row["startSkewSeconds"] == pytest.approx(skew, abs=0.001), (row, windows)
     assert all(v["readBytesPerSecond"] + v["writeBytesPerSecond"] > 0 for v in volumes)
+    # Each row's latency is of every completion of its pods: recomputed here from the per-pod histograms the
+    # report keeps (each completion as its bin's value, sorted, the nearest rank), not by the code under test.
+    for name, row in rows.items():
+        for direction in ("read", "write"):
+            pods = [v for v in volumes if v["workload"] == name and v[f"{direction}ClatBins"]]
+            if not pods:
+                assert row["latency"].get(f"{direction}P99") is None, row
+                continue
+            samples_ns = sorted(int(value) for v in pods for value, count in v[f"{direction}ClatBins"].items()
+                                for _ in range(count))
+            for field, percent in (("P50", 50.0), ("P99", 99.0), ("P999", 99.9)):
+                # the smallest count reaching p/100 of all, p the double fio parsed from its percentile list
+                rank = math.ceil(Fraction(percent) * len(samples_ns) / 100)
+                assert row["latency"][f"{direction}{field}"] * 1e9 == pytest.approx(samples_ns[rank - 1]), (
+                    name, direction, field)
+            per_pod = [v[f"{direction}ClatP99"] for v in pods]
+            assert min(per_pod) <= row["latency"][f"{direction}P99"] <= max(per_pod), (name, direction, per_pod)
 
     text = operator.scrape()
     label = f"{namespace}/dp"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from csibench.api import histogram
 from csibench.api.models import (
     BenchmarkRunSpec,
     DataPathSpec,
@@ -27,6 +28,7 @@ from csibench.engine.datapath.fio import (
     files_that_do_not_fit,
     parse_fio_log,
     room_for_files,
+    split_log,
 )
 from csibench.engine.datapath.rows import build_row
 from csibench.engine.errors import PlanError
@@ -34,7 +36,7 @@ from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
-from tests.support.fake_runs import UID, owned_left, run, spec
+from tests.support.fake_runs import UID, owned_left, run, spec, stored_report
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 FIO_JSON = {"fio version": "fio-3.33", "jobs": [{
@@ -59,12 +61,70 @@ def test_defaults_reproduce_the_published_table_at_a_small_scale() -> None:
 def test_fio_command_is_built_from_validated_fields_in_bytes() -> None:
     data = DataPathSpec(fileSize="4Mi", jobsPerVolume=3, iodepth=16, runtimeSeconds=2, rampSeconds=1)
     command = build_fio_command(data, default_workloads()[4])
-    assert command[0] == "fio" and "--output-format=json" in command and "--group_reporting" in command
+    assert command[0] == "fio" and "--output-format=json+" in command and "--group_reporting" in command
+    assert "--percentile_list=50:90:99:99.9" in command and "--status-interval=1" in command
+    long = build_fio_command(DataPathSpec(runtimeSeconds=300), default_workloads()[0])
+    assert "--status-interval=30" in long  # about ten documents over the runtime, each with its histograms
     assert {"--rw=randrw", "--rwmixread=50", "--bs=8192", "--size=4194304", "--numjobs=3", "--iodepth=16",
             "--direct=1", "--time_based", "--runtime=2", "--ramp_time=1", "--directory=/data"} <= set(command)
     # every row works on the same files, so the volume holds jobsPerVolume x fileSize, whatever the rows
     formats = {part for w in default_workloads() for part in build_fio_command(data, w) if "filename_format" in part}
     assert formats == {"--filename_format=csibench.$jobnum.$filenum"}
+
+
+def test_one_pods_histogram_gives_back_fios_own_percentiles() -> None:
+    """A real fio 3.33 log (randrw 8 KiB, 2 jobs, --output-format=json+ --percentile_list=50:90:99:99.9): the
+    percentiles read from its bins are the ones fio printed, and its bins count every completion."""
+    documents, _ = split_log((GOLDEN / "fio-randrw-json-plus.log").read_text())
+    job = documents[-1]["jobs"][0]  # type: ignore[index]
+    result = parse_fio_log((GOLDEN / "fio-randrw-json-plus.log").read_text())
+    for direction, parsed in (("read", result.read), ("write", result.write)):
+        clat = job[direction]["clat_ns"]
+        assert sum(parsed.clat_bins.values()) == clat["N"] > 1000
+        found = histogram.percentiles(parsed.clat_bins)
+        assert {f"{p:.6f}": found[p] for p in histogram.PERCENTILES} == clat["percentile"]
+        assert parsed.clat_max == clat["max"] / 1e9
+
+
+def test_a_row_says_how_far_apart_its_pods_measured_and_the_report_flags_a_wide_spread() -> None:
+    from csibench.report.datapath import notes
+    log = (GOLDEN / "fio-randrw-json-plus.log").read_text()
+    documents, _ = split_log(log)
+    last = documents[-1]
+    job = last["jobs"][0]  # type: ignore[index]
+    runtime = max(job["read"]["runtime"], job["write"]["runtime"])
+    assert parse_fio_log(log).window_ms == (last["timestamp_ms"] - runtime, last["timestamp_ms"])  # type: ignore[index]
+
+    def measured(start_ms: int, end_ms: int) -> Any:
+        document = json.loads(json.dumps(FIO_JSON))
+        document["timestamp_ms"] = end_ms
+        document["jobs"][0]["read"]["runtime"] = end_ms - start_ms
+        return parse_fio_log(json.dumps(document))
+    data = DataPathSpec(runtimeSeconds=10)
+    together = build_row(data, default_workloads()[0], [measured(1000, 11000), measured(1400, 11500)], [], 12.0)
+    assert (together.startSkewSeconds, together.togetherSeconds) == (0.4, 9.6)
+    apart = build_row(data, default_workloads()[0], [measured(1000, 11000), measured(9000, 19000)], [], 20.0)
+    assert (apart.startSkewSeconds, apart.togetherSeconds) == (8.0, 2.0)
+    never = build_row(data, default_workloads()[0], [measured(0, 1000), measured(5000, 6000)], [], 7.0)
+    assert never.togetherSeconds == 0.0
+    run_of = {"spec": {"dataPath": {"runtimeSeconds": 10}}, "status": {"dataPath": [
+        r.model_dump(mode="json", exclude_none=True) for r in (together, apart)]}}
+    flagged = [line for line in notes(run_of) if "did not run together" in line]
+    assert flagged == ["data path (seqRead): pods did not run together: their measured starts spread over 8.00s, "
+                       "more than 10% of the 10s runtime, and all of them ran at once for 2.00s; the summed MiB/s "
+                       "and IOPS overstate what the storage served at any one moment"]
+
+
+def test_merged_percentiles_follow_fios_rule_at_its_edges() -> None:
+    assert histogram.percentiles({}) == {p: None for p in histogram.PERCENTILES}
+    # 1000 completions: 999 at 1 us, one at 5 us. fio compares the running count with 99.9 parsed as a double,
+    # a hair above 99.9, so 999 of 1000 does not reach it and p99.9 is the slow one.
+    found = histogram.percentiles({1000: 999, 5000: 1})
+    assert (found[50.0], found[99.0], found[99.9]) == (1000, 1000, 5000)
+    assert histogram.merge([{1000: 2}, {1000: 3, 2000: 1}, {}]) == {1000: 5, 2000: 1}
+    assert histogram.from_json({"7": 2, "x": 1, "8": -1, "9": True}) == {7: 2}
+    assert histogram.cumulative({2000: 1, 1000: 3}) == [(1000, 0.75), (2000, 1.0)]
+    assert histogram.to_json({20: 1, 3: 2}) == {"3": 2, "20": 1}
 
 
 def test_fio_json_is_parsed_after_its_warnings_and_errors_keep_fios_words() -> None:
@@ -81,18 +141,32 @@ def test_fio_json_is_parsed_after_its_warnings_and_errors_keep_fios_words() -> N
                       + json.dumps(broken))
 
 
-def test_row_sums_bandwidth_takes_the_slowest_volumes_percentiles_and_shows_the_spread() -> None:
+def _with_bins(document: dict[str, Any], bins: dict[str, int], largest: int) -> str:
+    changed = json.loads(json.dumps(document))
+    changed["jobs"][0]["read"]["clat_ns"].update(bins=bins, max=largest)
+    return json.dumps(changed)
+
+
+def test_row_sums_bandwidth_merges_the_pods_latency_histograms_and_shows_the_spread() -> None:
     data = DataPathSpec()
-    fast = parse_fio_log(json.dumps(FIO_JSON))
+    # fast: 100 reads at 1 ms (its p99 1 ms); slow: 90 at 1 ms and 10 at 9 ms (its p99 9 ms). All 200 together:
+    # 190 at 1 ms, 10 at 9 ms, so p90 and p50 are 1 ms, p99 9 ms; neither pod's percentiles, nor their max.
+    fast = parse_fio_log(_with_bins(FIO_JSON, {"1000000": 100}, 1_002_000))
     slow_json = json.loads(json.dumps(FIO_JSON))
     slow_json["jobs"][0]["read"].update(bw_bytes=52428800, iops=800.0)
-    slow_json["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"] = 9000000
-    slow = parse_fio_log(json.dumps(slow_json))
+    slow = parse_fio_log(_with_bins(slow_json, {"1000000": 90, "9000000": 10}, 9_100_000))
     row = build_row(data, default_workloads()[0], [fast, slow], [], 3.5)
     assert row.state == StepState.SUCCEEDED and row.volumes == 2 and row.jobs == 2 * data.jobsPerVolume
     assert row.readMiBps == 150.0 and row.readIOPS == 2400.0 and row.writeMiBps == 0.0
     assert (row.minVolumeMiBps, row.maxVolumeMiBps) == (50.0, 100.0)
-    assert row.latency is not None and row.latency.readP99 == 0.009 and row.latency.writeP99 is None
+    assert row.latency is not None
+    assert (row.latency.readP50, row.latency.readP90, row.latency.readP99, row.latency.readP999,
+            row.latency.readMax) == (0.001, 0.001, 0.009, 0.009, 0.0091)
+    assert row.latency.writeP99 is None and row.latency.writeMax is None
+    # 5 of 200 slow (2.5%): p99 is still slow; with 1 of 200 (0.5%) it is not: the tail is weighed, not maxed.
+    rare = parse_fio_log(_with_bins(slow_json, {"1000000": 99, "9000000": 1}, 9_100_000))
+    merged = build_row(data, default_workloads()[0], [fast, rare], [], 1.0).latency
+    assert merged is not None and (merged.readP99, merged.readP999) == (0.001, 0.009)
     failed = build_row(data, default_workloads()[0], [fast], [("PodFailed", "fio: engine x not loadable")], 1.0)
     assert failed.state == StepState.FAILED and failed.failed == 1 and "engine x not loadable" in (failed.message
                                                                                                    or "")
@@ -208,6 +282,46 @@ def test_report_has_a_second_table_shaped_like_the_published_one_and_compare_put
     page = build_run_html(base, None)  # the HTML report has the same table
     assert "<h2>Data path (fio)</h2>" in page and "100% read, sequential" in page and "300.0" in page
     assert "<td>2.00×</td>" in build_compare_html(base, None, faster, None)
+
+
+def test_pods_spread_over_the_usable_nodes_and_each_row_says_per_node_what_they_did() -> None:
+    from csibench.report.datapath import node_table
+    run_spec = spec(volumes=4, pvcsPerPod=1, size="64Mi", dataPath={"rampSeconds": 0, "runtimeSeconds": 1})
+    fake = FakeKube()  # three Ready nodes: node-0, node-1, node-2
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    pods = [body for path, body in fake.created if path.endswith("/pods")
+            and "csibench.io/workload" in body["metadata"]["labels"]]
+    preferred = {p["metadata"]["name"]: p["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"]["matchFields"][0]["values"][0]
+                 for p in pods}
+    assert sorted(preferred.values()).count("node-0") == 10 and set(preferred.values()) == {"node-0", "node-1",
+                                                                                             "node-2"}
+    for row in status.dataPath:
+        assert [(n.node, n.volumes) for n in row.nodes] == [("node-0", 2), ("node-1", 1), ("node-2", 1)], row
+        assert sum(n.readMiBps or 0 for n in row.nodes) == pytest.approx(row.readMiBps)
+        assert sum(n.writeIOPS or 0 for n in row.nodes) == pytest.approx(row.writeIOPS)
+        assert all((n.readP99 is None) == (row.latency is None or row.latency.readP99 is None) for n in row.nodes)
+    headers, rows = node_table(_as_run(status, run_spec)) or ([], [])
+    assert len(rows) == 3 * len(status.dataPath) and headers[:3] == ["Workload", "Node", "Volumes"]
+
+
+def test_the_html_report_draws_each_workloads_merged_completion_latency() -> None:
+    from csibench.report.datapath import merged_histograms
+    from csibench.report.html import build_run_html
+    run_spec = data_spec()
+    fake = FakeKube()
+    base = _as_run(run(fake, run_spec), run_spec, "base")
+    report = stored_report(fake)
+    record = next(s for s in report["steps"] if s["status"]["name"] == "dataPath")
+    merged = merged_histograms(record)
+    # fake fio: 98 completions at 250 us and 2 at 900 us per pod and direction; 3 pods merged
+    assert merged["seqRead"] == {"read": {250000: 294, 900000: 6}}
+    assert set(merged["randReadWrite"]) == {"read", "write"} and len(merged) == 5
+    page = build_run_html(base, report)
+    section = page[page.index("<h2>Data path: completion latency</h2>"):]
+    assert section.count('<div class="plot completion"><svg') == 5 and "Sequential read: completion latency" in page
+    assert build_run_html(base, None).count("completion latency") == 0  # drawn only from the stored histograms
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
@@ -344,10 +458,12 @@ def test_columns_say_what_they_hold_and_workload_steps_show_wall_time_not_pod_ra
     headers, rows = table(base) or ([], [])
     assert {row[headers.index("Volumes × jobs each")] for row in rows} == {"2 × 1"}
     mixed = {"name": "randReadWrite", "pattern": "randrw", "blockSize": "8Ki", "volumes": 1, "jobs": 2,
-             "latency": {"readP50": 0.0002, "readP99": 0.009, "writeP50": 0.004, "writeP99": 0.005}}
+             "latency": {"readP50": 0.0002, "readP99": 0.009, "readP999": 0.012, "writeP50": 0.004,
+                         "writeP99": 0.005}}  # no writeP999: a row an older operator wrote
     headers, rows = table({"status": {"dataPath": [mixed]}}) or ([], [])
     cells = dict(zip(headers, rows[0], strict=True))
-    assert (cells["Read clat p50/p99 ms"], cells["Write clat p50/p99 ms"]) == ("0.20/9.00", "4.00/5.00")
+    assert (cells["Read clat p50/p99/p99.9 ms"], cells["Write clat p50/p99/p99.9 ms"]) == (
+        "0.20/9.00/12.00", "4.00/5.00/-")
     assert cells["Volumes × jobs each"] == "1 × 2"
     headers, rows = step_table(base)
     step = dict(zip(headers, next(row for row in rows if row[0] == "Data Path (fio)"), strict=True))

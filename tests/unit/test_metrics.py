@@ -46,7 +46,7 @@ def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
     metrics.set_phase("r", "Running")
     metrics.count_request("GET", "/api/v1/pods", 200)
     metrics.add_throttle("r", 1)
-    metrics.record_datapath("r", "seqRead", 1.0, {"read": (1.0, 1.0, 0.001, 0.002)})
+    metrics.record_datapath("r", "seqRead", 1.0, {"read": (1.0, 1.0, {"0.5": 0.001, "0.99": 0.002})})
     metrics.record_database_run("r", 10, "readWrite", 8, 1000.0, 0.008, 0.002, 4096, 0)
     metrics.record_database_initialize("r", 10, 12.5)
     metrics.record_phases("r", "moveVolume", [{"name": "detach", "latency": {"p50": 0.5, "p99": 0.9}}])

@@ -1034,13 +1034,34 @@ class Environment(_Model):
 
 
 class DataPathLatency(_Model):
-    """Completion latency (fio's clat) of a data-path row, in seconds: per direction, the largest per-pod
-    percentile (the slowest volume's), so a slow volume is never averaged away."""
+    """Completion latency (fio's clat) of a data-path row, in seconds, per direction: percentiles of every
+    completion of every pod of the row, read from their fio latency histograms merged (exact to fio's bins, as one
+    fio would report them for all those completions); the maximum is the largest completion seen."""
 
-    readP50: float | None = Field(None, description="Read clat p50 (max over pods), seconds.")
-    readP99: float | None = Field(None, description="Read clat p99 (max over pods), seconds.")
-    writeP50: float | None = Field(None, description="Write clat p50 (max over pods), seconds.")
-    writeP99: float | None = Field(None, description="Write clat p99 (max over pods), seconds.")
+    readP50: float | None = Field(None, description="Read clat p50 over all pods' completions, seconds.")
+    readP90: float | None = Field(None, description="Read clat p90 over all pods' completions, seconds.")
+    readP99: float | None = Field(None, description="Read clat p99 over all pods' completions, seconds.")
+    readP999: float | None = Field(None, description="Read clat p99.9 over all pods' completions, seconds.")
+    readMax: float | None = Field(None, description="Slowest read completion, seconds.")
+    writeP50: float | None = Field(None, description="Write clat p50 over all pods' completions, seconds.")
+    writeP90: float | None = Field(None, description="Write clat p90 over all pods' completions, seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 over all pods' completions, seconds.")
+    writeP999: float | None = Field(None, description="Write clat p99.9 over all pods' completions, seconds.")
+    writeMax: float | None = Field(None, description="Slowest write completion, seconds.")
+
+
+class DataPathNodeRow(_Model):
+    """One node's share of a data-path row: the volumes whose pods ran there, their I/O summed, their completions'
+    p99 (histograms merged), so a slow node shows."""
+
+    node: str = Field(..., description="Node the pods ran on.")
+    volumes: int = Field(0, description="Volumes (pods) of the row on this node.")
+    readMiBps: float | None = Field(None, description="Read bandwidth summed over this node's volumes, MiB/s.")
+    writeMiBps: float | None = Field(None, description="Write bandwidth summed over this node's volumes, MiB/s.")
+    readIOPS: float | None = Field(None, description="Read IOPS summed over this node's volumes.")
+    writeIOPS: float | None = Field(None, description="Write IOPS summed over this node's volumes.")
+    readP99: float | None = Field(None, description="Read clat p99 over this node's completions, seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 over this node's completions, seconds.")
 
 
 class DataPathRow(_Model):
@@ -1061,6 +1082,13 @@ class DataPathRow(_Model):
     minVolumeMiBps: float | None = Field(None, description="Slowest volume's bandwidth (read + write), MiB/s.")
     maxVolumeMiBps: float | None = Field(None, description="Fastest volume's bandwidth (read + write), MiB/s.")
     latency: DataPathLatency | None = Field(None, description="Completion latency percentiles.")
+    startSkewSeconds: float | None = Field(None, description="The latest pod's measured start minus the earliest's "
+                                                             "(fio's own clock), seconds.")
+    togetherSeconds: float | None = Field(None, description="How long every pod measured at once: the earliest "
+                                                            "end minus the latest start (0: never all at once).")
+    nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=1000,
+                                         description="Per node: its volumes, their I/O summed and p99; the "
+                                                     "volumes add up to the row's measured ones.")
     message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
 
 

@@ -277,7 +277,7 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
         context.names.data_pod(index), "fio", workload_image(data.image), fio.build_fio_command(data, workload),
         [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim)],
         {**context.labels, "csibench.io/workload": workload.name}, data.resources, spec.pod.nodeSelector,
-        spec.pod.tolerations)
+        spec.pod.tolerations, preferred_node=datapath.spread_node(index % volumes, context.nodes))
 
 
 def _data_pods(spec: BenchmarkRunSpec) -> int:

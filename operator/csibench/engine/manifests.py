@@ -97,9 +97,11 @@ class WorkloadMount:
 def build_workload_pod(name: str, container: str, image: str, command: list[str], mounts: list[WorkloadMount],
                        labels: dict[str, str], resources: Resources, node_selector: dict[str, str],
                        tolerations: list[Toleration], env: dict[str, str] | None = None,
-                       grace_seconds: int = 5) -> Manifest:
+                       grace_seconds: int = 5, preferred_node: str | None = None) -> Manifest:
     """A workload pod (fio, PostgreSQL and pgbench): one container run once (restartPolicy Never), as non-root
-    with fsGroup so its volumes are writable, meeting Pod Security "restricted"."""
+    with fsGroup so its volumes are writable, meeting Pod Security "restricted". With ``preferred_node``, a
+    preferred node affinity on that node's name: the scheduler puts it there unless a filter forbids it (the
+    volume's topology, the node's volume limit), where it places the pod itself instead of leaving it Pending."""
     body: Manifest = {"name": container, "image": image, "command": command,
                       "securityContext": dict(RESTRICTED_CONTAINER),
                       "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts]}
@@ -121,6 +123,10 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
         pod_spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in tolerations]
+    if preferred_node is not None:
+        pod_spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [preferred_node]}]}}]}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}
 
 

@@ -99,10 +99,10 @@ async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
     """The nodes a step pins pods to (those that can run the publish pods, by name) and the room the class's
     driver has on each: its volume limit there (CSINode allocatable.count; None where it reports none) less the
     volumes of that driver already attached there (other workloads', other runs'). Only when a step places pods
-    itself: a move needs two nodes, the density ramp and Pack one, and no density level may exceed its node's
-    room."""
+    itself: a move needs two nodes, the density ramp, Pack and the data path's spread one, and no density level
+    may exceed its node's room."""
     packs = spec.pod.placement == Placement.PACK and StepName.PUBLISH in steps
-    if not ({StepName.MOVE_VOLUME, StepName.DENSITY} & set(steps) or packs):
+    if not ({StepName.MOVE_VOLUME, StepName.DENSITY, StepName.DATA_PATH} & set(steps) or packs):
         return (), {}
     listed = await client.get(r.NODES.path(), query={"limit": "5000"}) or {}
     usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, steps, binding_mode))

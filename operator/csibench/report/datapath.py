@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.text import human_duration
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
-           "Read clat p50/p99 ms", "Write clat p50/p99 ms", "Volumes × jobs each", "Per volume MiB/s", "Time",
-           "State"]
+           "Read clat p50/p99/p99.9 ms", "Write clat p50/p99/p99.9 ms", "Volumes × jobs each", "Per volume MiB/s",
+           "Time", "State"]
+NODE_HEADERS = ["Workload", "Node", "Volumes", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
+                "Read clat p99 ms", "Write clat p99 ms"]
 COMPARE_HEADERS = ["Workload", "A: MiB/s · IOPS", "B: MiB/s · IOPS", "B vs A (MiB/s)"]
 PATTERNS = {"read": "100% read, sequential", "write": "100% write, sequential", "randread": "100% read, random",
             "randwrite": "100% write, random"}
@@ -44,10 +47,13 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 
 def _latency(row: dict[str, Any], direction: str) -> str:
-    """One direction's p50/p99 in ms ("-" where the row did no I/O that way)."""
+    """One direction's p50/p99/p99.9 in ms ("-" where the row did no I/O that way, or an older operator kept no
+    p99.9)."""
     latency = row.get("latency") or {}
-    p50, p99 = latency.get(f"{direction}P50"), latency.get(f"{direction}P99")
-    return "-" if not p99 else f"{(p50 or 0.0) * 1000:.2f}/{p99 * 1000:.2f}"
+    if not latency.get(f"{direction}P99"):
+        return "-"
+    return "/".join("-" if latency.get(f"{direction}{p}") is None else f"{latency[f'{direction}{p}'] * 1000:.2f}"
+                    for p in ("P50", "P99", "P999"))
 
 
 def _volumes_and_jobs(row: dict[str, Any]) -> str:
@@ -80,15 +86,46 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     return HEADERS, rows
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if not seconds else f"{seconds * 1000:.2f}"
+
+
+def node_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Per workload and node: the volumes there, their I/O summed and their completions' p99 (None: no row
+    knows its nodes, e.g. a run of an older operator)."""
+    rows = []
+    for row in rows_of(run):
+        for node in row.get("nodes") or []:
+            rows.append([title(row), str(node["node"]), str(node.get("volumes", 0)), _number(node.get("readMiBps")),
+                         _number(node.get("writeMiBps")), _number(node.get("readIOPS"), 0),
+                         _number(node.get("writeIOPS"), 0), _ms(node.get("readP99")), _ms(node.get("writeP99"))])
+    return (NODE_HEADERS, rows) if rows else None
+
+
 def notes(run: dict[str, Any]) -> list[str]:
     """Under the table: how to read it, and each failed row's message (the tool's own words)."""
     found = rows_of(run)
     if not found:
         return []
-    lines = ["data path: MiB/s and IOPS summed over volumes; clat p50/p99 per direction is the slowest volume's (fio "
-             "merges its jobs within a pod)"]
+    lines = ["data path: MiB/s and IOPS summed over volumes; clat percentiles per direction are of every completion "
+             "of every pod (fio's latency histograms merged)"]
     lines += [f"data path ({row['name']}): {row['message']}" for row in found if row.get("message")]
+    runtime = float(((run.get("spec") or {}).get("dataPath") or {}).get("runtimeSeconds") or 0)
+    lines += [f"data path ({row['name']}): {line}" for row in found if (line := skew_line(row, runtime))]
     return lines
+
+
+SKEW_SHARE = 0.1  # of the runtime: pods whose measured starts spread wider did not run together
+
+
+def skew_line(row: dict[str, Any], runtime_seconds: float) -> str | None:
+    """What a row's sums claim when its pods did not run at once (None when they did, or it is not known)."""
+    skew, together = row.get("startSkewSeconds"), row.get("togetherSeconds")
+    if skew is None or together is None or runtime_seconds <= 0 or skew <= SKEW_SHARE * runtime_seconds:
+        return None
+    return (f"pods did not run together: their measured starts spread over {skew:.2f}s, more than "
+            f"{SKEW_SHARE:.0%} of the {runtime_seconds:g}s runtime, and all of them ran at once for "
+            f"{together:.2f}s; the summed MiB/s and IOPS overstate what the storage served at any one moment")
 
 
 def _total(row: dict[str, Any]) -> float | None:
@@ -121,3 +158,16 @@ def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[st
         ratio = "-" if not total_a or total_b is None else f"{total_b / total_a:.2f}×"
         rows.append([WORKLOAD_TITLES.get(name, name), _cell(a.get(name)), _cell(b.get(name)), ratio])
     return COMPARE_HEADERS, rows
+
+
+def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histogram.Histogram]]:
+    """Workload -> direction -> every pod's fio completion histogram merged, from the data-path step's stored
+    per-volume records (what the row's percentiles were read from); directions without I/O are left out."""
+    pods: dict[str, dict[str, list[histogram.Histogram]]] = {}
+    for record in ((step_record.get("extra") or {}).get("volumes") or []):
+        for direction in ("read", "write"):
+            bins = histogram.from_json(record.get(f"{direction}ClatBins"))
+            if bins:
+                pods.setdefault(str(record["workload"]), {}).setdefault(direction, []).append(bins)
+    return {workload: {direction: histogram.merge(found) for direction, found in directions.items()}
+            for workload, directions in pods.items()}

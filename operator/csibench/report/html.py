@@ -14,6 +14,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from csibench.api import histogram
+from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
 from csibench.report import database, datapath, density, plots
@@ -157,6 +159,23 @@ def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
     return parts
 
 
+def _completion_section(by_step: dict[str, list[tuple[int, dict[str, Any]]]]) -> list[str]:
+    """Per data-path workload, the distribution of every I/O completion (read and write), from the pods' fio
+    histograms merged: the row's percentiles are points on these lines."""
+    runs = by_step.get("dataPath") or []
+    if not runs:
+        return []
+    workloads = datapath.merged_histograms(runs[-1][1])
+    drawn = [plots.completion_cdf(title, [plots.Curve(direction, [(ns / 1e6, share) for ns, share in
+                                                                   histogram.cumulative(bins)])
+                                          for direction, bins in directions.items()])
+             for title, directions in ((WORKLOAD_TITLES.get(name, name), d) for name, d in workloads.items())]
+    if not drawn:
+        return []
+    return ["<h2>Data path: completion latency</h2>",
+            '<div class="plots">' + "".join(f'<div class="plot completion">{svg}</div>' for svg in drawn) + "</div>"]
+
+
 def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     meta = run.get("metadata") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -167,8 +186,11 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
             *_density_section(density.table(run), _density_curves(run)),
             *_workload_sections(datapath.table(run), database.table(run)),
+            *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]
+              if (per_node := datapath.node_table(run)) is not None else []),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
+    body += _completion_section(by_step)
     if by_step:
         body += [_step_section(step, runs) for step, runs in by_step.items()]
     else:

@@ -1,4 +1,5 @@
-"""The HTML report's plots as inline SVG: per-object latency distributions and step timelines (matplotlib).
+"""The HTML report's plots as inline SVG: per-object latency distributions, step timelines, curves and the data
+path's completion-latency distributions (matplotlib).
 
 matplotlib is an optional extra (``csibench[report]``): the operator never draws, so its image does not carry
 it, and this module imports it only when a plot is asked for. Figures use the non-interactive SVG backend with
@@ -97,6 +98,26 @@ def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> st
     axes.grid(alpha=0.3)
     if any(item.points for item in curves):
         axes.legend(loc="upper left", fontsize=7)
+    return _svg(plt, figure)
+
+
+def completion_cdf(title: str, curves: Sequence[Curve]) -> str:
+    """Share of I/O completions within x ms, one line per curve (a direction of a data-path row, from the
+    pods' fio histograms merged); a log x axis, so the tail stays readable."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(5.2, 3.0))
+    for item in curves:
+        if item.points:
+            axes.step([x for x, _ in item.points], [y for _, y in item.points], where="post", linewidth=1.4,
+                      label=item.label)
+    axes.set_title(f"{title}: completion latency")
+    axes.set_xlabel("milliseconds (fio clat, log scale)")
+    axes.set_ylabel("share of I/Os completed")
+    axes.set_ylim(0, 1.02)
+    axes.grid(alpha=0.3)
+    if any(item.points for item in curves):
+        axes.set_xscale("log")
+        axes.legend(loc="lower right", fontsize=7)
     return _svg(plt, figure)
 
 

@@ -129,6 +129,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     data = datapath.table(run)
     if data is not None:
         lines += ["", "#### Data path (fio)", "", *markdown_table(*data)]
+    per_node = datapath.node_table(run)
+    if per_node is not None:
+        lines += ["", "#### Data path per node", "", *markdown_table(*per_node)]
     db = database.table(run)
     if db is not None:
         lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
@@ -147,6 +150,8 @@ def render_table(run: dict[str, Any]) -> str:
     first = ["", "Density (volumes per node)", *align(*ramp)] if ramp is not None else []
     data = datapath.table(run)
     second = ["", "Data path (fio)", *align(*data)] if data is not None else []
+    per_node = datapath.node_table(run)
+    second += ["", "Data path per node", *align(*per_node)] if per_node is not None else []
     db = database.table(run)
     third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
     return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"

@@ -2,8 +2,11 @@
 
 The pod runs ``fio --output-format=json --group_reporting`` over ``jobsPerVolume`` jobs, each with a file of its
 own on the volume. ``--group_reporting`` makes fio merge its jobs (their I/O and their latency histograms) into
-one result: one result per volume. ``--status-interval=1`` makes fio print a cumulative JSON document every
-second, so ``kubectl logs`` of a running workload pod shows how it goes; the last document is the final result.
+one result: one result per volume. ``json+`` adds the completion-latency histogram (``clat_ns.bins``), which the
+row merges exactly across pods (``api.histogram``). ``--status-interval`` makes fio print a cumulative JSON
+document about ten times over the runtime (every second for runs of up to 10 s), so ``kubectl logs`` of a running
+workload pod shows how it goes without the histograms growing the log past a few of them a second; the last
+document is the final result.
 Sizes go to fio in bytes, so fio's own unit conventions never matter. The
 log holds stdout and stderr, as ``pods/log`` returns them: fio's error lines (``fio: ...``) and its JSON. A
 result whose job reports an error, or a log without JSON, is a failure carrying fio's own message: its lines of
@@ -15,14 +18,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from csibench.api import histogram
 from csibench.api import validation as v
 from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload, FioPattern
 from csibench.api.text import collapse_lines
 
 MOUNT_PATH = "/data"
-PERCENTILES = ("50.000000", "99.000000")
+PERCENTILES = ("50.000000", "99.000000")  # fio's own keys for the per-volume p50 and p99 the report keeps
+STATUS_DOCUMENTS = 10  # cumulative documents over the runtime (each carries its histograms)
 MAX_MESSAGE = 600
 
 
@@ -105,19 +110,26 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
                f"--numjobs={spec.jobsPerVolume}", f"--iodepth={workload.iodepth or spec.iodepth}",
                f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
                "--time_based", f"--runtime={spec.runtimeSeconds}", f"--ramp_time={spec.rampSeconds}",
-               "--group_reporting", "--percentile_list=50:99", "--output-format=json",
-               "--status-interval=1"]
+               "--group_reporting", f"--percentile_list={':'.join(f'{p:g}' for p in histogram.PERCENTILES)}",
+               "--output-format=json+", f"--status-interval={status_interval(spec.runtimeSeconds)}"]
     if workload.pattern == FioPattern.RANDRW:
         command.insert(5, f"--rwmixread={workload.readPercent}")
     return command
+
+
+def status_interval(runtime_seconds: int) -> int:
+    """Seconds between fio's progress documents: about STATUS_DOCUMENTS of them over the runtime, at least 1 s."""
+    return max(1, runtime_seconds // STATUS_DOCUMENTS)
 
 
 @dataclass(frozen=True)
 class Direction:
     bytes_per_second: float
     iops: float
-    clat_p50: float | None  # seconds
+    clat_p50: float | None  # seconds, as fio printed them for this volume
     clat_p99: float | None
+    clat_bins: histogram.Histogram = field(default_factory=dict)  # every completion, ns bins (json+)
+    clat_max: float | None = None  # seconds
 
 
 @dataclass(frozen=True)
@@ -127,10 +139,22 @@ class VolumeResult:
     read: Direction
     write: Direction
     jobs: int
+    window_ms: tuple[int, int] | None = None  # (start, end) of the measured I/O, epoch ms on the pod's clock
 
     @property
     def bytes_per_second(self) -> float:
         return self.read.bytes_per_second + self.write.bytes_per_second
+
+
+def _window(document: dict[str, object], job: dict[str, object]) -> tuple[int, int] | None:
+    """When the pod measured: fio stamps its last document when the run ends (``timestamp_ms``), and each
+    direction's ``runtime`` (ms) is the measured time after the ramp; the longer of the two ends there."""
+    end = document.get("timestamp_ms")
+    runtimes = [d.get("runtime") for d in (job.get("read"), job.get("write")) if isinstance(d, dict)]
+    runtime = max((r for r in runtimes if isinstance(r, int) and not isinstance(r, bool)), default=0)
+    if not isinstance(end, int) or isinstance(end, bool) or runtime <= 0:
+        return None
+    return end - runtime, end
 
 
 class FioFailed(ValueError):
@@ -145,8 +169,11 @@ def _direction(data: dict[str, object]) -> Direction:
     p50, p99 = (float(x) / 1e9 if isinstance(x, (int, float)) and x > 0 else None for x in values)
     bw = data.get("bw_bytes", 0)
     iops = data.get("iops", 0)
+    bins = histogram.from_json(clat.get("bins") if isinstance(clat, dict) else None)
+    largest = clat.get("max") if isinstance(clat, dict) else None
     return Direction(float(bw) if isinstance(bw, (int, float)) else 0.0,
-                     float(iops) if isinstance(iops, (int, float)) else 0.0, p50, p99)
+                     float(iops) if isinstance(iops, (int, float)) else 0.0, p50, p99, bins,
+                     float(largest) / 1e9 if bins and isinstance(largest, (int, float)) and largest > 0 else None)
 
 
 def split_log(log: str) -> tuple[list[object], str]:
@@ -188,8 +215,8 @@ def parse_fio_log(log: str) -> VolumeResult:
     documents, _ = split_log(log)
     if not documents:
         raise FioFailed(messages_of(log) or "fio wrote no output")
-    document = documents[-1]
-    jobs = document.get("jobs") if isinstance(document, dict) else None
+    document = documents[-1] if isinstance(documents[-1], dict) else {}
+    jobs = document.get("jobs")
     if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
         raise FioFailed(messages_of(log) or "fio reported no job")
     job = jobs[0]
@@ -199,4 +226,4 @@ def parse_fio_log(log: str) -> VolumeResult:
     options = job.get("job options") or {}
     numjobs = options.get("numjobs", "1") if isinstance(options, dict) else "1"
     return VolumeResult(_direction(job.get("read") or {}), _direction(job.get("write") or {}),
-                        int(numjobs) if str(numjobs).isdigit() else 1)
+                        int(numjobs) if str(numjobs).isdigit() else 1, _window(document, job))

@@ -2,18 +2,29 @@
 
 Bandwidth and IOPS are summed over volumes (the array delivers them at once). Completion-latency percentiles
 cannot be summed or averaged honestly: within a pod, fio merges its jobs' latency histograms itself
-(``--group_reporting``); across pods the row takes the largest per-pod p50 and p99, the slowest volume's, so a
-row's latency is never better than any volume's. Min and max per-volume bandwidth (read + write) show the spread.
+(``--group_reporting``); across pods the row merges the pods' histograms (``api.histogram``) and reads its
+percentiles from the merge, so a row's p99 is the p99 of all its completions, between the smallest and the largest
+per-pod p99. Each volume's histograms stay in the report, so anyone can merge them again. Min and max per-volume
+bandwidth (read + write) show the spread.
 A row fails when any of its pods failed; its message is the first failure's (fio's own words).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, DataPathWorkload, StepState
+from csibench.api import histogram
+from csibench.api.models import (
+    DataPathLatency,
+    DataPathNodeRow,
+    DataPathRow,
+    DataPathSpec,
+    DataPathWorkload,
+    StepState,
+)
 from csibench.api.text import shorten
-from csibench.engine.datapath.fio import MIB, VolumeResult
+from csibench.engine.datapath.fio import MIB, Direction, VolumeResult
 
 
 def pending_row(spec: DataPathSpec, workload: DataPathWorkload, volumes: int) -> DataPathRow:
@@ -21,14 +32,41 @@ def pending_row(spec: DataPathSpec, workload: DataPathWorkload, volumes: int) ->
                        volumes=volumes, jobs=volumes * spec.jobsPerVolume)
 
 
-def _max(values: list[float | None]) -> float | None:
-    present = [x for x in values if x is not None]
-    return round(max(present), 6) if present else None
+def _seconds(nanoseconds: int | None) -> float | None:
+    return None if nanoseconds is None else round(nanoseconds / 1e9, 9)
+
+
+def merged_latency(directions: list[Direction]) -> dict[str, float | None]:
+    """P50, P90, P99, P999 and Max (seconds) of one direction over every pod's completions (None: no I/O)."""
+    merged = histogram.merge(d.clat_bins for d in directions)
+    found = histogram.percentiles(merged)
+    largest = [d.clat_max for d in directions if d.clat_max is not None]
+    return {"P50": _seconds(found[50.0]), "P90": _seconds(found[90.0]), "P99": _seconds(found[99.0]),
+            "P999": _seconds(found[99.9]), "Max": round(max(largest), 9) if merged and largest else None}
+
+
+def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> list[DataPathNodeRow]:
+    """Per node (by name; a pod whose node was never seen is left out), in name order: its volumes' I/O summed
+    and their completions' p99."""
+    by_node: dict[str, list[VolumeResult]] = {}
+    for result, node in zip(results, nodes, strict=True):
+        if node:
+            by_node.setdefault(node, []).append(result)
+    rows = []
+    for node, found in sorted(by_node.items()):
+        rows.append(DataPathNodeRow(
+            node=node, volumes=len(found), readMiBps=round(sum(r.read.bytes_per_second for r in found) / MIB, 3),
+            writeMiBps=round(sum(r.write.bytes_per_second for r in found) / MIB, 3),
+            readIOPS=round(sum(r.read.iops for r in found), 1), writeIOPS=round(sum(r.write.iops for r in found), 1),
+            readP99=merged_latency([r.read for r in found])["P99"],
+            writeP99=merged_latency([r.write for r in found])["P99"]))
+    return rows
 
 
 def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[VolumeResult],
-              failures: list[tuple[str, str]], seconds: float) -> DataPathRow:
-    """``results``: the volumes that measured; ``failures``: (reason, message) of the pods that did not."""
+              failures: list[tuple[str, str]], seconds: float, nodes: Sequence[str | None] = ()) -> DataPathRow:
+    """``results``: the volumes that measured; ``failures``: (reason, message) of the pods that did not;
+    ``nodes``: where each of ``results`` ran (none known: no per-node rows)."""
     row = pending_row(spec, workload, len(results) + len(failures))
     row.durationSeconds = round(seconds, 3)
     row.failed = len(failures)
@@ -43,23 +81,36 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
         row.writeIOPS = round(sum(r.write.iops for r in results), 1)
         per_volume = [r.bytes_per_second / MIB for r in results]
         row.minVolumeMiBps, row.maxVolumeMiBps = round(min(per_volume), 3), round(max(per_volume), 3)
-        row.latency = DataPathLatency(readP50=_max([r.read.clat_p50 for r in results]),
-                                      readP99=_max([r.read.clat_p99 for r in results]),
-                                      writeP50=_max([r.write.clat_p50 for r in results]),
-                                      writeP99=_max([r.write.clat_p99 for r in results]))
+        reads = merged_latency([r.read for r in results])
+        writes = merged_latency([r.write for r in results])
+        row.latency = DataPathLatency(**{f"read{k}": value for k, value in reads.items()},
+                                      **{f"write{k}": value for k, value in writes.items()})
+        if nodes:
+            row.nodes = node_rows(results, nodes)
+        windows = [r.window_ms for r in results if r.window_ms is not None]
+        if windows:
+            starts, ends = [start for start, _ in windows], [end for _, end in windows]
+            row.startSkewSeconds = round((max(starts) - min(starts)) / 1000, 3)
+            row.togetherSeconds = round(max(0, min(ends) - max(starts)) / 1000, 3)
     return row
 
 
 def volume_record(workload: str, volume: str, pod: str, result: VolumeResult | None,
-                  failure: tuple[str, str] | None) -> dict[str, Any]:
+                  failure: tuple[str, str] | None, node: str | None = None) -> dict[str, Any]:
     """One volume of one workload, for the report."""
     record: dict[str, Any] = {"workload": workload, "volume": volume, "pod": pod}
+    if node:
+        record["node"] = node
+    if result is not None and result.window_ms is not None:
+        record["startMs"], record["endMs"] = result.window_ms
     if result is not None:
         record.update(readBytesPerSecond=round(result.read.bytes_per_second, 1),
                       writeBytesPerSecond=round(result.write.bytes_per_second, 1),
                       readIOPS=round(result.read.iops, 1), writeIOPS=round(result.write.iops, 1),
                       readClatP50=result.read.clat_p50, readClatP99=result.read.clat_p99,
-                      writeClatP50=result.write.clat_p50, writeClatP99=result.write.clat_p99, jobs=result.jobs)
+                      writeClatP50=result.write.clat_p50, writeClatP99=result.write.clat_p99, jobs=result.jobs,
+                      readClatBins=histogram.to_json(result.read.clat_bins),
+                      writeClatBins=histogram.to_json(result.write.clat_bins))
     if failure is not None:
         record.update(reason=failure[0], message=failure[1])
     return record

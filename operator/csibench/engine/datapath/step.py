@@ -1,6 +1,7 @@
-"""The data-path step: for each workload in order, one fio pod per selected volume at once; wait until all are
-done; read each pod's log through the API (``pods/log``); parse; delete the pods (and wait until they are gone
-and their volumes detached); then the next workload.
+"""The data-path step: for each workload in order, one fio pod per selected volume at once, spread over the
+usable nodes (volume i's pods prefer node i mod N: ``spread_node``); wait until all are done; read each pod's
+log through the API (``pods/log``); parse; delete the pods (and wait until they are gone and their volumes
+detached); then the next workload. Each row says per node what its pods there did.
 
 The step's clock covers the whole matrix; each row records its own wall time (pods created to the last pod
 done). A pod that fails (non-zero exit, refused by the kubelet, a mount failure, the workload's timeout) fails its
@@ -38,6 +39,12 @@ def selected_volumes(spec_volumes: int, data: DataPathSpec) -> int:
     return min(data.volumes or spec_volumes, spec_volumes)
 
 
+def spread_node(volume: int, nodes: Sequence[str]) -> str | None:
+    """The node volume i's data-path pods are placed on: the usable nodes in turn, so N volumes over M nodes put
+    N // M or N // M + 1 on each (None: the nodes are unknown, the scheduler alone decides)."""
+    return nodes[volume % len(nodes)] if nodes else None
+
+
 def timeout_of(context: StepContext) -> float:
     data = context.spec.dataPath
     assert data is not None
@@ -67,21 +74,25 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             run = StepTracker(f"{step.name}-{workload.name}", active)
             await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout)
             results: list[VolumeResult] = []
+            nodes: list[str | None] = []
             failures: list[tuple[str, str]] = []
             for index, name in enumerate(names):
                 if name not in active:
                     continue
                 result, failure = await _outcome(runner, name, run)
                 outcome = run.outcomes[name]
+                node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
                 tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
                 tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
-                records.append(volume_record(workload.name, context.names.volume(index), name, result, failure))
+                records.append(volume_record(workload.name, context.names.volume(index), name, result, failure,
+                                             node))
                 if result is not None:
                     results.append(result)
+                    nodes.append(node)
                 if failure is not None:
                     failures.append(failure)
             seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
-            rows[w] = build_row(data, workload, results, failures, seconds)
+            rows[w] = build_row(data, workload, results, failures, seconds, nodes)
             keep_rows(tracker, rows)
             seen = context.observed.uids_of(POD)
             removal = StepTracker(f"{step.name}-{workload.name}-delete", [n for n in active if n in seen])
@@ -101,10 +112,17 @@ def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
         directions = {}
         reads, writes = row.pattern in READS, row.pattern in WRITES  # only the directions the workload drives
         if reads and row.readMiBps is not None:
-            directions["read"] = (row.readMiBps * MIB, row.readIOPS or 0.0, latency.readP50, latency.readP99)
+            directions["read"] = (row.readMiBps * MIB, row.readIOPS or 0.0, _quantiles(latency, "read"))
         if writes and row.writeMiBps is not None:
-            directions["write"] = (row.writeMiBps * MIB, row.writeIOPS or 0.0, latency.writeP50, latency.writeP99)
+            directions["write"] = (row.writeMiBps * MIB, row.writeIOPS or 0.0, _quantiles(latency, "write"))
         METRICS.record_datapath(run_label, row.name, row.durationSeconds, directions)
+
+
+QUANTILES = {"0.5": "P50", "0.9": "P90", "0.99": "P99", "0.999": "P999"}  # Prometheus quantile -> status field
+
+
+def _quantiles(latency: DataPathLatency, direction: str) -> dict[str, float | None]:
+    return {quantile: getattr(latency, direction + field) for quantile, field in QUANTILES.items()}
 
 
 RESULTS = ResultTable("dataPath", DataPathRow, ("readMiBps", "writeMiBps", "readIOPS", "writeIOPS",
