@@ -42,6 +42,7 @@ class Behaviour:
     bind_delay: float = 0.01
     ready_delay: float = 0.01
     snapshot_delay: float = 0.01
+    snapshot_cut_delay: float = 0.0  # bound (finalizer on) to readyToUse: the array still taking the snapshot
     release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
     resize_delay: float = 0.01  # a bound claim's larger request reaches status.capacity (resizer and kubelet)
     resize_fails: set[str] = field(default_factory=set)  # claim names whose expansion gets VolumeResizeFailed
@@ -149,6 +150,7 @@ class FakeKube:
         self.requests = 0
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
+        self.unready_snapshot_deletes: list[str] = []  # snapshots deleted while still being taken (bound, not ready)
         self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
         self.created: list[tuple[str, Json]] = []  # (collection path, body) of every create, in order
         self.attaches: list[tuple[str, str]] = []  # (PV, node) attached, in order (the attach/detach controller)
@@ -562,13 +564,23 @@ class FakeKube:
         self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {"volumeSnapshotRef": {
             "namespace": namespace, "name": name, "uid": uid}}})
 
-        def ready(snapshot: Json) -> None:
-            snapshot["status"] = {"readyToUse": True, "boundVolumeSnapshotContentName": content}
+        cut = self.behaviour.snapshot_cut_delay
+
+        def bound(snapshot: Json) -> None:
+            snapshot["status"] = {"readyToUse": cut == 0, "boundVolumeSnapshotContentName": content}
             snapshot["metadata"].setdefault("finalizers", []).append(SNAPSHOT_BOUND_FINALIZER)
+
+        def ready(snapshot: Json) -> None:
+            snapshot["status"]["readyToUse"] = True
+        self._update_if_same("volumesnapshots", namespace, name, uid, bound)
+        if cut:
+            self._later(cut, lambda: self._update_if_same("volumesnapshots", namespace, name, uid, ready))
+
+    def _update_if_same(self, plural: str, namespace: str, name: str, uid: str, change: Callable[[Json], None]) -> None:
         with self.lock:
-            current = self.objects.get(("volumesnapshots", namespace, name))
+            current = self.objects.get((plural, namespace, name))
             if current is not None and current["metadata"]["uid"] == uid:  # not a namesake created since
-                self._update("volumesnapshots", namespace, name, ready)
+                self._update(plural, namespace, name, change)
 
     def _group_snapshot_ready(self, namespace: str, group: Json) -> None:
         """The snapshot-controller's group content, then one member snapshot and content per selected claim (named
@@ -625,6 +637,8 @@ class FakeKube:
             self._delete_group_members(namespace, obj)
         if plural == "volumesnapshots" and SNAPSHOT_BOUND_FINALIZER not in (obj["metadata"].get("finalizers") or []):
             self.unbound_snapshot_deletes.append(name)
+        elif plural == "volumesnapshots" and not (obj.get("status") or {}).get("readyToUse"):
+            self.unready_snapshot_deletes.append(name)
         delay = self.behaviour.release_delay
         if plural == "persistentvolumeclaims" and (obj.get("spec") or {}).get("volumeName"):
             self._later(delay, lambda: self.remove("persistentvolumes", "", obj["spec"]["volumeName"]))

@@ -225,6 +225,22 @@ def test_a_restore_deletes_snapshots_only_once_bound_so_no_content_is_orphaned()
     assert fake.unbound_snapshot_deletes == [] and owned_left(fake) == []
 
 
+def test_a_restore_deletes_snapshots_only_once_taken_not_while_the_driver_still_takes_them() -> None:
+    """Killed while its snapshots are bound (the controller's finalizer on) but not yet ready: csi-snapshotter
+    still marks their contents as being created, and a snapshot deleted then waited for the sidecar's next resync
+    (seen on the local cluster: two of twenty stuck four minutes). The restore waits until each is ready."""
+    fake = FakeKube(Behaviour(snapshot_delay=0.05, snapshot_cut_delay=0.6, release_delay=0.05))
+    run_spec = spec(steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
+                    volumeSnapshotClassName="snap", timeouts={"cleanup": 3})
+    previous = kill_when(fake, run_spec, running("createSnapshot"), extra_sleep=0.2)
+    snapshots = fake.named("volumesnapshots", NAMES.namespace).values()
+    assert snapshots and all((o.get("status") or {}).get("boundVolumeSnapshotContentName")
+                             and not o["status"]["readyToUse"] for o in snapshots)  # bound, still being taken
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert fake.unbound_snapshot_deletes == [] and fake.unready_snapshot_deletes == [] and owned_left(fake) == []
+
+
 def test_the_attempt_limit_ends_the_run_with_the_step_named() -> None:
     fake = FakeKube()
     leave_objects_of_a_lost_run(fake)

@@ -1,5 +1,4 @@
-"""A VolumeSnapshot the run created: whether it is ready to use, the content bound to it, its error, and whether the
-snapshot-controller's bound finalizer is on it (from then on, deleting it deletes its content too)."""
+"""A VolumeSnapshot the run created: whether it is ready to use, the content bound to it, and its error."""
 
 from __future__ import annotations
 
@@ -12,16 +11,13 @@ from csibench.engine.kinds.fields import Field, one, signature_of
 SNAPSHOT = "snapshot"
 _READY_TO_USE = re.compile(rb'"readyToUse":(true|false)')
 _BOUND_CONTENT = re.compile(rb'"boundVolumeSnapshotContentName":"([^"]*)"')
-BOUND_PROTECTION = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"  # the snapshot-controller's
-_BOUND_PROTECTION = re.compile(rb'"' + re.escape(BOUND_PROTECTION.encode()) + rb'"')
 
 
 def _error(line: bytes) -> bytes | None:
     return None if b'"error":' in line else b""  # its message is part of the state: always decode
 
 
-FIELDS = (Field("ready", one(_READY_TO_USE)), Field("content", one(_BOUND_CONTENT)), Field("error", _error),
-          Field("protected", one(_BOUND_PROTECTION)))
+FIELDS = (Field("ready", one(_READY_TO_USE)), Field("content", one(_BOUND_CONTENT)), Field("error", _error))
 SIGNATURE = signature_of(FIELDS)
 
 
@@ -31,7 +27,6 @@ class SnapshotState:
     ready: bool = False
     content: str | None = None
     error: str | None = None
-    protected: bool = False  # the bound finalizer is on: the controller deletes the content with the snapshot
     exists: bool = True
     gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
@@ -43,4 +38,3 @@ def update(state: SnapshotState, obj: dict[str, Any]) -> None:
     state.content = status.get("boundVolumeSnapshotContentName") or state.content
     error = status.get("error") or {}
     state.error = error.get("message") if error else None
-    state.protected = BOUND_PROTECTION in ((obj.get("metadata") or {}).get("finalizers") or [])
