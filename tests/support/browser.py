@@ -150,3 +150,13 @@ def render(page: Path, screenshot: Path, width: int = 1280) -> Rendered:
             elif event.get("method") == "Log.entryAdded" and (params.get("entry") or {}).get("level") == "error":
                 errors.append("log: " + str(params["entry"].get("text")))
         return Rendered(measured["title"], measured["plots"], measured["rows"], measured["external"], errors)
+
+
+def assert_run_page_drawn(seen: Rendered, title: str, steps: int) -> None:
+    """A run's HTML report as the browser drew it: no error, its title, a row per step and the total, a latency
+    distribution and a timeline per step with lines in each, nothing fetched from outside the page."""
+    assert seen.errors == []
+    assert seen.title == title and seen.rows == steps + 1, (seen.title, seen.rows)
+    assert len(seen.plots) == 2 * steps and seen.external == 0, seen
+    for plot in seen.plots:
+        assert plot["width"] > 200 and plot["height"] > 100 and plot["paths"] > 10, plot

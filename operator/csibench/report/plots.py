@@ -83,42 +83,41 @@ def latency_cdf(title: str, series: Sequence[Series]) -> str:
     return _svg(plt, figure)
 
 
-def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> str:
-    """Lines with markers, one per curve (the density ramp: seconds against volumes per node)."""
+def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> str:
+    """One line per curve, titled and labelled (title, x, y): drawn as steps (a distribution, on a log x axis, its
+    share axis 0 to 1) or as points joined (a curve from 0 up)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(5.2, 3.0))
     for item in curves:
         if item.points:
-            axes.plot([x for x, _ in item.points], [y for _, y in item.points], marker="o", linewidth=1.4,
-                      label=item.label)
+            xs, ys = [x for x, _ in item.points], [y for _, y in item.points]
+            if steps:
+                axes.step(xs, ys, where="post", linewidth=1.4, label=item.label)
+            else:
+                axes.plot(xs, ys, marker="o", linewidth=1.4, label=item.label)
+    title, x_label, y_label = labels
     axes.set_title(title)
     axes.set_xlabel(x_label)
     axes.set_ylabel(y_label)
-    axes.set_ylim(bottom=0)
+    axes.set_ylim(*((0, 1.02) if steps else (0, None)))
     axes.grid(alpha=0.3)
     if any(item.points for item in curves):
-        axes.legend(loc="upper left", fontsize=7)
+        if steps:
+            axes.set_xscale("log")
+        axes.legend(loc="lower right" if steps else "upper left", fontsize=7)
     return _svg(plt, figure)
+
+
+def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> str:
+    """Lines with markers, one per curve (the density ramp: seconds against volumes per node)."""
+    return _lines((title, x_label, y_label), curves, steps=False)
 
 
 def completion_cdf(title: str, curves: Sequence[Curve]) -> str:
     """Share of I/O completions within x ms, one line per curve (a direction of a data-path row, from the
     pods' fio histograms merged); a log x axis, so the tail stays readable."""
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(5.2, 3.0))
-    for item in curves:
-        if item.points:
-            axes.step([x for x, _ in item.points], [y for _, y in item.points], where="post", linewidth=1.4,
-                      label=item.label)
-    axes.set_title(f"{title}: completion latency")
-    axes.set_xlabel("milliseconds (fio clat, log scale)")
-    axes.set_ylabel("share of I/Os completed")
-    axes.set_ylim(0, 1.02)
-    axes.grid(alpha=0.3)
-    if any(item.points for item in curves):
-        axes.set_xscale("log")
-        axes.legend(loc="lower right", fontsize=7)
-    return _svg(plt, figure)
+    return _lines((f"{title}: completion latency", "milliseconds (fio clat, log scale)", "share of I/Os completed"),
+                  curves, steps=True)
 
 
 def timeline(title: str, spans: Sequence[Span]) -> str:
