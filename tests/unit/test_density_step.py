@@ -15,6 +15,7 @@ from csibench.engine.catalog import PUBLISH_FAILED, packed_node
 from csibench.engine.density import level_of, levels_of
 from csibench.engine.observed import Observed
 from csibench.kube.watch import WatchEvent
+from csibench.report.compare import render_compare
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
@@ -62,6 +63,8 @@ def test_each_level_is_published_on_one_node_and_measured_in_a_row() -> None:
                          "(CSINode allocatable.count less those attached there)")
     table = render_table(status_json(status))
     assert "Density (volumes per node)" in table and "Volumes/node" in table
+    compared = render_compare(status_json(status), status_json(status))
+    assert "Density, B vs A per level" in compared and "carry no significance test" in compared
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
 
 

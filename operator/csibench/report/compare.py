@@ -169,7 +169,7 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
     ramp = density.compare_table(run_a, run_b)
     if ramp is not None:
         lines += ["", "Density, B vs A per level of volumes per node:" if not markdown else "#### Density", "",
-                  *(markdown_table(*ramp) if markdown else align(*ramp))]
+                  *(markdown_table(*ramp) if markdown else align(*ramp)), "", density.COMPARE_NOTE]
     data = datapath.compare_table(run_a, run_b)
     if data is not None:
         lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",

@@ -61,6 +61,11 @@ def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[st
     return COMPARE_HEADERS, rows
 
 
+COMPARE_NOTE = ("density: each level is one measurement per run (spec.repeat is refused with density), so these "
+                "ratios carry no significance test: repeat the two runs and compare them again before trusting a "
+                "difference smaller than the levels' spread")
+
+
 def notes(run: dict[str, Any]) -> list[str]:
     failed = [row for row in rows_of(run) if row.get("message")]
     return [f"density {row['volumesPerNode']} volumes/node: {row['message']}" for row in failed]

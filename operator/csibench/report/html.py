@@ -211,6 +211,8 @@ def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, r
             *_density_section(density.compare_table(run_a, run_b),
                               [c for c in _density_curves(run_a, "A") + _density_curves(run_b, "B")
                                if "p99" not in c.label]),
+            *([f'<p class="muted">{_e(density.COMPARE_NOTE)}</p>'] if density.rows_of(run_a) or density.rows_of(run_b)
+              else []),
             *_workload_sections(datapath.compare_table(run_a, run_b), database.compare_table(run_a, run_b)),
             *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
     steps_a, steps_b = steps_by_iteration(report_a), steps_by_iteration(report_b)
