@@ -122,8 +122,10 @@ def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namesp
 def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_restricted(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
     workloads = [{"name": "seqWrite", "pattern": "write", "blockSize": "64Ki"}]
+    # direct: false with a few MiB of files: the working set fits any node's page cache, which preflight says
     create_run(kube, namespace, benchmark_run("logs", volumes=1, steps=["createVolume", "dataPath", "deleteVolume"],
-                                              dataPath={**TINY, "runtimeSeconds": 4, "workloads": workloads},
+                                              dataPath={**TINY, "runtimeSeconds": 4, "workloads": workloads,
+                                                        "direct": False},
                                               storageClassName="csibench-sim", size="64Mi"))
 
     def running_pod() -> Any:
@@ -146,6 +148,9 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
     assert owners == {"65532"}, owners
     run = wait_for_phase(kube, namespace, "logs", TERMINAL, 120)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+    cache = [f for f in run["status"]["preflight"] if f["check"] == "DataPathCache"]
+    assert len(cache) == 1 and cache[0]["severity"] == "Warning" and "page cache" in cache[0]["message"], cache
+    assert "DataPathCache" in cli(cluster, "report", "logs", "-n", namespace)
     assert_host_clean(cluster)
 
 

@@ -398,3 +398,25 @@ def test_replicas_are_one_component_with_a_count_and_one_finding() -> None:
     assert [f.check for f in run_checks(shape(200, steps=("createVolume", "createSnapshot", "deleteSnapshot",
                                                           "deleteVolume")), machinery, [ready_node("n")])
             ].count("ClientThrottling") == 1
+
+
+def test_a_data_path_working_set_that_fits_a_cache_is_a_warning_that_says_which() -> None:
+    def node(name: str, memory: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "status": {"capacity": {"memory": memory},
+                                                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    nodes = [node("a", "8Gi"), node("b", "1Gi"), node("c", "16Gi")]
+
+    def findings(**data: Any) -> list[Any]:
+        run_spec = BenchmarkRunSpec.model_validate({"storageClassName": "fast", "volumes": 6, "size": "1Gi",
+                                                    "dataPath": {"rampSeconds": 0, **data}})
+        return [f for f in run_checks(RunShape.of(run_spec, ["createVolume", "dataPath"], "Immediate"),
+                                      Machinery(visible=True), nodes) if f.check == "DataPathCache"]
+    # 6 volumes over 3 nodes: 2 each, 2 jobs x 16Mi = 64Mi per node, below the smallest memory (1Gi on b)
+    (cached,) = findings(direct=False)
+    assert cached.severity == Severity.WARNING and "page cache" in cached.message and "on b" in cached.message
+    assert cached.facts == {"workingSetPerNode": str(64 * 2**20), "nodeMemory": str(2**30), "node": "b"}
+    assert findings() == []  # direct I/O bypasses the page cache
+    assert findings(direct=False, fileSize="500Mi") == []  # 2 volumes x 2 jobs x 500Mi per node: over 1Gi
+    (array,) = findings(arrayCacheBytes="1Gi")  # 6 x 32Mi = 192Mi < 1Gi, whatever direct says
+    assert "arrayCacheBytes 1,024Mi" in array.message and array.facts["workingSet"] == str(192 * 2**20)
+    assert findings(arrayCacheBytes="100Mi") == []

@@ -326,6 +326,10 @@ class DataPathSpec(_Model):
     rampSeconds: int = Field(1, ge=0, le=3600, description="fio --ramp_time: seconds not measured.")
     runtimeSeconds: int = Field(5, ge=1, le=86400, description="fio --runtime, time based: seconds measured.")
     direct: bool = Field(True, description="fio --direct: O_DIRECT, bypassing the page cache.")
+    arrayCacheBytes: str | None = Field(None, max_length=32, pattern=QUANTITY_PATTERN,
+                                        description="The storage's cache, if known (a quantity, e.g. 64Gi): a "
+                                                    "working set (volumes x jobsPerVolume x fileSize) smaller than "
+                                                    "it is a preflight Warning (DataPathCache).")
     ioengine: str = Field("libaio", max_length=32, pattern=IOENGINE_PATTERN, description="fio --ioengine.")
     image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
                               description="Workload image (fio inside); default: the operator's "

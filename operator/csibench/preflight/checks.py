@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from csibench.api import validation as v
 from csibench.api.models import BenchmarkRunSpec, Component, Finding, Machinery, Severity, Toleration
 from csibench.api.steps import WFFC, requests_per_object_by_component
 from csibench.preflight.components import call_timeout_flag, effective, worker_flag
@@ -29,6 +30,25 @@ NOUNS = {"createSnapshot": "snapshots", "deleteSnapshot": "snapshots", "cloneFro
 
 
 @dataclass(frozen=True)
+class DataPathShape:
+    """What the cache check needs of spec.dataPath: its volumes, the bytes of files on each, and how it reads."""
+
+    volumes: int
+    bytes_per_volume: int  # jobsPerVolume x the largest fileSize
+    direct: bool
+    array_cache_bytes: int | None
+
+    @classmethod
+    def of(cls, spec: BenchmarkRunSpec) -> DataPathShape | None:
+        data = spec.dataPath
+        if data is None:
+            return None
+        largest = max(int(v.parse_quantity(data.file_size(w))) for w in data.workloads)
+        return cls(min(data.volumes or spec.volumes, spec.volumes), largest * data.jobsPerVolume, data.direct,
+                   int(v.parse_quantity(data.arrayCacheBytes)) if data.arrayCacheBytes else None)
+
+
+@dataclass(frozen=True)
 class RunShape:
     """What the checks need to know about the run: its steps, batch and class."""
 
@@ -39,11 +59,13 @@ class RunShape:
     storage_class: str
     node_selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]
+    data_path: DataPathShape | None = None
 
     @classmethod
     def of(cls, spec: BenchmarkRunSpec, steps: Sequence[str], binding_mode: str) -> RunShape:
         return cls(tuple(steps), spec.volumes, math.ceil(spec.volumes / spec.pvcsPerPod), binding_mode,
-                   spec.storageClassName, dict(spec.pod.nodeSelector), tuple(spec.pod.tolerations))
+                   spec.storageClassName, dict(spec.pod.nodeSelector), tuple(spec.pod.tolerations),
+                   DataPathShape.of(spec) if "dataPath" in steps else None)
 
 
 def _where(component: Component) -> str:
@@ -274,6 +296,43 @@ def node_capacity(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list[F
     return []
 
 
+def _mebibytes(size: float) -> str:
+    return f"{size / 2**20:,.0f}Mi"
+
+
+def data_path_cache(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list[Finding]:
+    """Reads that may come from a cache, not the storage: without direct I/O, a node's share of the working set
+    (its volumes as the data path spreads them, times jobsPerVolume x fileSize) smaller than the node's memory
+    fits its page cache; and any working set smaller than a stated arrayCacheBytes fits the storage's cache."""
+    data = shape.data_path
+    if data is None:
+        return []
+    findings = []
+    usable = schedulable_nodes(nodes, shape)
+    if not data.direct and usable:
+        busiest = math.ceil(data.volumes / len(usable))  # volume i's pods prefer node i mod N
+        memories = [(int(v.parse_quantity(str((n.get("status") or {}).get("capacity", {}).get("memory") or "0"))),
+                     str((n.get("metadata") or {}).get("name"))) for n in usable]
+        memory, node = min(memories)
+        working_set = busiest * data.bytes_per_volume
+        if memory and working_set < memory:
+            findings.append(Finding(check="DataPathCache", severity=Severity.WARNING, message=(
+                f"dataPath has direct: false and each node's working set (at most {busiest} volume(s) x "
+                f"{_mebibytes(data.bytes_per_volume)} = {_mebibytes(working_set)}) is smaller than its memory "
+                f"({_mebibytes(memory)} on {node}): reads may be served from the node's page cache, not the "
+                "storage. Use direct: true, or files larger than the nodes' memory"),
+                facts={"workingSetPerNode": str(working_set), "nodeMemory": str(memory), "node": node}))
+    total = data.volumes * data.bytes_per_volume
+    if data.array_cache_bytes is not None and total < data.array_cache_bytes:
+        findings.append(Finding(check="DataPathCache", severity=Severity.WARNING, message=(
+            f"the data path's working set ({data.volumes} volume(s) x {_mebibytes(data.bytes_per_volume)} = "
+            f"{_mebibytes(total)}) is smaller than the storage's cache (arrayCacheBytes "
+            f"{_mebibytes(data.array_cache_bytes)}): reads and writes may be served by that cache. Use more "
+            "volumes, jobsPerVolume or a larger fileSize"),
+            facts={"workingSet": str(total), "arrayCacheBytes": str(data.array_cache_bytes)}))
+    return findings
+
+
 def binding_mode(shape: RunShape) -> list[Finding]:
     if shape.binding_mode != WFFC or "createVolume" not in shape.steps:
         return []
@@ -284,7 +343,8 @@ def binding_mode(shape: RunShape) -> list[Finding]:
 
 def run_checks(shape: RunShape, machinery: Machinery, nodes: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """Every finding for this run, Warnings first, then in the order the checks ran."""
-    findings = visibility(shape, machinery) + node_capacity(nodes, shape) + binding_mode(shape)
+    findings = (visibility(shape, machinery) + node_capacity(nodes, shape) + data_path_cache(nodes, shape)
+                + binding_mode(shape))
     for component in machinery.components:
         for check in (client_throttling, worker_threads, operation_timeout, group_snapshot_gate):
             finding = check(component, shape, machinery)
