@@ -63,8 +63,8 @@ def test_fio_command_is_built_from_validated_fields_in_bytes() -> None:
     command = build_fio_command(data, default_workloads()[4])
     assert command[0] == "fio" and "--output-format=json+" in command and "--group_reporting" in command
     assert "--percentile_list=50:90:99:99.9" in command and "--status-interval=1" in command
-    long = build_fio_command(DataPathSpec(runtimeSeconds=300), default_workloads()[0])
-    assert "--status-interval=30" in long  # about ten documents over the runtime, each with its histograms
+    long = build_fio_command(DataPathSpec(runtimeSeconds=300, rampSeconds=100), default_workloads()[0])
+    assert "--status-interval=40" in long  # about ten documents over ramp and runtime, each with its histograms
     assert {"--rw=randrw", "--rwmixread=50", "--bs=8192", "--size=4194304", "--numjobs=3", "--iodepth=16",
             "--direct=1", "--time_based", "--runtime=2", "--ramp_time=1", "--directory=/data"} <= set(command)
     # every row works on the same files, so the volume holds jobsPerVolume x fileSize, whatever the rows
@@ -304,6 +304,16 @@ def test_pods_spread_over_the_usable_nodes_and_each_row_says_per_node_what_they_
         assert all((n.readP99 is None) == (row.latency is None or row.latency.readP99 is None) for n in row.nodes)
     headers, rows = node_table(_as_run(status, run_spec)) or ([], [])
     assert len(rows) == 3 * len(status.dataPath) and headers[:3] == ["Workload", "Node", "Volumes"]
+
+
+def test_status_keeps_the_slowest_nodes_when_a_row_ran_on_more_than_it_holds() -> None:
+    from csibench.engine.datapath.fio import Direction, VolumeResult
+    from csibench.engine.datapath.rows import NODE_ROWS
+    results = [VolumeResult(Direction(float(i + 1) * MIB, 1.0, None, None, {1000: 1}), Direction(0.0, 0.0, None, None),
+                            1) for i in range(NODE_ROWS + 6)]
+    nodes = [f"node-{i:03d}" for i in range(NODE_ROWS + 6)]  # node-i's one volume does i + 1 MiB/s
+    row = build_row(DataPathSpec(), default_workloads()[0], results, [], 1.0, nodes)
+    assert [n.node for n in row.nodes] == nodes[:NODE_ROWS] and row.readMiBps == sum(range(1, NODE_ROWS + 7))
 
 
 def test_the_html_report_draws_each_workloads_merged_completion_latency() -> None:

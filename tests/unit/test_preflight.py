@@ -413,10 +413,18 @@ def test_a_data_path_working_set_that_fits_a_cache_is_a_warning_that_says_which(
                                       Machinery(visible=True), nodes) if f.check == "DataPathCache"]
     # 6 volumes over 3 nodes: 2 each, 2 jobs x 16Mi = 64Mi per node, below the smallest memory (1Gi on b)
     (cached,) = findings(direct=False)
-    assert cached.severity == Severity.WARNING and "page cache" in cached.message and "on b" in cached.message
-    assert cached.facts == {"workingSetPerNode": str(64 * 2**20), "nodeMemory": str(2**30), "node": "b"}
+    assert cached.severity == Severity.WARNING and "page cache" in cached.message and "on 3 of 3 nodes" in \
+        cached.message and "a: 2 volume(s) x 32Mi against 8,192Mi" in cached.message
+    assert cached.facts == {"nodes": "a,b,c", "workingSetPerNode": str(64 * 2**20), "nodeMemory": str(8 * 2**30)}
     assert findings() == []  # direct I/O bypasses the page cache
-    assert findings(direct=False, fileSize="500Mi") == []  # 2 volumes x 2 jobs x 500Mi per node: over 1Gi
+    # 2 volumes x 2 jobs x 500Mi per node: over b's 1Gi, under a's and c's; a node without memory is not judged
+    (some,) = findings(direct=False, fileSize="500Mi")
+    assert some.facts["nodes"] == "a,c" and "on 2 of 3 nodes" in some.message
+    nodes[0]["status"]["capacity"] = None
+    (fewer,) = findings(direct=False, fileSize="500Mi")
+    assert fewer.facts["nodes"] == "c"
+    nodes[2]["status"]["capacity"] = {"memory": "1Gi"}
+    assert findings(direct=False, fileSize="500Mi") == []
     (array,) = findings(arrayCacheBytes="1Gi")  # 6 x 32Mi = 192Mi < 1Gi, whatever direct says
     assert "arrayCacheBytes 1,024Mi" in array.message and array.facts["workingSet"] == str(192 * 2**20)
     assert findings(arrayCacheBytes="100Mi") == []

@@ -1090,9 +1090,10 @@ class DataPathRow(_Model):
                                                              "(fio's own clock), seconds.")
     togetherSeconds: float | None = Field(None, description="How long every pod measured at once: the earliest "
                                                             "end minus the latest start (0: never all at once).")
-    nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=1000,
+    nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=64,
                                          description="Per node: its volumes, their I/O summed and p99; the "
-                                                     "volumes add up to the row's measured ones.")
+                                                     "volumes add up to the row's measured ones (beyond 64 "
+                                                     "nodes, the 64 slowest per volume).")
     message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
 
 

@@ -307,14 +307,16 @@ def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
 
 
 def snapshot_settled(observed: Observed, terminal: frozenset[str]) -> Judge:
-    """Restore: a snapshot is deleted only once its creation is over: ready, failed or gone. Deleted while the
-    driver is still taking it, the snapshot-controller may create a content nothing would delete; and deleted
-    while csi-snapshotter still marks its content as being created (the bound finalizer already on it), its
-    deletion waited for the sidecar's next resync, minutes (seen on the local cluster: two snapshots of twenty
-    stuck for four minutes)."""
+    """Restore: a snapshot is deleted only once its creation is over: ready, failed for good (not an error
+    csi-snapshotter retries) or gone. Deleted while the driver is still taking it, the snapshot-controller may
+    create a content nothing would delete; and deleted while csi-snapshotter still marks its content as being
+    created (the bound finalizer already on it), its deletion waited for the sidecar's next resync, minutes (seen
+    on the local cluster: two snapshots of twenty stuck for four minutes). A snapshot that is never ready (a
+    driver that uploads for longer than the step's timeout) is deleted at that timeout all the same."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.snapshots.get(name)
-        settled = state is None or not state.exists or state.ready or state.error is not None
+        settled = (state is None or not state.exists or state.ready
+                   or (state.error is not None and not is_transient(state.error)))
         return DONE if settled else None
     return judge
 

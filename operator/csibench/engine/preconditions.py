@@ -109,7 +109,7 @@ async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
     names = tuple(sorted(str(node["metadata"]["name"]) for node in usable))
     needed = 2 if StepName.MOVE_VOLUME in steps else 1
     if len(names) < needed:
-        why = "moveVolume moves each pod to another node" if needed == 2 else "the run pins pods to a node"
+        why = "moveVolume moves each pod to another node" if needed == 2 else "the run places pods on nodes itself"
         raise PlanError(ConditionReason.NOT_ENOUGH_NODES, (
             f"{why}, and {len(names)} node(s) can run the publish pods (Ready, not cordoned, matching "
             f"pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs at least {needed}"))

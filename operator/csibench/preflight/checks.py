@@ -300,6 +300,15 @@ def _mebibytes(size: float) -> str:
     return f"{size / 2**20:,.0f}Mi"
 
 
+def _memory(node: Mapping[str, Any]) -> int | None:
+    """A node's memory capacity in bytes (None: not reported, or not a quantity this reads)."""
+    text = str(((node.get("status") or {}).get("capacity") or {}).get("memory") or "")
+    try:
+        return int(v.parse_quantity(text)) if text else None
+    except ValueError:
+        return None
+
+
 def data_path_cache(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list[Finding]:
     """Reads that may come from a cache, not the storage: without direct I/O, a node's share of the working set
     (its volumes as the data path spreads them, times jobsPerVolume x fileSize) smaller than the node's memory
@@ -308,20 +317,22 @@ def data_path_cache(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list
     if data is None:
         return []
     findings = []
-    usable = schedulable_nodes(nodes, shape)
-    if not data.direct and usable:
-        busiest = math.ceil(data.volumes / len(usable))  # volume i's pods prefer node i mod N
-        memories = [(int(v.parse_quantity(str((n.get("status") or {}).get("capacity", {}).get("memory") or "0"))),
-                     str((n.get("metadata") or {}).get("name"))) for n in usable]
-        memory, node = min(memories)
-        working_set = busiest * data.bytes_per_volume
-        if memory and working_set < memory:
-            findings.append(Finding(check="DataPathCache", severity=Severity.WARNING, message=(
-                f"dataPath has direct: false and each node's working set (at most {busiest} volume(s) x "
-                f"{_mebibytes(data.bytes_per_volume)} = {_mebibytes(working_set)}) is smaller than its memory "
-                f"({_mebibytes(memory)} on {node}): reads may be served from the node's page cache, not the "
-                "storage. Use direct: true, or files larger than the nodes' memory"),
-                facts={"workingSetPerNode": str(working_set), "nodeMemory": str(memory), "node": node}))
+    usable = sorted(schedulable_nodes(nodes, shape), key=lambda n: str((n.get("metadata") or {}).get("name")))
+    cached = []
+    for index, node in enumerate(usable):  # volume i's pods prefer node i mod N of the usable nodes by name
+        share = len(range(index, data.volumes, len(usable)))
+        capacity = _memory(node)
+        if not data.direct and share and capacity and share * data.bytes_per_volume < capacity:
+            cached.append((str((node.get("metadata") or {}).get("name")), share, capacity))
+    if cached:
+        name, share, memory = cached[0]
+        findings.append(Finding(check="DataPathCache", severity=Severity.WARNING, message=(
+            f"dataPath has direct: false and on {len(cached)} of {len(usable)} nodes the data path's working set "
+            f"is smaller than the node's memory (e.g. {name}: {share} volume(s) x "
+            f"{_mebibytes(data.bytes_per_volume)} against {_mebibytes(memory)}): reads may be served from the "
+            "page cache, not the storage. Use direct: true, or more jobsPerVolume x fileSize per node than its "
+            "memory"), facts={"nodes": ",".join(c[0] for c in cached[:20]), "workingSetPerNode":
+                              str(share * data.bytes_per_volume), "nodeMemory": str(memory)}))
     total = data.volumes * data.bytes_per_volume
     if data.array_cache_bytes is not None and total < data.array_cache_bytes:
         findings.append(Finding(check="DataPathCache", severity=Severity.WARNING, message=(

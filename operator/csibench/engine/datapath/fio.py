@@ -4,9 +4,9 @@ The pod runs ``fio --output-format=json --group_reporting`` over ``jobsPerVolume
 own on the volume. ``--group_reporting`` makes fio merge its jobs (their I/O and their latency histograms) into
 one result: one result per volume. ``json+`` adds the completion-latency histogram (``clat_ns.bins``), which the
 row merges exactly across pods (``api.histogram``). ``--status-interval`` makes fio print a cumulative JSON
-document about ten times over the runtime (every second for runs of up to 10 s), so ``kubectl logs`` of a running
-workload pod shows how it goes without the histograms growing the log past a few of them a second; the last
-document is the final result.
+document about ten times over the ramp and runtime (every second for runs of up to 10 s), so ``kubectl logs``
+of a running workload pod shows how it goes without the histograms growing the log past a few of them a second;
+the last document is the final result.
 Sizes go to fio in bytes, so fio's own unit conventions never matter. The
 log holds stdout and stderr, as ``pods/log`` returns them: fio's error lines (``fio: ...``) and its JSON. A
 result whose job reports an error, or a log without JSON, is a failure carrying fio's own message: its lines of
@@ -111,15 +111,16 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
                f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
                "--time_based", f"--runtime={spec.runtimeSeconds}", f"--ramp_time={spec.rampSeconds}",
                "--group_reporting", f"--percentile_list={':'.join(f'{p:g}' for p in histogram.PERCENTILES)}",
-               "--output-format=json+", f"--status-interval={status_interval(spec.runtimeSeconds)}"]
+               "--output-format=json+", f"--status-interval={status_interval(spec.rampSeconds + spec.runtimeSeconds)}"]
     if workload.pattern == FioPattern.RANDRW:
         command.insert(5, f"--rwmixread={workload.readPercent}")
     return command
 
 
-def status_interval(runtime_seconds: int) -> int:
-    """Seconds between fio's progress documents: about STATUS_DOCUMENTS of them over the runtime, at least 1 s."""
-    return max(1, runtime_seconds // STATUS_DOCUMENTS)
+def status_interval(seconds: int) -> int:
+    """Seconds between fio's progress documents: about STATUS_DOCUMENTS of them over the ramp and the runtime,
+    at least 1 s."""
+    return max(1, seconds // STATUS_DOCUMENTS)
 
 
 @dataclass(frozen=True)

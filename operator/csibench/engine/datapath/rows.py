@@ -45,9 +45,13 @@ def merged_latency(directions: list[Direction]) -> dict[str, float | None]:
             "P999": _seconds(found[99.9]), "Max": round(max(largest), 9) if merged and largest else None}
 
 
+NODE_ROWS = 64  # per row in status, so 16 workloads of up to 1024 volumes stay far below etcd's object limit
+
+
 def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> list[DataPathNodeRow]:
     """Per node (by name; a pod whose node was never seen is left out), in name order: its volumes' I/O summed
-    and their completions' p99."""
+    and their completions' p99. Beyond NODE_ROWS nodes, the NODE_ROWS slowest per volume (a slow node is what
+    the rows are for); the per-volume records in the report name every pod's node."""
     by_node: dict[str, list[VolumeResult]] = {}
     for result, node in zip(results, nodes, strict=True):
         if node:
@@ -60,6 +64,9 @@ def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> l
             readIOPS=round(sum(r.read.iops for r in found), 1), writeIOPS=round(sum(r.write.iops for r in found), 1),
             readP99=merged_latency([r.read for r in found])["P99"],
             writeP99=merged_latency([r.write for r in found])["P99"]))
+    if len(rows) > NODE_ROWS:
+        rows = sorted(sorted(rows, key=lambda n: ((n.readMiBps or 0) + (n.writeMiBps or 0)) / n.volumes)[:NODE_ROWS],
+                      key=lambda n: n.node)
     return rows
 
 
