@@ -53,7 +53,9 @@ def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() ->
         # The fake detaches 100 ms after the old pod left (the watch's delivery of that is inside them) and starts
         # a pod 100 ms after its volumes attached.
         assert parts[1] >= 50 and parts[3] >= 50
-        assert parts[0] > 0 and parts[2] > 0
+        # The fake attaches as soon as the detach is done, so under load both may be seen on one event: the
+        # attach part can be 0, never negative.
+        assert parts[0] > 0 and parts[2] >= 0
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
 
 

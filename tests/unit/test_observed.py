@@ -53,6 +53,21 @@ def test_warnings_are_matched_by_uid() -> None:
     assert observed.warnings[(CLAIM, "run-abcde-v00001")].at == 5.0
 
 
+def test_a_warning_that_arrives_before_its_object_is_kept_until_the_object_is_seen() -> None:
+    """Each watch is its own thread: the scheduler's FailedScheduling for a pod just created can be read before
+    the pod's ADDED (seen on a busy machine: the pod then waited for the step's timeout)."""
+    observed = Observed("ns", "run-abcde")
+    early = {"type": "Warning", "reason": "FailedScheduling", "message": "0/3 nodes are available",
+             "involvedObject": {"uid": "p9", "name": "run-abcde-p00009"}}
+    assert observed.apply(_event("events", "ADDED", early, at=2.0)) == []
+    foreign = {**early, "involvedObject": {"uid": "x", "name": "someone-elses"}}
+    assert observed.apply(_event("events", "ADDED", foreign)) == []  # not ours: not kept
+    pod = {"metadata": {"name": "run-abcde-p00009", "uid": "p9"}, "status": {"phase": "Pending"}}
+    assert observed.apply(_event("pods", "ADDED", pod, at=3.0)) == [(POD, "run-abcde-p00009")]
+    assert observed.warnings[(POD, "run-abcde-p00009")].at == 2.0
+    assert list(observed.warnings) == [(POD, "run-abcde-p00009")]
+
+
 def test_a_multi_attach_warning_is_transient_but_an_attach_failure_is_not() -> None:
     from csibench.engine.judges import pod_ready
     observed = Observed("ns", "run-abcde")

@@ -39,6 +39,7 @@ Key = tuple[str, str]  # (kind, name) of one of the run's objects
 S = TypeVar("S", ClaimState, PodState, SnapshotState, GroupSnapshotState)
 States = dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState] | dict[str, GroupSnapshotState]
 
+EARLY_WARNINGS = 1000  # uids whose Warnings wait for the object itself (a bound, not a queue per object)
 
 @dataclass(frozen=True)
 class ContentRef:
@@ -113,6 +114,9 @@ class Observed:
         self.contents_of_group: dict[str, set[str]] = defaultdict(set)  # group name -> its existing group contents
         self._group_content_uid: dict[str, str] = {}  # existing group content -> uid of the group it points at
         self._by_uid: dict[str, Key] = {}
+        # Warnings about a uid not seen yet: each watch is its own thread, so the scheduler's FailedScheduling for a
+        # pod just created can arrive before the pod does; kept (bounded) until the object is seen.
+        self._early_warnings: dict[str, list[WatchEvent]] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
         self._claim_of_pv: dict[str, str] = {}  # every PV ever bound to one of our claims (survives deletion)
 
@@ -150,6 +154,8 @@ class Observed:
         self._by_uid[state.uid] = (kind, name)
         state.exists = event.type != "DELETED"
         state.gone_at = None if state.exists else event.at
+        for early in self._early_warnings.pop(state.uid, ()):
+            self._on_events(early)
         return name, state
 
     def _on_claims(self, event: WatchEvent) -> list[Key]:
@@ -231,7 +237,11 @@ class Observed:
         involved = event.obj.get("involvedObject") or {}
         uid = involved.get("uid", "")
         key = self._by_uid.get(uid)
-        if key is None or event.type == "DELETED" or event.obj.get("type") != "Warning":
+        if event.type == "DELETED" or event.obj.get("type") != "Warning":
+            return []
+        if key is None:
+            if uid and self.ours(str(involved.get("name", ""))) and len(self._early_warnings) < EARLY_WARNINGS:
+                self._early_warnings.setdefault(uid, []).append(event)
             return []
         state = self._states(key[0]).get(key[1])
         if state is None or state.uid != uid:  # about a namesake a restore deleted: not about the object now
