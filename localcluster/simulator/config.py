@@ -14,12 +14,13 @@ requires) set how that array behaves:
 ``failureOperations``  comma list of operations the failure rate applies to (default: all)
 ``hangOperations``     comma list of operations that never complete ("all" for every one)
 ``seed``               seed of the jitter/failure random generator, for repeatable runs
+``nodeAttachLatency``  extra attach latency on named nodes, "node-a=10s,node-b=500ms": one slow node
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -95,6 +96,7 @@ class BackendModel:
     # Added to an attach's latency per volume already attached to (or being attached to) the same node: attach
     # rates that degrade as a node fills (the density ramp's curve is then not flat by construction).
     attach_latency_per_attached: float = 0.0
+    node_attach_latency: dict[str, float] = field(default_factory=dict)  # node -> added to its attaches
 
     def latency(self, operation: Operation) -> float:
         return self.latencies.get(operation, 0.0)
@@ -126,7 +128,19 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
         hang_operations=_parse_operations(params.get("hangOperations", ""), "hangOperations"),
         seed=seed,
         attach_latency_per_attached=parse_duration(params.get("attachLatencyPerAttached", "0")),
+        node_attach_latency=_parse_node_latencies(params.get("nodeAttachLatency", "")),
     )
+
+
+def _parse_node_latencies(text: str) -> dict[str, float]:
+    """"node-a=10s,node-b=500ms" -> {"node-a": 10.0, "node-b": 0.5}."""
+    found = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        node, separator, duration = part.partition("=")
+        if not separator or not node.strip():
+            raise ParameterError(f"nodeAttachLatency: {part!r} is not node=duration")
+        found[node.strip()] = parse_duration(duration)
+    return found
 
 
 def volume_handle(pvc_uid: str, storage_class: str) -> str:

@@ -291,12 +291,15 @@ class Controller(csi_grpc.ControllerServicer):
             attaching = driver.attaching.setdefault(request.node_id, set())
             before = len({v for v in {v for v, n in driver.published if n == request.node_id} | attaching
                           if v != request.volume_id and class_of_handle(v) == storage_class})
-            per_volume = driver.ctx.backend(storage_class).model.attach_latency_per_attached
+            model = driver.ctx.backend(storage_class).model
+            per_volume = model.attach_latency_per_attached
+            slow_node = model.node_attach_latency.get(request.node_id, 0.0)
             attaching.add(request.volume_id)
             try:
                 await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
                                      f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
-                                     lambda: driver.published.add(pair), io=None, extra_delay=before * per_volume,
+                                     lambda: driver.published.add(pair), io=None,
+                                     extra_delay=before * per_volume + slow_node,
                                      **({"attachedBefore": before} if per_volume else {}))
             finally:
                 attaching.discard(request.volume_id)

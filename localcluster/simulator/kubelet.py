@@ -16,6 +16,7 @@ Reports are coalesced per node: concurrent mounts on one node share one status p
 ``NodeResizePending`` is grown where its volume is mounted, NodeExpandVolume then its status (``expansion.py``).
 
 Pods whose containers are not the pause image run for real (``runtime.py``): once their volumes are mounted the
+init containers run to their end (on a task of their own, not the pod's worker, so a deletion stops them), the
 containers start as processes, the pod goes Running, and each container's exit is reported (terminated with exit
 code and reason; the pod's phase follows its restartPolicy). A container the runtime refuses (no non-root
 runAsUser, no command) gets a ``Failed`` Warning event and the pod fails. Deleting such a pod stops its processes
@@ -140,6 +141,7 @@ class Kubelet:
         self.controller = Controller("kubelet", self._reconcile)
         self.teardown = Controller("kubelet-teardown", self._tear_down)
         self.expander = Controller("kubelet-expand", self._expand)
+        self._initializing: set[str] = set()  # pod uids whose init containers run (not on the pod's worker)
         self._orphaned: dict[str, tuple[api.Obj, set[str]]] = {}  # pod uid -> (removed pod, volumes still mounted)
         self._mounted: dict[str, set[str]] = defaultdict(set)  # pod uid -> mounted PV names
         self._touched: dict[str, set[str]] = defaultdict(set)  # pod uid -> PV names a mount was started for
@@ -167,7 +169,8 @@ class Kubelet:
         if path is None:
             return None
         group = next((g for g in list(self.runtime.pods.values()) if (g.namespace, g.name) == (namespace, pod)), None)
-        entry = group.containers.get(container) if group is not None else None
+        entry = (group.containers.get(container) or group.init_containers.get(container)) if group is not None \
+            else None
         return path, lambda: entry is not None and entry.exit_code is None and not group_stopping(group)
 
     async def shutdown(self) -> None:
@@ -188,6 +191,7 @@ class Kubelet:
                 self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
                 self.teardown.kick(pod["metadata"]["uid"])
         else:
+            self.runtime.refresh(pod)  # its downwardAPI files follow its labels and annotations
             self.controller.kick(api.key_of(pod))
 
     def _on_attachment(self, event: str, attachment: api.Obj) -> None:
@@ -280,16 +284,48 @@ class Kubelet:
             index = self._node_index.get(node, 0)
             status = build_running_status(pod, node_address(index), next(self._addresses))
             if runs_processes(pod):
-                if pod["metadata"]["uid"] in self.runtime.pods:
+                uid = pod["metadata"]["uid"]
+                if uid in self.runtime.pods or uid in self._initializing:
                     return False  # started by an earlier pass; its Running status is on its way
-                group = await self._start_containers(pod, status)
-                if group is None:
+                if pod["spec"].get("initContainers"):  # they run to their end first: not on this worker
+                    self._initializing.add(uid)
+                    self._spawn_task(self._start_and_report(pod, status))
                     return False
-                status["status"]["containerStatuses"] = [c.status(group.uid) for c in group.containers.values()]
-            running = await self.ctx.client.patch(
-                api.POD.path(namespace, pod["metadata"]["name"], "status"), status, strategic=True)
-            self.ctx.informers.pods.observe(running)
+                await self._start_and_report(pod, status)
+                return False
+            await self._report_running(pod, status)
         return False
+
+    def _spawn_task(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start_and_report(self, pod: api.Obj, status: api.Obj) -> None:
+        """Start the pod's processes (its init containers first, to their end), then report it Running."""
+        latest = self.ctx.informers.pods.get(api.key_of(pod))
+        if latest is None or latest["metadata"].get("uid") != pod["metadata"]["uid"] or \
+                latest["metadata"].get("deletionTimestamp"):
+            self._initializing.discard(pod["metadata"]["uid"])
+            return  # deleted before it started
+        try:
+            group = await self._start_containers(pod, status)
+        finally:
+            self._initializing.discard(pod["metadata"]["uid"])
+        if group is None:
+            return
+        status["status"]["containerStatuses"] = [c.status(group.uid) for c in group.containers.values()]
+        if group.init_containers:
+            status["status"]["initContainerStatuses"] = [c.status(group.uid) for c in group.init_containers.values()]
+        try:
+            await self._report_running(pod, status)
+        except api.ApiError as error:  # deleted meanwhile
+            log.warning("status of %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], error)
+
+    async def _report_running(self, pod: api.Obj, status: api.Obj) -> None:
+        running = await self.ctx.client.patch(
+            api.POD.path(pod["metadata"]["namespace"], pod["metadata"]["name"], "status"), status, strategic=True)
+        self.ctx.informers.pods.observe(running)
 
     def volume_dirs(self, pod: api.Obj) -> dict[str, str]:
         """The pod's CSI volumes by volume name -> the kubelet's target path (which leads to the volume's data)."""
@@ -323,11 +359,33 @@ class Kubelet:
                                                               "status"), failed, strategic=True)
             self.ctx.informers.pods.observe(answer)
             return None
+        if group.init_failed is not None:
+            if not group.stopping:  # deleted meanwhile: its teardown says the rest
+                await self._report_init_failed(pod, group, running)
+            return None
         for name in group.containers:
-            task = asyncio.create_task(self._watch_container(pod, group, name))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn_task(self._watch_container(pod, group, name))
         return group
+
+    async def _report_init_failed(self, pod: api.Obj, group: PodProcesses, running: api.Obj) -> None:
+        """An init container failed: the pod fails (restartPolicy Never is all this kubelet restarts init
+        containers for: none), its containers never started, as a kubelet reports it."""
+        failed = {"status": {**running["status"], "phase": "Failed",
+                             "conditions": [{"type": kind, "status": "False", "reason": "PodFailed",
+                                             "lastTransitionTime": api.now_rfc3339()}
+                                            for kind in ("Initialized", "ContainersReady", "Ready")],
+                             "initContainerStatuses": [c.status(group.uid) for c in group.init_containers.values()],
+                             "containerStatuses": [{
+                                 "name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                                 "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}
+                                 for c in pod["spec"].get("containers") or []]}}
+        try:
+            answer = await self.ctx.client.patch(api.POD.path(group.namespace, group.name, "status"), failed,
+                                                 strategic=True)
+        except api.ApiError as error:
+            log.warning("status of %s/%s: %s", group.namespace, group.name, error)
+            return
+        self.ctx.informers.pods.observe(answer)
 
     async def _watch_container(self, pod: api.Obj, group: PodProcesses, name: str) -> None:
         """Report each exit; restart per restartPolicy; the pod's phase once it is decided."""

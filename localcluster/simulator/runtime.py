@@ -6,7 +6,11 @@ private mount namespace, its CSI volumes and emptyDirs at their mountPath, and t
 runAsUser/runAsGroup/fsGroup), in a process group of its own so that stopping it reaches every process it
 started. Its stdout and stderr go to a log file the node's log server (``logserver.py``) serves as
 ``/containerLogs/<ns>/<pod>/<container>``. An emptyDir is a directory of the pod's own on the node (mode 0777,
-given to fsGroup like a volume), shared by its containers and removed with the pod, as a kubelet's is. There is
+given to fsGroup like a volume), shared by its containers and removed with the pod, as a kubelet's is. Init
+containers run first, one after the other, each to its end (one that fails fails the pod, as for restartPolicy
+Never; the pod is Running only after them). A downwardAPI volume is a directory of files holding the pod's name,
+namespace, uid, labels or annotations; the kubelet rewrites them (each atomically) when the pod changes, at once
+rather than on a kubelet's next sync. There is
 no image to bring its own ``/etc/passwd``: when the container's user is not in the host's, the container gets a
 copy with that user added (bound over ``/etc/passwd`` in its namespace only), as an image's user would be there
 (PostgreSQL's initdb refuses a user it cannot look up).
@@ -23,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -35,6 +40,7 @@ log = logging.getLogger("simulator.runtime")
 PAUSE_IMAGE_NAME = "pause"
 DEFAULT_GRACE_SECONDS = 30.0
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"  # where a kubelet keeps a pod's emptyDirs
+DOWNWARD_API_PLUGIN = "kubernetes.io~downward-api"
 
 
 class ContainerConfigError(ValueError):
@@ -126,6 +132,42 @@ def mount_paths(pod: api.Obj, container: api.Obj, volume_dirs: dict[str, str]) -
     return found
 
 
+DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid")
+DOWNWARD_KEYED = re.compile(r"^metadata\.(annotations|labels)\['([^']*)'\]$")
+
+
+def downward_value(pod: api.Obj, field_path: str) -> str:
+    """What a downwardAPI volume's item holds for a fieldRef, as a kubelet writes it (pure): a name, namespace or
+    uid; one label or annotation (empty while it is not set); or all of them, ``key="value"`` lines in key order."""
+    meta = pod["metadata"]
+    if field_path in DOWNWARD_FIELDS:
+        return str(meta.get(field_path.split(".", 1)[1], ""))
+    if field_path in ("metadata.labels", "metadata.annotations"):
+        found = meta.get(field_path.split(".", 1)[1]) or {}
+        return "\n".join(f"{key}={json.dumps(value)}" for key, value in sorted(found.items()))
+    keyed = DOWNWARD_KEYED.match(field_path)
+    if keyed is None:
+        raise ContainerConfigError(f"Error: downwardAPI fieldPath {field_path!r} is not supported by the simulated "
+                                   "kubelet")
+    return str((meta.get(keyed.group(1)) or {}).get(keyed.group(2), ""))
+
+
+def downward_files(pod: api.Obj) -> dict[str, dict[str, str]]:
+    """The pod's downwardAPI volumes (pure): volume name -> {path inside the volume: content}. They change with the
+    pod: a kubelet rewrites them when the pod's labels or annotations change (``Runtime.refresh``)."""
+    volumes: dict[str, dict[str, str]] = {}
+    for volume in pod["spec"].get("volumes") or []:
+        if "downwardAPI" not in volume:
+            continue
+        files = volumes.setdefault(volume["name"], {})
+        for item in (volume["downwardAPI"] or {}).get("items") or []:
+            path = os.path.normpath(item["path"])
+            if path.startswith(("/", "..")) or "/" in path:
+                raise ContainerConfigError(f"Error: downwardAPI path {item['path']!r} is not usable (one file name)")
+            files[path] = downward_value(pod, (item.get("fieldRef") or {}).get("fieldPath", ""))
+    return volumes
+
+
 def empty_dirs(pod: api.Obj) -> list[str]:
     """The pod's emptyDir volumes, by name (pure). Every medium is a directory on the node here: a tmpfs would
     live in one container's mount namespace and could not be shared by the pod's containers."""
@@ -199,6 +241,9 @@ class PodProcesses:
     containers: dict[str, Container] = field(default_factory=dict)
     stopping: bool = False
     scratch: dict[str, str] = field(default_factory=dict)  # emptyDir name -> its directory on the node
+    downward: dict[str, str] = field(default_factory=dict)  # downwardAPI volume name -> its directory on the node
+    init_containers: dict[str, Container] = field(default_factory=dict)  # run to their end, in order, first
+    init_failed: str | None = None  # the init container that failed (or was stopped): no container started
 
     @property
     def empty_dir_root(self) -> Path:
@@ -217,31 +262,62 @@ class Runtime:
         return self.logs.get((namespace, pod, container))
 
     async def start(self, pod: api.Obj, volume_dirs: dict[str, str]) -> PodProcesses:
-        """Start every container of the pod (ContainerConfigError: none started)."""
+        """Run the pod's init containers one after the other, each to its end, then start its containers
+        (ContainerConfigError: nothing started). An init container that fails (or a pod stopped meanwhile) leaves
+        ``init_failed`` set and no container started, as a kubelet does for restartPolicy Never."""
         meta = pod["metadata"]
         directory = self._root / pod["spec"]["nodeName"] / "pods" / meta["uid"]
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)  # its emptyDirs, logs and roots are the pod's alone: other pods see the host's paths
         group = PodProcesses(meta["uid"], meta["namespace"], meta["name"], directory)
         group.scratch = {name: str(group.empty_dir_root / name) for name in empty_dirs(pod)}
-        dirs = {**volume_dirs, **group.scratch}
-        plans = []
-        for container in pod["spec"].get("containers") or []:
-            who = identity_of(pod, container)
-            plans.append((container, who, command_of(container), env_of(pod, container),
-                          mount_paths(pod, container, dirs)))
+        files = downward_files(pod)
+        group.downward = {name: str(directory / "volumes" / DOWNWARD_API_PLUGIN / name) for name in files}
+        dirs = {**volume_dirs, **group.scratch, **group.downward}
+        inits = [self._plan(pod, container, dirs) for container in pod["spec"].get("initContainers") or []]
+        plans = [self._plan(pod, container, dirs) for container in pod["spec"].get("containers") or []]
         self.pods[meta["uid"]] = group
         await asyncio.to_thread(_make_empty_dirs, list(group.scratch.values()))
-        for container, who, command, env, mounts in plans:
-            entry = Container(container["name"], container.get("image", ""),
-                              directory / "logs" / f"{container['name']}.log")
-            group.containers[entry.name] = entry
-            self.logs[(group.namespace, group.name, entry.name)] = entry.log_path
-            await self._spawn(group, entry, container, who, command, env, mounts)
+        await asyncio.to_thread(_write_downward, group.downward, files)
+        for plan in inits:
+            entry = self._entry(group, plan[0], group.init_containers)
+            await self._spawn(group, entry, *plan)
+            if await self.wait(group, entry.name, group.init_containers) != 0 or group.stopping:
+                group.init_failed = entry.name
+                return group
+        for plan in plans:
+            await self._spawn(group, self._entry(group, plan[0], group.containers), *plan)
         return group
+
+    @staticmethod
+    def _plan(pod: api.Obj, container: api.Obj, dirs: dict[str, str]) -> tuple[api.Obj, Identity, list[str],
+                                                                               dict[str, str], dict[str, str]]:
+        return (container, identity_of(pod, container), command_of(container), env_of(pod, container),
+                mount_paths(pod, container, dirs))
+
+    def _entry(self, group: PodProcesses, container: api.Obj, into: dict[str, Container]) -> Container:
+        entry = Container(container["name"], container.get("image", ""),
+                          group.directory / "logs" / f"{container['name']}.log")
+        into[entry.name] = entry
+        self.logs[(group.namespace, group.name, entry.name)] = entry.log_path
+        return entry
+
+    def refresh(self, pod: api.Obj) -> None:
+        """The pod changed: rewrite its downwardAPI files whose content changed (a kubelet's volume manager does
+        it on the pod's next sync; here at once), each replaced atomically, so a reader sees old or new."""
+        group = self.pods.get(pod["metadata"].get("uid", ""))
+        if group is None or not group.downward or group.stopping:
+            return
+        try:
+            files = downward_files(pod)
+        except ContainerConfigError:
+            return
+        _write_downward(group.downward, files)
 
     async def _spawn(self, group: PodProcesses, entry: Container, container: api.Obj, who: Identity,
                      command: list[str], env: dict[str, str], mounts: dict[str, str]) -> None:
+        if group.stopping:  # deleted while it started: nothing more starts
+            return
         root = group.directory / "containers" / entry.name / "rootfs"
         root.mkdir(parents=True, exist_ok=True)
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,9 +336,9 @@ class Runtime:
         entry.exit_code = None
         entry.finished_at = None
 
-    async def wait(self, group: PodProcesses, name: str) -> int:
+    async def wait(self, group: PodProcesses, name: str, among: dict[str, Container] | None = None) -> int:
         """Wait for a container's process to exit; then stop what it left in its process group."""
-        entry = group.containers[name]
+        entry = (group.containers if among is None else among)[name]
         assert entry.process is not None
         code = await entry.process.wait()
         await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry))
@@ -283,14 +359,14 @@ class Runtime:
         if group is None:
             return
         group.stopping = True
-        running = [c.process for c in group.containers.values()
-                   if c.process is not None and c.process.returncode is None]
+        every = [*group.init_containers.values(), *group.containers.values()]
+        running = [c.process for c in every if c.process is not None and c.process.returncode is None]
         for process in running:
             _kill_group(process.pid, signal.SIGTERM)
         if running:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), timeout=grace_seconds)
-        for entry in group.containers.values():
+        for entry in every:
             if entry.process is not None:
                 _kill_group(entry.process.pid, signal.SIGKILL)
                 await entry.process.wait()
@@ -301,11 +377,12 @@ class Runtime:
         group = self.pods.pop(uid, None)
         if group is None:
             return
-        for name in group.containers:
+        for name in [*group.init_containers, *group.containers]:
             self.logs.pop((group.namespace, group.name, name), None)
         shutil.rmtree(group.directory / "logs", ignore_errors=True)
         shutil.rmtree(group.directory / "containers", ignore_errors=True)
         shutil.rmtree(group.empty_dir_root, ignore_errors=True)  # emptyDirs go with the pod
+        shutil.rmtree(group.directory / "volumes" / DOWNWARD_API_PLUGIN, ignore_errors=True)
 
 
 def _namespace_file(group: PodProcesses, entry: Container) -> Path:
@@ -345,6 +422,20 @@ def _make_empty_dirs(directories: list[str]) -> None:
     for directory in directories:
         os.makedirs(directory, exist_ok=True)
         os.chmod(directory, 0o777)  # a kubelet's emptyDir mode; fsGroup then gives it to the pod's group
+
+
+def _write_downward(directories: dict[str, str], files: dict[str, dict[str, str]]) -> None:
+    """Each downwardAPI file whose content changed, written beside and renamed over (readable by the pod)."""
+    for name, directory in directories.items():
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        for path, content in files.get(name, {}).items():
+            target = Path(directory) / path
+            if target.exists() and target.read_text() == content:
+                continue
+            temporary = target.with_name(f".{path}.tmp")
+            temporary.write_text(content)
+            temporary.chmod(0o644)
+            temporary.replace(target)
 
 
 def _identity_files(directory: Path, who: Identity) -> dict[str, str]:

@@ -5,11 +5,9 @@ clones. fio jobs stay tiny (a few MiB, 1 s): these disks and cores are shared.""
 from __future__ import annotations
 
 import json
-import math
 import signal
 import subprocess
 import time
-from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -31,23 +29,12 @@ from localcluster.runs import (
     wait_for_phase,
     wait_until_nothing_left,
 )
-from tests.support.cluster import cli, create_pod, phase, pod_gone
-from tests.support.hostcheck import SANDBOX_MODULE, host_mounts_under, loop_devices_under, processes_with
+from tests.support.cluster import cli, create_pod, pod_gone, wait_pod_phase
+from tests.support.datapath import SIM, TINY, assert_host_clean, assert_latency_is_the_merge_of_the_pods
 from tests.support.metrics import samples
 
 pytestmark = pytest.mark.integration
 WORKLOADS = ["seqRead", "seqWrite", "randRead", "randWrite", "randReadWrite"]
-TINY = {"fileSize": "4Mi", "jobsPerVolume": 2, "rampSeconds": 0, "runtimeSeconds": 1}
-SIM = {"storageClassName": "csibench-sim", "volumeSnapshotClassName": "csibench-sim-snapclass", "size": "64Mi"}
-
-
-def assert_host_clean(cluster: LocalCluster) -> None:
-    wait_until(lambda: not processes_with(SANDBOX_MODULE), 30, "no container helper left")
-    wait_until(lambda: not processes_with("--output-format=json"), 30, "no fio left")
-    assert host_mounts_under(cluster.config.state_dir) == []
-    wait_until(lambda: not loop_devices_under(cluster.config.state_dir), 30, "no loop device left")
-
-
 def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namespace: str, cluster: LocalCluster,
                                                               operator: OperatorProcess) -> None:
     run = run_to_end(kube, namespace, benchmark_run("dp", volumes=3, dataPath=TINY, **SIM), timeout=300)
@@ -82,23 +69,7 @@ def test_default_data_path_succeeds_with_five_rows_everywhere(kube: Kube, namesp
         skew = (max(s for s, _ in windows) - min(s for s, _ in windows)) / 1000
         assert row["startSkewSeconds"] == pytest.approx(skew, abs=0.001), (row, windows)
     assert all(v["readBytesPerSecond"] + v["writeBytesPerSecond"] > 0 for v in volumes)
-    # Each row's latency is of every completion of its pods: recomputed here from the per-pod histograms the
-    # report keeps (each completion as its bin's value, sorted, the nearest rank), not by the code under test.
-    for name, row in rows.items():
-        for direction in ("read", "write"):
-            pods = [v for v in volumes if v["workload"] == name and v[f"{direction}ClatBins"]]
-            if not pods:
-                assert row["latency"].get(f"{direction}P99") is None, row
-                continue
-            samples_ns = sorted(int(value) for v in pods for value, count in v[f"{direction}ClatBins"].items()
-                                for _ in range(count))
-            for field, percent in (("P50", 50.0), ("P99", 99.0), ("P999", 99.9)):
-                # the smallest count reaching p/100 of all, p the double fio parsed from its percentile list
-                rank = math.ceil(Fraction(percent) * len(samples_ns) / 100)
-                assert row["latency"][f"{direction}{field}"] * 1e9 == pytest.approx(samples_ns[rank - 1]), (
-                    name, direction, field)
-            per_pod = [v[f"{direction}ClatP99"] for v in pods]
-            assert min(per_pod) <= row["latency"][f"{direction}P99"] <= max(per_pod), (name, direction, per_pod)
+    assert_latency_is_the_merge_of_the_pods(rows, volumes)
 
     text = operator.scrape()
     label = f"{namespace}/dp"
@@ -247,7 +218,7 @@ def test_data_written_by_the_data_path_is_in_the_clone_of_its_snapshot(
         body["spec"]["securityContext"]["fsGroup"] = 65532
         create_pod(kube, namespace, body)
     for pod in ("read-source", "read-clone"):
-        wait_until(lambda pod=pod: phase(kube, namespace, pod) == "Succeeded", 60, f"{pod} Succeeded")  # type: ignore[misc]
+        wait_pod_phase(kube, namespace, pod, "Succeeded", 60)
     source_out = cluster.kubectl("logs", "-n", namespace, "read-source").splitlines()
     clone_out = cluster.kubectl("logs", "-n", namespace, "read-clone").splitlines()
     assert any("csibench.0.0" in line and " 65532 " in line and str(4 * 2**20) in line for line in clone_out), \

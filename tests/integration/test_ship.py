@@ -69,7 +69,7 @@ def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "defa
     ("delete", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
     ("patch", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
-    ("create", "clusterrolebindings"), ("patch", "pods"), ("create", "pods/exec"),
+    ("create", "clusterrolebindings"), ("update", "pods"), ("create", "pods/exec"),
 ])
 def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deployed: None, verb: str,
                                                    resource: str) -> None:
@@ -82,6 +82,7 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("create", "namespaces"), ("create", "configmaps"), ("get", "csidrivers.storage.k8s.io"), ("get", "pods/log"),
     ("delete", "volumesnapshotcontents.snapshot.storage.k8s.io"),  # orphans only: the admission policy says which
     ("patch", "persistentvolumeclaims"),  # the run's own only (expandVolume): the admission policy says which
+    ("patch", "pods"),  # the run's own, one annotation (the data path's start barrier): the policy says which
     ("create", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("watch", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
 ])
@@ -117,6 +118,19 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
     assert resized.value.status == 403 and "created by a BenchmarkRun" in str(resized.value.body), resized.value
     users_data = kube.core.read_namespaced_persistent_volume_claim("users-data", namespace)
     assert present(users_data.metadata).name == "users-data"
+    # Pods: the start barrier's annotation on the run's own pods, and nothing else.
+    users_pod, run_pod = manifests.pod("users-pod", []), manifests.pod("runs-pod", [])
+    run_pod["metadata"]["labels"] = {"csibench.io/run-uid": "some-run"}
+    for body in (users_pod, run_pod):
+        kube.core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]  # the client validates a dict body
+    start = {"metadata": {"annotations": {"csibench.io/start-at": "1796289657"}}}
+    for name, body in (("users-pod", start), ("runs-pod", {"metadata": {"annotations": {"other": "x"}}}),
+                       ("runs-pod", {"metadata": {"labels": {"csibench.io/run-uid": "another-run"}}})):
+        with pytest.raises(ApiException) as refused:
+            client.CoreV1Api(as_operator).patch_namespaced_pod(name, namespace, body)
+        assert refused.value.status == 403 and "csibench-operator may only" in str(refused.value.body), (name, body)
+    patched = client.CoreV1Api(as_operator).patch_namespaced_pod("runs-pod", namespace, start)
+    assert present(patched.metadata).annotations == start["metadata"]["annotations"]
 
 
 def test_admission_policy_admits_only_the_orphan_reclaim_on_snapshot_contents(kube: Kube, cluster: LocalCluster,
@@ -207,7 +221,7 @@ def test_expansion_the_data_path_and_group_snapshots_succeed_with_only_the_servi
                                    "workloads": [{"name": "randRead", "pattern": "randread", "blockSize": "8Ki"}]})
     run = run_to_end(kube, namespace, body)
     assert run["status"]["phase"] == "Succeeded", (run["status"], operator_as_service_account.log())
-    assert run["status"]["dataPath"][0]["readMiBps"] > 0
+    assert run["status"]["dataPath"][0]["readMiBps"] > 0 and run["status"]["dataPath"][0]["startAt"] > 0
     assert [(s["name"], s["succeeded"]) for s in run["status"]["steps"]] == [
         (name, 1) for name in body["spec"]["steps"]], run["status"]["steps"]
     assert run["status"]["density"][0]["state"] == "Succeeded", run["status"]["density"]

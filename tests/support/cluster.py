@@ -50,6 +50,19 @@ def phase(kube: Kube, namespace: str, name: str) -> str:
     return str(present(kube.core.read_namespaced_pod(name, namespace).status).phase)
 
 
+def wait_pod_phase(kube: Kube, namespace: str, name: str, wanted: str, timeout: float) -> None:
+    """Wait for the pod's phase; on a timeout, fail with its status and the namespace's Warning events."""
+    deadline = time.monotonic() + timeout
+    while phase(kube, namespace, name) != wanted:
+        if time.monotonic() > deadline:
+            pod = kube.core.read_namespaced_pod(name, namespace)
+            warnings = [f"{e.reason}: {e.message}" for e in kube.core.list_namespaced_event(namespace).items
+                        if e.type == "Warning"]
+            raise AssertionError(f"pod {name} not {wanted} after {timeout:.0f}s: status {pod.status}; "
+                                 f"Warnings {warnings}")
+        time.sleep(0.1)
+
+
 def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
     """No pod of that name is left in the namespace."""
     return name not in {present(p.metadata).name for p in kube.core.list_namespaced_pod(namespace).items}

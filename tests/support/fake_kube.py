@@ -145,6 +145,7 @@ class FakeKube:
         self.status_writes: list[Json] = []  # a BenchmarkRun's status as stored after each status patch, in order
         self.status_patches: list[Json] = []  # the status patches themselves
         self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
+        self.pod_events: list[tuple[str, str]] = []  # ("running" | "patched", pod name), in order
         self.limiter = TokenBucket(1000, 1000)
         self.max_in_flight = 16
         self.requests = 0
@@ -287,10 +288,25 @@ class FakeKube:
             else:
                 requested = _requested(obj) if plural == "persistentvolumeclaims" else None
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
+                if plural == "pods":
+                    self.pod_events.append(("patched", name or ""))
+                if plural == "pods" and (obj.get("status") or {}).get("phase") == "Running":
+                    self._run_to_completion(namespace, obj)  # a start time it waited for may have come
                 if requested is not None and _requested(obj) != requested and obj.get("status", {}).get("capacity"):
                     self._resize(namespace, obj)
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
+
+    def _run_to_completion(self, namespace: str, pod: Json) -> None:
+        """A Running pod that runs once (restartPolicy Never) does its work and ends, unless it still waits for
+        the annotation its downwardAPI volume shows it (then it ends when that is set)."""
+        awaited = awaited_annotation(pod)
+        if pod["spec"].get("restartPolicy") != "Never" or \
+                (awaited is not None and awaited not in (pod["metadata"].get("annotations") or {})):
+            return
+        code, log = self.behaviour.workload(pod)
+        self.pod_logs[(namespace, pod["metadata"]["name"])] = log
+        pod["status"] = {"phase": "Succeeded" if code == 0 else "Failed"}
 
     def request_sync(self, method: str, path: str, body: Json | None = None,
                      query: dict[str, str] | None = None) -> Json:
@@ -506,10 +522,8 @@ class FakeKube:
         def ready(pod: Json) -> None:
             pod["spec"]["nodeName"] = node
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            if pod["spec"].get("restartPolicy") == "Never":  # runs to completion
-                code, log = self.behaviour.workload(pod)
-                self.pod_logs[(namespace, name)] = log
-                pod["status"] = {"phase": "Succeeded" if code == 0 else "Failed"}
+            self.pod_events.append(("running", pod["metadata"]["name"]))
+            self._run_to_completion(namespace, pod)
         if self.behaviour.start_delay > 0 and pod_now is not None:
             uid = pod_now["metadata"]["uid"]
 
@@ -648,6 +662,17 @@ class FakeKube:
         elif plural == "namespaces":
             for key in [k for k in list(self.objects) if k[1] == name]:
                 self._delete_one(key[0], key[1], key[2])
+
+
+def awaited_annotation(pod: Json) -> str | None:
+    """The annotation a pod's container waits for before it starts its work: the one its downwardAPI volume
+    shows it (the data path's start barrier), if any."""
+    for volume in pod["spec"].get("volumes") or []:
+        for item in (volume.get("downwardAPI") or {}).get("items") or []:
+            path = (item.get("fieldRef") or {}).get("fieldPath", "")
+            if path.startswith("metadata.annotations['"):
+                return str(path.removeprefix("metadata.annotations['").removesuffix("']"))
+    return None
 
 
 def _merge(target: Json, patch: Json) -> None:

@@ -16,7 +16,7 @@ import pytest
 from localcluster.csi import csi_pb2 as csi
 from localcluster.csi import csi_pb2_grpc as csi_grpc
 from localcluster.simulator.backend import Backend, GroundTruth
-from localcluster.simulator.config import parse_backend_model
+from localcluster.simulator.config import ParameterError, parse_backend_model
 from localcluster.simulator.driver import Driver, serve
 
 CLAIM = {"csi.storage.k8s.io/pvc/namespace": "ns", "csi.storage.k8s.io/pvc/name": "data"}
@@ -301,3 +301,29 @@ def test_attach_slows_with_the_volumes_attached_to_the_node_and_staging_stops_at
             assert "its limit (max_volumes_per_node) is 2" in (refused.value.details() or "")
 
     _run(scenario())
+
+
+def test_one_slow_node_attaches_later_than_the_others(tmp_path: Path) -> None:
+    """nodeAttachLatency adds its duration to attaches on that node only (a node held back, for tests that need
+    one late pod)."""
+    async def scenario() -> None:
+        async for stubs in _stubs(tmp_path, attachLatency="10ms", nodeAttachLatency="node-b=300ms"):
+            ids = []
+            for index in range(2):
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-s{index}",
+                                                                                      parameters=CLAIM))
+                ids.append(created.volume.volume_id)
+            await asyncio.gather(*(stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(
+                volume_id=volume, node_id=node)) for volume, node in zip(ids, ["node-a", "node-b"], strict=True)))
+            took = {r["object"].rsplit(":", 1)[1]: r["finish"] - r["start"]
+                    for r in _records(tmp_path) if r["op"] == "attach"}
+            assert took["node-a"] < 0.2 <= 0.3 <= took["node-b"], took
+
+    _run(scenario())
+
+
+def test_node_attach_latency_must_name_node_and_duration() -> None:
+    assert parse_backend_model({"nodeAttachLatency": "a=1s, b=250ms"}).node_attach_latency == {"a": 1.0, "b": 0.25}
+    for bad in ("a", "=1s", "a=soon"):
+        with pytest.raises(ParameterError):
+            parse_backend_model({"nodeAttachLatency": bad})

@@ -20,6 +20,7 @@ from csibench.api.models import (
     default_workloads,
 )
 from csibench.api.text import collapse_lines, shorten
+from csibench.engine.datapath import barrier
 from csibench.engine.datapath.fio import (
     FSTYPE_PARAMETER,
     MIB,
@@ -230,6 +231,30 @@ def test_data_path_runs_every_workload_on_every_volume_after_unpublish() -> None
     first_of_second = fake.timeline.index(("POST", posts[3]))
     assert all(fake.timeline.index(("DELETE", d)) < first_of_second for d in deletes[:3])
     assert owned_left(fake) == []
+
+
+def test_every_pod_of_a_workload_starts_at_one_time_given_once_all_of_them_run() -> None:
+    """The start barrier: each pod lays out its files in an init container, then waits for the start time its
+    downwardAPI volume shows; the operator sets it on every pod of the workload (one value, recorded in the row)
+    only after the last of them is Running. The fake's pods end only once they have it."""
+    fake = FakeKube(Behaviour(start_delay=0.05))
+    status = run(fake, data_spec(workloads=[{"name": "a", "pattern": "read", "blockSize": "4Ki"},
+                                            {"name": "b", "pattern": "write", "blockSize": "4Ki"}]))
+    assert status.phase == "Succeeded", status.message
+    pods = {body["metadata"]["name"]: body for path, body in fake.created if path.endswith("/pods")
+            and "csibench.io/workload" in body["metadata"]["labels"]}
+    assert len(pods) == 6
+    for body in pods.values():
+        init = body["spec"]["initContainers"][0]
+        assert init["name"] == barrier.LAYOUT_CONTAINER and init["command"][-1] == "--create_only=1"
+        assert init["command"][:-1] == body["spec"]["containers"][0]["command"][4:]  # fio's own words, as "$@"
+        assert body["spec"]["containers"][0]["command"][:4] == ["sh", "-c", barrier.WAIT_SCRIPT, "csibench-barrier"]
+    for row in status.dataPath:
+        names = [n for n, body in pods.items() if body["metadata"]["labels"]["csibench.io/workload"] == row.name]
+        assert row.startAt is not None and row.skewed is None  # the fake's fio has no clock
+        patches = [i for i, (what, name) in enumerate(fake.pod_events) if what == "patched" and name in names]
+        running = [i for i, (what, name) in enumerate(fake.pod_events) if what == "running" and name in names]
+        assert len(patches) == len(running) == 3 and max(running) < min(patches), fake.pod_events
 
 
 def test_a_failing_pod_fails_its_row_with_fios_message_and_the_matrix_goes_on() -> None:

@@ -11,6 +11,7 @@ from localcluster.simulator.runtime import (
     ContainerConfigError,
     Identity,
     command_of,
+    downward_files,
     empty_dirs,
     env_of,
     identity_of,
@@ -120,3 +121,21 @@ def test_log_endpoint_paths_and_selection() -> None:
     assert select_text(b"a\nb\nc\n", 2, None) == b"b\nc\n"
     assert select_text(b"abcdef", None, 3) == b"abc"
     assert select_text(b"a\n", 0, None) == b""
+
+
+def test_downward_api_files_follow_the_pods_annotations_and_labels() -> None:
+    """A downwardAPI volume's items: one annotation (empty until it is set, as a kubelet writes a missing one), the
+    name, all labels as key="value" lines; a path that leaves the volume, or an unknown field, is refused."""
+    shaped = pod()
+    shaped["metadata"]["labels"] = {"b": "2", "a": "x\"y"}
+    shaped["spec"]["volumes"] = [{"name": "barrier", "downwardAPI": {"items": [
+        {"path": "start", "fieldRef": {"fieldPath": "metadata.annotations['csibench.io/start-at']"}},
+        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}, {"name": "scratch", "emptyDir": {}}]
+    assert downward_files(shaped) == {"barrier": {"start": "", "name": "p", "labels": 'a="x\\"y"\nb="2"'}}
+    shaped["metadata"]["annotations"] = {"csibench.io/start-at": "1796289657"}
+    assert downward_files(shaped)["barrier"]["start"] == "1796289657"
+    for path, field in (("../escape", "metadata.name"), ("a/b", "metadata.name"), ("x", "spec.nodeName")):
+        shaped["spec"]["volumes"][0]["downwardAPI"]["items"] = [{"path": path, "fieldRef": {"fieldPath": field}}]
+        with pytest.raises(ContainerConfigError):
+            downward_files(shaped)

@@ -326,6 +326,16 @@ class DataPathSpec(_Model):
     rampSeconds: int = Field(1, ge=0, le=3600, description="fio --ramp_time: seconds not measured.")
     runtimeSeconds: int = Field(5, ge=1, le=86400, description="fio --runtime, time based: seconds measured.")
     direct: bool = Field(True, description="fio --direct: O_DIRECT, bypassing the page cache.")
+    startDelaySeconds: int = Field(5, ge=1, le=300,
+                                   description="The start barrier: once every pod of a workload has laid out its "
+                                               "files and runs, all begin this many seconds later, at one instant "
+                                               "(room for each node's kubelet to write the start time into the "
+                                               "pods; a pod that reads it late starts at once, and its skew "
+                                               "shows).")
+    startTimeoutSeconds: int = Field(300, ge=1, le=86400,
+                                     description="How long the start barrier waits for every pod of a workload to "
+                                                 "run; the start time is then given to all, and a pod not running "
+                                                 "by then starts when it is (its row is flagged by its skew).")
     arrayCacheBytes: str | None = Field(None, max_length=32, pattern=QUANTITY_PATTERN,
                                         description="The storage's cache, if known (a quantity, e.g. 64Gi): a "
                                                     "working set (volumes x jobsPerVolume x fileSize) smaller than "
@@ -1090,6 +1100,10 @@ class DataPathRow(_Model):
                                                              "(fio's own clock), seconds.")
     togetherSeconds: float | None = Field(None, description="How long every pod measured at once: the earliest "
                                                             "end minus the latest start (0: never all at once).")
+    skewed: bool | None = Field(None, description="True: the start skew exceeds 10% of the runtime, so the sums "
+                                                  "add up pods that did not all run at once (togetherSeconds says "
+                                                  "for how long they did); a Warning DataPathStartSkew says so.")
+    startAt: int | None = Field(None, description="The start time the barrier gave the pods (epoch seconds).")
     nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=64,
                                          description="Per node: its volumes, their I/O summed and p99; the "
                                                      "volumes add up to the row's measured ones (beyond 64 "

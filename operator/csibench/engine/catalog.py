@@ -22,7 +22,7 @@ from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE, MEASURE, Move, Patch
 from csibench.engine.database import script
 from csibench.engine.database import step as database
-from csibench.engine.datapath import fio
+from csibench.engine.datapath import barrier, fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, GROUP_SNAPSHOT, POD, SNAPSHOT, Observed
@@ -273,11 +273,15 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     volumes = datapath.selected_volumes(spec.volumes, data)
     workload = data.workloads[index // volumes]
     claim = context.names.volume(index % volumes)
+    command = fio.build_fio_command(data, workload)
     return manifests.build_workload_pod(
-        context.names.data_pod(index), "fio", workload_image(data.image), fio.build_fio_command(data, workload),
-        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim)],
+        context.names.data_pod(index), "fio", workload_image(data.image), barrier.build_waiting_command(command),
+        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim),
+         manifests.WorkloadMount(barrier.VOLUME, barrier.MOUNT_PATH,
+                                 annotation=(barrier.START_FILE, barrier.START_ANNOTATION))],
         {**context.labels, "csibench.io/workload": workload.name}, data.resources, spec.pod.nodeSelector,
-        spec.pod.tolerations, preferred_node=datapath.spread_node(index % volumes, context.nodes))
+        spec.pod.tolerations, preferred_node=datapath.spread_node(index % volumes, context.nodes),
+        init=(barrier.LAYOUT_CONTAINER, fio.build_layout_command(command)))
 
 
 def _data_pods(spec: BenchmarkRunSpec) -> int:

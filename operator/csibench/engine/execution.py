@@ -24,7 +24,7 @@ from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
-from csibench.engine.observed import Key, Observed, RetriedWarning
+from csibench.engine.observed import POD, Key, Observed, RetriedWarning
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.status import StatusRecorder
 from csibench.engine.step import JudgeFactory, StepContext, StepSpec
@@ -171,8 +171,25 @@ class StepRunner:
         assert step.companion is not None
         return self.requests.deleting(step.companion.kind, step.companion.resource, tracker)
 
-    async def pod_log(self, name: str) -> str:
-        return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"))
+    async def pod_log(self, name: str, container: str | None = None) -> str:
+        return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"),
+                                      {"container": container} if container else None)
+
+    async def annotate_pods(self, names: Sequence[str], annotations: dict[str, str]) -> list[str]:
+        """Set ``annotations`` on the run's pods, each only if it is the very pod the run's watch saw (its uid a
+        precondition); the names that could not be annotated (not seen, gone, refused) are returned."""
+        patch = self.requests.patching(POD, r.PODS, lambda name: {"metadata": {"annotations": annotations}},
+                                       StepTracker("annotate", list(names)))
+        results = await asyncio.gather(*(patch(name) for name in names), return_exceptions=True)
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+            if isinstance(result, Exception):
+                log.info("annotating pod %s: %s", name, result)
+        return [name for name, result in zip(names, results, strict=True) if isinstance(result, Exception)]
+
+    async def warn(self, reason: str, message: str) -> None:
+        await self.recorder.event(reason, message, warning=True)
 
     async def show(self, progress: str) -> None:
         """Status says where a measuring step is (``progress``), with its rows so far."""

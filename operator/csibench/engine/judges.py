@@ -217,6 +217,14 @@ def pod_finished(observed: Observed, terminal: frozenset[str]) -> Judge:
                        lambda pod: Verdict(False, "PodFailed", "the pod failed") if pod.phase == "Failed" else None)
 
 
+def pod_started(observed: Observed) -> Callable[[str], bool]:
+    """A boundary: the pod's containers run (its init containers, if any, are done)."""
+    def started(name: str) -> bool:
+        pod = observed.pods.get(name)
+        return pod is not None and pod.phase == "Running"
+    return started
+
+
 def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge:
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.pods.get(name)

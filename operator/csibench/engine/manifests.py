@@ -86,22 +86,36 @@ WORKLOAD_FS_GROUP = 65532
 
 @dataclass(frozen=True)
 class WorkloadMount:
-    """A volume of a workload pod: a PVC (``claim``), or with no claim an emptyDir (scratch space of the pod,
+    """A volume of a workload pod: a PVC (``claim``), or a downwardAPI volume with one file holding one of the
+    pod's annotations (``annotation``: (file, annotation key)), or else an emptyDir (scratch space of the pod,
     removed with it)."""
 
     name: str
     path: str
     claim: str | None = None
+    annotation: tuple[str, str] | None = None
+
+    def volume(self) -> Manifest:
+        if self.claim is not None:
+            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.claim}}
+        if self.annotation is not None:
+            file, key = self.annotation
+            return {"name": self.name, "downwardAPI": {"items": [
+                {"path": file, "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}]}}
+        return {"name": self.name, "emptyDir": {}}
 
 
 def build_workload_pod(name: str, container: str, image: str, command: list[str], mounts: list[WorkloadMount],
                        labels: dict[str, str], resources: Resources, node_selector: dict[str, str],
                        tolerations: list[Toleration], env: dict[str, str] | None = None,
-                       grace_seconds: int = 5, preferred_node: str | None = None) -> Manifest:
+                       grace_seconds: int = 5, preferred_node: str | None = None,
+                       init: tuple[str, list[str]] | None = None) -> Manifest:
     """A workload pod (fio, PostgreSQL and pgbench): one container run once (restartPolicy Never), as non-root
     with fsGroup so its volumes are writable, meeting Pod Security "restricted". With ``preferred_node``, a
     preferred node affinity on that node's name: the scheduler puts it there unless a filter forbids it (the
-    volume's topology, the node's volume limit), where it places the pod itself instead of leaving it Pending."""
+    volume's topology, the node's volume limit), where it places the pod itself instead of leaving it Pending.
+    ``init``: (name, command) of an init container run to its end first, with the same image, mounts and
+    resources."""
     body: Manifest = {"name": container, "image": image, "command": command,
                       "securityContext": dict(RESTRICTED_CONTAINER),
                       "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts]}
@@ -116,9 +130,11 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
         "securityContext": {"runAsNonRoot": True, "runAsUser": WORKLOAD_USER, "runAsGroup": WORKLOAD_GROUP,
                             "fsGroup": WORKLOAD_FS_GROUP, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [body],
-        "volumes": [{"name": m.name, "persistentVolumeClaim": {"claimName": m.claim}} if m.claim is not None
-                    else {"name": m.name, "emptyDir": {}} for m in mounts],
+        "volumes": [m.volume() for m in mounts],
     }
+    if init is not None:
+        pod_spec["initContainers"] = [{**body, "name": init[0], "command": init[1],
+                                       "securityContext": dict(RESTRICTED_CONTAINER)}]
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
     if tolerations:

@@ -10,6 +10,7 @@ from typing import Any
 
 from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
+from csibench.api.skew import is_skewed, skew_message
 from csibench.api.text import human_duration
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
@@ -115,17 +116,12 @@ def notes(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-SKEW_SHARE = 0.1  # of the runtime: pods whose measured starts spread wider did not run together
-
-
 def skew_line(row: dict[str, Any], runtime_seconds: float) -> str | None:
     """What a row's sums claim when its pods did not run at once (None when they did, or it is not known)."""
     skew, together = row.get("startSkewSeconds"), row.get("togetherSeconds")
-    if skew is None or together is None or runtime_seconds <= 0 or skew <= SKEW_SHARE * runtime_seconds:
+    if skew is None or together is None or not is_skewed(skew, runtime_seconds):
         return None
-    return (f"pods did not run together: their measured starts spread over {skew:.2f}s, more than "
-            f"{SKEW_SHARE:.0%} of the {runtime_seconds:g}s runtime, and all of them ran at once for "
-            f"{together:.2f}s; the summed MiB/s and IOPS overstate what the storage served at any one moment")
+    return skew_message(float(skew), float(together), runtime_seconds)
 
 
 def _total(row: dict[str, Any]) -> float | None:

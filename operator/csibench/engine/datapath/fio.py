@@ -117,6 +117,12 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
     return command
 
 
+def build_layout_command(command: list[str]) -> list[str]:
+    """The init container's command: the workload's own fio line, laying out its files and exiting
+    (``--create_only``), so the measured run finds them there and starts measuring at once (``barrier``)."""
+    return [*command, "--create_only=1"]
+
+
 def status_interval(seconds: int) -> int:
     """Seconds between fio's progress documents: about STATUS_DOCUMENTS of them over the ramp and the runtime,
     at least 1 s."""

@@ -23,6 +23,7 @@ from csibench.api.models import (
     DataPathWorkload,
     StepState,
 )
+from csibench.api.skew import is_skewed
 from csibench.api.text import shorten
 from csibench.engine.datapath.fio import MIB, Direction, VolumeResult
 
@@ -99,6 +100,7 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
             starts, ends = [start for start, _ in windows], [end for _, end in windows]
             row.startSkewSeconds = round((max(starts) - min(starts)) / 1000, 3)
             row.togetherSeconds = round(max(0, min(ends) - max(starts)) / 1000, 3)
+            row.skewed = is_skewed(row.startSkewSeconds, spec.runtimeSeconds)
     return row
 
 

@@ -12,13 +12,18 @@ labels, so cleanup removes whatever an interruption leaves. After an operator re
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
+from csibench.api.skew import skew_message
 from csibench.api.text import shorten
 from csibench.engine import judges
+from csibench.engine.datapath import barrier
 from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
 from csibench.engine.datapath.rows import build_row, pending_row, volume_record
 from csibench.engine.judges import Verdict
@@ -30,6 +35,7 @@ from csibench.engine.workload import Batches
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
+log = logging.getLogger(__name__)
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
 VOLUMES = "volumes"
 READS, WRITES = frozenset({"read", "randread", "randrw"}), frozenset({"write", "randwrite", "randrw"})
@@ -49,7 +55,8 @@ def timeout_of(context: StepContext) -> float:
     data = context.spec.dataPath
     assert data is not None
     own = context.spec.timeouts.own("dataPath")
-    return float(own if own is not None else data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
+    return float(own if own is not None else
+                 data.startDelaySeconds + data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
@@ -72,7 +79,12 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             keep_rows(tracker, rows)
             await runner.show(f"{workload.name} ({w + 1}/{len(data.workloads)})")
             run = StepTracker(f"{step.name}-{workload.name}", active)
-            await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout)
+            release = asyncio.create_task(release_barrier(runner, run, data, rows[w]))
+            try:
+                await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout,
+                                   [judges.pod_started(context.observed)])
+            finally:
+                release.cancel()
             results: list[VolumeResult] = []
             nodes: list[str | None] = []
             failures: list[tuple[str, str]] = []
@@ -92,8 +104,13 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                 if failure is not None:
                     failures.append(failure)
             seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
+            start = rows[w].startAt
             rows[w] = build_row(data, workload, results, failures, seconds, nodes)
+            rows[w].startAt = start
             keep_rows(tracker, rows)
+            if rows[w].skewed:
+                await runner.warn("DataPathStartSkew", f"{workload.name}: " + skew_message(
+                    rows[w].startSkewSeconds or 0.0, rows[w].togetherSeconds or 0.0, data.runtimeSeconds))
             seen = context.observed.uids_of(POD)
             removal = StepTracker(f"{step.name}-{workload.name}-delete", [n for n in active if n in seen])
             await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
@@ -101,6 +118,18 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
         RESULTS.interrupt_step(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
+
+
+async def release_barrier(runner: Batches, run: StepTracker, data: DataPathSpec, row: DataPathRow) -> None:
+    """The start barrier (``barrier``): once every pod of the workload runs (its files laid out), or once
+    startTimeoutSeconds passed, give them all one start time, startDelaySeconds ahead."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)),
+                               data.startTimeoutSeconds)
+    row.startAt = barrier.start_at(time.time(), data.startDelaySeconds)
+    missed = await runner.annotate_pods(run.active, {barrier.START_ANNOTATION: str(row.startAt)})
+    if missed:
+        log.info("data path %s: no start time for %s (gone or not seen)", row.name, ", ".join(missed))
 
 
 def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
@@ -140,7 +169,11 @@ async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[Volume
         if outcome.ok:
             return None, ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
     if not outcome.ok:
-        return None, (outcome.reason, messages_of(log) or outcome.message or outcome.reason)
+        message = messages_of(log)
+        if not message:  # it may never have started: its init container's log says why (fio laying out files)
+            with contextlib.suppress(ApiError):
+                message = messages_of(await runner.pod_log(name, barrier.LAYOUT_CONTAINER))
+        return None, (outcome.reason, message or outcome.message or outcome.reason)
     try:
         return parse_fio_log(log), None
     except FioFailed as error:

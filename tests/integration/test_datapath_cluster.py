@@ -1,0 +1,80 @@
+"""Issue 28's acceptance on the local cluster's three nodes: the data path's pods spread two per node and started
+together by the barrier (their skew within a tenth of the runtime), rows per node that add up to the row, latency
+that is the exact merge of the pods' histograms; and a pod held back on a slow node is flagged, not summed
+silently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from localcluster.kube import Kube, present
+from localcluster.launcher import LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import benchmark_run, read_report, run_to_end, wait_until_nothing_left
+from tests.support.cluster import StorageClassFactory, cli
+from tests.support.datapath import SIM, TINY, assert_host_clean, assert_latency_is_the_merge_of_the_pods
+
+pytestmark = pytest.mark.integration
+RUNTIME = 5  # seconds of fio: long enough that a tenth of it (the skew bound) is more than a busy machine's jitter
+RANDOM_READ = [{"name": "randRead", "pattern": "randread", "blockSize": "4Ki"}]
+
+
+def data_path_record(kube: Kube, run: dict[str, Any]) -> list[dict[str, Any]]:
+    report = read_report(kube, run)
+    record = next(s for s in report["steps"] if s["status"]["name"] == "dataPath")
+    volumes: list[dict[str, Any]] = record["extra"]["volumes"]
+    return volumes
+
+
+def test_six_volumes_run_two_per_node_start_together_and_merge_exactly(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
+    data = {**TINY, "jobsPerVolume": 1, "runtimeSeconds": RUNTIME, "workloads": RANDOM_READ}
+    run = run_to_end(kube, namespace, benchmark_run("spread", volumes=6, dataPath=data, **SIM), timeout=300)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
+    row = status["dataPath"][0]
+    nodes = sorted(str(present(n.metadata).name) for n in kube.core.list_node().items)
+    assert len(nodes) == 3 and [(n["node"], n["volumes"]) for n in row["nodes"]] == [(node, 2) for node in nodes]
+    for field, step_size in (("readMiBps", 0.001), ("readIOPS", 0.1)):
+        assert sum(n[field] for n in row["nodes"]) == pytest.approx(row[field], abs=step_size * 3), (field, row)
+    # Started together: the barrier gave one start time, and fio's own clocks say they began within the bound.
+    assert row["startAt"] > 0 and row["skewed"] is False, row
+    assert 0 <= row["startSkewSeconds"] <= 0.1 * RUNTIME, row
+    assert row["togetherSeconds"] >= 0.9 * RUNTIME - 0.1, row
+    volumes = data_path_record(kube, run)
+    assert sorted(v["node"] for v in volumes) == sorted(nodes * 2)
+    assert all(v["startMs"] >= row["startAt"] * 1000 for v in volumes), (row["startAt"], volumes)
+    assert_latency_is_the_merge_of_the_pods({row["name"]: row}, volumes)
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+    assert_host_clean(cluster)
+
+
+def test_a_pod_held_back_on_a_slow_node_is_flagged_not_summed_silently(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess,
+        storage_class: StorageClassFactory) -> None:
+    # One node attaches 10 s late; the barrier waits at most 2 s for every pod, so two pods start at its time and
+    # the third when its volume is there: about 8 s late, on a 5 s runtime.
+    slow = storage_class(nodeAttachLatency="sim-node-2=10s")
+    data = {**TINY, "jobsPerVolume": 1, "runtimeSeconds": RUNTIME, "startTimeoutSeconds": 2,
+            "workloads": RANDOM_READ}
+    run = run_to_end(kube, namespace, benchmark_run("stagger", volumes=3, dataPath=data,
+                                                    **{**SIM, "storageClassName": slow}), timeout=300)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
+    row = status["dataPath"][0]
+    assert row["skewed"] is True and row["startSkewSeconds"] > 0.1 * RUNTIME, row
+    assert row["togetherSeconds"] < RUNTIME, row
+    volumes = data_path_record(kube, run)
+    late = max(volumes, key=lambda v: v["startMs"])
+    assert late["node"] == "sim-node-2", volumes
+    assert late["startMs"] - min(v["startMs"] for v in volumes) == pytest.approx(row["startSkewSeconds"] * 1000)
+    events = [e for e in kube.core.list_namespaced_event(namespace).items
+              if e.reason == "DataPathStartSkew" and present(e.involved_object).name == "stagger"]
+    assert events and events[0].type == "Warning" and "did not run together" in str(events[0].message), events
+    assert "randRead" in str(events[0].message)
+    table = cli(cluster, "report", "stagger", "-n", namespace)
+    assert "pods did not run together" in table, table
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+    assert_host_clean(cluster)
