@@ -78,3 +78,30 @@ def test_a_pod_held_back_on_a_slow_node_is_flagged_not_summed_silently(
     assert "pods did not run together" in table, table
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
+
+
+def test_rate_levels_hold_their_target_and_the_report_draws_latency_under_load(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
+    # Levels well below the unthrottled rate: on these two shared cores the unthrottled row is CPU-bound (fio and
+    # the loop devices), so what other tests take from it between the rows must not bring a level out of reach.
+    # fio holds each job to its rate.
+    levels = [5, 10, 20]
+    data = {**TINY, "jobsPerVolume": 1, "runtimeSeconds": 3, "rateLevels": levels, "workloads": RANDOM_READ}
+    run = run_to_end(kube, namespace, benchmark_run("levels", volumes=3, dataPath=data, **SIM), timeout=300)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
+    row = status["dataPath"][0]
+    assert [level["percent"] for level in row["levels"]] == levels, row
+    for level in row["levels"]:
+        wanted = row["readIOPS"] * level["percent"] / 100
+        assert level["state"] == "Succeeded" and level["targetIOPS"] == pytest.approx(wanted, rel=0.05, abs=3), level
+        assert level["readIOPS"] == pytest.approx(level["targetIOPS"], rel=0.1), level
+        assert level["readP99"] > 0 and level["startSkewSeconds"] is not None, level
+    volumes = data_path_record(kube, run)
+    assert sorted(v.get("ratePercent", 0) for v in volumes) == sorted([0, *levels] * 3)
+    table = cli(cluster, "report", "levels", "-n", namespace)
+    assert "Data path under load (rate levels)" in table and "unthrottled" in table, table
+    page = cli(cluster, "report", "levels", "-n", namespace, "-o", "html")
+    assert '<div class="plot levels"><svg' in page and "Latency under load" in page
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+    assert_host_clean(cluster)

@@ -90,12 +90,17 @@ def fake_fio(pod: Json, read_bw: float = 100 * 2**20, write_bw: float = 50 * 2**
     reads, writes = rw in ("read", "randread", "randrw"), rw in ("write", "randwrite", "randrw")
     bs = int(args.get("bs", "4096"))
 
-    def direction(on: bool, bw: float) -> Json:  # 98 completions at 250 us, 2 at 900 us: p50 250 us, p99 900 us
+    jobs = int(args.get("numjobs", "1"))
+    limits = [int(x or 0) * jobs for x in args.get("rate_iops", "0,0").split(",")]  # fio's 0: not limited
+
+    def direction(on: bool, bw: float, limit: int = 0) -> Json:  # 98 completions at 250 us, 2 at 900 us
+        if limit and bw / bs > limit:  # --rate_iops: fio holds each job to its rate
+            bw = float(limit * bs)
         return {"bw_bytes": bw if on else 0, "iops": bw / bs if on else 0,
                 "clat_ns": {"percentile": {"50.000000": 250000, "99.000000": 900000} if on else {},
                             "max": 900000 if on else 0, "bins": {"250000": 98, "900000": 2} if on else {}}}
     job = {"jobname": args.get("name"), "error": 0, "job options": {"numjobs": args.get("numjobs", "1")},
-           "read": direction(reads, read_bw), "write": direction(writes, write_bw)}
+           "read": direction(reads, read_bw, limits[0]), "write": direction(writes, write_bw, limits[-1])}
     return 0, json.dumps({"fio version": "fio-3.33", "jobs": [job]}, indent=2)
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from csibench.api import histogram
 from csibench.api.models import (
     BenchmarkRunSpec,
+    DataPathRow,
     DataPathSpec,
     FailureReason,
     StepState,
@@ -32,6 +33,7 @@ from csibench.engine.datapath.fio import (
     split_log,
 )
 from csibench.engine.datapath.rows import build_row
+from csibench.engine.datapath.step import level_rates
 from csibench.engine.errors import PlanError
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
@@ -359,6 +361,62 @@ def test_the_html_report_draws_each_workloads_merged_completion_latency() -> Non
     assert build_run_html(base, None).count("completion latency") == 0  # drawn only from the stored histograms
 
 
+def test_rate_levels_run_each_workload_again_at_a_share_of_its_unthrottled_iops() -> None:
+    """rateLevels [25, 50]: each workload runs unthrottled, then at 25% and 50% of the IOPS it reached, fio
+    --rate_iops per job (read and write each); the fake's fio holds its jobs to that rate, so each level achieves
+    its target. The report has a table and a curve; the level pods' histograms stay out of the row's CDF."""
+    from csibench.report.datapath import level_table, merged_histograms
+    from csibench.report.html import build_run_html
+    from csibench.report.render import render_table
+    run_spec = data_spec(rateLevels=[25, 50], workloads=[
+        {"name": "randRead", "pattern": "randread", "blockSize": "4Ki"},
+        {"name": "mixed", "pattern": "randrw", "blockSize": "4Ki", "readPercent": 50}])
+    fake = FakeKube()
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    step = next(s for s in status.steps if s.name == "dataPath")
+    assert (step.objects, step.succeeded) == (2 * 3 * 3, 18)  # workloads x (unthrottled + 2 levels) x volumes
+    pods = [body for path, body in fake.created if path.endswith("/pods")
+            and "csibench.io/workload" in body["metadata"]["labels"]]
+    rates = [next((a for a in body["spec"]["containers"][0]["command"] if a.startswith("--rate_iops=")), None)
+             for body in pods]
+    # fake fio: 100 MiB/s read and 50 MiB/s write per pod at 4 KiB, 25600 and 12800 IOPS; 3 pods x 2 jobs each
+    assert rates[:9] == [None] * 3 + ["--rate_iops=3200,0"] * 3 + ["--rate_iops=6400,0"] * 3
+    assert rates[12:] == ["--rate_iops=3200,1600"] * 3 + ["--rate_iops=6400,3200"] * 3
+    for row in status.dataPath:
+        unthrottled = (row.readIOPS or 0) + (row.writeIOPS or 0)
+        assert [level.percent for level in row.levels] == [25, 50]
+        for level in row.levels:
+            achieved = (level.readIOPS or 0) + (level.writeIOPS or 0)
+            assert level.state == StepState.SUCCEEDED and level.targetIOPS is not None
+            assert achieved == pytest.approx(level.targetIOPS, rel=0.001), level
+            assert achieved == pytest.approx(unthrottled * level.percent / 100, rel=0.01), level
+            assert level.readP99 == pytest.approx(0.0009)
+    as_run = _as_run(status, run_spec)
+    headers, rows = level_table(as_run) or ([], [])
+    assert headers[:5] == ["Workload", "Level", "Target IOPS", "Achieved IOPS", "Of target"]
+    assert [r[1] for r in rows] == ["unthrottled", "25%", "50%"] * 2 and rows[1][4] == "100%"
+    assert "Data path under load (rate levels)" in render_table(as_run)
+    report = stored_report(fake)
+    record = next(s for s in report["steps"] if s["status"]["name"] == "dataPath")
+    assert merged_histograms(record)["randRead"] == {"read": {250000: 294, 900000: 6}}  # the 3 unthrottled pods
+    assert sum(1 for v in record["extra"]["volumes"] if v.get("ratePercent") == 25) == 6
+    page = build_run_html(as_run, report)
+    assert page.count('<div class="plot levels"><svg') == 1 and "Latency under load" in page
+
+
+def test_rate_levels_are_percents_in_increasing_order() -> None:
+    assert DataPathSpec(rateLevels=[10, 50, 100]).slots == 4
+    for bad in ([50, 10], [10, 10], [0], [101], list(range(1, 12))):
+        with pytest.raises(ValidationError):
+            DataPathSpec(rateLevels=bad)
+    assert level_rates(DataPathRow(name="r", state=StepState.SUCCEEDED, readIOPS=1000.0, writeIOPS=0.0), 10, 4) \
+        == (25, 0)
+    assert level_rates(DataPathRow(name="r", state=StepState.SUCCEEDED, readIOPS=2.0, writeIOPS=0.0), 10, 4) \
+        == (1, 0)  # never 0 (fio: unlimited) for a direction the row drove
+    assert level_rates(DataPathRow(name="r", state=StepState.FAILED), 10, 4) is None
+
+
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
     from prometheus_client import generate_latest  # the default registry: the operator's metrics are there
 
@@ -385,6 +443,7 @@ def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
     assert run_spec.dataPath is not None
     assert [(w.name, w.pattern.value, w.blockSize) for w in run_spec.dataPath.workloads] == [
         (w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
+    assert run_spec.dataPath.rateLevels and run_spec.dataPath.startDelaySeconds >= 1  # it shows the newer fields
 
 
 def test_restart_policy_fail_marks_the_row_under_way_interrupted_without_numbers() -> None:

@@ -258,6 +258,7 @@ class FioPattern(StrEnum):
 
 
 MAX_WORKLOADS = 16
+MAX_RATE_LEVELS = 10
 FIO_SIZE_PATTERN = r"^[1-9][0-9]{0,5}(Ki|Mi|Gi)?$"  # fio and Kubernetes read these the same way (binary units)
 IOENGINE_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 WORKLOAD_NAME_PATTERN = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$"
@@ -336,6 +337,14 @@ class DataPathSpec(_Model):
                                      description="How long the start barrier waits for every pod of a workload to "
                                                  "run; the start time is then given to all, and a pod not running "
                                                  "by then starts when it is (its row is flagged by its skew).")
+    rateLevels: list[Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=list, max_length=MAX_RATE_LEVELS, json_schema_extra=cel(
+            ("self.all(x, self.exists_one(y, y == x)) && self.isSorted()",
+             "dataPath.rateLevels must be strictly increasing")),
+        description="Latency under load: after each workload's unthrottled row, the same workload again at each of "
+                    "these percents of the IOPS it reached (fio --rate_iops per job, read and write each), e.g. "
+                    "[10, 25, 50, 75, 90, 100]: achieved IOPS and merged p99 per level, a table and a curve. Each "
+                    "level is one more runtime.")
     arrayCacheBytes: str | None = Field(None, max_length=32, pattern=QUANTITY_PATTERN,
                                         description="The storage's cache, if known (a quantity, e.g. 64Gi): a "
                                                     "working set (volumes x jobsPerVolume x fileSize) smaller than "
@@ -348,8 +357,20 @@ class DataPathSpec(_Model):
                                  description="Resources of each workload container (nodeSelector and tolerations "
                                              "come from spec.pod).")
 
+    @field_validator("rateLevels")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(later <= earlier for earlier, later in itertools.pairwise(value)):
+            raise ValueError("dataPath.rateLevels must be strictly increasing")
+        return value
+
     def file_size(self, workload: DataPathWorkload) -> str:
         return workload.fileSize or self.fileSize
+
+    @property
+    def slots(self) -> int:
+        """Runs of each workload: the unthrottled one, then one per rate level."""
+        return 1 + len(self.rateLevels)
 
 
 class PgbenchMode(StrEnum):
@@ -1064,6 +1085,23 @@ class DataPathLatency(_Model):
     writeMax: float | None = Field(None, description="Slowest write completion, seconds.")
 
 
+class DataPathLevel(_Model):
+    """One rate level of a data-path row: the workload run again, throttled to a share of the IOPS its
+    unthrottled row reached; what it achieved and its completions' p99 (every pod's histograms merged)."""
+
+    percent: int = Field(..., description="The level: percent of the unthrottled row's IOPS.")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    targetIOPS: float | None = Field(None, description="IOPS asked for in all (fio --rate_iops per job, read and "
+                                                       "write, times the jobs).")
+    readIOPS: float | None = Field(None, description="Read IOPS achieved, summed over volumes.")
+    writeIOPS: float | None = Field(None, description="Write IOPS achieved, summed over volumes.")
+    readP99: float | None = Field(None, description="Read clat p99 over all pods' completions, seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 over all pods' completions, seconds.")
+    startSkewSeconds: float | None = Field(None, description="The latest pod's measured start minus the earliest's.")
+    skewed: bool | None = Field(None, description="True: the pods did not all run together (as for the row).")
+    message: str | None = Field(None, description="Why the level failed or was not run.")
+
+
 class DataPathNodeRow(_Model):
     """One node's share of a data-path row: the volumes whose pods ran there, their I/O summed, their completions'
     p99 (histograms merged), so a slow node shows."""
@@ -1104,6 +1142,8 @@ class DataPathRow(_Model):
                                                   "add up pods that did not all run at once (togetherSeconds says "
                                                   "for how long they did); a Warning DataPathStartSkew says so.")
     startAt: int | None = Field(None, description="The start time the barrier gave the pods (epoch seconds).")
+    levels: list[DataPathLevel] = Field(default_factory=list, max_length=MAX_RATE_LEVELS,
+                                        description="Latency under load (spec.dataPath.rateLevels), in order.")
     nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=64,
                                          description="Per node: its volumes, their I/O summed and p99; the "
                                                      "volumes add up to the row's measured ones (beyond 64 "

@@ -271,9 +271,10 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     spec, data = context.spec, context.spec.dataPath
     assert data is not None, "the data-path step runs only with spec.dataPath"
     volumes = datapath.selected_volumes(spec.volumes, data)
-    workload = data.workloads[index // volumes]
+    w, slot = divmod(index // volumes, data.slots)  # workload, then its unthrottled run and its rate levels
+    workload = data.workloads[w]
     claim = context.names.volume(index % volumes)
-    command = fio.build_fio_command(data, workload)
+    command = fio.build_fio_command(data, workload, context.rates.get((w, slot)) if slot else None)
     return manifests.build_workload_pod(
         context.names.data_pod(index), "fio", workload_image(data.image), barrier.build_waiting_command(command),
         [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim),
@@ -286,7 +287,8 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
 
 def _data_pods(spec: BenchmarkRunSpec) -> int:
     data = spec.dataPath
-    return len(data.workloads) * datapath.selected_volumes(spec.volumes, data) if data is not None else 0
+    return len(data.workloads) * data.slots * datapath.selected_volumes(spec.volumes, data) if data is not None \
+        else 0
 
 
 def skip_data_pods_of_failed_volumes(step: StepSpec, context: StepContext) -> set[str]:

@@ -103,6 +103,54 @@ def node_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     return (NODE_HEADERS, rows) if rows else None
 
 
+LEVEL_HEADERS = ["Workload", "Level", "Target IOPS", "Achieved IOPS", "Of target", "Read clat p99 ms",
+                 "Write clat p99 ms", "State"]
+
+
+def level_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Latency under load: per workload, its unthrottled row, then each rate level (its target, what it achieved,
+    its completions' p99); None when the run had no rate levels."""
+    rows = []
+    for row in rows_of(run):
+        levels = row.get("levels") or []
+        if not levels:
+            continue
+        latency = row.get("latency") or {}
+        rows.append([title(row), "unthrottled", "-", _number(_iops(row), 0), "-", _ms(latency.get("readP99")),
+                     _ms(latency.get("writeP99")), str(row.get("state", ""))])
+        for level in levels:
+            achieved, target = _iops(level), level.get("targetIOPS")
+            share = "-" if achieved is None or not target else f"{achieved / target:.0%}"
+            rows.append([title(row), f"{level['percent']}%", _number(target, 0), _number(achieved, 0), share,
+                         _ms(level.get("readP99")), _ms(level.get("writeP99")),
+                         str(level.get("state", "")) + (" (skewed)" if level.get("skewed") else "")])
+    return (LEVEL_HEADERS, rows) if rows else None
+
+
+def level_curves(run: dict[str, Any]) -> list[tuple[str, list[tuple[float, float]]]]:
+    """Per workload and direction: (achieved IOPS, p99 ms) at each level, then unthrottled, for a curve."""
+    curves = []
+    for row in rows_of(run):
+        levels = [level for level in row.get("levels") or [] if _iops(level) is not None]
+        if not levels:
+            continue
+        for direction in ("read", "write"):
+            points = [(float(_iops(level) or 0.0), float(level[f"{direction}P99"]) * 1000) for level in levels
+                      if level.get(f"{direction}P99")]
+            unthrottled = (row.get("latency") or {}).get(f"{direction}P99")
+            if unthrottled and _iops(row) is not None:
+                points.append((float(_iops(row) or 0.0), float(unthrottled) * 1000))
+            if points:
+                curves.append((f"{title(row)} {direction}", points))
+    return curves
+
+
+def _iops(row: dict[str, Any]) -> float | None:
+    if row.get("readIOPS") is None and row.get("writeIOPS") is None:
+        return None
+    return float(row.get("readIOPS") or 0.0) + float(row.get("writeIOPS") or 0.0)
+
+
 def notes(run: dict[str, Any]) -> list[str]:
     """Under the table: how to read it, and each failed row's message (the tool's own words)."""
     found = rows_of(run)
@@ -161,6 +209,8 @@ def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histog
     per-volume records (what the row's percentiles were read from); directions without I/O are left out."""
     pods: dict[str, dict[str, list[histogram.Histogram]]] = {}
     for record in ((step_record.get("extra") or {}).get("volumes") or []):
+        if record.get("ratePercent") is not None:  # a rate level's pods: not the row's completions
+            continue
         for direction in ("read", "write"):
             bins = histogram.from_json(record.get(f"{direction}ClatBins"))
             if bins:

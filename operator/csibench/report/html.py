@@ -159,6 +159,17 @@ def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
     return parts
 
 
+def _levels_section(run: dict[str, Any]) -> list[str]:
+    """Latency under load: the rate levels' table, and p99 against achieved IOPS per workload and direction."""
+    levels = datapath.level_table(run)
+    if levels is None:
+        return []
+    curves = [plots.Curve(label, points) for label, points in datapath.level_curves(run)]
+    drawn = plots.curve("Latency under load", "IOPS achieved", "clat p99 (ms)", curves)
+    return ["<h2>Data path under load (rate levels)</h2>", _table(*levels, "datapath-levels"),
+            f'<div class="plots"><div class="plot levels">{drawn}</div></div>']
+
+
 def _completion_section(by_step: dict[str, list[tuple[int, dict[str, Any]]]]) -> list[str]:
     """Per data-path workload, the distribution of every I/O completion (read and write), from the pods' fio
     histograms merged: the row's percentiles are points on these lines."""
@@ -188,6 +199,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             *_workload_sections(datapath.table(run), database.table(run)),
             *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]
               if (per_node := datapath.node_table(run)) is not None else []),
+            *_levels_section(run),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)

@@ -132,6 +132,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     per_node = datapath.node_table(run)
     if per_node is not None:
         lines += ["", "#### Data path per node", "", *markdown_table(*per_node)]
+    levels = datapath.level_table(run)
+    if levels is not None:
+        lines += ["", "#### Data path under load (rate levels)", "", *markdown_table(*levels)]
     db = database.table(run)
     if db is not None:
         lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
@@ -152,6 +155,8 @@ def render_table(run: dict[str, Any]) -> str:
     second = ["", "Data path (fio)", *align(*data)] if data is not None else []
     per_node = datapath.node_table(run)
     second += ["", "Data path per node", *align(*per_node)] if per_node is not None else []
+    levels = datapath.level_table(run)
+    second += ["", "Data path under load (rate levels)", *align(*levels)] if levels is not None else []
     db = database.table(run)
     third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
     return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"

@@ -99,11 +99,13 @@ def files_that_do_not_fit(spec: BenchmarkRunSpec, parameters: Mapping[str, str])
 FILENAME_FORMAT = "csibench.$jobnum.$filenum"  # the same files for every workload, not one set per workload
 
 
-def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[str]:
+def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload,
+                      rate_iops: tuple[int, int] | None = None) -> list[str]:
     """The container's command: every value comes from validated fields (patterns in the CRD and the models).
     Every workload uses the same files (``FILENAME_FORMAT``: job N's file is ``csibench.N.0`` whatever the row),
     as the reference setup lays out one file per process once: the volume holds jobsPerVolume x fileSize, the
-    bound admission checks, not that times the number of workloads, and reads read what earlier rows wrote."""
+    bound admission checks, not that times the number of workloads, and reads read what earlier rows wrote.
+    ``rate_iops``: (read, write) IOPS per job, a rate level's throttle (fio's 0: that direction unlimited)."""
     command = ["fio", f"--name={workload.name}", f"--directory={MOUNT_PATH}",
                f"--filename_format={FILENAME_FORMAT}", f"--rw={workload.pattern.value}",
                f"--bs={size_bytes(workload.blockSize)}", f"--size={size_bytes(spec.file_size(workload))}",
@@ -114,6 +116,8 @@ def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload) -> list[st
                "--output-format=json+", f"--status-interval={status_interval(spec.rampSeconds + spec.runtimeSeconds)}"]
     if workload.pattern == FioPattern.RANDRW:
         command.insert(5, f"--rwmixread={workload.readPercent}")
+    if rate_iops is not None:
+        command.append(f"--rate_iops={rate_iops[0]},{rate_iops[1]}")
     return command
 
 

@@ -17,9 +17,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from csibench.api.models import DataPathLatency, DataPathRow, DataPathSpec, StepState
+from csibench.api.models import (
+    DataPathLatency,
+    DataPathLevel,
+    DataPathRow,
+    DataPathSpec,
+    DataPathWorkload,
+    StepState,
+)
 from csibench.api.skew import skew_message
 from csibench.api.text import shorten
 from csibench.engine import judges
@@ -60,76 +68,162 @@ def timeout_of(context: StepContext) -> float:
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
-    """Run the matrix (the caller wrote status and started nothing yet); the tracker's clock covers it all."""
+    """Run the matrix (the caller wrote status and started nothing yet); the tracker's clock covers it all. Each
+    workload runs unthrottled, then once per rate level, throttled to that share of what it reached."""
     data = context.spec.dataPath
     assert data is not None
     volumes = selected_volumes(context.spec.volumes, data)
     rows = [pending_row(data, workload, volumes) for workload in data.workloads]
     records: list[dict[str, Any]] = []
     tracker.extra = {ROWS: [row.model_dump(mode="json", exclude_none=True) for row in rows], VOLUMES: records}
-    judge = step.judge_in(context)
-    gone = judges.pod_gone_and_detached(context.observed, frozenset())
-    timeout = timeout_of(context)
+    pods = WorkloadPods(runner, step, tracker, context, records)
     tracker.start()
     try:
         for w, workload in enumerate(data.workloads):
-            names = [step.object_name(context.names, w * volumes + i) for i in range(volumes)]
-            active = [name for name in names if name not in tracker.skipped]
             rows[w].state = StepState.RUNNING
             keep_rows(tracker, rows)
             await runner.show(f"{workload.name} ({w + 1}/{len(data.workloads)})")
-            run = StepTracker(f"{step.name}-{workload.name}", active)
-            release = asyncio.create_task(release_barrier(runner, run, data, rows[w]))
-            try:
-                await runner.batch(POD, run, judge, runner.creator(step, context, run), timeout,
-                                   [judges.pod_started(context.observed)])
-            finally:
-                release.cancel()
-            results: list[VolumeResult] = []
-            nodes: list[str | None] = []
-            failures: list[tuple[str, str]] = []
-            for index, name in enumerate(names):
-                if name not in active:
-                    continue
-                result, failure = await _outcome(runner, name, run)
-                outcome = run.outcomes[name]
-                node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
-                tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
-                tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
-                records.append(volume_record(workload.name, context.names.volume(index), name, result, failure,
-                                             node))
-                if result is not None:
-                    results.append(result)
-                    nodes.append(node)
-                if failure is not None:
-                    failures.append(failure)
-            seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
-            start = rows[w].startAt
-            rows[w] = build_row(data, workload, results, failures, seconds, nodes)
-            rows[w].startAt = start
+            ran = await pods.run(w, 0)
+            rows[w] = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
+            rows[w].startAt = ran.start_at
             keep_rows(tracker, rows)
             if rows[w].skewed:
                 await runner.warn("DataPathStartSkew", f"{workload.name}: " + skew_message(
                     rows[w].startSkewSeconds or 0.0, rows[w].togetherSeconds or 0.0, data.runtimeSeconds))
-            seen = context.observed.uids_of(POD)
-            removal = StepTracker(f"{step.name}-{workload.name}-delete", [n for n in active if n in seen])
-            await runner.batch(POD, removal, gone, runner.remover(step, removal), timeout)
+            for slot, percent in enumerate(data.rateLevels, start=1):
+                rates = level_rates(rows[w], percent, len(ran.results) * data.jobsPerVolume)
+                if rates is None:
+                    pods.not_run(w, slot, "NotMeasured", f"{workload.name} measured no IOPS unthrottled: no "
+                                 f"{percent}% of it to run at")
+                    rows[w].levels.append(DataPathLevel(percent=percent, state=StepState.FAILED,
+                                                        message="no unthrottled IOPS to take a share of"))
+                    continue
+                context.rates[(w, slot)] = rates
+                rows[w].levels.append(DataPathLevel(percent=percent, state=StepState.RUNNING))
+                keep_rows(tracker, rows)
+                await runner.show(f"{workload.name} at {percent}% ({w + 1}/{len(data.workloads)})")
+                throttled = await pods.run(w, slot)
+                rows[w].levels[-1] = build_level(data, workload, percent, rates, throttled)
+                keep_rows(tracker, rows)
     except BaseException:
         RESULTS.interrupt_step(tracker, rows)
         raise
     tracker.stopped = time.monotonic()
 
 
-async def release_barrier(runner: Batches, run: StepTracker, data: DataPathSpec, row: DataPathRow) -> None:
-    """The start barrier (``barrier``): once every pod of the workload runs (its files laid out), or once
+@dataclass
+class PodsRun:
+    """What one run of a workload's pods (unthrottled, or at one rate level) measured."""
+
+    results: list[VolumeResult] = field(default_factory=list)
+    nodes: list[str | None] = field(default_factory=list)  # where each of results ran
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of the pods that failed
+    seconds: float = 0.0
+    start_at: int | None = None  # the barrier's start time
+
+
+@dataclass
+class WorkloadPods:
+    """Runs one workload's pods at once on the selected volumes, started together by the barrier; records each
+    pod's outcome in the step's tracker and its volume in the report; deletes them before the next run."""
+
+    runner: Batches
+    step: StepSpec
+    tracker: StepTracker
+    context: StepContext
+    records: list[dict[str, Any]]
+
+    def names(self, w: int, slot: int) -> list[str]:
+        data = self.context.spec.dataPath
+        assert data is not None
+        volumes = selected_volumes(self.context.spec.volumes, data)
+        first = (w * data.slots + slot) * volumes
+        return [self.step.object_name(self.context.names, first + i) for i in range(volumes)]
+
+    def not_run(self, w: int, slot: int, reason: str, message: str) -> None:
+        now = time.monotonic()
+        for name in self.names(w, slot):
+            if name not in self.tracker.skipped:
+                self.tracker.mark_submitted(name, now)
+                self.tracker.record(name, Verdict(False, reason, message), now)
+
+    async def run(self, w: int, slot: int) -> PodsRun:
+        data, context, step = self.context.spec.dataPath, self.context, self.step
+        assert data is not None
+        workload = data.workloads[w]
+        names = self.names(w, slot)
+        active = [name for name in names if name not in self.tracker.skipped]
+        level = data.rateLevels[slot - 1] if slot else None
+        label = workload.name if level is None else f"{workload.name}-{level}"
+        timeout = timeout_of(context)
+        run = StepTracker(f"{step.name}-{label}", active)
+        ran = PodsRun()
+        release = asyncio.create_task(release_barrier(self.runner, run, data, ran, label))
+        try:
+            await self.runner.batch(POD, run, step.judge_in(context), self.runner.creator(step, context, run),
+                                    timeout, [judges.pod_started(context.observed)])
+        finally:
+            release.cancel()
+        for index, name in enumerate(names):
+            if name not in active:
+                continue
+            result, failure = await _outcome(self.runner, name, run)
+            outcome = run.outcomes[name]
+            node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
+            self.tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
+            self.tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
+            record = volume_record(workload.name, context.names.volume(index), name, result, failure, node)
+            if level is not None:
+                record["ratePercent"] = level
+            self.records.append(record)
+            if result is not None:
+                ran.results.append(result)
+                ran.nodes.append(node)
+            if failure is not None:
+                ran.failures.append(failure)
+        ran.seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
+        seen = context.observed.uids_of(POD)
+        removal = StepTracker(f"{step.name}-{label}-delete", [n for n in active if n in seen])
+        await self.runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
+                                self.runner.remover(step, removal), timeout)
+        return ran
+
+
+def level_rates(row: DataPathRow, percent: int, jobs: int) -> tuple[int, int] | None:
+    """fio --rate_iops per job, (read, write), for ``percent`` of what the unthrottled row reached over ``jobs``
+    jobs (None: it reached nothing). A direction the row did not drive stays 0 (fio: not limited; it has no I/O)."""
+    if row.state != StepState.SUCCEEDED or jobs <= 0:
+        return None
+    wanted = [(iops or 0.0) * percent / 100 / jobs for iops in (row.readIOPS, row.writeIOPS)]
+    if not any(wanted):
+        return None
+    read, write = (max(1, round(value)) if value > 0 else 0 for value in wanted)
+    return read, write
+
+
+def build_level(data: DataPathSpec, workload: DataPathWorkload, percent: int, rates: tuple[int, int],
+                ran: PodsRun) -> DataPathLevel:
+    """A rate level from its pods' results: achieved IOPS against the target, merged p99 (as a row's)."""
+    row = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
+    jobs = len(ran.results) * data.jobsPerVolume
+    return DataPathLevel(percent=percent, state=row.state, targetIOPS=float(sum(rates) * jobs),
+                         readIOPS=row.readIOPS, writeIOPS=row.writeIOPS,
+                         readP99=row.latency.readP99 if row.latency else None,
+                         writeP99=row.latency.writeP99 if row.latency else None,
+                         startSkewSeconds=row.startSkewSeconds, skewed=row.skewed, message=row.message)
+
+
+async def release_barrier(runner: Batches, run: StepTracker, data: DataPathSpec, ran: PodsRun,
+                          label: str) -> None:
+    """The start barrier (``barrier``): once every pod of the run runs (its files laid out), or once
     startTimeoutSeconds passed, give them all one start time, startDelaySeconds ahead."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)),
                                data.startTimeoutSeconds)
-    row.startAt = barrier.start_at(time.time(), data.startDelaySeconds)
-    missed = await runner.annotate_pods(run.active, {barrier.START_ANNOTATION: str(row.startAt)})
+    ran.start_at = barrier.start_at(time.time(), data.startDelaySeconds)
+    missed = await runner.annotate_pods(run.active, {barrier.START_ANNOTATION: str(ran.start_at)})
     if missed:
-        log.info("data path %s: no start time for %s (gone or not seen)", row.name, ", ".join(missed))
+        log.info("data path %s: no start time for %s (gone or not seen)", label, ", ".join(missed))
 
 
 def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
