@@ -191,7 +191,10 @@ class Kubelet:
                 self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
                 self.teardown.kick(pod["metadata"]["uid"])
         else:
-            self.runtime.refresh(pod)  # its downwardAPI files follow its labels and annotations
+            try:
+                self.runtime.refresh(pod)  # its downwardAPI files follow its labels and annotations
+            except OSError as error:
+                log.warning("downwardAPI files of %s: %s", api.key_of(pod), error)
             self.controller.kick(api.key_of(pod))
 
     def _on_attachment(self, event: str, attachment: api.Obj) -> None:
@@ -299,7 +302,12 @@ class Kubelet:
     def _spawn_task(self, work: Any) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("kubelet task %s failed", task.get_name(), exc_info=task.exception())
 
     async def _start_and_report(self, pod: api.Obj, status: api.Obj) -> None:
         """Start the pod's processes (its init containers first, to their end), then report it Running."""

@@ -31,6 +31,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -278,11 +279,13 @@ class Runtime:
         plans = [self._plan(pod, container, dirs) for container in pod["spec"].get("containers") or []]
         self.pods[meta["uid"]] = group
         await asyncio.to_thread(_make_empty_dirs, list(group.scratch.values()))
-        await asyncio.to_thread(_write_downward, group.downward, files)
+        if not group.stopping:  # stopped meanwhile: nothing more is written or started
+            await asyncio.to_thread(_write_downward, group.downward, files)
         for plan in inits:
             entry = self._entry(group, plan[0], group.init_containers)
             await self._spawn(group, entry, *plan)
-            if await self.wait(group, entry.name, group.init_containers) != 0 or group.stopping:
+            if entry.process is None or await self.wait(group, entry.name, group.init_containers) != 0 or \
+                    group.stopping:
                 group.init_failed = entry.name
                 return group
         for plan in plans:
@@ -332,6 +335,8 @@ class Runtime:
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
                 stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.defpath})
+        if group.stopping:  # stop() came while it started and found no process: it must not outlive the pod
+            _kill_group(entry.process.pid, signal.SIGKILL)
         entry.started_at = api.now_rfc3339()
         entry.exit_code = None
         entry.finished_at = None
@@ -432,10 +437,11 @@ def _write_downward(directories: dict[str, str], files: dict[str, dict[str, str]
             target = Path(directory) / path
             if target.exists() and target.read_text() == content:
                 continue
-            temporary = target.with_name(f".{path}.tmp")
-            temporary.write_text(content)
-            temporary.chmod(0o644)
-            temporary.replace(target)
+            handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path}.")  # its own name: two writers
+            with os.fdopen(handle, "w") as file:
+                file.write(content)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, target)
 
 
 def _identity_files(directory: Path, who: Identity) -> dict[str, str]:

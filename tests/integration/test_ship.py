@@ -125,7 +125,8 @@ def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube:
         kube.core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]  # the client validates a dict body
     start = {"metadata": {"annotations": {"csibench.io/start-at": "1796289657"}}}
     for name, body in (("users-pod", start), ("runs-pod", {"metadata": {"annotations": {"other": "x"}}}),
-                       ("runs-pod", {"metadata": {"labels": {"csibench.io/run-uid": "another-run"}}})):
+                       ("runs-pod", {"metadata": {"labels": {"csibench.io/run-uid": "another-run"}}}),
+                       ("runs-pod", {"spec": {"activeDeadlineSeconds": 5}})):
         with pytest.raises(ApiException) as refused:
             client.CoreV1Api(as_operator).patch_namespaced_pod(name, namespace, body)
         assert refused.value.status == 403 and "csibench-operator may only" in str(refused.value.body), (name, body)

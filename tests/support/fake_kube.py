@@ -151,6 +151,7 @@ class FakeKube:
         self.status_patches: list[Json] = []  # the status patches themselves
         self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
         self.pod_events: list[tuple[str, str]] = []  # ("running" | "patched", pod name), in order
+        self.pod_patches: list[tuple[str, Json]] = []  # (pod name, merge patch body), in order
         self.limiter = TokenBucket(1000, 1000)
         self.max_in_flight = 16
         self.requests = 0
@@ -295,6 +296,7 @@ class FakeKube:
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
                 if plural == "pods":
                     self.pod_events.append(("patched", name or ""))
+                    self.pod_patches.append((name or "", copy.deepcopy(body)))
                 if plural == "pods" and (obj.get("status") or {}).get("phase") == "Running":
                     self._run_to_completion(namespace, obj)  # a start time it waited for may have come
                 if requested is not None and _requested(obj) != requested and obj.get("status", {}).get("capacity"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -39,7 +40,7 @@ from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
-from tests.support.fake_runs import UID, owned_left, run, spec, stored_report
+from tests.support.fake_runs import NAMES, UID, owned_left, run, spec, stored_report
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 FIO_JSON = {"fio version": "fio-3.33", "jobs": [{
@@ -105,9 +106,11 @@ def test_a_row_says_how_far_apart_its_pods_measured_and_the_report_flags_a_wide_
         return parse_fio_log(json.dumps(document))
     data = DataPathSpec(runtimeSeconds=10)
     together = build_row(data, default_workloads()[0], [measured(1000, 11000), measured(1400, 11500)], [], 12.0)
-    assert (together.startSkewSeconds, together.togetherSeconds) == (0.4, 9.6)
+    assert (together.startSkewSeconds, together.togetherSeconds, together.skewed) == (0.4, 9.6, False)
     apart = build_row(data, default_workloads()[0], [measured(1000, 11000), measured(9000, 19000)], [], 20.0)
-    assert (apart.startSkewSeconds, apart.togetherSeconds) == (8.0, 2.0)
+    assert (apart.startSkewSeconds, apart.togetherSeconds, apart.skewed) == (8.0, 2.0, True)
+    edge = build_row(data, default_workloads()[0], [measured(1000, 11000), measured(2000, 12000)], [], 12.0)
+    assert edge.skewed is False  # exactly 10% of the runtime is still together; more is not
     never = build_row(data, default_workloads()[0], [measured(0, 1000), measured(5000, 6000)], [], 7.0)
     assert never.togetherSeconds == 0.0
     run_of = {"spec": {"dataPath": {"runtimeSeconds": 10}}, "status": {"dataPath": [
@@ -257,6 +260,36 @@ def test_every_pod_of_a_workload_starts_at_one_time_given_once_all_of_them_run()
         patches = [i for i, (what, name) in enumerate(fake.pod_events) if what == "patched" and name in names]
         running = [i for i, (what, name) in enumerate(fake.pod_events) if what == "running" and name in names]
         assert len(patches) == len(running) == 3 and max(running) < min(patches), fake.pod_events
+
+
+class LateCreate(FakeKube):
+    """An API server at which one pod's create takes 1.5 s (a webhook, a throttled client)."""
+
+    def __init__(self, late: str) -> None:
+        super().__init__()
+        self.late = late
+
+    async def create(self, path: str, body: Any, on_send: Any = None, dry_run: bool = False) -> bool:
+        if body["metadata"].get("name") == self.late:
+            await asyncio.sleep(1.5)
+        return await super().create(path, body, on_send, dry_run)
+
+
+def test_a_pod_created_after_the_barrier_released_gets_the_same_start_time_once_it_runs() -> None:
+    """startTimeoutSeconds 1: the barrier gives the two pods that run a start time; the third, whose create was
+    still under way, gets the same one once it runs, rather than waiting for the workload's timeout."""
+    late = NAMES.data_pod(2)
+    fake = LateCreate(late)
+    run_spec = spec(volumes=3, pvcsPerPod=1, size="64Mi", timeouts={"dataPath": 15},  # without its start time
+                    dataPath={"rampSeconds": 0, "runtimeSeconds": 1, "startTimeoutSeconds": 1,  # the late pod
+                              "workloads": [{"name": "a", "pattern": "read", "blockSize": "4Ki"}]})  # fails then
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    row = status.dataPath[0]
+    given = [(name, body["metadata"]["annotations"][barrier.START_ANNOTATION]) for name, body in fake.pod_patches]
+    assert sorted(name for name, _ in given) == sorted(NAMES.data_pod(i) for i in range(3)), given
+    assert {value for _, value in given} == {str(row.startAt)}
+    assert given[-1][0] == late and ("running", late) in fake.pod_events
 
 
 def test_a_failing_pod_fails_its_row_with_fios_message_and_the_matrix_goes_on() -> None:

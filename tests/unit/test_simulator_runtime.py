@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from localcluster.simulator.logserver import parse_log_path, select_text
 from localcluster.simulator.runtime import (
     ContainerConfigError,
     Identity,
+    Runtime,
     command_of,
     downward_files,
     empty_dirs,
@@ -139,3 +142,46 @@ def test_downward_api_files_follow_the_pods_annotations_and_labels() -> None:
         shaped["spec"]["volumes"][0]["downwardAPI"]["items"] = [{"path": path, "fieldRef": {"fieldPath": field}}]
         with pytest.raises(ContainerConfigError):
             downward_files(shaped)
+
+
+def _process_pod(init: list[str], main: list[str]) -> dict[str, Any]:
+    shaped = pod({"runAsUser": 4321, "runAsGroup": 4321})
+    shaped["metadata"]["annotations"] = {"start": "42"}
+    mounts = [{"name": "scratch", "mountPath": "/scratch"}, {"name": "barrier", "mountPath": "/barrier"}]
+    shaped["spec"]["initContainers"] = [{"name": "layout", "image": "i", "command": init, "volumeMounts": mounts}]
+    shaped["spec"]["containers"] = [{"name": "c", "image": "i", "command": main, "volumeMounts": mounts}]
+    shaped["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}, {"name": "barrier", "downwardAPI": {"items": [
+        {"path": "start", "fieldRef": {"fieldPath": "metadata.annotations['start']"}}]}}]
+    return shaped
+
+
+def test_init_containers_run_to_their_end_first_and_a_stopped_pod_starts_nothing(tmp_path: Path) -> None:
+    """Real processes in the sandbox: the init container's work is there when the container starts, which also
+    sees its downwardAPI file, rewritten when the pod changes; a pod stopped during its init container starts no
+    container and leaves no process."""
+    async def scenario() -> None:
+        runtime = Runtime(tmp_path)
+        shaped = _process_pod(["sh", "-c", "echo laid-out > /scratch/file"],
+                              ["sh", "-c", "cat /scratch/file; while [ \"$(cat /barrier/start)\" = 42 ]; do "
+                                           "sleep 0.05; done; cat /barrier/start"])
+        group = await runtime.start(shaped, {})
+        assert group.init_failed is None and group.init_containers["layout"].exit_code == 0
+        shaped["metadata"]["annotations"]["start"] = "43"
+        runtime.refresh(shaped)
+        assert await asyncio.wait_for(runtime.wait(group, "c"), 20) == 0
+        assert group.containers["c"].log_path.read_text().split() == ["laid-out", "43"]
+        runtime.forget(group.uid)
+        held = _process_pod(["sleep", "30"], ["true"])
+        held["metadata"]["uid"] = "u2"
+        starting = asyncio.create_task(runtime.start(held, {}))
+        while "layout" not in getattr(runtime.pods.get("u2"), "init_containers", {}):
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        await runtime.stop("u2", 1.0)
+        stopped = await asyncio.wait_for(starting, 10)
+        assert stopped.init_failed == "layout" and stopped.containers == {}
+        assert stopped.init_containers["layout"].process is not None
+        assert stopped.init_containers["layout"].process.returncode is not None
+        runtime.forget("u2")
+
+    asyncio.run(scenario())

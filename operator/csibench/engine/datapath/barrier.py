@@ -16,9 +16,11 @@ container start), and the first workload also lays out its files, which takes lo
 Whether they did start together is measured, not assumed: fio's own clock says when each pod measured
 (``VolumeResult.window_ms``), and the row records the skew and how long they all ran at once.
 
-The wait is a POSIX shell script (the workload image's ``sh``, ``cat``, ``date`` and ``sleep``): it sleeps to the
-second before the start time, then polls the clock every 10 ms, and ``exec``s fio, so fio's own process is the
-container's. fio's command line reaches it as positional parameters, never as shell text.
+The wait is a shell script (the workload image's ``sh``, ``cat``, ``date`` and a ``sleep`` that takes fractions, as
+GNU coreutils' and busybox's do): it sleeps to the second before the start time, then polls the clock every 10 ms,
+and ``exec``s fio, so fio's own process is the container's. fio's command line reaches it as positional
+parameters, never as shell text; the start time must be plain epoch seconds (no leading zero, at most 14 digits).
+While it waits it ends on SIGTERM (a shell as PID 1 would ignore it), so a deleted pod goes at once.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ START_FILE = "start"
 LAYOUT_CONTAINER = "layout"
 SCRIPT_NAME = "csibench-barrier"  # $0 of the script: what ps shows
 WAIT_SCRIPT = f"""set -eu
+trap 'exit 143' TERM
 file={MOUNT_PATH}/{START_FILE}
-while [ ! -s "$file" ]; do sleep 0.05; done
+while [ ! -s "$file" ]; do sleep 0.05 & wait $!; done
 at=$(cat "$file")
-case "$at" in ''|*[!0-9]*) echo "csibench: start time '$at' is not epoch seconds" >&2; exit 2;; esac
+case "$at" in ''|0*|*[!0-9]*|???????????????*)
+  echo "csibench: start time '$at' is not epoch seconds" >&2; exit 2;; esac
 now=$(date +%s)
-if [ "$at" -gt "$((now + 1))" ]; then sleep "$((at - now - 1))"; fi
+if [ "$at" -gt "$((now + 1))" ]; then sleep "$((at - now - 1))" & wait $!; fi
 while [ "$(date +%s)" -lt "$at" ]; do sleep 0.01; done
 exec "$@"
 """
@@ -48,6 +52,6 @@ def build_waiting_command(command: list[str]) -> list[str]:
     return ["sh", "-c", WAIT_SCRIPT, SCRIPT_NAME, *command]
 
 
-def start_at(now_epoch_seconds: float, delay_seconds: int) -> int:
+def start_at(now_epoch_seconds: float, delay_seconds: float) -> int:
     """The start time given to every pod: ``delay_seconds`` from now, on a whole second (the script's unit)."""
     return math.ceil(now_epoch_seconds + delay_seconds)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.models import (
+    BenchmarkRunSpec,
     DataPathLatency,
     DataPathLevel,
     DataPathRow,
@@ -42,6 +43,7 @@ from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
+from csibench.preflight.checks import pacing_floor
 
 log = logging.getLogger(__name__)
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
@@ -63,8 +65,8 @@ def timeout_of(context: StepContext) -> float:
     data = context.spec.dataPath
     assert data is not None
     own = context.spec.timeouts.own("dataPath")
-    return float(own if own is not None else
-                 data.startDelaySeconds + data.rampSeconds + data.runtimeSeconds + SLACK_SECONDS)
+    return float(own if own is not None else data.startTimeoutSeconds + data.startDelaySeconds + data.rampSeconds
+                 + data.runtimeSeconds + SLACK_SECONDS)
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
@@ -158,12 +160,14 @@ class WorkloadPods:
         timeout = timeout_of(context)
         run = StepTracker(f"{step.name}-{label}", active)
         ran = PodsRun()
-        release = asyncio.create_task(release_barrier(self.runner, run, data, ran, label))
+        release = asyncio.create_task(release_barrier(self.runner, run, context.spec, ran, label))
         try:
             await self.runner.batch(POD, run, step.judge_in(context), self.runner.creator(step, context, run),
                                     timeout, [judges.pod_started(context.observed)])
         finally:
             release.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await release
         for index, name in enumerate(names):
             if name not in active:
                 continue
@@ -213,17 +217,38 @@ def build_level(data: DataPathSpec, workload: DataPathWorkload, percent: int, ra
                          startSkewSeconds=row.startSkewSeconds, skewed=row.skewed, message=row.message)
 
 
-async def release_barrier(runner: Batches, run: StepTracker, data: DataPathSpec, ran: PodsRun,
+ANNOTATE_ATTEMPTS = 5  # a late pod's start time: tries, 1 s apart doubling
+
+
+async def release_barrier(runner: Batches, run: StepTracker, spec: BenchmarkRunSpec, ran: PodsRun,
                           label: str) -> None:
     """The start barrier (``barrier``): once every pod of the run runs (its files laid out), or once
-    startTimeoutSeconds passed, give them all one start time, startDelaySeconds ahead."""
+    startTimeoutSeconds passed, give them all one start time, startDelaySeconds ahead plus the least time the
+    run's client needs to send them all (its QPS and burst). A pod the first round missed (its create still in
+    flight, a failed patch) gets the same start time once it runs: it starts late, and the row's skew says so."""
+    data = spec.dataPath
+    assert data is not None
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)),
                                data.startTimeoutSeconds)
-    ran.start_at = barrier.start_at(time.time(), data.startDelaySeconds)
-    missed = await runner.annotate_pods(run.active, {barrier.START_ANNOTATION: str(ran.start_at)})
+    sending = pacing_floor(len(run.active), 1, spec.client.qps, spec.client.burst)
+    ran.start_at = barrier.start_at(time.time(), data.startDelaySeconds + sending)
+    annotation = {barrier.START_ANNOTATION: str(ran.start_at)}
+    missed = await runner.annotate_pods(run.active, annotation)
     if missed:
-        log.info("data path %s: no start time for %s (gone or not seen)", label, ", ".join(missed))
+        log.info("data path %s: the start time reaches %s once they run", label, ", ".join(missed))
+        await asyncio.gather(*(_annotate_when_running(runner, run, name, annotation) for name in missed))
+
+
+async def _annotate_when_running(runner: Batches, run: StepTracker, name: str, annotation: dict[str, str]) -> None:
+    for attempt in range(ANNOTATE_ATTEMPTS):
+        if not await run.passed(name, 0):
+            return  # it ended without running: its outcome says why
+        if not await runner.annotate_pods([name], annotation):
+            return
+        await asyncio.sleep(2.0 ** attempt)
+    await runner.warn("DataPathNoStartTime", f"pod {name} could not be given its start time "
+                      f"({ANNOTATE_ATTEMPTS} tries): it waits until the workload's timeout")
 
 
 def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
