@@ -15,6 +15,8 @@ requires) set how that array behaves:
 ``hangOperations``     comma list of operations that never complete ("all" for every one)
 ``seed``               seed of the jitter/failure random generator, for repeatable runs
 ``nodeAttachLatency``  extra attach latency on named nodes, "node-a=10s,node-b=500ms": one slow node
+``corruptCloneSuffix`` a clone whose claim's name ends with this gets one byte of its largest file flipped after
+                       the copy (directory volumes only): a storage bug that verification must catch
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class BackendModel:
     # rates that degrade as a node fills (the density ramp's curve is then not flat by construction).
     attach_latency_per_attached: float = 0.0
     node_attach_latency: dict[str, float] = field(default_factory=dict)  # node -> added to its attaches
+    corrupt_clone_suffix: str = ""  # clones of claims whose name ends so are corrupted (none when empty)
 
     def latency(self, operation: Operation) -> float:
         return self.latencies.get(operation, 0.0)
@@ -129,6 +132,7 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
         seed=seed,
         attach_latency_per_attached=parse_duration(params.get("attachLatencyPerAttached", "0")),
         node_attach_latency=_parse_node_latencies(params.get("nodeAttachLatency", "")),
+        corrupt_clone_suffix=params.get("corruptCloneSuffix", "").strip(),
     )
 
 

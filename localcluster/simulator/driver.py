@@ -250,10 +250,21 @@ class Controller(csi_grpc.ControllerServicer):
                 driver.deleted_volumes.discard(volume_id)
 
             operation = Operation.CLONE_VOLUME if snapshot else Operation.CREATE_VOLUME
-            restore = (functools.partial(volumes.copy_data, restored, target)
-                       if restored is not None and volumes.holds_data(restored) else None)
+            restore: Callable[[], object] | None = (
+                functools.partial(volumes.copy_data, restored, target)
+                if restored is not None and volumes.holds_data(restored) else None)
+            suffix = driver.ctx.backend(storage_class).model.corrupt_clone_suffix
+            corrupting = restore is not None and bool(suffix) and claim.endswith(suffix)
+            if restore is not None and corrupting:
+                copy = restore
+
+                def corrupt() -> None:  # the array's bug on purpose: the clone is not its snapshot
+                    copy()
+                    log.warning("clone %s/%s: corrupted %s on purpose (corruptCloneSuffix)", namespace, claim,
+                                volumes.corrupt_one_byte(target))
+                restore = corrupt
             await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created,
-                                 io=restore, volume=request.name)
+                                 io=restore, volume=request.name, **({"corrupted": True} if corrupting else {}))
             existing = driver.volumes[request.name]
         volume = csi.Volume(volume_id=existing.volume_id, capacity_bytes=existing.capacity)
         if existing.source_snapshot:

@@ -226,6 +226,23 @@ def holds_data(directory: Path) -> bool:
     return directory.is_dir() and any(directory.iterdir())
 
 
+def corrupt_one_byte(directory: Path) -> str | None:
+    """The array's bug, on purpose (the ``corruptCloneSuffix`` parameter): flip the middle byte of the largest
+    regular file of a directory volume, the image's name excluded (an image's byte would land in the filesystem,
+    not in a file's data); the file's path inside the volume, or None when there is none."""
+    files = [path for path in directory.rglob("*") if path.is_file() and path.name != IMAGE_NAME
+             and path.stat().st_size > 0]
+    if not files:
+        return None
+    largest = max(files, key=lambda path: (path.stat().st_size, str(path)))
+    with largest.open("r+b") as handle:
+        handle.seek(largest.stat().st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    return str(largest.relative_to(directory))
+
+
 def copy_data(source: Path, target: Path) -> None:
     """Copy a volume's data (directory or image; the caller checked ``holds_data``) keeping holes. Blocking: the
     driver runs it in a thread."""

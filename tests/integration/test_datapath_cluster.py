@@ -105,3 +105,28 @@ def test_rate_levels_hold_their_target_and_the_report_draws_latency_under_load(
     assert '<div class="plot levels"><svg' in page and "Latency under load" in page
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
+
+
+def test_verify_holds_each_clone_against_its_source_and_a_corrupted_clone_fails(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess,
+        storage_class: StorageClassFactory) -> None:
+    # The array flips one byte of the largest file of the clone of volume 1 (its claim ends in -c00001).
+    buggy = storage_class(corruptCloneSuffix="-c00001")
+    data = {**TINY, "jobsPerVolume": 1, "verify": True,
+            "workloads": [{"name": "seqWrite", "pattern": "write", "blockSize": "64Ki"}]}
+    run = run_to_end(kube, namespace, benchmark_run("verify", volumes=2, dataPath=data,
+                                                    **{**SIM, "storageClassName": buggy}), timeout=300)
+    status = run["status"]
+    steps = {s["name"]: s for s in status["steps"]}
+    assert status["phase"] == "Failed", (status.get("message"), operator.log()[-3000:])
+    assert steps["dataPath"]["succeeded"] == 4 and steps["cloneFromSnapshot"]["succeeded"] == 2, steps
+    verify = steps["verifyClone"]
+    assert (verify["succeeded"], verify["failed"]) == (1, 1), verify
+    reason = verify["failureReasons"][0]
+    assert reason["reason"] == "DataMismatch", reason
+    assert "-c00001: csibench.0.0 has sha256" in reason["message"] and "-v00001's was" in reason["message"], reason
+    report = read_report(kube, run)
+    record = next(s for s in report["steps"] if s["status"]["name"] == "dataPath")
+    assert len(record["extra"]["checksums"]) == 2, record["extra"]
+    wait_until_nothing_left(kube, run, 60, "nothing of the run left")
+    assert_host_clean(cluster)

@@ -83,8 +83,22 @@ def _requested(claim: Json) -> str | None:
     return requested
 
 
+def fake_checksums(pod: Json, corrupt: bool = False) -> tuple[int, str]:
+    """sha256sum of fio's two files on the pod's claim: a volume and its clone (``-v00001``, ``-c00001``) hold the
+    same data; ``corrupt`` changes the second file's."""
+    claim = pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    lines = []
+    for number in (0, 1):
+        data = f"{claim[-5:]}/{number}{'!' if corrupt and number == 1 else ''}"
+        lines.append(f"{hashlib.sha256(data.encode()).hexdigest()}  csibench.{number}.0")
+    return 0, "\n".join(lines) + "\n"
+
+
 def fake_fio(pod: Json, read_bw: float = 100 * 2**20, write_bw: float = 50 * 2**20) -> tuple[int, str]:
-    """fio --output-format=json+ --group_reporting, as a pod's log shows it (only the fields csibench reads)."""
+    """fio --output-format=json+ --group_reporting, as a pod's log shows it (only the fields csibench reads); a
+    checksum pod's sha256sum."""
+    if "sha256sum" in " ".join(pod["spec"]["containers"][0]["command"]):
+        return fake_checksums(pod)
     args = dict(a.removeprefix("--").split("=", 1) for a in pod["spec"]["containers"][0]["command"][1:] if "=" in a)
     rw = args.get("rw", "read")
     reads, writes = rw in ("read", "randread", "randrw"), rw in ("write", "randwrite", "randrw")

@@ -22,7 +22,7 @@ from csibench.api.models import (
     default_workloads,
 )
 from csibench.api.text import collapse_lines, shorten
-from csibench.engine.datapath import barrier
+from csibench.engine.datapath import barrier, checksum
 from csibench.engine.datapath.fio import (
     FSTYPE_PARAMETER,
     MIB,
@@ -39,7 +39,7 @@ from csibench.engine.errors import PlanError
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
-from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
+from tests.support.fake_kube import Behaviour, FakeKube, fake_checksums, fake_fio
 from tests.support.fake_runs import NAMES, UID, owned_left, run, spec, stored_report
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -448,6 +448,66 @@ def test_rate_levels_are_percents_in_increasing_order() -> None:
     assert level_rates(DataPathRow(name="r", state=StepState.SUCCEEDED, readIOPS=2.0, writeIOPS=0.0), 10, 4) \
         == (1, 0)  # never 0 (fio: unlimited) for a direction the row drove
     assert level_rates(DataPathRow(name="r", state=StepState.FAILED), 10, 4) is None
+
+
+def verify_spec(**more: Any) -> BenchmarkRunSpec:
+    return spec(volumes=3, pvcsPerPod=1, size="64Mi", volumeSnapshotClassName="snap",
+                dataPath={"rampSeconds": 0, "runtimeSeconds": 1, "verify": True, "volumes": 2,
+                          "workloads": [{"name": "w", "pattern": "write", "blockSize": "64Ki"}]}, **more)
+
+
+def test_verify_checksums_the_volumes_after_the_data_path_and_holds_each_clone_against_its_source() -> None:
+    """verify: a checksum pod per data-path volume after the matrix, kept in the step's record; verifyClone, after
+    cloneFromSnapshot, a pod per clone whose source was checksummed (the third volume was not: skipped)."""
+    fake = FakeKube()
+    status = run(fake, verify_spec())
+    assert status.phase == "Succeeded", status.message
+    names = [s.name for s in status.steps]
+    assert names.index("verifyClone") == names.index("cloneFromSnapshot") + 1
+    assert names.index("deleteClone") == names.index("verifyClone") + 1
+    data_path = next(s for s in status.steps if s.name == "dataPath")
+    assert (data_path.objects, data_path.succeeded) == (4, 4)  # one workload on 2 volumes, then 2 checksums
+    verify = next(s for s in status.steps if s.name == "verifyClone")
+    assert (verify.objects, verify.succeeded, verify.skipped) == (3, 2, 1), verify
+    record = next(r for r in stored_report(fake)["steps"] if r["status"]["name"] == "dataPath")
+    sums = record["extra"]["checksums"]
+    assert sorted(sums) == [NAMES.volume(0), NAMES.volume(1)]
+    assert sums[NAMES.volume(0)] == checksum.parse_checksums(fake_checksums(
+        {"spec": {"volumes": [{"persistentVolumeClaim": {"claimName": NAMES.volume(0)}}]}})[1])
+    pods = [body for path, body in fake.created if path.endswith("/pods")]
+    verify_pods = [p for p in pods if p["metadata"]["name"].startswith(NAMES.verify_pod(0)[:-5])]
+    assert [p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] for p in verify_pods] == [
+        NAMES.clone(0), NAMES.clone(1)]
+    assert verify_pods[0]["spec"]["containers"][0]["command"] == ["sh", "-c", checksum.SCRIPT]
+    assert owned_left(fake) == []
+
+
+def test_a_clone_whose_data_differs_from_its_source_fails_with_the_file_named() -> None:
+    def corrupt_second_clone(pod: Any) -> tuple[int, str]:
+        volume = pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+        if "sha256sum" in " ".join(pod["spec"]["containers"][0]["command"]):
+            return fake_checksums(pod, corrupt=volume == NAMES.clone(1))
+        return fake_fio(pod)
+    status = run(FakeKube(Behaviour(workload=corrupt_second_clone)), verify_spec())
+    assert status.phase == "Failed"
+    verify = next(s for s in status.steps if s.name == "verifyClone")
+    assert (verify.succeeded, verify.failed) == (1, 1)
+    reason = verify.failureReasons[0]
+    assert reason.reason == "DataMismatch" and f"clone {NAMES.clone(1)}: csibench.1.0 has sha256" in reason.message
+    assert f"its source {NAMES.volume(1)}'s was" in reason.message and "(1 of 2 files differ)" in reason.message
+
+
+def test_verify_is_admitted_only_with_its_step_and_a_snapshot_class() -> None:
+    base = {"storageClassName": "sim", "volumeSnapshotClassName": "snap",
+            "dataPath": {"verify": True, "rampSeconds": 0}}
+    with pytest.raises(ValidationError, match=r"exactly when spec\.dataPath\.verify"):
+        BenchmarkRunSpec.model_validate({**base, "steps": ["createVolume", "dataPath", "createSnapshot",
+                                                           "cloneFromSnapshot"]})
+    with pytest.raises(ValidationError, match="needs volumeSnapshotClassName"):
+        BenchmarkRunSpec.model_validate({**base, "volumeSnapshotClassName": None})
+    assert checksum.mismatch({"a": "1" * 64}, {}, "c", "v") == "clone c lacks 1 of the 1 files its source v " \
+        "had when it was snapshotted (a)"
+    assert checksum.parse_checksums("sha256sum: csibench.*: No such file or directory\n") == {}
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -18,13 +18,15 @@ def spec(**fields: Any) -> BenchmarkRunSpec:
 def test_default_steps_depend_on_the_snapshot_class() -> None:
     assert [s.name for s in resolve_steps(spec())] == [StepName.CREATE_VOLUME, StepName.PUBLISH,
                                                        StepName.UNPUBLISH, StepName.DELETE_VOLUME]
-    optional = (StepName.DATA_PATH, StepName.DATABASE, StepName.EXPAND_VOLUME, StepName.CREATE_GROUP_SNAPSHOT,
-                StepName.DELETE_GROUP_SNAPSHOT, StepName.MOVE_VOLUME, StepName.DENSITY)
+    optional = (StepName.DATA_PATH, StepName.VERIFY_CLONE, StepName.DATABASE, StepName.EXPAND_VOLUME,
+                StepName.CREATE_GROUP_SNAPSHOT, StepName.DELETE_GROUP_SNAPSHOT, StepName.MOVE_VOLUME, StepName.DENSITY)
     assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == [
         s for s in StepName if s not in optional]
     with_data = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}))
     assert [s.name for s in with_data] == [s for s in StepName if s not in optional[1:]]
-    every = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}, database={},
+    verified = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={"verify": True}))
+    assert [s.name for s in verified] == [s for s in StepName if s not in optional[2:]]
+    every = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={"verify": True}, database={},
                                expand={"by": "1Gi"}, groupSnapshot={"volumeGroupSnapshotClassName": "g"}, move={},
                                density={"volumesPerNode": [2]}))
     assert [s.name for s in every] == list(StepName)  # each only with its part of the spec; the database after

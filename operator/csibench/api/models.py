@@ -337,6 +337,11 @@ class DataPathSpec(_Model):
                                      description="How long the start barrier waits for every pod of a workload to "
                                                  "run; the start time is then given to all, and a pod not running "
                                                  "by then starts when it is (its row is flagged by its skew).")
+    verify: bool = Field(False, description="Integrity: after the data path, each volume's fio files are "
+                                            "checksummed (sha256, one pod per volume); the verifyClone step "
+                                            "(after cloneFromSnapshot) checks each clone's files against its "
+                                            "source's, and a clone whose data differs fails, the file named. Needs "
+                                            "volumeSnapshotClassName.")
     rateLevels: list[Annotated[int, Field(ge=1, le=100)]] = Field(
         default_factory=list, max_length=MAX_RATE_LEVELS, json_schema_extra=cel(
             ("self.all(x, self.exists_one(y, y == x)) && self.isSorted()",
@@ -647,6 +652,12 @@ _DATA_PATH_RULES = (
      "dataPath cannot be combined with repeat > 1 yet: run the data path in a run of its own (repeat: 1)"),
     ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
      "steps must list dataPath exactly when spec.dataPath is set"),
+    ("!has(self.steps) || (has(self.dataPath) && has(self.dataPath.verify) && self.dataPath.verify) == "
+     "('verifyClone' in self.steps)",
+     "steps must list verifyClone exactly when spec.dataPath.verify is true"),
+    ("!has(self.dataPath) || !has(self.dataPath.verify) || !self.dataPath.verify || "
+     "has(self.volumeSnapshotClassName)",
+     "dataPath.verify needs volumeSnapshotClassName: its clones are what it verifies"),
 )
 _EXPAND_RULES = (
     ("!has(self.expand) || !has(self.expand.to) || quantity(self.expand.to).isGreaterThan(quantity(self.size))",
@@ -808,6 +819,11 @@ class BenchmarkRunSpec(_Model):
         listed = self.steps is not None and StepName.DATA_PATH in self.steps
         if self.steps is not None and listed != (data is not None):
             raise ValueError(_DATA_PATH_RULES[4][1])
+        verifying = data is not None and data.verify
+        if self.steps is not None and (StepName.VERIFY_CLONE in self.steps) != verifying:
+            raise ValueError(_DATA_PATH_RULES[5][1])
+        if verifying and not self.volumeSnapshotClassName:
+            raise ValueError(_DATA_PATH_RULES[6][1])
         if data is None:
             return self
         if data.volumes is not None and data.volumes > self.volumes:

@@ -38,6 +38,7 @@ class StepName(StrEnum):
     CREATE_SNAPSHOT = "createSnapshot"
     CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"  # spec.groupSnapshot: one VolumeGroupSnapshot per group of volumes
     CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
+    VERIFY_CLONE = "verifyClone"  # spec.dataPath.verify: each clone's data against its source's checksums
     DELETE_CLONE = "deleteClone"
     DELETE_SNAPSHOT = "deleteSnapshot"
     DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"
@@ -101,6 +102,10 @@ _FACTS = (
                            "seconds."),
     StepFacts(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", requires=StepName.CREATE_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={PROVISIONER: 3, CONTROLLER_MANAGER: 4}),
+    StepFacts(StepName.VERIFY_CLONE, "Verify Clone", "clone", requires=StepName.CLONE_FROM_SNAPSHOT,
+              needs_snapshot_class=True,
+              timeout_note="Timeout of verifyClone (every clone's files read and checksummed by its pod), in "
+                           "seconds."),
     StepFacts(StepName.DELETE_CLONE, "Delete Clone", "vol", requires=StepName.CLONE_FROM_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={PROVISIONER: 2}),
     StepFacts(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", requires=StepName.CREATE_SNAPSHOT,

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from csibench.api.models import BenchmarkRunSpec, Placement, StepName
 from csibench.api.steps import WFFC, facts_of
 from csibench.engine import density as density_step
-from csibench.engine import judges, manifests
+from csibench.engine import judges, manifests, verify_clone
 from csibench.engine.actions import CREATE, DELETE, MEASURE, Move, Patch
 from csibench.engine.database import script
 from csibench.engine.database import step as database
-from csibench.engine.datapath import barrier, fio
+from csibench.engine.datapath import barrier, checksum, fio
 from csibench.engine.datapath import step as datapath
 from csibench.engine.naming import Names, pod_count, volumes_of_pod
 from csibench.engine.observed import CLAIM, GROUP_SNAPSHOT, POD, SNAPSHOT, Observed
@@ -48,6 +48,16 @@ def skip_if_prerequisite_failed(step: StepSpec, context: StepContext) -> set[str
     assert step.requires is not None
     objects = step.objects(context.spec, context.names)
     return {objects[index] for index in _failed_indexes(context, step.requires)}
+
+
+def skip_clones_without_source_checksums(step: StepSpec, context: StepContext) -> set[str]:
+    """Verify pod i needs clone i, and the data path's checksums of volume i (a volume it did not use, or whose
+    checksum pod failed, has none: its clone has nothing to be held against)."""
+    objects = step.objects(context.spec, context.names)
+    data_path = context.trackers.get(StepName.DATA_PATH)
+    sums = ((data_path.extra if data_path is not None else None) or {}).get(checksum.CHECKSUMS) or {}
+    unsummed = {name for index, name in enumerate(objects) if context.names.volume(index) not in sums}
+    return skip_if_prerequisite_failed(step, context) | unsummed
 
 
 def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
@@ -271,6 +281,9 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     spec, data = context.spec, context.spec.dataPath
     assert data is not None, "the data-path step runs only with spec.dataPath"
     volumes = datapath.selected_volumes(spec.volumes, data)
+    if index >= len(data.workloads) * data.slots * volumes:  # after the matrix: verify's checksum pods
+        return _checksum_pod(context, context.names.data_pod(index), context.names.volume(index % volumes),
+                             "checksum")
     w, slot = divmod(index // volumes, data.slots)  # workload, then its unthrottled run and its rate levels
     workload = data.workloads[w]
     claim = context.names.volume(index % volumes)
@@ -285,10 +298,33 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
         init=(barrier.LAYOUT_CONTAINER, fio.build_layout_command(command)))
 
 
+def _checksum_pod(context: StepContext, name: str, claim: str, workload: str) -> Manifest:
+    """A pod that checksums fio's files on ``claim`` (a volume after the data path, or a clone)."""
+    spec, data = context.spec, context.spec.dataPath
+    assert data is not None
+    return manifests.build_workload_pod(
+        name, checksum.CONTAINER, workload_image(data.image), checksum.build_checksum_command(),
+        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim)],
+        {**context.labels, "csibench.io/workload": workload}, data.resources, spec.pod.nodeSelector,
+        spec.pod.tolerations)
+
+
 def _data_pods(spec: BenchmarkRunSpec) -> int:
+    """Per workload its unthrottled run and each rate level, a pod per volume each; then, with verify, a checksum
+    pod per volume."""
     data = spec.dataPath
-    return len(data.workloads) * data.slots * datapath.selected_volumes(spec.volumes, data) if data is not None \
-        else 0
+    if data is None:
+        return 0
+    volumes = datapath.selected_volumes(spec.volumes, data)
+    return (len(data.workloads) * data.slots + (1 if data.verify else 0)) * volumes
+
+
+def _verify_pod(context: StepContext, index: int) -> Manifest:
+    return _checksum_pod(context, context.names.verify_pod(index), context.names.clone(index), "verify")
+
+
+def _verifying(spec: BenchmarkRunSpec) -> bool:
+    return spec.dataPath is not None and spec.dataPath.verify
 
 
 def skip_data_pods_of_failed_volumes(step: StepSpec, context: StepContext) -> set[str]:
@@ -397,6 +433,12 @@ STEPS: dict[str, StepSpec] = {step.name: step for step in (
              object_name=Names.clone, count=_volumes, judge=judges.claim_bound, skip=skip_if_prerequisite_failed,
              terminal_warnings=PROVISIONING_FAILED, manifest=_clone, report_key="clone",
              gone=judges.claim_and_volume_gone),
+    StepSpec(facts=facts_of(StepName.VERIFY_CLONE), kind=POD, resource=r.PODS, action=MEASURE,
+             object_name=Names.verify_pod, count=_volumes, judge=judges.pod_finished,
+             skip=skip_clones_without_source_checksums,
+             terminal_warnings=frozenset({"FailedMount", "FailedAttachVolume", "Failed"}), manifest=_verify_pod,
+             report_key="verifyPod", gone=judges.pod_gone_and_detached, measure=verify_clone.measure,
+             enabled=_verifying, spec_part="dataPath.verify"),
     StepSpec(facts=facts_of(StepName.DELETE_CLONE), kind=CLAIM, resource=r.PVCS, action=DELETE,
              object_name=Names.clone, count=_volumes, judge=judges.claim_and_volume_gone, skip=skip_never_seen,
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CLONE_FROM_SNAPSHOT),

@@ -67,6 +67,10 @@ class Names:
         """Data-path pods: one per (workload, volume), numbered workload-major (``-d`` + index)."""
         return f"{self._objects}-d{index:05d}"
 
+    def verify_pod(self, index: int) -> str:
+        """verifyClone's pods: one per clone, reading its files (``-k`` + index)."""
+        return f"{self._objects}-k{index:05d}"
+
     def density_pod(self, index: int) -> str:
         """The density ramp's pods: level after level, each level's pods in order (``-n`` + index)."""
         return f"{self._objects}-n{index:05d}"

@@ -32,7 +32,7 @@ from csibench.api.models import (
 from csibench.api.skew import skew_message
 from csibench.api.text import shorten
 from csibench.engine import judges
-from csibench.engine.datapath import barrier
+from csibench.engine.datapath import barrier, checksum
 from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
 from csibench.engine.datapath.rows import build_row, pending_row, volume_record
 from csibench.engine.judges import Verdict
@@ -107,6 +107,9 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                 throttled = await pods.run(w, slot)
                 rows[w].levels[-1] = build_level(data, workload, percent, rates, throttled)
                 keep_rows(tracker, rows)
+        if data.verify:
+            await runner.show("checksums of the volumes' data")
+            tracker.extra[checksum.CHECKSUMS] = await pods.checksum()
     except BaseException:
         RESULTS.interrupt_step(tracker, rows)
         raise
@@ -150,32 +153,19 @@ class WorkloadPods:
                 self.tracker.record(name, Verdict(False, reason, message), now)
 
     async def run(self, w: int, slot: int) -> PodsRun:
-        data, context, step = self.context.spec.dataPath, self.context, self.step
+        data, context = self.context.spec.dataPath, self.context
         assert data is not None
         workload = data.workloads[w]
         names = self.names(w, slot)
-        active = [name for name in names if name not in self.tracker.skipped]
         level = data.rateLevels[slot - 1] if slot else None
-        label = workload.name if level is None else f"{workload.name}-{level}"
-        timeout = timeout_of(context)
-        run = StepTracker(f"{step.name}-{label}", active)
         ran = PodsRun()
-        release = asyncio.create_task(release_barrier(self.runner, run, context.spec, ran, label))
-        try:
-            await self.runner.batch(POD, run, step.judge_in(context), self.runner.creator(step, context, run),
-                                    timeout, [judges.pod_started(context.observed)])
-        finally:
-            release.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await release
+        active, run = await self._launch(names, workload.name if level is None else f"{workload.name}-{level}", ran)
         for index, name in enumerate(names):
             if name not in active:
                 continue
             result, failure = await _outcome(self.runner, name, run)
-            outcome = run.outcomes[name]
             node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
-            self.tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
-            self.tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
+            self._record(name, run, failure)
             record = volume_record(workload.name, context.names.volume(index), name, result, failure, node)
             if level is not None:
                 record["ratePercent"] = level
@@ -186,11 +176,67 @@ class WorkloadPods:
             if failure is not None:
                 ran.failures.append(failure)
         ran.seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
+        await self._remove(active, "fio")
+        return ran
+
+    async def checksum(self) -> dict[str, dict[str, str]]:
+        """spec.dataPath.verify: one pod per volume checksums fio's files there (what the snapshots then take);
+        volume -> {file: sha256}. A volume whose pod failed, or that holds no file of fio's, has none."""
+        data, context = self.context.spec.dataPath, self.context
+        assert data is not None
+        volumes = selected_volumes(context.spec.volumes, data)
+        first = len(data.workloads) * data.slots * volumes
+        names = [self.step.object_name(context.names, first + i) for i in range(volumes)]
+        active, run = await self._launch(names, "checksum", None)
+        found: dict[str, dict[str, str]] = {}
+        for index, name in enumerate(names):
+            if name not in active:
+                continue
+            failure: tuple[str, str] | None = None
+            try:
+                log = await self.runner.pod_log(name)
+            except ApiError as error:
+                log, failure = "", ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
+            sums = checksum.parse_checksums(log)
+            if failure is None and not (run.outcomes[name].ok and sums):
+                failure = (run.outcomes[name].reason or "NoData",
+                           messages_of(log) or run.outcomes[name].message or "no file of fio's to checksum")
+            self._record(name, run, failure)
+            if failure is None:
+                found[context.names.volume(index)] = sums
+        await self._remove(active, "checksum")
+        return found
+
+    def _record(self, name: str, run: StepTracker, failure: tuple[str, str] | None) -> None:
+        outcome = run.outcomes[name]
+        self.tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
+        self.tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
+
+    async def _launch(self, names: list[str], label: str, ran: PodsRun | None) -> tuple[list[str], StepTracker]:
+        """Create the pods of ``names`` not skipped and wait until each has finished; with ``ran``, they start
+        together (the barrier, its start time kept in ``ran``)."""
+        context, step = self.context, self.step
+        active = [name for name in names if name not in self.tracker.skipped]
+        run = StepTracker(f"{step.name}-{label}", active)
+        release = asyncio.create_task(release_barrier(self.runner, run, context.spec, ran, label)) \
+            if ran is not None else None
+        try:
+            await self.runner.batch(POD, run, step.judge_in(context), self.runner.creator(step, context, run),
+                                    timeout_of(context), [judges.pod_started(context.observed)])
+        finally:
+            if release is not None:
+                release.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release
+        return active, run
+
+    async def _remove(self, active: list[str], label: str) -> None:
+        """Delete the pods and wait until they are gone and their volumes detached."""
+        context, step = self.context, self.step
         seen = context.observed.uids_of(POD)
         removal = StepTracker(f"{step.name}-{label}-delete", [n for n in active if n in seen])
         await self.runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
-                                self.runner.remover(step, removal), timeout)
-        return ran
+                                self.runner.remover(step, removal), timeout_of(context))
 
 
 def level_rates(row: DataPathRow, percent: int, jobs: int) -> tuple[int, int] | None:

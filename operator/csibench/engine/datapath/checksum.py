@@ -1,0 +1,52 @@
+"""Integrity of the data path's data (``spec.dataPath.verify``): what a checksum pod runs, what its log says, and
+whether a clone holds its source's data (pure).
+
+A benchmark that only times a clone's ``Bound`` never learns whether the clone holds anything: arrays have shipped
+clones that were Bound and empty, or restored from the wrong point. With ``verify``, the data path ends with one
+pod per volume that checksums fio's files there (the data the snapshots then take); the verifyClone step runs the
+same pod on each clone, and a clone whose files are missing or differ fails, the file and both digests named.
+
+The pod runs ``sha256sum`` over fio's own files (``csibench.*``, the names ``fio.FILENAME_FORMAT`` gives them) from
+the volume's root: a fixed command, nothing of the spec in it. A volume without such files makes ``sha256sum``
+fail, which fails the pod: a clone with no data is not a clone that verified.
+"""
+
+from __future__ import annotations
+
+import re
+
+from csibench.engine.datapath.fio import MOUNT_PATH
+
+CONTAINER = "checksum"
+SCRIPT = f'cd {MOUNT_PATH} && sha256sum -- csibench.*'
+CHECKSUMS = "checksums"  # the data-path step's record: volume -> {file: sha256}
+_LINE = re.compile(r"^([0-9a-f]{64}) [ *](csibench\.[0-9]+\.[0-9]+)$")
+SHOWN = 12  # hex digits of a digest in a message
+
+
+def build_checksum_command() -> list[str]:
+    return ["sh", "-c", SCRIPT]
+
+
+def parse_checksums(log: str) -> dict[str, str]:
+    """file -> sha256 from ``sha256sum``'s lines; anything else in the log is not a checksum and is left out."""
+    found = {}
+    for line in log.splitlines():
+        match = _LINE.match(line.strip())
+        if match is not None:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+def mismatch(source: dict[str, str], clone: dict[str, str], clone_name: str, source_name: str) -> str | None:
+    """Why a clone does not hold its source's data (None: every file of the source is there, the same)."""
+    missing = sorted(set(source) - set(clone))
+    if missing:
+        return (f"clone {clone_name} lacks {len(missing)} of the {len(source)} files its source {source_name} had "
+                f"when it was snapshotted ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
+    differing = sorted(name for name in source if clone[name] != source[name])
+    if differing:
+        first = differing[0]
+        return (f"clone {clone_name}: {first} has sha256 {clone[first][:SHOWN]}... but its source {source_name}'s "
+                f"was {source[first][:SHOWN]}... ({len(differing)} of {len(source)} files differ)")
+    return None
