@@ -40,7 +40,7 @@ from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_checksums, fake_fio
-from tests.support.fake_runs import NAMES, UID, owned_left, run, spec, stored_report
+from tests.support.fake_runs import NAMES, REF, UID, owned_left, run, spec, stored_report
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 FIO_JSON = {"fio version": "fio-3.33", "jobs": [{
@@ -508,6 +508,28 @@ def test_verify_is_admitted_only_with_its_step_and_a_snapshot_class() -> None:
     assert checksum.mismatch({"a": "1" * 64}, {}, "c", "v") == "clone c lacks 1 of the 1 files its source v " \
         "had when it was snapshotted (a)"
     assert checksum.parse_checksums("sha256sum: csibench.*: No such file or directory\n") == {}
+
+
+def test_a_volume_much_slower_than_the_rest_is_named_in_the_row_a_warning_and_the_report() -> None:
+    from csibench.report.datapath import notes
+
+    def one_slow(pod: Any) -> tuple[int, str]:
+        claim = pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+        return fake_fio(pod, 10 * 2**20 if claim == NAMES.volume(2) else 100 * 2**20, 5 * 2**20)
+    fake = FakeKube(Behaviour(workload=one_slow))
+    run_spec = spec(volumes=4, pvcsPerPod=1, size="64Mi", dataPath={
+        "rampSeconds": 0, "runtimeSeconds": 1, "workloads": [{"name": "r", "pattern": "randread", "blockSize": "4Ki"}]})
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    assert status.dataPath[0].slowVolumes == [NAMES.volume(2)]
+    warnings = [o["message"] for o in fake.named("events", REF.namespace).values()
+                if o["reason"] == "DataPathSlowVolume"]
+    assert warnings == [f"r: 1 of 4 volumes ran under half the median per-volume bandwidth: {NAMES.volume(2)} on "
+                        "node-2 (10 MiB/s)"], warnings
+    assert any(NAMES.volume(2) in line and "under half the median" in line for line in notes(
+        _as_run(status, run_spec)))
+    even = run(FakeKube(), run_spec)
+    assert even.dataPath[0].slowVolumes == []
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -1158,6 +1158,10 @@ class DataPathRow(_Model):
                                                   "add up pods that did not all run at once (togetherSeconds says "
                                                   "for how long they did); a Warning DataPathStartSkew says so.")
     startAt: int | None = Field(None, description="The start time the barrier gave the pods (epoch seconds).")
+    slowVolumes: list[str] = Field(default_factory=list, max_length=16,
+                                   description="Volumes whose bandwidth was under half the row's median per volume "
+                                               "(slowest first, at most 16; with 3 volumes or more): a Warning "
+                                               "DataPathSlowVolume names them with their nodes.")
     levels: list[DataPathLevel] = Field(default_factory=list, max_length=MAX_RATE_LEVELS,
                                         description="Latency under load (spec.dataPath.rateLevels), in order.")
     nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=64,

@@ -161,6 +161,9 @@ def notes(run: dict[str, Any]) -> list[str]:
     lines += [f"data path ({row['name']}): {row['message']}" for row in found if row.get("message")]
     runtime = float(((run.get("spec") or {}).get("dataPath") or {}).get("runtimeSeconds") or 0)
     lines += [f"data path ({row['name']}): {line}" for row in found if (line := skew_line(row, runtime))]
+    lines += [f"data path ({row['name']}): {len(row['slowVolumes'])} volume(s) ran under half the median "
+              f"per-volume bandwidth: {', '.join(row['slowVolumes'])} (the stored report has each one's node and "
+              "numbers)" for row in found if row.get("slowVolumes")]
     return lines
 
 

@@ -11,6 +11,7 @@ A row fails when any of its pods failed; its message is the first failure's (fio
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,6 +70,23 @@ def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> l
         rows = sorted(sorted(rows, key=lambda n: ((n.readMiBps or 0) + (n.writeMiBps or 0)) / n.volumes)[:NODE_ROWS],
                       key=lambda n: n.node)
     return rows
+
+
+SLOW_SHARE = 0.5  # of the row's median per-volume bandwidth: a volume below it is much slower than the rest
+SLOW_SHOWN = 16
+MIN_VOLUMES_FOR_MEDIAN = 3
+
+
+def slow_volumes(results: Sequence[VolumeResult], volumes: Sequence[str]) -> list[tuple[str, float]]:
+    """(volume, MiB/s) of the volumes whose bandwidth (read + write) was under SLOW_SHARE of the row's median per
+    volume, slowest first, at most SLOW_SHOWN (none with fewer than 3 volumes: no median to speak of)."""
+    if len(results) < MIN_VOLUMES_FOR_MEDIAN:
+        return []
+    rates = [r.bytes_per_second / MIB for r in results]
+    median = statistics.median(rates)
+    slow = sorted(((volume, rate) for volume, rate in zip(volumes, rates, strict=True) if rate < SLOW_SHARE * median),
+                  key=lambda pair: pair[1])
+    return [(volume, round(rate, 3)) for volume, rate in slow[:SLOW_SHOWN]]
 
 
 def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[VolumeResult],

@@ -34,7 +34,7 @@ from csibench.api.text import shorten
 from csibench.engine import judges
 from csibench.engine.datapath import barrier, checksum
 from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
-from csibench.engine.datapath.rows import build_row, pending_row, volume_record
+from csibench.engine.datapath.rows import build_row, pending_row, slow_volumes, volume_record
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.results import ROWS, ResultTable, keep_rows
@@ -88,10 +88,18 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             ran = await pods.run(w, 0)
             rows[w] = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
             rows[w].startAt = ran.start_at
+            slow = slow_volumes(ran.results, ran.volumes)
+            rows[w].slowVolumes = [volume for volume, _ in slow]
             keep_rows(tracker, rows)
             if rows[w].skewed:
                 await runner.warn("DataPathStartSkew", f"{workload.name}: " + skew_message(
                     rows[w].startSkewSeconds or 0.0, rows[w].togetherSeconds or 0.0, data.runtimeSeconds))
+            if slow:
+                where = dict(zip(ran.volumes, ran.nodes, strict=True))
+                await runner.warn("DataPathSlowVolume", shorten(
+                    f"{workload.name}: {len(slow)} of {len(ran.results)} volumes ran under half the median "
+                    "per-volume bandwidth: " + ", ".join(f"{volume} on {where.get(volume) or 'an unknown node'} "
+                                                         f"({rate:g} MiB/s)" for volume, rate in slow), 1000))
             for slot, percent in enumerate(data.rateLevels, start=1):
                 rates = level_rates(rows[w], percent, len(ran.results) * data.jobsPerVolume)
                 if rates is None:
@@ -122,6 +130,7 @@ class PodsRun:
 
     results: list[VolumeResult] = field(default_factory=list)
     nodes: list[str | None] = field(default_factory=list)  # where each of results ran
+    volumes: list[str] = field(default_factory=list)  # the volume of each of results
     failures: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of the pods that failed
     seconds: float = 0.0
     start_at: int | None = None  # the barrier's start time
@@ -173,6 +182,7 @@ class WorkloadPods:
             if result is not None:
                 ran.results.append(result)
                 ran.nodes.append(node)
+                ran.volumes.append(context.names.volume(index))
             if failure is not None:
                 ran.failures.append(failure)
         ran.seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
