@@ -3,10 +3,13 @@
 Both sides run the very command line the data-path step builds (``engine/datapath/fio.py``), one fio per volume
 at once, one workload after the other, on directories of the same filesystem: the operator's pods write into
 the simulated array's per-volume directories (bind-mounted into each pod's private mount namespace), the direct
-side into sibling directories under the same data directory. Rows are aggregated by the same code
-(``engine/datapath/rows.py``). Trials alternate (ABBA) and the ratio of medians per workload is reported.
-Target: csibench / direct >= 0.9 (the pod machinery must not cost bandwidth). The numbers measure this
-machine's disk, not a storage product.
+side into sibling directories under the same data directory. By default six volumes: the local cluster's three
+nodes' worth, two each, their pods started together by the start barrier (the direct side lays out its files
+first as the pods' init containers do, then starts its fio processes at once). Rows are aggregated by the same code
+(``engine/datapath/rows.py``): bandwidth summed, p99 from every process's histogram merged. Trials alternate (ABBA)
+and the ratio of medians per workload is reported, bandwidth and p99 side by side, with csibench's start skew.
+Targets: csibench / direct >= 0.9 for bandwidth, p99 within 10% (the pod machinery must cost neither). The numbers
+measure this machine's disk, not a storage product.
 """
 
 from __future__ import annotations
@@ -18,18 +21,28 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from bench.harness import bench_cluster, command_line, machine_facts, operator_run
 from csibench.api.models import DataPathSpec, default_workloads
-from csibench.engine.datapath.fio import MOUNT_PATH, build_fio_command, parse_fio_log
+from csibench.engine.datapath.fio import MOUNT_PATH, build_fio_command, build_layout_command, parse_fio_log
 from csibench.engine.datapath.rows import build_row
 
 WORKLOAD_USER = "65532"
 
 
-def direct_trial(data: DataPathSpec, volumes: int, root: Path) -> dict[str, float]:
-    """Every workload with ``volumes`` fio processes at once on plain directories: MiB/s (read + write)."""
-    totals = {}
+Trial = dict[str, tuple[float, float | None]]  # workload -> (MiB/s read + write, the worse direction's p99 in ms)
+
+
+def _p99_ms(latency: Any) -> float | None:
+    found = [value for value in (latency.get("readP99"), latency.get("writeP99")) if value]
+    return max(found) * 1000 if found else None
+
+
+def direct_trial(data: DataPathSpec, volumes: int, root: Path) -> Trial:
+    """Every workload with ``volumes`` fio processes on plain directories, files laid out first, then all started
+    at once: MiB/s (read + write) and the merged p99."""
+    totals: Trial = {}
     directories = [root / f"direct-{i}" for i in range(volumes)]
     for directory in directories:
         directory.mkdir(parents=True, exist_ok=True)
@@ -39,25 +52,32 @@ def direct_trial(data: DataPathSpec, volumes: int, root: Path) -> dict[str, floa
             command = [part.replace(f"--directory={MOUNT_PATH}", "--directory={dir}")
                        for part in build_fio_command(data, workload)]
 
-            def one(directory: Path, command: list[str] = command) -> str:
+            def one(directory: Path, command: list[str]) -> str:
                 argv = ["setpriv", f"--reuid={WORKLOAD_USER}", f"--regid={WORKLOAD_USER}", "--clear-groups",
                         *[part.replace("{dir}", str(directory)) for part in command]]
                 return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
-            started = time.monotonic()
             with ThreadPoolExecutor(volumes) as pool:
-                logs = list(pool.map(one, directories))
+                list(pool.map(one, directories, [build_layout_command(command)] * volumes))
+                started = time.monotonic()
+                logs = list(pool.map(one, directories, [command] * volumes))
             row = build_row(data, workload, [parse_fio_log(log) for log in logs], [], time.monotonic() - started)
-            totals[workload.name] = (row.readMiBps or 0.0) + (row.writeMiBps or 0.0)
+            totals[workload.name] = ((row.readMiBps or 0.0) + (row.writeMiBps or 0.0),
+                                     _p99_ms(row.latency.model_dump() if row.latency else {}))
     finally:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
     return totals
 
 
+def _median(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--volumes", type=int, default=2)
+    parser.add_argument("--volumes", type=int, default=6, help="volumes (the local cluster has 3 nodes)")
     parser.add_argument("--jobs", type=int, default=2, help="fio jobs per volume")
     parser.add_argument("--file-size", default="64Mi")
     parser.add_argument("--runtime", type=int, default=5)
@@ -69,9 +89,10 @@ def main() -> None:
                              "(each volume an ext4 image, loop-mounted: the ratio is then what that filesystem costs)")
     args = parser.parse_args()
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
-                        rampSeconds=args.ramp)
+                        rampSeconds=args.ramp, startDelaySeconds=1)
     size = f"{4 * args.jobs * int(args.file_size.removesuffix('Mi'))}Mi"
-    results: dict[str, dict[str, list[float]]] = {"csibench": {}, "direct": {}}
+    results: dict[str, dict[str, list[tuple[float, float | None]]]] = {"csibench": {}, "direct": {}}
+    skews: dict[str, list[float]] = {}
     with bench_cluster(api_port=args.api_port) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         for trial, side in enumerate(order[: 2 * args.trials]):
@@ -81,21 +102,32 @@ def main() -> None:
                 run = operator_run(kube, f"dp-{trial}", 900, storageClassName=args.storage_class, size=size,
                                    volumes=args.volumes, steps=["createVolume", "dataPath", "deleteVolume"],
                                    dataPath=data.model_dump(mode="json", exclude_none=True))
-                totals = {row["name"]: float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0)
+                totals = {row["name"]: (float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0),
+                                        _p99_ms(row.get("latency") or {}))
                           for row in run["status"]["dataPath"]}
+                for row in run["status"]["dataPath"]:
+                    skews.setdefault(row["name"], []).append(float(row.get("startSkewSeconds") or 0.0))
             for name, value in totals.items():
                 results[side].setdefault(name, []).append(value)
-            print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f}" for n, v in totals.items()), flush=True)
+            print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f} MiB/s p99 {p or 0:.2f} ms"
+                                                       for n, (v, p) in totals.items()), flush=True)
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
-    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes x "
-          f"{args.jobs} jobs, {args.file_size} files, "
+    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes over the local "
+          f"cluster's nodes x {args.jobs} jobs, {args.file_size} files, "
           f"{args.runtime} s (+{args.ramp} s ramp), direct I/O, libaio, iodepth {data.iodepth}; "
-          f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes, medians\n")
-    print("| workload | direct fio | csibench | csibench / direct |\n|---|---|---|---|")
+          f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes and p99 (the worse "
+          "direction, every process's histogram merged), medians\n")
+    print("| workload | direct MiB/s | csibench MiB/s | ratio | direct p99 ms | csibench p99 ms | p99 ratio | "
+          "csibench start skew s |\n|---|---|---|---|---|---|---|---|")
     for workload in default_workloads():
-        direct = statistics.median(results["direct"][workload.name])
-        through = statistics.median(results["csibench"][workload.name])
-        print(f"| {workload.name} | {direct:,.0f} | {through:,.0f} | {through / direct:.2f} |")
+        direct = statistics.median(v for v, _ in results["direct"][workload.name])
+        through = statistics.median(v for v, _ in results["csibench"][workload.name])
+        direct_p99 = _median([p for _, p in results["direct"][workload.name]])
+        through_p99 = _median([p for _, p in results["csibench"][workload.name]])
+        ratio = f"{through_p99 / direct_p99:.2f}" if direct_p99 and through_p99 else "-"
+        print(f"| {workload.name} | {direct:,.0f} | {through:,.0f} | {through / direct:.2f} | "
+              f"{direct_p99 or 0:.2f} | {through_p99 or 0:.2f} | {ratio} | "
+              f"{max(skews.get(workload.name) or [0.0]):.3f} |")
 
 
 if __name__ == "__main__":

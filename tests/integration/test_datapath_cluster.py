@@ -80,13 +80,14 @@ def test_a_pod_held_back_on_a_slow_node_is_flagged_not_summed_silently(
     assert_host_clean(cluster)
 
 
-def test_rate_levels_hold_their_target_and_the_report_draws_latency_under_load(
+def test_rate_levels_hold_their_target_and_the_local_baseline_is_reported_beside_the_class(
         kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess) -> None:
     # Levels well below the unthrottled rate: on these two shared cores the unthrottled row is CPU-bound (fio and
     # the loop devices), so what other tests take from it between the rows must not bring a level out of reach.
     # fio holds each job to its rate.
     levels = [5, 10, 20]
-    data = {**TINY, "jobsPerVolume": 1, "runtimeSeconds": 3, "rateLevels": levels, "workloads": RANDOM_READ}
+    data = {**TINY, "jobsPerVolume": 1, "runtimeSeconds": 3, "rateLevels": levels, "workloads": RANDOM_READ,
+            "localBaseline": True}
     run = run_to_end(kube, namespace, benchmark_run("levels", volumes=3, dataPath=data, **SIM), timeout=300)
     status = run["status"]
     assert status["phase"] == "Succeeded", (status.get("message"), operator.log()[-3000:])
@@ -97,10 +98,16 @@ def test_rate_levels_hold_their_target_and_the_report_draws_latency_under_load(
         assert level["state"] == "Succeeded" and level["targetIOPS"] == pytest.approx(wanted, rel=0.05, abs=3), level
         assert level["readIOPS"] == pytest.approx(level["targetIOPS"], rel=0.1), level
         assert level["readP99"] > 0 and level["startSkewSeconds"] is not None, level
+    # The local baseline: the same workload on an emptyDir of each volume's node, beside the class.
+    local = row["baseline"]
+    assert local["state"] == "Succeeded" and local["readIOPS"] > 0 and local["readP99"] > 0, local
+    assert local["fasterThanLocal"] == (row["readMiBps"] > local["readMiBps"]), (row, local)
     volumes = data_path_record(kube, run)
-    assert sorted(v.get("ratePercent", 0) for v in volumes) == sorted([0, *levels] * 3)
+    assert sorted(v.get("ratePercent", 0) for v in volumes if not v.get("local")) == sorted([0, *levels] * 3)
+    assert sorted(v["node"] for v in volumes if v.get("local")) == sorted(n["node"] for n in row["nodes"])
     table = cli(cluster, "report", "levels", "-n", namespace)
     assert "Data path under load (rate levels)" in table and "unthrottled" in table, table
+    assert "Data path against the nodes' own disk" in table, table
     page = cli(cluster, "report", "levels", "-n", namespace, "-o", "html")
     assert '<div class="plot levels"><svg' in page and "Latency under load" in page
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")

@@ -532,6 +532,35 @@ def test_a_volume_much_slower_than_the_rest_is_named_in_the_row_a_warning_and_th
     assert even.dataPath[0].slowVolumes == []
 
 
+def test_the_local_baseline_runs_each_workload_on_an_emptydir_on_the_same_nodes_and_flags_a_faster_class() -> None:
+    from csibench.report.datapath import baseline_table, merged_histograms, notes
+
+    def slow_local_disk(pod: Any) -> tuple[int, str]:
+        local = "emptyDir" in pod["spec"]["volumes"][0]
+        return fake_fio(pod, 20 * 2**20 if local else 100 * 2**20, 5 * 2**20)
+    run_spec = data_spec(localBaseline=True, workloads=[{"name": "r", "pattern": "randread", "blockSize": "4Ki"}])
+    fake = FakeKube(Behaviour(workload=slow_local_disk))
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    row = status.dataPath[0]
+    assert row.baseline is not None and row.baseline.state == StepState.SUCCEEDED
+    assert (row.readMiBps, row.baseline.readMiBps, row.baseline.fasterThanLocal) == (300.0, 60.0, True)
+    pods = [body for path, body in fake.created if path.endswith("/pods")]
+    local = [p for p in pods if "emptyDir" in p["spec"]["volumes"][0]]
+    assert len(local) == 3 and all("initContainers" in p["spec"] for p in local)
+    preferred = [p["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0][
+        "preference"]["matchFields"][0]["values"][0] for p in local]
+    assert preferred == ["node-0", "node-1", "node-2"]  # the nodes the volumes' pods ran on
+    as_run = _as_run(status, run_spec)
+    headers, rows = baseline_table(as_run) or ([], [])
+    assert headers[:4] == ["Workload", "Class MiB/s", "Local MiB/s", "Class / local"]
+    assert rows[0][3] == "5.00×" and rows[0][-1].startswith("faster than local")
+    assert any("faster than the nodes' own disk" in line for line in notes(as_run))
+    record = next(r for r in stored_report(fake)["steps"] if r["status"]["name"] == "dataPath")
+    assert merged_histograms(record)["r"]["read"] == {250000: 294, 900000: 6}  # the class's pods only
+    assert run(FakeKube(), run_spec).dataPath[0].baseline.fasterThanLocal is False  # type: ignore[union-attr]
+
+
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
     from prometheus_client import generate_latest  # the default registry: the operator's metrics are there
 

@@ -337,6 +337,10 @@ class DataPathSpec(_Model):
                                      description="How long the start barrier waits for every pod of a workload to "
                                                  "run; the start time is then given to all, and a pod not running "
                                                  "by then starts when it is (its row is flagged by its skew).")
+    localBaseline: bool = Field(False, description="After each workload, the same workload (unthrottled, started "
+                                                   "together) on an emptyDir, the nodes' own disk, in a pod per "
+                                                   "volume on the same nodes; reported beside the class. A class "
+                                                   "faster than local is a red flag: a cache, not the storage.")
     verify: bool = Field(False, description="Integrity: after the data path, each volume's fio files are "
                                             "checksummed (sha256, one pod per volume); the verifyClone step "
                                             "(after cloneFromSnapshot) checks each clone's files against its "
@@ -374,8 +378,15 @@ class DataPathSpec(_Model):
 
     @property
     def slots(self) -> int:
-        """Runs of each workload: the unthrottled one, then one per rate level."""
-        return 1 + len(self.rateLevels)
+        """Runs of each workload: the unthrottled one, one per rate level, then the local baseline's."""
+        return 1 + len(self.rateLevels) + (1 if self.localBaseline else 0)
+
+    def level_of(self, slot: int) -> int | None:
+        """The rate level (percent) of a run of a workload; None for the unthrottled run and the baseline's."""
+        return self.rateLevels[slot - 1] if 1 <= slot <= len(self.rateLevels) else None
+
+    def is_baseline(self, slot: int) -> bool:
+        return self.localBaseline and slot == self.slots - 1
 
 
 class PgbenchMode(StrEnum):
@@ -1118,6 +1129,22 @@ class DataPathLevel(_Model):
     message: str | None = Field(None, description="Why the level failed or was not run.")
 
 
+class DataPathBaseline(_Model):
+    """A workload run on the nodes' own disk (an emptyDir per pod, on the same nodes): what the class is held
+    against."""
+
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    readMiBps: float | None = Field(None, description="Read bandwidth summed over the pods, MiB/s.")
+    writeMiBps: float | None = Field(None, description="Write bandwidth summed over the pods, MiB/s.")
+    readIOPS: float | None = Field(None, description="Read IOPS summed over the pods.")
+    writeIOPS: float | None = Field(None, description="Write IOPS summed over the pods.")
+    readP99: float | None = Field(None, description="Read clat p99 over all pods' completions, seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 over all pods' completions, seconds.")
+    fasterThanLocal: bool | None = Field(None, description="True: the class's row moved more MiB/s than the local "
+                                                           "disk did (a cache, not the storage?).")
+    message: str | None = Field(None, description="Why the baseline failed.")
+
+
 class DataPathNodeRow(_Model):
     """One node's share of a data-path row: the volumes whose pods ran there, their I/O summed, their completions'
     p99 (histograms merged), so a slow node shows."""
@@ -1164,6 +1191,8 @@ class DataPathRow(_Model):
                                                "DataPathSlowVolume names them with their nodes.")
     levels: list[DataPathLevel] = Field(default_factory=list, max_length=MAX_RATE_LEVELS,
                                         description="Latency under load (spec.dataPath.rateLevels), in order.")
+    baseline: DataPathBaseline | None = Field(None, description="The same workload on the nodes' own disk "
+                                                                "(spec.dataPath.localBaseline).")
     nodes: list[DataPathNodeRow] = Field(default_factory=list, max_length=64,
                                          description="Per node: its volumes, their I/O summed and p99; the "
                                                      "volumes add up to the row's measured ones (beyond 64 "

@@ -284,9 +284,9 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     if index >= len(data.workloads) * data.slots * volumes:  # after the matrix: verify's checksum pods
         return _checksum_pod(context, context.names.data_pod(index), context.names.volume(index % volumes),
                              "checksum")
-    w, slot = divmod(index // volumes, data.slots)  # workload, then its unthrottled run and its rate levels
+    w, slot = divmod(index // volumes, data.slots)  # workload, then its unthrottled run, rate levels, baseline
     workload = data.workloads[w]
-    claim = context.names.volume(index % volumes)
+    claim = None if data.is_baseline(slot) else context.names.volume(index % volumes)  # None: an emptyDir
     command = fio.build_fio_command(data, workload, context.rates.get((w, slot)) if slot else None)
     return manifests.build_workload_pod(
         context.names.data_pod(index), "fio", workload_image(data.image), barrier.build_waiting_command(command),

@@ -103,6 +103,34 @@ def node_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     return (NODE_HEADERS, rows) if rows else None
 
 
+BASELINE_HEADERS = ["Workload", "Class MiB/s", "Local MiB/s", "Class / local", "Class IOPS", "Local IOPS",
+                    "Class clat p99 ms", "Local clat p99 ms", "Note"]
+
+
+def baseline_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Per workload, the class beside the nodes' own disk (an emptyDir, same nodes, same workload); None when the
+    run had no baseline. A class faster than local is flagged: reads from a cache rather than the storage."""
+    rows = []
+    for row in rows_of(run):
+        local = row.get("baseline")
+        if not local:
+            continue
+        ours, theirs = _total(row), _total(local)
+        ratio = "-" if ours is None or not theirs else f"{ours / theirs:.2f}×"
+        note = "faster than local: a cache, not the storage?" if local.get("fasterThanLocal") else \
+            (local.get("message") or "")
+        latency = row.get("latency") or {}
+        rows.append([title(row), _number(ours), _number(theirs), ratio, _number(_iops(row), 0),
+                     _number(_iops(local), 0), _ms(_worst(latency.get("readP99"), latency.get("writeP99"))),
+                     _ms(_worst(local.get("readP99"), local.get("writeP99"))), note])
+    return (BASELINE_HEADERS, rows) if rows else None
+
+
+def _worst(*seconds: float | None) -> float | None:
+    found = [s for s in seconds if s]
+    return max(found) if found else None
+
+
 LEVEL_HEADERS = ["Workload", "Level", "Target IOPS", "Achieved IOPS", "Of target", "Read clat p99 ms",
                  "Write clat p99 ms", "State"]
 
@@ -161,6 +189,9 @@ def notes(run: dict[str, Any]) -> list[str]:
     lines += [f"data path ({row['name']}): {row['message']}" for row in found if row.get("message")]
     runtime = float(((run.get("spec") or {}).get("dataPath") or {}).get("runtimeSeconds") or 0)
     lines += [f"data path ({row['name']}): {line}" for row in found if (line := skew_line(row, runtime))]
+    lines += [f"data path ({row['name']}): faster than the nodes' own disk (an emptyDir on the same nodes): "
+              "the numbers may come from a cache, not the storage" for row in found
+              if (row.get("baseline") or {}).get("fasterThanLocal")]
     lines += [f"data path ({row['name']}): {len(row['slowVolumes'])} volume(s) ran under half the median "
               f"per-volume bandwidth: {', '.join(row['slowVolumes'])} (the stored report has each one's node and "
               "numbers)" for row in found if row.get("slowVolumes")]
@@ -212,8 +243,8 @@ def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histog
     per-volume records (what the row's percentiles were read from); directions without I/O are left out."""
     pods: dict[str, dict[str, list[histogram.Histogram]]] = {}
     for record in ((step_record.get("extra") or {}).get("volumes") or []):
-        if record.get("ratePercent") is not None:  # a rate level's pods: not the row's completions
-            continue
+        if record.get("ratePercent") is not None or record.get("local"):  # a rate level's or the baseline's pods:
+            continue  # not the row's completions
         for direction in ("read", "write"):
             bins = histogram.from_json(record.get(f"{direction}ClatBins"))
             if bins:

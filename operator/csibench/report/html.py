@@ -200,6 +200,8 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]
               if (per_node := datapath.node_table(run)) is not None else []),
             *_levels_section(run),
+            *(["<h2>Data path against the nodes' own disk</h2>", _table(*local, "datapath-local")]
+              if (local := datapath.baseline_table(run)) is not None else []),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)

@@ -135,6 +135,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     levels = datapath.level_table(run)
     if levels is not None:
         lines += ["", "#### Data path under load (rate levels)", "", *markdown_table(*levels)]
+    local = datapath.baseline_table(run)
+    if local is not None:
+        lines += ["", "#### Data path against the nodes' own disk", "", *markdown_table(*local)]
     db = database.table(run)
     if db is not None:
         lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
@@ -157,6 +160,8 @@ def render_table(run: dict[str, Any]) -> str:
     second += ["", "Data path per node", *align(*per_node)] if per_node is not None else []
     levels = datapath.level_table(run)
     second += ["", "Data path under load (rate levels)", *align(*levels)] if levels is not None else []
+    local = datapath.baseline_table(run)
+    second += ["", "Data path against the nodes' own disk", *align(*local)] if local is not None else []
     db = database.table(run)
     third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
     return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"

@@ -22,6 +22,7 @@ from typing import Any
 
 from csibench.api.models import (
     BenchmarkRunSpec,
+    DataPathBaseline,
     DataPathLatency,
     DataPathLevel,
     DataPathRow,
@@ -115,6 +116,13 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                 throttled = await pods.run(w, slot)
                 rows[w].levels[-1] = build_level(data, workload, percent, rates, throttled)
                 keep_rows(tracker, rows)
+            if data.localBaseline:
+                await runner.show(f"{workload.name} on the nodes' own disk ({w + 1}/{len(data.workloads)})")
+                rows[w].baseline = DataPathBaseline(state=StepState.RUNNING)
+                keep_rows(tracker, rows)
+                local = await pods.run(w, data.slots - 1)
+                rows[w].baseline = build_baseline(data, workload, local, rows[w])
+                keep_rows(tracker, rows)
         if data.verify:
             await runner.show("checksums of the volumes' data")
             tracker.extra[checksum.CHECKSUMS] = await pods.checksum()
@@ -166,9 +174,10 @@ class WorkloadPods:
         assert data is not None
         workload = data.workloads[w]
         names = self.names(w, slot)
-        level = data.rateLevels[slot - 1] if slot else None
+        level, local = data.level_of(slot), data.is_baseline(slot)
+        label = f"{workload.name}-local" if local else workload.name if level is None else f"{workload.name}-{level}"
         ran = PodsRun()
-        active, run = await self._launch(names, workload.name if level is None else f"{workload.name}-{level}", ran)
+        active, run = await self._launch(names, label, ran)
         for index, name in enumerate(names):
             if name not in active:
                 continue
@@ -178,6 +187,8 @@ class WorkloadPods:
             record = volume_record(workload.name, context.names.volume(index), name, result, failure, node)
             if level is not None:
                 record["ratePercent"] = level
+            if local:
+                record["local"] = True  # an emptyDir on the node, not the volume
             self.records.append(record)
             if result is not None:
                 ran.results.append(result)
@@ -247,6 +258,19 @@ class WorkloadPods:
         removal = StepTracker(f"{step.name}-{label}-delete", [n for n in active if n in seen])
         await self.runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
                                 self.runner.remover(step, removal), timeout_of(context))
+
+
+def build_baseline(data: DataPathSpec, workload: DataPathWorkload, ran: PodsRun, row: DataPathRow) -> DataPathBaseline:
+    """The local baseline from its pods' results (sums and merged p99 as a row's), held against the class's row."""
+    local = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
+    faster = None
+    if local.state == StepState.SUCCEEDED and row.state == StepState.SUCCEEDED:
+        faster = (row.readMiBps or 0) + (row.writeMiBps or 0) > (local.readMiBps or 0) + (local.writeMiBps or 0)
+    return DataPathBaseline(state=local.state, readMiBps=local.readMiBps, writeMiBps=local.writeMiBps,
+                            readIOPS=local.readIOPS, writeIOPS=local.writeIOPS,
+                            readP99=local.latency.readP99 if local.latency else None,
+                            writeP99=local.latency.writeP99 if local.latency else None,
+                            fasterThanLocal=faster, message=local.message)
 
 
 def level_rates(row: DataPathRow, percent: int, jobs: int) -> tuple[int, int] | None:
