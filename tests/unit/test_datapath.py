@@ -33,7 +33,7 @@ from csibench.engine.datapath.fio import (
     room_for_files,
     split_log,
 )
-from csibench.engine.datapath.rows import build_row
+from csibench.engine.datapath.rows import build_row, row_histograms
 from csibench.engine.datapath.step import level_rates
 from csibench.engine.errors import PlanError
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
@@ -559,6 +559,30 @@ def test_the_local_baseline_runs_each_workload_on_an_emptydir_on_the_same_nodes_
     record = next(r for r in stored_report(fake)["steps"] if r["status"]["name"] == "dataPath")
     assert merged_histograms(record)["r"]["read"] == {250000: 294, 900000: 6}  # the class's pods only
     assert run(FakeKube(), run_spec).dataPath[0].baseline.fasterThanLocal is False  # type: ignore[union-attr]
+
+
+def test_the_report_keeps_each_rows_histograms_merged_and_per_pod_ones_only_for_small_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-pod histograms at 1024 volumes x 16 workloads would be ~130 MB of JSON: each row's merged histograms
+    (and per node, up to 16 nodes) are kept whatever the size, per-pod ones only up to PER_POD_HISTOGRAMS pods."""
+    from csibench.engine.datapath import step as datapath_step
+    from csibench.report.datapath import merged_histograms, node_histograms
+    from csibench.report.html import build_run_html
+    run_spec = data_spec(workloads=[{"name": "r", "pattern": "randread", "blockSize": "4Ki"}])
+    monkeypatch.setattr(datapath_step, "PER_POD_HISTOGRAMS", 2)  # 3 pods: a run too large for per-pod histograms
+    fake = FakeKube()
+    status = run(fake, run_spec)
+    assert status.phase == "Succeeded", status.message
+    record = next(r for r in stored_report(fake)["steps"] if r["status"]["name"] == "dataPath")
+    assert all("readClatBins" not in v for v in record["extra"]["volumes"])
+    assert merged_histograms(record) == {"r": {"read": {250000: 294, 900000: 6}}}  # 3 pods, from the row's merge
+    assert node_histograms(record, "r") == {f"node-{i}": {"read": {250000: 98, 900000: 2}} for i in range(3)}
+    page = build_run_html(_as_run(status, run_spec), stored_report(fake))
+    assert "node-1 read" in page and "all read" in page  # the CDF's per-node lines beside the whole row's
+    log = (GOLDEN / "fio-randrw-json-plus.log").read_text()
+    one = parse_fio_log(log)
+    kept = row_histograms([one] * 1024, [f"node-{i % 64}" for i in range(1024)])
+    assert "nodes" not in kept and len(json.dumps(kept)) < 40_000  # bounded: beyond 16 nodes, the row's only
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -239,8 +239,14 @@ def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[st
 
 
 def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histogram.Histogram]]:
-    """Workload -> direction -> every pod's fio completion histogram merged, from the data-path step's stored
-    per-volume records (what the row's percentiles were read from); directions without I/O are left out."""
+    """Workload -> direction -> every pod's fio completion histogram merged (what the row's percentiles were read
+    from): the data-path step's record keeps it per workload (``extra.histograms``); a report of an older operator
+    only per volume, merged here. Directions without I/O are left out."""
+    kept = (step_record.get("extra") or {}).get("histograms")
+    if isinstance(kept, dict) and kept:
+        return {workload: {direction: bins for direction in ("read", "write")
+                           if (bins := histogram.from_json(found.get(direction)))}
+                for workload, found in kept.items() if isinstance(found, dict)}
     pods: dict[str, dict[str, list[histogram.Histogram]]] = {}
     for record in ((step_record.get("extra") or {}).get("volumes") or []):
         if record.get("ratePercent") is not None or record.get("local"):  # a rate level's or the baseline's pods:
@@ -251,3 +257,16 @@ def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histog
                 pods.setdefault(str(record["workload"]), {}).setdefault(direction, []).append(bins)
     return {workload: {direction: histogram.merge(found) for direction, found in directions.items()}
             for workload, directions in pods.items()}
+
+
+def node_histograms(step_record: dict[str, Any], workload: str) -> dict[str, dict[str, histogram.Histogram]]:
+    """Node -> direction -> the merged histogram of the workload's pods there (rows on at most 16 nodes)."""
+    kept = ((step_record.get("extra") or {}).get("histograms") or {}).get(workload) or {}
+    nodes = kept.get("nodes") if isinstance(kept, dict) else None
+    if not isinstance(nodes, dict):
+        return {}
+    return {node: {direction: bins for direction in ("read", "write")
+                   if (bins := histogram.from_json((found or {}).get(direction)))}
+            for node, found in nodes.items()}
+
+

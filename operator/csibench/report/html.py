@@ -170,17 +170,28 @@ def _levels_section(run: dict[str, Any]) -> list[str]:
             f'<div class="plots"><div class="plot levels">{drawn}</div></div>']
 
 
+NODE_LINES = 8  # nodes up to which a workload's completion CDF draws a line per node beside the whole row's
+
+
 def _completion_section(by_step: dict[str, list[tuple[int, dict[str, Any]]]]) -> list[str]:
     """Per data-path workload, the distribution of every I/O completion (read and write), from the pods' fio
     histograms merged: the row's percentiles are points on these lines."""
     runs = by_step.get("dataPath") or []
     if not runs:
         return []
-    workloads = datapath.merged_histograms(runs[-1][1])
-    drawn = [plots.completion_cdf(title, [plots.Curve(direction, [(ns / 1e6, share) for ns, share in
-                                                                   histogram.cumulative(bins)])
-                                          for direction, bins in directions.items()])
-             for title, directions in ((WORKLOAD_TITLES.get(name, name), d) for name, d in workloads.items())]
+    record = runs[-1][1]
+    workloads = datapath.merged_histograms(record)
+
+    def curve(label: str, bins: histogram.Histogram) -> plots.Curve:
+        return plots.Curve(label, [(ns / 1e6, share) for ns, share in histogram.cumulative(bins)])
+    drawn = []
+    for name, directions in workloads.items():
+        nodes = datapath.node_histograms(record, name)
+        per_node = [curve(f"{node} {direction}", bins) for node, found in nodes.items()
+                    for direction, bins in found.items()] if 1 < len(nodes) <= NODE_LINES else []
+        drawn.append(plots.completion_cdf(WORKLOAD_TITLES.get(name, name),
+                                          [curve(f"all {direction}" if per_node else direction, bins)
+                                           for direction, bins in directions.items()] + per_node))
     if not drawn:
         return []
     return ["<h2>Data path: completion latency</h2>",

@@ -122,9 +122,32 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
     return row
 
 
+PER_POD_HISTOGRAMS = 64  # pods of a run up to which each one's histograms stay in the report
+NODE_HISTOGRAMS = 16  # nodes of a row up to which each one's merged histograms stay in the report
+
+
+def row_histograms(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> dict[str, Any]:
+    """What the report keeps of a row's latency, bounded whatever its size: every pod's histograms merged per
+    direction (what the row's percentiles were read from), and per node while the row ran on at most
+    NODE_HISTOGRAMS nodes. Per-pod histograms are kept only for runs of up to PER_POD_HISTOGRAMS pods: at 1024
+    volumes x 16 workloads they would be about 130 MB of JSON (18 MB gzipped) in the operator and the report."""
+    kept: dict[str, Any] = {direction: histogram.to_json(histogram.merge(getattr(r, direction).clat_bins
+                                                                         for r in results))
+                            for direction in ("read", "write")}
+    by_node: dict[str, list[VolumeResult]] = {}
+    for result, node in zip(results, nodes, strict=True):
+        if node:
+            by_node.setdefault(node, []).append(result)
+    if 0 < len(by_node) <= NODE_HISTOGRAMS:
+        kept["nodes"] = {node: {direction: histogram.to_json(histogram.merge(getattr(r, direction).clat_bins
+                                                                             for r in found))
+                                for direction in ("read", "write")} for node, found in sorted(by_node.items())}
+    return kept
+
+
 def volume_record(workload: str, volume: str, pod: str, result: VolumeResult | None,
-                  failure: tuple[str, str] | None, node: str | None = None) -> dict[str, Any]:
-    """One volume of one workload, for the report."""
+                  failure: tuple[str, str] | None, node: str | None = None, bins: bool = True) -> dict[str, Any]:
+    """One volume of one workload, for the report (``bins``: with its latency histograms)."""
     record: dict[str, Any] = {"workload": workload, "volume": volume, "pod": pod}
     if node:
         record["node"] = node
@@ -135,9 +158,10 @@ def volume_record(workload: str, volume: str, pod: str, result: VolumeResult | N
                       writeBytesPerSecond=round(result.write.bytes_per_second, 1),
                       readIOPS=round(result.read.iops, 1), writeIOPS=round(result.write.iops, 1),
                       readClatP50=result.read.clat_p50, readClatP99=result.read.clat_p99,
-                      writeClatP50=result.write.clat_p50, writeClatP99=result.write.clat_p99, jobs=result.jobs,
-                      readClatBins=histogram.to_json(result.read.clat_bins),
-                      writeClatBins=histogram.to_json(result.write.clat_bins))
+                      writeClatP50=result.write.clat_p50, writeClatP99=result.write.clat_p99, jobs=result.jobs)
+        if bins:
+            record.update(readClatBins=histogram.to_json(result.read.clat_bins),
+                          writeClatBins=histogram.to_json(result.write.clat_bins))
     if failure is not None:
         record.update(reason=failure[0], message=failure[1])
     return record

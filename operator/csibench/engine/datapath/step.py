@@ -35,7 +35,14 @@ from csibench.api.text import shorten
 from csibench.engine import judges
 from csibench.engine.datapath import barrier, checksum
 from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
-from csibench.engine.datapath.rows import build_row, pending_row, slow_volumes, volume_record
+from csibench.engine.datapath.rows import (
+    PER_POD_HISTOGRAMS,
+    build_row,
+    pending_row,
+    row_histograms,
+    slow_volumes,
+    volume_record,
+)
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.results import ROWS, ResultTable, keep_rows
@@ -49,6 +56,7 @@ from csibench.preflight.checks import pacing_floor
 log = logging.getLogger(__name__)
 SLACK_SECONDS = 300  # beyond ramp + runtime: pod start, file layout, log read
 VOLUMES = "volumes"
+HISTOGRAMS = "histograms"  # workload -> its merged histograms (and per node): rows.row_histograms
 READS, WRITES = frozenset({"read", "randread", "randrw"}), frozenset({"write", "randwrite", "randrw"})
 
 
@@ -78,7 +86,9 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     volumes = selected_volumes(context.spec.volumes, data)
     rows = [pending_row(data, workload, volumes) for workload in data.workloads]
     records: list[dict[str, Any]] = []
-    tracker.extra = {ROWS: [row.model_dump(mode="json", exclude_none=True) for row in rows], VOLUMES: records}
+    histograms: dict[str, Any] = {}
+    tracker.extra = {ROWS: [row.model_dump(mode="json", exclude_none=True) for row in rows], VOLUMES: records,
+                     HISTOGRAMS: histograms}
     pods = WorkloadPods(runner, step, tracker, context, records)
     tracker.start()
     try:
@@ -91,6 +101,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             rows[w].startAt = ran.start_at
             slow = slow_volumes(ran.results, ran.volumes)
             rows[w].slowVolumes = [volume for volume, _ in slow]
+            histograms[workload.name] = row_histograms(ran.results, ran.nodes)
             keep_rows(tracker, rows)
             if rows[w].skewed:
                 await runner.warn("DataPathStartSkew", f"{workload.name}: " + skew_message(
@@ -184,7 +195,8 @@ class WorkloadPods:
             result, failure = await _outcome(self.runner, name, run)
             node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
             self._record(name, run, failure)
-            record = volume_record(workload.name, context.names.volume(index), name, result, failure, node)
+            record = volume_record(workload.name, context.names.volume(index), name, result, failure, node,
+                                   bins=level is None and not local and len(names) <= PER_POD_HISTOGRAMS)
             if level is not None:
                 record["ratePercent"] = level
             if local:
