@@ -428,3 +428,15 @@ def test_a_data_path_working_set_that_fits_a_cache_is_a_warning_that_says_which(
     (array,) = findings(arrayCacheBytes="1Gi")  # 6 x 32Mi = 192Mi < 1Gi, whatever direct says
     assert "arrayCacheBytes 1,024Mi" in array.message and array.facts["workingSet"] == str(192 * 2**20)
     assert findings(arrayCacheBytes="100Mi") == []
+
+
+def test_a_data_path_runtime_shorter_than_its_ramp_is_a_warning() -> None:
+    def findings(**data: Any) -> list[Any]:
+        run_spec = BenchmarkRunSpec.model_validate({"storageClassName": "fast", "volumes": 2, "size": "1Gi",
+                                                    "dataPath": data})
+        return [f for f in run_checks(RunShape.of(run_spec, ["createVolume", "dataPath"], "Immediate"),
+                                      Machinery(visible=True), []) if f.check == "DataPathShortRuntime"]
+    (short,) = findings(rampSeconds=10, runtimeSeconds=5)
+    assert short.severity == Severity.WARNING and "runtimeSeconds (5) is shorter than its rampSeconds (10)" in \
+        short.message and short.facts == {"runtimeSeconds": "5", "rampSeconds": "10"}
+    assert findings(rampSeconds=5, runtimeSeconds=5) == [] and findings() == []

@@ -37,6 +37,8 @@ class DataPathShape:
     bytes_per_volume: int  # jobsPerVolume x the largest fileSize
     direct: bool
     array_cache_bytes: int | None
+    ramp_seconds: int = 0
+    runtime_seconds: int = 1
 
     @classmethod
     def of(cls, spec: BenchmarkRunSpec) -> DataPathShape | None:
@@ -45,7 +47,8 @@ class DataPathShape:
             return None
         largest = max(int(v.parse_quantity(data.file_size(w))) for w in data.workloads)
         return cls(min(data.volumes or spec.volumes, spec.volumes), largest * data.jobsPerVolume, data.direct,
-                   int(v.parse_quantity(data.arrayCacheBytes)) if data.arrayCacheBytes else None)
+                   int(v.parse_quantity(data.arrayCacheBytes)) if data.arrayCacheBytes else None,
+                   data.rampSeconds, data.runtimeSeconds)
 
 
 @dataclass(frozen=True)
@@ -344,6 +347,18 @@ def data_path_cache(nodes: Sequence[Mapping[str, Any]], shape: RunShape) -> list
     return findings
 
 
+def data_path_runtime(shape: RunShape) -> list[Finding]:
+    """A runtime shorter than its ramp: fio measures less time than it lets the storage warm up, so a row is a
+    short sample of a state the ramp did not show to be steady."""
+    data = shape.data_path
+    if data is None or data.runtime_seconds >= data.ramp_seconds:
+        return []
+    return [Finding(check="DataPathShortRuntime", severity=Severity.WARNING, message=(
+        f"dataPath.runtimeSeconds ({data.runtime_seconds}) is shorter than its rampSeconds ({data.ramp_seconds}): "
+        "each row measures less than the warm-up it skips; raise runtimeSeconds to several times the ramp"),
+        facts={"runtimeSeconds": str(data.runtime_seconds), "rampSeconds": str(data.ramp_seconds)})]
+
+
 def binding_mode(shape: RunShape) -> list[Finding]:
     if shape.binding_mode != WFFC or "createVolume" not in shape.steps:
         return []
@@ -355,7 +370,7 @@ def binding_mode(shape: RunShape) -> list[Finding]:
 def run_checks(shape: RunShape, machinery: Machinery, nodes: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """Every finding for this run, Warnings first, then in the order the checks ran."""
     findings = (visibility(shape, machinery) + node_capacity(nodes, shape) + data_path_cache(nodes, shape)
-                + binding_mode(shape))
+                + data_path_runtime(shape) + binding_mode(shape))
     for component in machinery.components:
         for check in (client_throttling, worker_threads, operation_timeout, group_snapshot_gate):
             finding = check(component, shape, machinery)
