@@ -197,7 +197,6 @@ def test_workload_pods_meet_restricted_and_carry_the_run_labels() -> None:
 def test_admission_rules_in_the_models() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"size": "16Mi", "dataPath": {"fileSize": "16Mi"}}, "must fit the volume"),
-        ({"repeat": 2, "dataPath": {}}, "repeat"),
         ({"volumes": 2, "dataPath": {"volumes": 3}}, "at most volumes"),
         ({"steps": ["createVolume"], "dataPath": {}}, "exactly when"),
         ({"volumeMode": "Block", "dataPath": {}}, "Filesystem"),
@@ -583,6 +582,40 @@ def test_the_report_keeps_each_rows_histograms_merged_and_per_pod_ones_only_for_
     one = parse_fio_log(log)
     kept = row_histograms([one] * 1024, [f"node-{i % 64}" for i in range(1024)])
     assert "nodes" not in kept and len(json.dumps(kept)) < 40_000  # bounded: beyond 16 nodes, the row's only
+
+
+def test_a_repeated_data_path_keeps_each_workloads_iterations_and_compare_tests_each_measure() -> None:
+    """repeat 3: status keeps per workload the median and range over the iterations and each iteration's MiB/s,
+    IOPS and p99; compare of two repeated runs tests each measure per workload (Welch on logs, Holm)."""
+    from csibench.report.compare import render_compare
+    from csibench.report.datapath import aggregate_table, compare_table
+    from csibench.report.render import render_table
+
+    def jittered(scale: float) -> Any:
+        rates = iter([1.00, 1.02, 0.98, 1.01, 0.99, 1.03] * 10)
+
+        def workload(pod: Any) -> tuple[int, str]:
+            factor = next(rates) * scale
+            return fake_fio(pod, 100 * 2**20 * factor, 50 * 2**20 * factor)
+        return workload
+    run_spec = spec(volumes=1, pvcsPerPod=1, size="64Mi", repeat=3, dataPath={
+        "rampSeconds": 0, "runtimeSeconds": 1, "workloads": [{"name": "r", "pattern": "randread", "blockSize": "4Ki"}]})
+    base = run(FakeKube(Behaviour(workload=jittered(1.0))), run_spec)
+    assert base.phase == "Succeeded", base.message
+    (aggregate,) = base.dataPathAggregates
+    assert aggregate.name == "r" and aggregate.iterations == 3 and len(aggregate.mibpsValues) == 3
+    assert aggregate.mibps is not None and aggregate.mibps.min < aggregate.mibps.median < aggregate.mibps.max
+    assert aggregate.p99Values == [0.0009] * 3
+    as_base = _as_run(base, run_spec, "base")
+    headers, rows = aggregate_table(as_base) or ([], [])
+    assert headers[1] == "Iterations" and rows[0][1] == "3" and "Data path over the iterations" in render_table(
+        as_base)
+    faster = _as_run(run(FakeKube(Behaviour(workload=jittered(3.0))), run_spec), run_spec, "faster")
+    headers, rows = compare_table(as_base, faster) or ([], [])
+    assert headers[3:] == ["B vs A (MiB/s)", "B vs A (IOPS)", "B vs A (p99)"]
+    assert rows[0][3].startswith("3.00× (significant") and rows[0][4].startswith("3.00× (significant")
+    assert rows[0][5] == "1.00× (significance unknown, n=3)"  # the fake's p99 never varies: nothing to test
+    assert "Holm-adjusted over every workload and measure" in render_compare(as_base, faster)
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -659,8 +659,6 @@ _DATA_PATH_RULES = (
      f"{_VOLUME_BYTES}) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
      f"{_VOLUME_BYTES})",
      "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size (after expand, if set)"),
-    ("!has(self.dataPath) || self.repeat == 1",
-     "dataPath cannot be combined with repeat > 1 yet: run the data path in a run of its own (repeat: 1)"),
     ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
      "steps must list dataPath exactly when spec.dataPath is set"),
     ("!has(self.steps) || (has(self.dataPath) && has(self.dataPath.verify) && self.dataPath.verify) == "
@@ -829,12 +827,12 @@ class BenchmarkRunSpec(_Model):
         data = self.dataPath
         listed = self.steps is not None and StepName.DATA_PATH in self.steps
         if self.steps is not None and listed != (data is not None):
-            raise ValueError(_DATA_PATH_RULES[4][1])
+            raise ValueError(_DATA_PATH_RULES[3][1])
         verifying = data is not None and data.verify
         if self.steps is not None and (StepName.VERIFY_CLONE in self.steps) != verifying:
-            raise ValueError(_DATA_PATH_RULES[5][1])
+            raise ValueError(_DATA_PATH_RULES[4][1])
         if verifying and not self.volumeSnapshotClassName:
-            raise ValueError(_DATA_PATH_RULES[6][1])
+            raise ValueError(_DATA_PATH_RULES[5][1])
         if data is None:
             return self
         if data.volumes is not None and data.volumes > self.volumes:
@@ -844,8 +842,6 @@ class BenchmarkRunSpec(_Model):
         size = v.parse_quantity(self.volume_size)
         if any(v.parse_quantity(data.file_size(w)) * data.jobsPerVolume > size for w in data.workloads):
             raise ValueError(_DATA_PATH_RULES[2][1])
-        if self.repeat != 1:
-            raise ValueError(_DATA_PATH_RULES[3][1])
         if len({w.name for w in data.workloads}) != len(data.workloads):
             raise ValueError("workload names must be unique")
         return self
@@ -1013,6 +1009,24 @@ class StepAggregate(_Model):
                                                "significance test).")
     throughputs: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
                                      description="Throughput of each measured iteration, in order.")
+
+
+class DataPathAggregate(_Model):
+    """One data-path workload over every iteration that measured well (spec.repeat > 1): the unthrottled row's
+    bandwidth, IOPS and p99 (the worse direction), median and range, and each iteration's value for compare's
+    significance test."""
+
+    name: str = Field(..., description="Workload name.")
+    iterations: int = Field(..., description="Iterations whose row measured (Succeeded).")
+    mibps: Spread | None = Field(None, description="Read + write MiB/s summed over volumes.")
+    iops: Spread | None = Field(None, description="Read + write IOPS summed over volumes.")
+    p99: Spread | None = Field(None, description="Completion p99 of the worse direction, seconds (merged).")
+    mibpsValues: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
+                                     description="MiB/s of each measured iteration, in order.")
+    iopsValues: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
+                                    description="IOPS of each measured iteration, in order.")
+    p99Values: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
+                                   description="p99 (seconds) of each measured iteration, in order.")
 
 
 class IterationFailure(_Model):
@@ -1272,6 +1286,9 @@ class BenchmarkRunStatus(_Model):
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
     aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
                                                                             "that measured well (spec.repeat > 1).")
+    dataPathAggregates: list[DataPathAggregate] = Field(
+        default_factory=list, max_length=MAX_WORKLOADS,
+        description="Per data-path workload, over the iterations that measured well (spec.repeat > 1).")
     client: ClientUsed | None = Field(None, description="Client limits used.")
     preflight: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
                                      description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "

@@ -16,6 +16,7 @@ from typing import Any
 
 from csibench.api.models import (
     MAX_ITERATION_FAILURES,
+    DataPathAggregate,
     IterationFailure,
     Iterations,
     Latency,
@@ -24,6 +25,7 @@ from csibench.api.models import (
     StepState,
     StepStatus,
 )
+from csibench.api.steps import StepName
 from csibench.engine.verdict import failure_summary
 
 SUCCEEDED, FAILED = "Succeeded", "Failed"
@@ -73,6 +75,39 @@ def build_aggregates(records: list[Record]) -> list[StepAggregate]:
             latency=_median_latency([s["latency"] for s in found if s.get("latency")]),
             durations=durations, throughputs=throughputs))
     return aggregates
+
+
+def build_data_path_aggregates(records: list[Record]) -> list[DataPathAggregate]:
+    """Per data-path workload, in row order, over the iterations that succeeded: each iteration's unthrottled row
+    (read + write MiB/s and IOPS, the worse direction's p99), their median and range, and the values themselves."""
+    measured = [record for record in records if record.get("state") == SUCCEEDED]
+    order: list[str] = []
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for record in measured:
+        for step in record["steps"]:
+            if step["status"]["name"] != StepName.DATA_PATH:
+                continue
+            for row in (step.get("extra") or {}).get("rows") or []:
+                if row.get("state") != StepState.SUCCEEDED:
+                    continue
+                if row["name"] not in rows:
+                    order.append(row["name"])
+                rows.setdefault(row["name"], []).append(row)
+    aggregates = []
+    for name in order:
+        found = rows[name]
+        mibps = [round(float(r.get("readMiBps") or 0) + float(r.get("writeMiBps") or 0), 3) for r in found]
+        iops = [round(float(r.get("readIOPS") or 0) + float(r.get("writeIOPS") or 0), 1) for r in found]
+        p99 = [worst for r in found if (worst := _worst_p99(r.get("latency") or {})) is not None]
+        aggregates.append(DataPathAggregate(name=name, iterations=len(found), mibps=_spread(mibps),
+                                            iops=_spread(iops), p99=_spread(p99), mibpsValues=mibps,
+                                            iopsValues=iops, p99Values=p99))
+    return aggregates
+
+
+def _worst_p99(latency: dict[str, Any]) -> float | None:
+    found = [float(value) for value in (latency.get("readP99"), latency.get("writeP99")) if value]
+    return max(found) if found else None
 
 
 def count_iterations(records: list[Record], current: int, total: int) -> Iterations:

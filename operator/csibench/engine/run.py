@@ -31,7 +31,12 @@ from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
-from csibench.engine.iterations import build_aggregates, build_iteration_record, count_iterations
+from csibench.engine.iterations import (
+    build_aggregates,
+    build_data_path_aggregates,
+    build_iteration_record,
+    count_iterations,
+)
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
@@ -148,6 +153,8 @@ class RunEngine:
         """Status: the iteration counter and the aggregates over the finished iterations."""
         self.status.iterations = count_iterations(context.iterations, context.iteration, self.spec.repeat)
         self.status.aggregates = build_aggregates(context.iterations) if self.spec.repeat > 1 else []
+        self.status.dataPathAggregates = build_data_path_aggregates(context.iterations) \
+            if self.spec.repeat > 1 and self.spec.dataPath is not None else []
 
     async def _close_iteration(self, context: RunContext, runner: StepRunner) -> None:
         """Every step of the current iteration ran: it becomes a finished iteration (measured or failed)."""

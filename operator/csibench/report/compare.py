@@ -18,7 +18,7 @@ from csibench.api.text import human_duration
 from csibench.report import database, datapath, density
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
-from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples
+from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples, significance_cell
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -106,19 +106,6 @@ def differences_of(comparisons: list[StepComparison], run_a: dict[str, Any],
                              list((agg_b.get(c.step) or {}).get("throughputs") or [])) for c in comparisons])
 
 
-def significance_cell(difference: Difference, alpha: float = ALPHA) -> str:
-    """'1.04× (not significant, n=5)', '10.20× (significant, p=0.0003, n=3)'."""
-    if difference.ratio != difference.ratio:  # NaN: a side measured nothing
-        return "-"
-    ratio = f"{difference.ratio:.2f}×"
-    verdict = difference.significant(alpha)
-    if verdict is None:
-        return f"{ratio} (significance unknown, n={difference.n})"
-    if verdict:
-        return f"{ratio} (significant, p={difference.p:.2g}, n={difference.n})"
-    return f"{ratio} (not significant, n={difference.n})"
-
-
 def _single_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str:
     single = [label for label, run in (("A", run_a), ("B", run_b)) if not aggregates_of(run)]
     return (f"significance unknown: {' and '.join(single)} ran a single iteration; set spec.repeat (e.g. 5) on both "
@@ -174,6 +161,8 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
     if data is not None:
         lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",
                   *(markdown_table(*data) if markdown else align(*data))]
+        note = datapath.compare_note(run_a, run_b)
+        lines += ["", note] if note else []
     db = database.compare_table(run_a, run_b)
     if db is not None:
         lines += ["", "Database (pgbench), B vs A TPS per row:" if not markdown else "#### Database (pgbench)", "",

@@ -12,6 +12,7 @@ from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.skew import is_skewed, skew_message
 from csibench.api.text import human_duration
+from csibench.report.stats import ALPHA, METHOD, compare_samples, significance_cell
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
            "Read clat p50/p99/p99.9 ms", "Write clat p50/p99/p99.9 ms", "Volumes × jobs each", "Per volume MiB/s",
@@ -222,8 +223,78 @@ def _cell(row: dict[str, Any] | None) -> str:
     return f"{total:,.1f} MiB/s · {iops:,.0f} IOPS"
 
 
+REPEATED_HEADERS = ["Workload", "A: MiB/s (median, min-max)", "B: MiB/s (median, min-max)", "B vs A (MiB/s)",
+                    "B vs A (IOPS)", "B vs A (p99)"]
+REPEATED_NOTE = ("data path: B vs A per workload over the iterations (medians), each of MiB/s, IOPS and p99 (the "
+                 "worse direction) tested as the steps are ({method}), Holm-adjusted over every workload and "
+                 "measure of the table")
+
+
+def compare_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str | None:
+    """How to read the data-path comparison: the test when both repeated, else why there is none."""
+    if not rows_of(run_a) and not rows_of(run_b):
+        return None
+    if aggregates_of(run_a) and aggregates_of(run_b):
+        return REPEATED_NOTE.format(method=METHOD.format(alpha=ALPHA))
+    return ("data path: single rows compared (ratio of MiB/s), no significance test: set spec.repeat on both runs "
+            "for one per workload")
+
+
+def aggregates_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A repeated run's per-workload aggregates by name ({} for a single run or no data path)."""
+    return {a["name"]: a for a in (run.get("status") or {}).get("dataPathAggregates") or []}
+
+
+def _spread_cell(spread: dict[str, Any] | None) -> str:
+    if not spread:
+        return "-"
+    return f"{spread['median']:,.1f} ({spread['min']:,.1f}-{spread['max']:,.1f})"
+
+
+AGGREGATE_HEADERS = ["Workload", "Iterations", "MiB/s (median, min-max)", "IOPS (median, min-max)",
+                     "clat p99 ms (median, min-max)"]
+
+
+def aggregate_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """A repeated run's data path over its measured iterations (None for a single run); the table above it is
+    the last iteration's."""
+    found = aggregates_of(run)
+    if not found:
+        return None
+    rows = []
+    for name, aggregate in found.items():
+        p99 = aggregate.get("p99")
+        rows.append([WORKLOAD_TITLES.get(name, name), str(aggregate.get("iterations", 0)),
+                     _spread_cell(aggregate.get("mibps")), _spread_cell(aggregate.get("iops")),
+                     _spread_cell({k: v * 1000 for k, v in p99.items()} if p99 else None)])
+    return AGGREGATE_HEADERS, rows
+
+
+def repeated_compare_table(run_a: dict[str, Any],
+                           run_b: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Both runs repeated: per workload both have, B vs A with a significance test for each of MiB/s, IOPS and
+    p99 (None unless both have data-path aggregates)."""
+    a, b = aggregates_of(run_a), aggregates_of(run_b)
+    shared = [name for name in a if name in b]
+    if not shared:
+        return None
+    measures = ("mibpsValues", "iopsValues", "p99Values")
+    differences = compare_samples([(list(a[name].get(m) or []), list(b[name].get(m) or []))
+                                   for name in shared for m in measures])
+    rows = []
+    for index, name in enumerate(shared):
+        cells = [significance_cell(d) for d in differences[index * len(measures):(index + 1) * len(measures)]]
+        rows.append([WORKLOAD_TITLES.get(name, name), _spread_cell(a[name].get("mibps")),
+                     _spread_cell(b[name].get("mibps")), *cells])
+    return REPEATED_HEADERS, rows
+
+
 def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
-    """B vs A per workload (bandwidth ratio, read + write), for the workloads either run has."""
+    """B vs A per workload: over the iterations with significance when both runs repeated, else the bandwidth
+    ratio (read + write) of their rows, for the workloads either run has."""
+    repeated = repeated_compare_table(run_a, run_b)
+    if repeated is not None:
+        return repeated
     a = {row["name"]: row for row in rows_of(run_a)}
     b = {row["name"]: row for row in rows_of(run_b)}
     if not a and not b:

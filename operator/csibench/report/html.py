@@ -213,6 +213,8 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             *_levels_section(run),
             *(["<h2>Data path against the nodes' own disk</h2>", _table(*local, "datapath-local")]
               if (local := datapath.baseline_table(run)) is not None else []),
+            *(["<h2>Data path over the iterations</h2>", _table(*repeated, "datapath-iterations")]
+              if (repeated := datapath.aggregate_table(run)) is not None else []),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)

@@ -138,6 +138,9 @@ def render_markdown(run: dict[str, Any]) -> str:
     local = datapath.baseline_table(run)
     if local is not None:
         lines += ["", "#### Data path against the nodes' own disk", "", *markdown_table(*local)]
+    repeated = datapath.aggregate_table(run)
+    if repeated is not None:
+        lines += ["", "#### Data path over the iterations", "", *markdown_table(*repeated)]
     db = database.table(run)
     if db is not None:
         lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
@@ -162,6 +165,8 @@ def render_table(run: dict[str, Any]) -> str:
     second += ["", "Data path under load (rate levels)", *align(*levels)] if levels is not None else []
     local = datapath.baseline_table(run)
     second += ["", "Data path against the nodes' own disk", *align(*local)] if local is not None else []
+    repeated = datapath.aggregate_table(run)
+    second += ["", "Data path over the iterations", *align(*repeated)] if repeated is not None else []
     db = database.table(run)
     third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
     return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"

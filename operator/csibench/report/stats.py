@@ -128,3 +128,16 @@ def compare_samples(samples: list[tuple[list[float], list[float]]]) -> list[Diff
     adjusted = dict(zip(tested, holm(raw), strict=True))
     return [Difference(statistics.median(b) / statistics.median(a) if a and b and statistics.median(a) else math.nan,
                        len(a), len(b), adjusted.get(i)) for i, (a, b) in enumerate(samples)]
+
+
+def significance_cell(difference: Difference, alpha: float = ALPHA) -> str:
+    """'1.04× (not significant, n=5)', '10.20× (significant, p=0.0003, n=3)'."""
+    if difference.ratio != difference.ratio:  # NaN: a side measured nothing
+        return "-"
+    ratio = f"{difference.ratio:.2f}×"
+    verdict = difference.significant(alpha)
+    if verdict is None:
+        return f"{ratio} (significance unknown, n={difference.n})"
+    if verdict:
+        return f"{ratio} (significant, p={difference.p:.2g}, n={difference.n})"
+    return f"{ratio} (not significant, n={difference.n})"
