@@ -16,7 +16,8 @@ requires) set how that array behaves:
 ``seed``               seed of the jitter/failure random generator, for repeatable runs
 ``nodeAttachLatency``  extra attach latency on named nodes, "node-a=10s,node-b=500ms": one slow node
 ``corruptCloneSuffix`` a clone whose claim's name ends with this gets one byte of its largest file flipped after
-                       the copy (directory volumes only): a storage bug that verification must catch
+                       the copy (directory volumes only: a class with an fstype is left alone, and the ground
+                       truth records ``corrupted`` only where a byte was flipped): a bug verification must catch
 """
 
 from __future__ import annotations

@@ -254,7 +254,10 @@ class Controller(csi_grpc.ControllerServicer):
                 functools.partial(volumes.copy_data, restored, target)
                 if restored is not None and volumes.holds_data(restored) else None)
             suffix = driver.ctx.backend(storage_class).model.corrupt_clone_suffix
-            corrupting = restore is not None and bool(suffix) and claim.endswith(suffix)
+            corrupting = restore is not None and bool(suffix) and claim.endswith(suffix) and not fs_type
+            if suffix and claim.endswith(suffix) and fs_type:
+                log.warning("clone %s/%s: corruptCloneSuffix applies to directory volumes only; this one holds an "
+                            "%s image and is left as it is", namespace, claim, fs_type)
             if restore is not None and corrupting:
                 copy = restore
 

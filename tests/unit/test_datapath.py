@@ -198,7 +198,7 @@ def test_admission_rules_in_the_models() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"size": "16Mi", "dataPath": {"fileSize": "16Mi"}}, "must fit the volume"),
         ({"volumes": 2, "dataPath": {"volumes": 3}}, "at most volumes"),
-        ({"steps": ["createVolume"], "dataPath": {}}, "exactly when"),
+        ({"steps": ["createVolume"], "dataPath": {}}, "steps must list dataPath exactly when spec.dataPath is set"),
         ({"volumeMode": "Block", "dataPath": {}}, "Filesystem"),
         ({"dataPath": {"workloads": [{"name": "a", "pattern": "read", "blockSize": "4Ki"}] * 2}},
          "unique")]
@@ -496,10 +496,36 @@ def test_a_clone_whose_data_differs_from_its_source_fails_with_the_file_named() 
     assert f"its source {NAMES.volume(1)}'s was" in reason.message and "(1 of 2 files differ)" in reason.message
 
 
+def test_a_verify_pod_that_could_not_run_fails_its_clone_with_its_own_reason_not_a_missing_log() -> None:
+    from csibench.kube.client import ApiError
+    refused = Behaviour(refuse_create=lambda plural, name: ApiError(403, "Forbidden", "exceeded quota: pods")
+                        if name == NAMES.verify_pod(0) else None)
+    status = run(FakeKube(refused), verify_spec())
+    verify = next(s for s in status.steps if s.name == "verifyClone")
+    assert (verify.succeeded, verify.failed) == (1, 1), verify
+    assert verify.failureReasons[0].reason != "LogUnavailable" and "quota" in verify.failureReasons[0].message
+
+
+def test_a_level_or_baseline_under_way_when_the_step_is_cut_short_is_interrupted_without_numbers() -> None:
+    from csibench.api.models import DataPathBaseline, DataPathLevel
+    from csibench.engine.datapath.step import RESULTS
+    row = DataPathRow(name="r", state=StepState.SUCCEEDED, readIOPS=100.0, levels=[
+        DataPathLevel(percent=10, state=StepState.SUCCEEDED, readIOPS=10.0),
+        DataPathLevel(percent=50, state=StepState.RUNNING, readIOPS=40.0, targetIOPS=50.0)],
+        baseline=DataPathBaseline(state=StepState.RUNNING, readMiBps=3.0))
+    RESULTS.interrupt_running([row])
+    assert row.state == StepState.SUCCEEDED and row.readIOPS == 100.0  # done before: kept
+    assert row.levels[0].readIOPS == 10.0 and row.levels[1].state == StepState.INTERRUPTED
+    assert (row.levels[1].readIOPS, row.levels[1].targetIOPS) == (None, None)
+    assert row.baseline is not None and row.baseline.state == StepState.INTERRUPTED
+    assert row.baseline.readMiBps is None and "interrupted" in (row.baseline.message or "")
+
+
 def test_verify_is_admitted_only_with_its_step_and_a_snapshot_class() -> None:
     base = {"storageClassName": "sim", "volumeSnapshotClassName": "snap",
             "dataPath": {"verify": True, "rampSeconds": 0}}
-    with pytest.raises(ValidationError, match=r"exactly when spec\.dataPath\.verify"):
+    with pytest.raises(ValidationError, match=r"steps must list verifyClone exactly when spec\.dataPath\.verify "
+                                              r"is true"):
         BenchmarkRunSpec.model_validate({**base, "steps": ["createVolume", "dataPath", "createSnapshot",
                                                            "cloneFromSnapshot"]})
     with pytest.raises(ValidationError, match="needs volumeSnapshotClassName"):
@@ -612,10 +638,14 @@ def test_a_repeated_data_path_keeps_each_workloads_iterations_and_compare_tests_
         as_base)
     faster = _as_run(run(FakeKube(Behaviour(workload=jittered(3.0))), run_spec), run_spec, "faster")
     headers, rows = compare_table(as_base, faster) or ([], [])
-    assert headers[3:] == ["B vs A (MiB/s)", "B vs A (IOPS)", "B vs A (p99)"]
+    assert headers[3:] == ["B vs A (MiB/s)", "B vs A (IOPS)", "B vs A (p99, lower is better)"]
     assert rows[0][3].startswith("3.00× (significant") and rows[0][4].startswith("3.00× (significant")
     assert rows[0][5] == "1.00× (significance unknown, n=3)"  # the fake's p99 never varies: nothing to test
     assert "Holm-adjusted over every workload and measure" in render_compare(as_base, faster)
+    lacking = json.loads(json.dumps(faster))
+    lacking["status"]["dataPathAggregates"][0]["name"] = "other"  # B has another workload than A: both listed
+    headers, rows = compare_table(as_base, lacking) or ([], [])
+    assert [r[0] for r in rows] == ["r", "other"] and rows[0][3:] == ["-", "-", "-"] and rows[1][1] == "-"
 
 
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:

@@ -649,6 +649,9 @@ class ClientSettings(_Model):
 _EXPANDS = "has(self.expand) && (has(self.expand.to) || has(self.expand.by))"  # (neither: its own rule says so)
 _EXPANDED_SIZE = "(has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add(quantity(self.expand.by)))"
 _VOLUME_BYTES = f"(({_EXPANDS}) ? {_EXPANDED_SIZE} : quantity(self.size)).asInteger()"
+_DATA_PATH_STEP = "steps must list dataPath exactly when spec.dataPath is set"
+_VERIFY_STEP = "steps must list verifyClone exactly when spec.dataPath.verify is true"
+_VERIFY_NEEDS_SNAPSHOTS = "dataPath.verify needs volumeSnapshotClassName: its clones are what it verifies"
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
      "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
@@ -659,14 +662,11 @@ _DATA_PATH_RULES = (
      f"{_VOLUME_BYTES}) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
      f"{_VOLUME_BYTES})",
      "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size (after expand, if set)"),
-    ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)",
-     "steps must list dataPath exactly when spec.dataPath is set"),
+    ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)", _DATA_PATH_STEP),
     ("!has(self.steps) || (has(self.dataPath) && has(self.dataPath.verify) && self.dataPath.verify) == "
-     "('verifyClone' in self.steps)",
-     "steps must list verifyClone exactly when spec.dataPath.verify is true"),
+     "('verifyClone' in self.steps)", _VERIFY_STEP),
     ("!has(self.dataPath) || !has(self.dataPath.verify) || !self.dataPath.verify || "
-     "has(self.volumeSnapshotClassName)",
-     "dataPath.verify needs volumeSnapshotClassName: its clones are what it verifies"),
+     "has(self.volumeSnapshotClassName)", _VERIFY_NEEDS_SNAPSHOTS),
 )
 _EXPAND_RULES = (
     ("!has(self.expand) || !has(self.expand.to) || quantity(self.expand.to).isGreaterThan(quantity(self.size))",
@@ -827,12 +827,12 @@ class BenchmarkRunSpec(_Model):
         data = self.dataPath
         listed = self.steps is not None and StepName.DATA_PATH in self.steps
         if self.steps is not None and listed != (data is not None):
-            raise ValueError(_DATA_PATH_RULES[3][1])
+            raise ValueError(_DATA_PATH_STEP)
         verifying = data is not None and data.verify
         if self.steps is not None and (StepName.VERIFY_CLONE in self.steps) != verifying:
-            raise ValueError(_DATA_PATH_RULES[4][1])
+            raise ValueError(_VERIFY_STEP)
         if verifying and not self.volumeSnapshotClassName:
-            raise ValueError(_DATA_PATH_RULES[5][1])
+            raise ValueError(_VERIFY_NEEDS_SNAPSHOTS)
         if data is None:
             return self
         if data.volumes is not None and data.volumes > self.volumes:

@@ -64,7 +64,8 @@ class Names:
         return f"{self._objects}-x{index:05d}"
 
     def data_pod(self, index: int) -> str:
-        """Data-path pods: one per (workload, volume), numbered workload-major (``-d`` + index)."""
+        """Data-path pods (``-d`` + index): per workload, a pod per volume for its unthrottled run, then for each
+        rate level, then for the local baseline; after every workload, verify's checksum pod per volume."""
         return f"{self._objects}-d{index:05d}"
 
     def verify_pod(self, index: int) -> str:

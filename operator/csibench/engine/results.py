@@ -30,6 +30,9 @@ class ResultTable(Generic[Row]):
     model: type[Row]
     measured: tuple[str, ...]  # fields dropped when the row is interrupted
     record_metrics: Callable[[str, Sequence[Row]], None]  # (run label, rows): measured rows into Prometheus
+    # A row's own parts that run after it is done (the data path's rate levels and local baseline): those under
+    # way when the step is cut short are marked interrupted too.
+    interrupt_parts: Callable[[Row], None] | None = None
 
     def rows(self, tracker: StepTracker | None) -> list[Row]:
         """The rows a tracker holds (status shows them)."""
@@ -51,6 +54,8 @@ class ResultTable(Generic[Row]):
         for row in rows:
             if row.state == StepState.RUNNING:  # type: ignore[attr-defined]
                 self.interrupted(row)
+            if self.interrupt_parts is not None:
+                self.interrupt_parts(row)
 
     def interrupt_step(self, tracker: StepTracker, rows: Sequence[Row]) -> None:
         """The step was cut short (a restart, a stop, an error): the tracker says so, and the row under way is

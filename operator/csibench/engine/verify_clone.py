@@ -55,7 +55,9 @@ async def _verdict(runner: Batches, pod: str, ok: bool, reason: str, message: st
                    clone: str, volume: str) -> Verdict:
     try:
         log = await runner.pod_log(pod)
-    except ApiError as error:
+    except ApiError as error:  # a pod that never ran (a clone that would not mount) has no log: its outcome says why
+        if not ok:
+            return Verdict(False, reason or "PodFailed", message or "the pod failed")
         return Verdict(False, "LogUnavailable", shorten(f"pods/log of {pod}: {error}", 600))
     if not ok:
         return Verdict(False, reason or "PodFailed", messages_of(log) or message or "the pod failed")

@@ -12,7 +12,7 @@ from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.skew import is_skewed, skew_message
 from csibench.api.text import human_duration
-from csibench.report.stats import ALPHA, METHOD, compare_samples, significance_cell
+from csibench.report.stats import ALPHA, compare_samples, significance_cell
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
            "Read clat p50/p99/p99.9 ms", "Write clat p50/p99/p99.9 ms", "Volumes × jobs each", "Per volume MiB/s",
@@ -224,10 +224,11 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 REPEATED_HEADERS = ["Workload", "A: MiB/s (median, min-max)", "B: MiB/s (median, min-max)", "B vs A (MiB/s)",
-                    "B vs A (IOPS)", "B vs A (p99)"]
-REPEATED_NOTE = ("data path: B vs A per workload over the iterations (medians), each of MiB/s, IOPS and p99 (the "
-                 "worse direction) tested as the steps are ({method}), Holm-adjusted over every workload and "
-                 "measure of the table")
+                    "B vs A (IOPS)", "B vs A (p99, lower is better)"]
+REPEATED_NOTE = ("data path: B vs A per workload over the iterations, ratios of medians; each of MiB/s, IOPS and "
+                 "p99 (the worse direction; a ratio above 1 is B slower) tested with Welch's t-test on the "
+                 "logarithm of its per-iteration values, two-sided, alpha {alpha:g}, Holm-adjusted over every "
+                 "workload and measure of the table; assumes independent, roughly log-normal iterations")
 
 
 def compare_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str | None:
@@ -235,7 +236,7 @@ def compare_note(run_a: dict[str, Any], run_b: dict[str, Any]) -> str | None:
     if not rows_of(run_a) and not rows_of(run_b):
         return None
     if aggregates_of(run_a) and aggregates_of(run_b):
-        return REPEATED_NOTE.format(method=METHOD.format(alpha=ALPHA))
+        return REPEATED_NOTE.format(alpha=ALPHA)
     return ("data path: single rows compared (ratio of MiB/s), no significance test: set spec.repeat on both runs "
             "for one per workload")
 
@@ -272,20 +273,20 @@ def aggregate_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | 
 
 def repeated_compare_table(run_a: dict[str, Any],
                            run_b: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
-    """Both runs repeated: per workload both have, B vs A with a significance test for each of MiB/s, IOPS and
-    p99 (None unless both have data-path aggregates)."""
+    """Both runs repeated: per workload either has, B vs A with a significance test for each of MiB/s, IOPS and
+    p99 ("-" where a run lacks the workload; None unless both have data-path aggregates)."""
     a, b = aggregates_of(run_a), aggregates_of(run_b)
-    shared = [name for name in a if name in b]
-    if not shared:
+    if not a or not b:
         return None
+    names = list(a) + [name for name in b if name not in a]
     measures = ("mibpsValues", "iopsValues", "p99Values")
-    differences = compare_samples([(list(a[name].get(m) or []), list(b[name].get(m) or []))
-                                   for name in shared for m in measures])
+    differences = compare_samples([(list((a.get(name) or {}).get(m) or []), list((b.get(name) or {}).get(m) or []))
+                                   for name in names for m in measures])
     rows = []
-    for index, name in enumerate(shared):
+    for index, name in enumerate(names):
         cells = [significance_cell(d) for d in differences[index * len(measures):(index + 1) * len(measures)]]
-        rows.append([WORKLOAD_TITLES.get(name, name), _spread_cell(a[name].get("mibps")),
-                     _spread_cell(b[name].get("mibps")), *cells])
+        rows.append([WORKLOAD_TITLES.get(name, name), _spread_cell((a.get(name) or {}).get("mibps")),
+                     _spread_cell((b.get(name) or {}).get("mibps")), *cells])
     return REPEATED_HEADERS, rows
 
 
@@ -315,9 +316,10 @@ def merged_histograms(step_record: dict[str, Any]) -> dict[str, dict[str, histog
     only per volume, merged here. Directions without I/O are left out."""
     kept = (step_record.get("extra") or {}).get("histograms")
     if isinstance(kept, dict) and kept:
-        return {workload: {direction: bins for direction in ("read", "write")
-                           if (bins := histogram.from_json(found.get(direction)))}
-                for workload, found in kept.items() if isinstance(found, dict)}
+        merged = {workload: {direction: bins for direction in ("read", "write")
+                             if (bins := histogram.from_json(found.get(direction)))}
+                  for workload, found in kept.items() if isinstance(found, dict)}
+        return {workload: directions for workload, directions in merged.items() if directions}
     pods: dict[str, dict[str, list[histogram.Histogram]]] = {}
     for record in ((step_record.get("extra") or {}).get("volumes") or []):
         if record.get("ratePercent") is not None or record.get("local"):  # a rate level's or the baseline's pods:

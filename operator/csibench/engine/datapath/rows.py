@@ -79,14 +79,14 @@ MIN_VOLUMES_FOR_MEDIAN = 3
 
 def slow_volumes(results: Sequence[VolumeResult], volumes: Sequence[str]) -> list[tuple[str, float]]:
     """(volume, MiB/s) of the volumes whose bandwidth (read + write) was under SLOW_SHARE of the row's median per
-    volume, slowest first, at most SLOW_SHOWN (none with fewer than 3 volumes: no median to speak of)."""
+    volume, slowest first (none with fewer than 3 volumes: no median to speak of); status shows SLOW_SHOWN."""
     if len(results) < MIN_VOLUMES_FOR_MEDIAN:
         return []
     rates = [r.bytes_per_second / MIB for r in results]
     median = statistics.median(rates)
     slow = sorted(((volume, rate) for volume, rate in zip(volumes, rates, strict=True) if rate < SLOW_SHARE * median),
                   key=lambda pair: pair[1])
-    return [(volume, round(rate, 3)) for volume, rate in slow[:SLOW_SHOWN]]
+    return [(volume, round(rate, 3)) for volume, rate in slow]
 
 
 def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[VolumeResult],
@@ -122,7 +122,7 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
     return row
 
 
-PER_POD_HISTOGRAMS = 64  # pods of a run up to which each one's histograms stay in the report
+PER_POD_HISTOGRAMS = 64  # unthrottled pods of a run (workloads x volumes) up to which each one's histograms stay
 NODE_HISTOGRAMS = 16  # nodes of a row up to which each one's merged histograms stay in the report
 
 

@@ -37,6 +37,7 @@ from csibench.engine.datapath import barrier, checksum
 from csibench.engine.datapath.fio import MIB, FioFailed, VolumeResult, messages_of, parse_fio_log
 from csibench.engine.datapath.rows import (
     PER_POD_HISTOGRAMS,
+    SLOW_SHOWN,
     build_row,
     pending_row,
     row_histograms,
@@ -45,7 +46,7 @@ from csibench.engine.datapath.rows import (
 )
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
-from csibench.engine.results import ROWS, ResultTable, keep_rows
+from csibench.engine.results import INTERRUPTED_MESSAGE, ROWS, ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches
@@ -100,7 +101,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             rows[w] = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
             rows[w].startAt = ran.start_at
             slow = slow_volumes(ran.results, ran.volumes)
-            rows[w].slowVolumes = [volume for volume, _ in slow]
+            rows[w].slowVolumes = [volume for volume, _ in slow[:SLOW_SHOWN]]
             histograms[workload.name] = row_histograms(ran.results, ran.nodes)
             keep_rows(tracker, rows)
             if rows[w].skewed:
@@ -111,7 +112,8 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                 await runner.warn("DataPathSlowVolume", shorten(
                     f"{workload.name}: {len(slow)} of {len(ran.results)} volumes ran under half the median "
                     "per-volume bandwidth: " + ", ".join(f"{volume} on {where.get(volume) or 'an unknown node'} "
-                                                         f"({rate:g} MiB/s)" for volume, rate in slow), 1000))
+                                                         f"({rate:g} MiB/s)" for volume, rate in slow[:SLOW_SHOWN]),
+                    1000))
             for slot, percent in enumerate(data.rateLevels, start=1):
                 rates = level_rates(rows[w], percent, len(ran.results) * data.jobsPerVolume)
                 if rates is None:
@@ -196,7 +198,8 @@ class WorkloadPods:
             node = pod.node if (pod := context.observed.pods.get(name)) is not None else None
             self._record(name, run, failure)
             record = volume_record(workload.name, context.names.volume(index), name, result, failure, node,
-                                   bins=level is None and not local and len(names) <= PER_POD_HISTOGRAMS)
+                                   bins=level is None and not local
+                                   and len(data.workloads) * len(names) <= PER_POD_HISTOGRAMS)
             if level is not None:
                 record["ratePercent"] = level
             if local:
@@ -225,15 +228,18 @@ class WorkloadPods:
         for index, name in enumerate(names):
             if name not in active:
                 continue
+            outcome = run.outcomes[name]
             failure: tuple[str, str] | None = None
             try:
                 log = await self.runner.pod_log(name)
-            except ApiError as error:
-                log, failure = "", ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
+            except ApiError as error:  # a pod that never ran has no log: its outcome says why
+                log = ""
+                if outcome.ok:
+                    failure = ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
             sums = checksum.parse_checksums(log)
-            if failure is None and not (run.outcomes[name].ok and sums):
-                failure = (run.outcomes[name].reason or "NoData",
-                           messages_of(log) or run.outcomes[name].message or "no file of fio's to checksum")
+            if failure is None and not (outcome.ok and sums):
+                failure = (outcome.reason or "NoData",
+                           messages_of(log) or outcome.message or "no file of fio's to checksum")
             self._record(name, run, failure)
             if failure is None:
                 found[context.names.volume(index)] = sums
@@ -365,8 +371,22 @@ def _quantiles(latency: DataPathLatency, direction: str) -> dict[str, float | No
     return {quantile: getattr(latency, direction + field) for quantile, field in QUANTILES.items()}
 
 
+def interrupt_parts(row: DataPathRow) -> None:
+    """A rate level or the local baseline under way when the step was cut short: interrupted, without numbers."""
+    parts: list[DataPathLevel | DataPathBaseline] = [*row.levels, *([row.baseline] if row.baseline else [])]
+    for part in parts:
+        if part.state == StepState.RUNNING:
+            for name in ("targetIOPS", "readIOPS", "writeIOPS", "readP99", "writeP99", "readMiBps", "writeMiBps",
+                         "startSkewSeconds", "skewed", "fasterThanLocal"):
+                if name in type(part).model_fields:
+                    setattr(part, name, None)
+            part.state = StepState.INTERRUPTED
+            part.message = INTERRUPTED_MESSAGE
+
+
 RESULTS = ResultTable("dataPath", DataPathRow, ("readMiBps", "writeMiBps", "readIOPS", "writeIOPS",
-                                                "minVolumeMiBps", "maxVolumeMiBps", "latency"), record_metrics)
+                                                "minVolumeMiBps", "maxVolumeMiBps", "latency"), record_metrics,
+                      interrupt_parts)
 
 
 async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[VolumeResult | None,
