@@ -797,3 +797,17 @@ def test_columns_say_what_they_hold_and_workload_steps_show_wall_time_not_pod_ra
     assert next(row for row in rows if row[0] == "Create Volume")[1].endswith("vol/s")  # lifecycle steps keep theirs
     compared = next(line for line in render_compare(base, base).splitlines() if line.startswith("Data Path (fio)"))
     assert "pod/s" not in compared and compared.rstrip().endswith("(its table below)")
+
+
+def test_a_pod_that_failed_without_a_word_in_its_logs_is_described_by_its_containers_states() -> None:
+    from csibench.engine.datapath.step import container_states
+    status = {"phase": "Failed", "initContainerStatuses": [
+        {"name": "layout", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+        "containerStatuses": [{"name": "fio", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+    assert container_states(status) == ("init container layout: terminated, exit code 0 (Completed); "
+                                        "container fio: terminated, exit code 137 (OOMKilled)")
+    waiting = {"phase": "Failed", "reason": "Evicted", "message": "low on ephemeral storage",
+               "containerStatuses": [{"name": "fio", "state": {"waiting": {"reason": "PodInitializing"}}}]}
+    assert container_states(waiting) == ("container fio: waiting (PodInitializing); pod: Evicted low on ephemeral "
+                                         "storage")
+    assert container_states(None) == "" and container_states({"phase": "Failed"}) == ""

@@ -175,6 +175,12 @@ class StepRunner:
         return await self.client.text(r.PODS.path(self.context.scope.namespace, name, "log"),
                                       {"container": container} if container else None)
 
+    async def pod_status(self, name: str) -> dict[str, Any] | None:
+        """The pod's status as the API has it now (None: gone)."""
+        pod = await self.client.get(r.PODS.path(self.context.scope.namespace, name))
+        status = (pod or {}).get("status")
+        return status if isinstance(status, dict) else None
+
     async def annotate_pods(self, names: Sequence[str], annotations: dict[str, str]) -> list[str]:
         """Set ``annotations`` on the run's pods, each only if it is the very pod the run's watch saw (its uid a
         precondition); the names that could not be annotated (not seen, gone, refused) are returned."""

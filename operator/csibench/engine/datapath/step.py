@@ -349,6 +349,30 @@ async def _annotate_when_running(runner: Batches, run: StepTracker, name: str, a
                       f"({ANNOTATE_ATTEMPTS} tries): it waits until the workload's timeout")
 
 
+def container_states(status: dict[str, Any] | None) -> str:
+    """How the pod's containers ended, as its status says ("init container layout: terminated, exit code 1
+    (Error)"; a waiting one with its reason), for a pod that failed without a word in its logs (pure)."""
+    if not status:
+        return ""
+    parts = []
+    for kind, key in (("init container", "initContainerStatuses"), ("container", "containerStatuses")):
+        for container in status.get(key) or []:
+            state = container.get("state") or {}
+            if "terminated" in state:
+                ended = state["terminated"] or {}
+                detail = f"terminated, exit code {ended.get('exitCode')} ({ended.get('reason') or 'no reason'})"
+                if ended.get("message"):
+                    detail += f": {ended['message']}"
+            elif "waiting" in state:
+                detail = f"waiting ({(state['waiting'] or {}).get('reason') or 'no reason'})"
+            else:
+                continue
+            parts.append(f"{kind} {container.get('name')}: {detail}")
+    if status.get("reason") or status.get("message"):
+        parts.append(f"pod: {status.get('reason') or ''} {status.get('message') or ''}".strip())
+    return shorten("; ".join(parts), 600)
+
+
 def record_metrics(run_label: str, rows: Sequence[DataPathRow]) -> None:
     """Measured rows into Prometheus, in base units (a failed or interrupted row has no measurement)."""
     for row in rows:
@@ -404,6 +428,9 @@ async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[Volume
         if not message:  # it may never have started: its init container's log says why (fio laying out files)
             with contextlib.suppress(ApiError):
                 message = messages_of(await runner.pod_log(name, barrier.LAYOUT_CONTAINER))
+        if not message:  # no words of fio's: what the kubelet says of its containers (exit codes, reasons)
+            with contextlib.suppress(ApiError):
+                message = container_states(await runner.pod_status(name))
         return None, (outcome.reason, message or outcome.message or outcome.reason)
     try:
         return parse_fio_log(log), None
