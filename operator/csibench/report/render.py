@@ -119,31 +119,26 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
 
 
+Table = tuple[list[str], list[list[str]]]
+
+
+def workload_tables(run: dict[str, Any]) -> list[tuple[str, Table]]:
+    """The tables of their own below the step table, titled, in order: each only when the run has its rows."""
+    tables = [("Density (volumes per node)", density.table(run)), ("Data path (fio)", datapath.table(run)),
+              ("Data path per node", datapath.node_table(run)),
+              ("Data path under load (rate levels)", datapath.level_table(run)),
+              ("Data path against the nodes' own disk", datapath.baseline_table(run)),
+              ("Data path over the iterations", datapath.aggregate_table(run)),
+              ("Database (pgbench)", database.table(run))]
+    return [(title, table) for title, table in tables if table is not None]
+
+
 def render_markdown(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "",
              *markdown_table(_headers(run), _rows(run))]
-    ramp = density.table(run)
-    if ramp is not None:
-        lines += ["", "#### Density (volumes per node)", "", *markdown_table(*ramp)]
-    data = datapath.table(run)
-    if data is not None:
-        lines += ["", "#### Data path (fio)", "", *markdown_table(*data)]
-    per_node = datapath.node_table(run)
-    if per_node is not None:
-        lines += ["", "#### Data path per node", "", *markdown_table(*per_node)]
-    levels = datapath.level_table(run)
-    if levels is not None:
-        lines += ["", "#### Data path under load (rate levels)", "", *markdown_table(*levels)]
-    local = datapath.baseline_table(run)
-    if local is not None:
-        lines += ["", "#### Data path against the nodes' own disk", "", *markdown_table(*local)]
-    repeated = datapath.aggregate_table(run)
-    if repeated is not None:
-        lines += ["", "#### Data path over the iterations", "", *markdown_table(*repeated)]
-    db = database.table(run)
-    if db is not None:
-        lines += ["", "#### Database (pgbench)", "", *markdown_table(*db)]
+    for title, table in workload_tables(run):
+        lines += ["", f"#### {title}", "", *markdown_table(*table)]
     notes = [f"- {line}" for line in trailer if line]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
@@ -155,21 +150,8 @@ def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
 
 def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
-    ramp = density.table(run)
-    first = ["", "Density (volumes per node)", *align(*ramp)] if ramp is not None else []
-    data = datapath.table(run)
-    second = ["", "Data path (fio)", *align(*data)] if data is not None else []
-    per_node = datapath.node_table(run)
-    second += ["", "Data path per node", *align(*per_node)] if per_node is not None else []
-    levels = datapath.level_table(run)
-    second += ["", "Data path under load (rate levels)", *align(*levels)] if levels is not None else []
-    local = datapath.baseline_table(run)
-    second += ["", "Data path against the nodes' own disk", *align(*local)] if local is not None else []
-    repeated = datapath.aggregate_table(run)
-    second += ["", "Data path over the iterations", *align(*repeated)] if repeated is not None else []
-    db = database.table(run)
-    third = ["", "Database (pgbench)", *align(*db)] if db is not None else []
-    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *first, *second, *third, *trailer]) + "\n"
+    tables = [line for title, table in workload_tables(run) for line in ("", title, *align(*table))]
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *tables, *trailer]) + "\n"
 
 
 def iteration_lines(status: dict[str, Any]) -> list[str]:
