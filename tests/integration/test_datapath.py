@@ -156,16 +156,22 @@ def test_files_that_cannot_fit_the_formatted_volume_fail_the_run_before_anything
                                   "(2 x 32Mi = 64Mi, every workload) does not fit volumes of 64Mi formatted ext4")
 
 
-def test_a_file_size_that_exceeds_the_volume_is_refused_at_admission(kube: Kube, namespace: str) -> None:
+def test_a_file_size_that_exceeds_the_volume_and_verify_without_its_step_are_refused_at_admission(
+        kube: Kube, namespace: str) -> None:
     body = benchmark_run("too-big", volumes=1, storageClassName="csibench-sim", size="8Mi",
                          dataPath={**TINY, "fileSize": "8Mi"})
     with pytest.raises(ApiException) as refused:
         create_run(kube, namespace, body)
     assert refused.value.status == 422
     assert "jobsPerVolume x fileSize (of every workload) must fit the volume size" in present(refused.value.body)
-    repeated = benchmark_run("repeated", volumes=1, repeat=2, storageClassName="csibench-sim", dataPath=TINY)
-    with pytest.raises(ApiException, match="cannot be combined with repeat"):
-        create_run(kube, namespace, repeated)
+    # verify needs its step: the API server's own CEL rule says so (the pydantic twin is a unit test's).
+    unverified = benchmark_run("unverified", volumes=1, storageClassName="csibench-sim",
+                               volumeSnapshotClassName="csibench-sim-snapclass", dataPath={**TINY, "verify": True},
+                               steps=["createVolume", "dataPath", "createSnapshot", "cloneFromSnapshot"])
+    with pytest.raises(ApiException) as missing:
+        create_run(kube, namespace, unverified)
+    assert missing.value.status == 422
+    assert "steps must list verifyClone exactly when spec.dataPath.verify is true" in present(missing.value.body)
 
 
 def test_operator_killed_inside_the_data_path_redoes_it_honestly_and_leaves_nothing(
