@@ -1226,7 +1226,8 @@ class DensityRow(_Model):
     throughput: float | None = Field(None, description="Volumes published per second of that time.")
     latency: Latency | None = Field(None, description="Per pod, created to Ready (attach, mount, start), seconds.")
     attach: Latency | None = Field(None, description="Per pod, created to every volume attached (the "
-                                                     "VolumeAttachments say attached), seconds.")
+                                                     "VolumeAttachments say attached, or Ready when that was seen "
+                                                     "later), seconds.")
     detachSeconds: float | None = Field(None, description="Unpublish: pods deleted to all gone and detached, "
                                                           "seconds.")
     message: str | None = Field(None, description="Why the level failed (the first failure).")
