@@ -326,6 +326,7 @@ class Runtime:
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         files = await asyncio.to_thread(_identity_files, root.parent, who)
         _namespace_file(group, entry).unlink(missing_ok=True)
+        env = {**env, CONTAINER_MARK: _mark(group, entry)}  # whose leftovers are whose (end_leftovers)
         spec = {"namespaceFile": str(_namespace_file(group, entry)), "command": command, "env": env,
                 "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
@@ -346,7 +347,7 @@ class Runtime:
         entry = (group.containers if among is None else among)[name]
         assert entry.process is not None
         code = await entry.process.wait()
-        await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry))
+        await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry), _mark(group, entry))
         entry.exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a runtime reports
         entry.finished_at = api.now_rfc3339()
         return entry.exit_code
@@ -375,7 +376,8 @@ class Runtime:
             if entry.process is not None:
                 _kill_group(entry.process.pid, signal.SIGKILL)
                 await entry.process.wait()
-                await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry))
+                await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry),
+                                        _mark(group, entry))
 
     def forget(self, uid: str) -> None:
         """After the pod's volumes are unmounted: drop its logs and directories (nothing stays on the host)."""
@@ -395,10 +397,19 @@ def _namespace_file(group: PodProcesses, entry: Container) -> Path:
     return group.directory / "containers" / entry.name / "mnt-namespace"
 
 
-def end_leftovers(pgid: int, namespace_file: Path) -> None:
+CONTAINER_MARK = "CSIBENCH_SIM_CONTAINER"  # in every container's environment: which container a process is of
+
+
+def _mark(group: PodProcesses, entry: Container) -> str:
+    return f"{group.uid}/{entry.name}/{entry.restarts}"
+
+
+def end_leftovers(pgid: int, namespace_file: Path, mark: str | None = None) -> None:
     """After a container's main process ended: SIGKILL its process group (fio's workers) and every process
     still in its mount namespace, including those that left the group with setsid (a daemonized server): they
-    would keep its volumes mounted, and an image's loop device with them."""
+    would keep its volumes mounted, and an image's loop device with them. Only processes that carry the
+    container's ``mark`` in their environment: once the namespace is gone the kernel reuses its inode number for
+    the next one made, another pod's container, whose fio this would otherwise kill (exit 137)."""
     _kill_group(pgid, signal.SIGKILL)
     try:
         namespace = namespace_file.read_text()
@@ -411,7 +422,9 @@ def end_leftovers(pgid: int, namespace_file: Path) -> None:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
-                    if os.readlink(entry / "ns" / "mnt") == namespace:
+                    if os.readlink(entry / "ns" / "mnt") == namespace and (
+                            mark is None or f"{CONTAINER_MARK}={mark}".encode() in
+                            (entry / "environ").read_bytes().split(b"\0")):
                         os.kill(int(entry.name), signal.SIGKILL)
                         found = True
         if not found:
