@@ -10,7 +10,7 @@ import pytest
 
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table
-from csibench.report.stats import compare_samples, holm, t_two_sided_p, welch
+from csibench.report.stats import compare_samples, holm, ratio_interval, t_critical, t_two_sided_p, welch
 
 
 @pytest.mark.parametrize(("t", "df"), [(12.706, 1), (4.303, 2), (3.182, 3), (2.776, 4), (2.228, 10), (1.960, 1e6)])
@@ -23,6 +23,45 @@ def test_two_sided_p_exact_cases() -> None:
     assert t_two_sided_p(1.0, 1) == pytest.approx(0.5)  # Cauchy: P(|T| >= 1) = 1/2
     assert t_two_sided_p(-2.776, 4) == t_two_sided_p(2.776, 4)
     assert t_two_sided_p(math.inf, 4) == 0.0
+
+
+@pytest.mark.parametrize(("alpha", "df", "tabulated"),
+                         [(0.10, 1, 6.314), (0.10, 4, 2.132), (0.10, 10, 1.812), (0.05, 3, 3.182),
+                          (0.01, 5, 4.032), (0.10, 1e6, 1.645)])
+def test_t_critical_matches_the_printed_tables(alpha: float, df: float, tabulated: float) -> None:
+    assert t_critical(alpha, df) == pytest.approx(tabulated, abs=1e-3)
+
+
+def test_ratio_interval_by_hand() -> None:
+    # logs of both sides are {0, 1, 2} * ln 2 shifted by ln 2: ratio 2, each variance (ln 2)^2, Welch's df 4
+    interval = ratio_interval([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
+    half = 2.132 * math.log(2) * math.sqrt(2 / 3)
+    assert interval.ratio == pytest.approx(2.0)
+    assert interval.low == pytest.approx(2.0 * math.exp(-half), rel=1e-3)
+    assert interval.high == pytest.approx(2.0 * math.exp(half), rel=1e-3)
+    assert not interval.within(0.1)
+    with pytest.raises(ValueError):
+        ratio_interval([1.0, 0.0], [1.0, 2.0])
+
+
+def test_within_a_margin_is_two_one_sided_tests() -> None:
+    """Equivalence within 10% at 5% is both one-sided tests rejecting: that the ratio is <= 1/1.1, and >= 1.1."""
+    cases = [([100.0, 104.0, 97.0, 101.0], [99.0, 102.0, 100.0, 98.0]),  # tight, equal: equivalent
+             ([100.0, 130.0, 75.0], [95.0, 120.0, 80.0]),  # equal but noisy: inconclusive
+             ([100.0, 101.0, 99.0], [118.0, 119.0, 121.0])]  # different: not equivalent
+    verdicts = []
+    for a, b in cases:
+        log_a, log_b = [math.log(x) for x in a], [math.log(x) for x in b]
+        result = welch(log_a, log_b)
+        diff = sum(log_b) / len(b) - sum(log_a) / len(a)
+        spread = diff / result.t if result.t else 0.0
+        lower_t, upper_t = (diff + math.log(1.1)) / spread, (diff - math.log(1.1)) / spread
+        p_lower = t_two_sided_p(lower_t, result.df) / 2 if lower_t > 0 else 1 - t_two_sided_p(lower_t, result.df) / 2
+        p_upper = t_two_sided_p(upper_t, result.df) / 2 if upper_t < 0 else 1 - t_two_sided_p(upper_t, result.df) / 2
+        tost = max(p_lower, p_upper) < 0.05
+        assert ratio_interval(a, b).within(0.1) is tost
+        verdicts.append(tost)
+    assert verdicts == [True, False, False]
 
 
 def test_welch_by_hand() -> None:

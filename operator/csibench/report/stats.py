@@ -130,6 +130,54 @@ def compare_samples(samples: list[tuple[list[float], list[float]]]) -> list[Diff
                        len(a), len(b), adjusted.get(i)) for i, (a, b) in enumerate(samples)]
 
 
+def t_critical(alpha: float, df: float) -> float:
+    """The t with P(|T| >= t) = ``alpha`` for ``df`` degrees of freedom (bisection on the distribution function)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must lie between 0 and 1")
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > alpha:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if t_two_sided_p(middle, df) > alpha:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """B against A as a ratio of geometric means, with its confidence interval from Welch's t on logarithms."""
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    n_a: int
+    n_b: int
+
+    def within(self, margin: float) -> bool:
+        """Equivalent within ``margin`` (0.1: 10%): the whole interval lies in [1 / (1 + margin), 1 + margin].
+        With a 90% interval this is the two one-sided tests (TOST) at 5% each, on the log ratio."""
+        return self.low >= 1.0 / (1.0 + margin) and self.high <= 1.0 + margin
+
+
+def ratio_interval(a: list[float], b: list[float], confidence: float = 0.90) -> RatioInterval:
+    """The ratio B / A of geometric means of positive samples and its ``confidence`` interval (Welch's t on the
+    logarithms, so the interval is about ratios and not symmetric around them); at least 2 values per side."""
+    if min(a + b, default=0.0) <= 0.0:
+        raise ValueError("a ratio interval needs positive values")
+    log_a, log_b = [math.log(x) for x in a], [math.log(x) for x in b]
+    test = welch(log_a, log_b)
+    diff = statistics.fmean(log_b) - statistics.fmean(log_a)
+    spread = math.sqrt(statistics.variance(log_a) / len(a) + statistics.variance(log_b) / len(b))
+    half = 0.0 if spread == 0.0 else t_critical(1.0 - confidence, test.df) * spread
+    return RatioInterval(math.exp(diff), math.exp(diff - half), math.exp(diff + half), confidence, len(a), len(b))
+
+
 def significance_cell(difference: Difference, alpha: float = ALPHA) -> str:
     """'1.04× (not significant, n=5)', '10.20× (significant, p=0.0003, n=3)'."""
     if difference.ratio != difference.ratio:  # NaN: a side measured nothing
