@@ -1,8 +1,10 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
-``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``preflight``
-checks the CSI machinery serving a class without a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints
-the CRD generated from the models. Runs are named ``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
+``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``gate`` waits for
+a run's end and exits with its verdict (0 pass, 1 a threshold broken, 2 not measured, 3 inconclusive:
+``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without a run (exit 4 on a Warning,
+to gate a pipeline); ``crd`` prints the CRD generated from the models. Runs are named ``NAME`` (with
+``-n NAMESPACE``) or ``NAMESPACE/NAME``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ def _report(args: argparse.Namespace) -> int:
         sys.stdout.write(render_json(run, _load_report(args, run)))
     elif args.output == "markdown":
         sys.stdout.write(render_markdown(run))
+    elif args.output == "junit":
+        from csibench.report.verdicts import junit
+
+        sys.stdout.write(junit(run))
     else:
         sys.stdout.write(render_table(run))
     return 0
@@ -130,6 +136,32 @@ def _watch(args: argparse.Namespace) -> int:
         if (run.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return 0
         time.sleep(args.interval)
+
+
+def _gate(args: argparse.Namespace) -> int:
+    """Wait for the run's end (``--timeout`` seconds at most), print its verdict and exit with it; with
+    ``--junit FILE`` also write the JUnit document. A run that is missing or does not end in time measured
+    nothing a pipeline can rely on: exit 2."""
+    from csibench.report.verdicts import EXIT_NOT_MEASURED, TERMINAL, gate, junit
+
+    deadline = time.monotonic() + args.timeout
+    while True:
+        try:
+            (run,) = _fetch(args, args.run)
+        except CliError as error:
+            raise CliError(str(error), EXIT_NOT_MEASURED) from None
+        phase = (run.get("status") or {}).get("phase")
+        if phase in TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            raise CliError(f"run {args.run} did not end within {args.timeout:g} s (phase {phase or 'Pending'}, "
+                           f"step {(run.get('status') or {}).get('currentStep') or '-'})", EXIT_NOT_MEASURED)
+        time.sleep(args.interval)
+    result = gate(run)
+    if args.junit:
+        Path(args.junit).write_text(junit(run))
+    sys.stdout.write("\n".join(result.lines) + "\n")
+    return result.code
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -221,8 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = reader("report", "print a run's step table with per-object latency percentiles")
     report.add_argument("run", help="NAME or NAMESPACE/NAME")
-    report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html"], default="table",
-                        help="html: one self-contained page with plots (needs csibench[report])")
+    report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html", "junit"], default="table",
+                        help="html: one self-contained page with plots (needs csibench[report]); junit: a testcase "
+                             "per step, workload, database run and threshold")
     report.set_defaults(func=_report)
     compare = reader("compare", "two finished runs side by side, with the per-step speed-up of B over A")
     compare.add_argument("run_a", help="baseline run (A)")
@@ -236,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
     watch.add_argument("--interval", type=float, default=1.0)
     watch.set_defaults(func=_watch)
+    gate_parser = reader("gate", "wait for a run's end and exit with its verdict: 0 pass, 1 a threshold broken, "
+                                 "2 the run failed to measure, 3 inconclusive")
+    gate_parser.add_argument("run", help="NAME or NAMESPACE/NAME")
+    gate_parser.add_argument("--timeout", type=float, default=24 * 3600.0,
+                             help="seconds to wait for the run's end (default a day); past it, exit 2")
+    gate_parser.add_argument("--interval", type=float, default=2.0, help="seconds between reads of the run")
+    gate_parser.add_argument("--junit", default=None, help="also write the run's JUnit XML to this file")
+    gate_parser.set_defaults(func=_gate)
 
     preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "
                                                       "(exit 4 when a Warning finding exists)")

@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 # 10 ms to 1 h: a fast array's attach and a slow array's 1000-volume clone fall in the same histogram.
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
                    1200.0, 1800.0, 3600.0)
+VERDICTS = ("Pass", "Fail", "Unknown")  # models.Verdict's values (this module imports nothing of csibench)
 _RESOURCE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/([^/?]+)")
 
 
@@ -98,6 +99,12 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
+        # The thresholds' verdict (spec.thresholds): 1 on the run's verdict (Pass, Fail or Unknown), 0 on the
+        # others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
+        self.verdict = Gauge("csibench_run_verdict", "The run's thresholds verdict: 1 on the verdict it has.",
+                             ["run", "verdict"], registry=registry)
+        self.thresholds_broken = Gauge("csibench_run_thresholds_broken", "Thresholds of the run that its "
+                                       "measurements broke.", ["run"], registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}
@@ -191,6 +198,13 @@ class Metrics:
                 self.runs.labels(previous).dec()
             self.runs.labels(phase).inc()
 
+    def set_verdict(self, run: str, verdict: str, broken: int) -> None:
+        for value in VERDICTS:
+            self.verdict.labels(run, value).set(1 if value == verdict else 0)
+            self._remember(run, "verdict", (run, value))
+        self.thresholds_broken.labels(run).set(broken)
+        self._remember(run, "thresholds_broken", (run,))
+
     def count_request(self, verb: str, path: str, code: int) -> None:
         self.api_requests.labels(verb, resource_of(path), str(code)).inc()
 
@@ -214,7 +228,8 @@ class Metrics:
                    "database_failed": self.database_failed, "database_initialize": self.database_initialize,
                    "step_phase_latency": self.step_phase_latency, "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
-                   "density_throughput": self.density_throughput, "density_detach": self.density_detach}
+                   "density_throughput": self.density_throughput, "density_detach": self.density_detach,
+                   "verdict": self.verdict, "thresholds_broken": self.thresholds_broken}
         for name, labels in series:
             with contextlib.suppress(KeyError):
                 metrics[name].remove(*labels)

@@ -110,6 +110,7 @@ def build_crd() -> Schema:
                     {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
                     {"name": "Iteration", "type": "string", "jsonPath": ".status.iterations.summary"},
                     {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
+                    {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],
                 "schema": {"openAPIV3Schema": {

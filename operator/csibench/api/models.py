@@ -704,12 +704,159 @@ _DATABASE_RULES = (
 )
 
 
+class ThresholdMetric(StrEnum):
+    """What a threshold bounds. Steps: ``durationSeconds``, ``throughput`` (objects/s), the per-object latency
+    ``latencyP50``/``latencyP90``/``latencyP99``/``latencyMax`` (seconds) and ``failed`` (objects). Data-path
+    workloads: ``mibps`` and ``iops`` (read + write, summed over volumes) and the merged ``readP99``/``writeP99``
+    (seconds). Database rows: ``tps``, ``latencyAverageMs`` and ``failedTransactions``."""
+
+    DURATION_SECONDS = "durationSeconds"
+    THROUGHPUT = "throughput"
+    LATENCY_P50 = "latencyP50"
+    LATENCY_P90 = "latencyP90"
+    LATENCY_P99 = "latencyP99"
+    LATENCY_MAX = "latencyMax"
+    FAILED = "failed"
+    MIBPS = "mibps"
+    IOPS = "iops"
+    READ_P99 = "readP99"
+    WRITE_P99 = "writeP99"
+    TPS = "tps"
+    LATENCY_AVERAGE_MS = "latencyAverageMs"
+    FAILED_TRANSACTIONS = "failedTransactions"
+
+
+M = ThresholdMetric
+STEP_METRICS = (M.DURATION_SECONDS, M.THROUGHPUT, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED)
+WORKLOAD_METRICS = (M.MIBPS, M.IOPS, M.READ_P99, M.WRITE_P99)
+DATABASE_METRICS = (M.TPS, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS)
+MAX_THRESHOLDS = 32
+
+
+def _cel_list(values: Any) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+class DatabaseRowSelector(_Model):
+    """Which database runs a threshold bounds: every run row matching all the fields given (none: every run)."""
+
+    scale: int | None = Field(None, ge=1, le=100000, description="pgbench scale factor (one of database.scales).")
+    mode: PgbenchMode | None = Field(None, description="readOnly or readWrite (one of database.modes).")
+    clients: int | None = Field(None, ge=1, le=1000, description="pgbench clients (one of database.clients).")
+
+
+_THRESHOLD_SUBJECT = "a threshold names exactly one of step, workload or database"
+_THRESHOLD_BOUND = "a threshold needs min, max or both"
+_THRESHOLD_RULES = (
+    ("(has(self.step) ? 1 : 0) + (has(self.workload) ? 1 : 0) + (has(self.database) ? 1 : 0) == 1",
+     _THRESHOLD_SUBJECT),
+    ("has(self.min) || has(self.max)", _THRESHOLD_BOUND),
+    ("!has(self.min) || !has(self.max) || self.min <= self.max", "a threshold's min must be at most its max"),
+    (f"!has(self.step) || self.metric in {_cel_list(STEP_METRICS)}",
+     f"a step threshold's metric is one of {', '.join(STEP_METRICS)}"),
+    (f"!has(self.workload) || self.metric in {_cel_list(WORKLOAD_METRICS)}",
+     f"a workload threshold's metric is one of {', '.join(WORKLOAD_METRICS)}"),
+    (f"!has(self.database) || self.metric in {_cel_list(DATABASE_METRICS)}",
+     f"a database threshold's metric is one of {', '.join(DATABASE_METRICS)}"),
+)
+
+
+class Threshold(_Model):
+    """A bound on one thing the run measures. With spec.repeat > 1 the median over the iterations that measured
+    well is judged (as status.aggregates and status.dataPathAggregates report it); a single run's value
+    otherwise. A database threshold bounds every run row its selector matches."""
+
+    model_config = ConfigDict(json_schema_extra=cel(*_THRESHOLD_RULES))
+
+    step: StepName | None = Field(None, description="The step bounded (one the run runs).")
+    workload: str | None = Field(None, min_length=1, max_length=32, pattern=WORKLOAD_NAME_PATTERN,
+                                 description="The data-path workload bounded (one of dataPath.workloads).")
+    database: DatabaseRowSelector | None = Field(None, description="The database runs bounded.")
+    metric: ThresholdMetric = Field(..., description="What is bounded; its unit is the status field's (seconds, "
+                                                     "objects/s, MiB/s, IOPS, TPS, ms, counts).")
+    min: float | None = Field(None, ge=0, description="The measured value must be at least this.")
+    max: float | None = Field(None, ge=0, description="The measured value must be at most this.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Threshold:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        if sum(x is not None for x in (self.step, self.workload, self.database)) != 1:
+            raise ValueError(_THRESHOLD_SUBJECT)
+        if self.min is None and self.max is None:
+            raise ValueError(_THRESHOLD_BOUND)
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("a threshold's min must be at most its max")
+        allowed = STEP_METRICS if self.step else WORKLOAD_METRICS if self.workload else DATABASE_METRICS
+        if self.metric not in allowed:
+            kind = "step" if self.step else "workload" if self.workload else "database"
+            raise ValueError(f"a {kind} threshold's metric is one of {', '.join(allowed)}")
+        return self
+
+    @property
+    def subject(self) -> str:
+        """'createVolume', 'workload seqRead', 'database scale 10 readOnly 4 clients'."""
+        if self.step is not None:
+            return str(self.step)
+        if self.workload is not None:
+            return f"workload {self.workload}"
+        selector = self.database or DatabaseRowSelector()
+        parts = [f"scale {selector.scale}" if selector.scale else "",
+                 str(selector.mode) if selector.mode else "",
+                 f"{selector.clients} clients" if selector.clients else ""]
+        return " ".join(["database", *[part for part in parts if part]])
+
+    @property
+    def bound(self) -> str:
+        """'<= 2', '>= 5', '5 .. 9'."""
+        if self.min is not None and self.max is not None:
+            return f"{self.min:g} .. {self.max:g}"
+        return f">= {self.min:g}" if self.min is not None else f"<= {self.max:g}"
+
+
+# Whether a step runs, for admission: when spec.steps is given, it lists the step; either way a step with a part
+# of its own runs only when that part is set (the rules "steps must list X exactly when spec.X is set" hold
+# both ways) and the snapshot steps only with a snapshot class (the default plan, engine/plan.py). A unit test
+# holds this table against the plan.
+STEP_RUNS_WHEN: dict[str, str] = {
+    StepName.MOVE_VOLUME: "has(self.move)",
+    StepName.EXPAND_VOLUME: "has(self.expand)",
+    StepName.DENSITY: "has(self.density)",
+    StepName.DATA_PATH: "has(self.dataPath)",
+    StepName.DATABASE: "has(self.database)",
+    StepName.CREATE_SNAPSHOT: "has(self.volumeSnapshotClassName)",
+    StepName.CREATE_GROUP_SNAPSHOT: "has(self.groupSnapshot)",
+    StepName.CLONE_FROM_SNAPSHOT: "has(self.volumeSnapshotClassName)",
+    StepName.VERIFY_CLONE: ("has(self.volumeSnapshotClassName) && has(self.dataPath) && has(self.dataPath.verify) "
+                            "&& self.dataPath.verify"),
+    StepName.DELETE_CLONE: "has(self.volumeSnapshotClassName)",
+    StepName.DELETE_SNAPSHOT: "has(self.volumeSnapshotClassName)",
+    StepName.DELETE_GROUP_SNAPSHOT: "has(self.groupSnapshot)",
+}
+_STEP_RUNS = " && ".join(f"(t.step != '{step}' || ({condition}))" for step, condition in STEP_RUNS_WHEN.items())
+_THRESHOLD_STEP_RUNS = "a threshold names a step this run does not run"
+_THRESHOLD_WORKLOAD_RUNS = "a threshold names a data-path workload this run does not run"
+_THRESHOLD_DATABASE_RUNS = "a database threshold selects a scale, mode or clients count this run does not run"
+_THRESHOLDS_RULES = (
+    (f"!has(self.thresholds) || self.thresholds.all(t, !has(t.step) || ((!has(self.steps) || t.step in self.steps) "
+     f"&& {_STEP_RUNS}))", _THRESHOLD_STEP_RUNS),
+    ("!has(self.thresholds) || self.thresholds.all(t, !has(t.workload) || (has(self.dataPath) && "
+     "(has(self.dataPath.workloads) ? self.dataPath.workloads.exists(w, w.name == t.workload) : "
+     f"t.workload in {_cel_list(w.name for w in default_workloads())})))", _THRESHOLD_WORKLOAD_RUNS),
+    ("!has(self.thresholds) || self.thresholds.all(t, !has(t.database) || (has(self.database) && "
+     "(!has(t.database.scale) || (has(self.database.scales) ? t.database.scale in self.database.scales : "
+     f"t.database.scale in {list(DatabaseSpec().scales)})) && "
+     "(!has(t.database.mode) || !has(self.database.modes) || t.database.mode in self.database.modes) && "
+     "(!has(t.database.clients) || (has(self.database.clients) ? t.database.clients in self.database.clients : "
+     f"t.database.clients in {list(DatabaseSpec().clients)}))))", _THRESHOLD_DATABASE_RUNS),
+)
+
+
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES,
                                                          *_GROUP_SNAPSHOT_RULES, *_MOVE_RULES,
-                                                         *_DENSITY_RULES))
+                                                         *_DENSITY_RULES, *_THRESHOLDS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -790,6 +937,10 @@ class BenchmarkRunSpec(_Model):
     maxStepAttempts: int = Field(3, ge=1, le=10,
                                  description="With Redo: how many times one step may be started; past that the "
                                              "run ends Failed with RestartLimitReached.")
+    thresholds: list[Threshold] = Field(
+        default_factory=list, max_length=MAX_THRESHOLDS,
+        description="Bounds on what the run measures (the verdict: condition ThresholdsMet, status.verdict). A run "
+                    "that measured but broke a bound still Succeeded as a measurement; its verdict is Fail.")
     labels: dict[str, LabelValue] = Field(
         default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE, (
             "self.all(k, !k.startsWith('csibench.io/') && k != 'app.kubernetes.io/managed-by')",
@@ -901,6 +1052,40 @@ class BenchmarkRunSpec(_Model):
         if self.steps is not None and listed != (self.move is not None):
             raise ValueError(_MOVE_RULES[0][1])
         return self
+
+    @model_validator(mode="after")
+    def _thresholds_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        for threshold in self.thresholds:
+            if threshold.step is not None and not self.runs_step(threshold.step):
+                raise ValueError(f"{_THRESHOLD_STEP_RUNS}: {threshold.step}")
+            if threshold.workload is not None and (self.dataPath is None or threshold.workload not in {
+                    w.name for w in self.dataPath.workloads}):
+                raise ValueError(f"{_THRESHOLD_WORKLOAD_RUNS}: {threshold.workload}")
+            selector = threshold.database
+            if selector is not None and (self.database is None or (
+                    selector.scale is not None and selector.scale not in self.database.scales) or (
+                    selector.mode is not None and selector.mode not in self.database.modes) or (
+                    selector.clients is not None and selector.clients not in self.database.clients)):
+                raise ValueError(f"{_THRESHOLD_DATABASE_RUNS}: {threshold.subject}")
+        return self
+
+    def runs_step(self, step: str) -> bool:
+        """Whether the run runs ``step``: admission's reading of the plan (``STEP_RUNS_WHEN``)."""
+        if self.steps is not None and step not in self.steps:
+            return False
+        needs = {
+            StepName.MOVE_VOLUME: self.move is not None, StepName.EXPAND_VOLUME: self.expand is not None,
+            StepName.DENSITY: self.density is not None, StepName.DATA_PATH: self.dataPath is not None,
+            StepName.DATABASE: self.database is not None,
+            StepName.CREATE_GROUP_SNAPSHOT: self.groupSnapshot is not None,
+            StepName.DELETE_GROUP_SNAPSHOT: self.groupSnapshot is not None,
+            StepName.VERIFY_CLONE: bool(self.volumeSnapshotClassName and self.dataPath and self.dataPath.verify),
+        }
+        if step in (StepName.CREATE_SNAPSHOT, StepName.CLONE_FROM_SNAPSHOT, StepName.DELETE_CLONE,
+                    StepName.DELETE_SNAPSHOT):
+            return self.volumeSnapshotClassName is not None
+        return needs.get(StepName(step), True)
 
     @property
     def volume_size(self) -> str:
@@ -1021,6 +1206,8 @@ class DataPathAggregate(_Model):
     mibps: Spread | None = Field(None, description="Read + write MiB/s summed over volumes.")
     iops: Spread | None = Field(None, description="Read + write IOPS summed over volumes.")
     p99: Spread | None = Field(None, description="Completion p99 of the worse direction, seconds (merged).")
+    readP99: Spread | None = Field(None, description="Read completion p99, seconds (merged).")
+    writeP99: Spread | None = Field(None, description="Write completion p99, seconds (merged).")
     mibpsValues: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
                                      description="MiB/s of each measured iteration, in order.")
     iopsValues: list[float] = Field(default_factory=list, max_length=MAX_REPEAT,
@@ -1258,6 +1445,27 @@ class DatabaseRow(_Model):
     message: str | None = Field(None, description="Why the row failed: PostgreSQL's or pgbench's own message.")
 
 
+class Verdict(StrEnum):
+    """What the run's thresholds say (status.verdict, condition ThresholdsMet)."""
+
+    PASS = "Pass"  # every bound held
+    FAIL = "Fail"  # a bound was broken (the run may still have Succeeded as a measurement)
+    UNKNOWN = "Unknown"  # the run failed to measure what a bound needs
+
+
+class ThresholdResult(_Model):
+    """One threshold judged against what the run measured."""
+
+    subject: str = Field(..., description="What is bounded: a step, 'workload NAME' or 'database scale S MODE C "
+                                          "clients'.")
+    metric: str = Field(..., description="The metric (spec.thresholds[].metric).")
+    bound: str = Field(..., description="'<= 2', '>= 5' or '5 .. 9'.")
+    measured: float | None = Field(None, description="The value judged (for a database selector, the worst row's); "
+                                                     "absent when nothing was measured.")
+    met: bool | None = Field(None, description="True: within the bound; False: broken; absent: not measured.")
+    message: str = Field("", description="'createVolume latencyP99 3.2 > 2 (max)', or why it was not judged.")
+
+
 class BenchmarkRunStatus(_Model):
     """Where the run is and what it measured so far (aggregates only)."""
 
@@ -1290,6 +1498,10 @@ class BenchmarkRunStatus(_Model):
     dataPathAggregates: list[DataPathAggregate] = Field(
         default_factory=list, max_length=MAX_WORKLOADS,
         description="Per data-path workload, over the iterations that measured well (spec.repeat > 1).")
+    verdict: Verdict | None = Field(None, description="Pass, Fail or Unknown: the thresholds' verdict, set when the "
+                                                      "run ends (only with spec.thresholds).")
+    thresholds: list[ThresholdResult] = Field(default_factory=list, max_length=MAX_THRESHOLDS,
+                                              description="Each threshold of the spec, judged when the run ends.")
     client: ClientUsed | None = Field(None, description="Client limits used.")
     preflight: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
                                      description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "

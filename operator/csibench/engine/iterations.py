@@ -99,8 +99,13 @@ def build_data_path_aggregates(records: list[Record]) -> list[DataPathAggregate]
         mibps = [round(float(r.get("readMiBps") or 0) + float(r.get("writeMiBps") or 0), 3) for r in found]
         iops = [round(float(r.get("readIOPS") or 0) + float(r.get("writeIOPS") or 0), 1) for r in found]
         p99 = [worst for r in found if (worst := _worst_p99(r.get("latency") or {})) is not None]
+        directions = {direction: [float(value) for r in found
+                                  if (value := (r.get("latency") or {}).get(direction))]
+                      for direction in ("readP99", "writeP99")}
         aggregates.append(DataPathAggregate(name=name, iterations=len(found), mibps=_spread(mibps),
-                                            iops=_spread(iops), p99=_spread(p99), mibpsValues=mibps,
+                                            iops=_spread(iops), p99=_spread(p99),
+                                            readP99=_spread(directions["readP99"]),
+                                            writeP99=_spread(directions["writeP99"]), mibpsValues=mibps,
                                             iopsValues=iops, p99Values=p99))
     return aggregates
 

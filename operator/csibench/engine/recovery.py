@@ -53,6 +53,5 @@ async def stop_after_restart(engine: RunEngine, stop: Stop | None) -> BenchmarkR
             and not (status.iterations and status.iterations.failed)
         complete = await engine.clean_up(scope_of(engine.ref, status.targetNamespace), None, measured_well,
                                         resumed=True)
-    return await engine.recorder.finish(decide(status.steps, stop, complete, status.cleanup,
-                                             status.duration or "", after_restart=True,
-                                             iterations=status.iterations))
+    return await engine.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
+                                      after_restart=True, iterations=status.iterations))

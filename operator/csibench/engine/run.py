@@ -42,6 +42,7 @@ from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.status import StatusRecorder, now
 from csibench.engine.step import StepSpec
+from csibench.engine.thresholds import judge
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -72,7 +73,7 @@ class RunEngine:
         try:
             context = await prepare(self.ref, self.spec, self.client)
         except PlanError as error:
-            return await self.recorder.finish(RunVerdict(Phase.FAILED, error.reason, str(error)))
+            return await self.finish(RunVerdict(Phase.FAILED, error.reason, str(error)))
         context.trackers = build_trackers(context, self.ref.label)
         status = self.status
         status.environment = context.environment
@@ -80,7 +81,7 @@ class RunEngine:
         self.count_iterations(context)
         stop = await self._record_preflight(context)
         if stop is not None:
-            return await self.recorder.finish(RunVerdict(Phase.FAILED, ConditionReason.PREFLIGHT_FAILED, stop))
+            return await self.finish(RunVerdict(Phase.FAILED, ConditionReason.PREFLIGHT_FAILED, stop))
         status.phase = Phase.RUNNING
         status.targetNamespace = context.target_namespace
         # Recorded before the namespace is created; cleanup still deletes it only if it carries the run's label.
@@ -145,8 +146,12 @@ class RunEngine:
         finally:
             if watches is not None:
                 watches.stop()
-        return await self.recorder.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
-                                                 iterations=status.iterations))
+        return await self.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
+                                        iterations=status.iterations))
+
+    async def finish(self, verdict: RunVerdict) -> BenchmarkRunStatus:
+        """The run's end, with its thresholds judged against what it measured."""
+        return await self.recorder.finish(verdict, judge(self.spec, self.status, verdict))
 
     # -- iterations (spec.repeat) --------------------------------------------------------------------------------
     def count_iterations(self, context: RunContext) -> None:

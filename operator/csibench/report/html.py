@@ -18,7 +18,7 @@ from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import database, datapath, density, plots
+from csibench.report import database, datapath, density, plots, verdicts
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
@@ -215,6 +215,8 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
               if (local := datapath.baseline_table(run)) is not None else []),
             *(["<h2>Data path over the iterations</h2>", _table(*repeated, "datapath-iterations")]
               if (repeated := datapath.aggregate_table(run)) is not None else []),
+            *([f"<h2>{_e(verdicts.title(run))}</h2>", _table(*bounds, "thresholds")]
+              if (bounds := verdicts.table(run)) is not None else []),
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)

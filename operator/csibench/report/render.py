@@ -12,7 +12,7 @@ from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import database, datapath, density
+from csibench.report import database, datapath, density, verdicts
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -129,7 +129,7 @@ def workload_tables(run: dict[str, Any]) -> list[tuple[str, Table]]:
               ("Data path under load (rate levels)", datapath.level_table(run)),
               ("Data path against the nodes' own disk", datapath.baseline_table(run)),
               ("Data path over the iterations", datapath.aggregate_table(run)),
-              ("Database (pgbench)", database.table(run))]
+              ("Database (pgbench)", database.table(run)), (verdicts.title(run), verdicts.table(run))]
     return [(title, table) for title, table in tables if table is not None]
 
 

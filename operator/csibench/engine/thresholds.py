@@ -1,0 +1,164 @@
+"""The run's verdict on its thresholds (spec.thresholds), judged once when the run ends (pure).
+
+Each threshold reads the value status already reports, so what the verdict judged is what a reader sees: a step's
+duration, throughput and per-object percentiles (with spec.repeat > 1 the median over the iterations that measured
+well, ``status.aggregates``), its failed objects; a data-path workload's read + write MiB/s and IOPS and merged p99
+per direction (``status.dataPathAggregates`` with repeats); a database selector's every matching run row, judged on
+the worst of them.
+
+How the verdict relates to the phase: the phase says whether the run measured (Succeeded) or not (Failed); the
+verdict says whether what it measured is within its bounds. A run that measured and broke a bound is Succeeded with
+verdict Fail. A run that failed to measure has verdict Unknown, whatever its partial numbers say, because a bound
+held by a half-measured step proves nothing; its thresholds are still listed, each with what was measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from csibench.api.models import (
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+    DatabaseRowKind,
+    StepState,
+    Threshold,
+    ThresholdMetric,
+    ThresholdResult,
+    Verdict,
+)
+from csibench.engine.verdict import RunVerdict
+
+CONDITION = "ThresholdsMet"
+M = ThresholdMetric
+# The worse end of each metric: the row a database selector is judged on.
+HIGHER_IS_WORSE = {M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED,
+                   M.READ_P99, M.WRITE_P99, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS}
+
+
+@dataclass(frozen=True)
+class ThresholdVerdict:
+    verdict: Verdict
+    results: list[ThresholdResult]
+    reason: str  # the ThresholdsMet condition's reason
+    message: str
+
+    @property
+    def condition_status(self) -> str:
+        return {Verdict.PASS: "True", Verdict.FAIL: "False"}.get(self.verdict, "Unknown")
+
+    @property
+    def broken(self) -> list[ThresholdResult]:
+        return [result for result in self.results if result.met is False]
+
+
+def _step_value(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, step: str, metric: ThresholdMetric,
+                ) -> float | None:
+    current = next((s for s in status.steps if s.name == step), None)
+    if metric == M.FAILED:
+        return float(current.failed) if current is not None else None
+    aggregate = next((a for a in status.aggregates if a.name == step), None) if spec.repeat > 1 else None
+    if aggregate is not None:
+        spread = {M.DURATION_SECONDS: aggregate.durationSeconds, M.THROUGHPUT: aggregate.throughput}.get(metric)
+        if metric in (M.DURATION_SECONDS, M.THROUGHPUT):
+            return spread.median if spread is not None else None
+        return _latency(aggregate.latency, metric)
+    if current is None or current.state != StepState.SUCCEEDED:
+        return None
+    if metric == M.DURATION_SECONDS:
+        return current.durationSeconds
+    if metric == M.THROUGHPUT:
+        return current.throughput
+    return _latency(current.latency, metric)
+
+
+def _latency(latency: Any, metric: ThresholdMetric) -> float | None:
+    if latency is None:
+        return None
+    value: float = {M.LATENCY_P50: latency.p50, M.LATENCY_P90: latency.p90, M.LATENCY_P99: latency.p99,
+                    M.LATENCY_MAX: latency.max}[metric]
+    return value
+
+
+def _workload_value(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, workload: str, metric: ThresholdMetric,
+                    ) -> float | None:
+    aggregate = next((a for a in status.dataPathAggregates if a.name == workload), None) if spec.repeat > 1 \
+        else None
+    if aggregate is not None:
+        spread = {M.MIBPS: aggregate.mibps, M.IOPS: aggregate.iops, M.READ_P99: aggregate.readP99,
+                  M.WRITE_P99: aggregate.writeP99}[metric]
+        return spread.median if spread is not None else None
+    row = next((r for r in status.dataPath if r.name == workload), None)
+    if row is None or row.state != StepState.SUCCEEDED:
+        return None
+    if metric == M.MIBPS:
+        return (row.readMiBps or 0.0) + (row.writeMiBps or 0.0)
+    if metric == M.IOPS:
+        return (row.readIOPS or 0.0) + (row.writeIOPS or 0.0)
+    latency = row.latency
+    if latency is None:
+        return None
+    return latency.readP99 if metric == M.READ_P99 else latency.writeP99
+
+
+def _database_value(status: BenchmarkRunStatus, threshold: Threshold) -> tuple[float | None, str]:
+    """The worst value over the run rows the selector matches, and which row it was."""
+    selector = threshold.database
+    assert selector is not None
+    rows = [row for row in status.database if row.kind == DatabaseRowKind.RUN
+            and (selector.scale is None or row.scale == selector.scale)
+            and (selector.mode is None or row.mode == selector.mode)
+            and (selector.clients is None or row.clients == selector.clients)]
+    read: dict[ThresholdMetric, Callable[[Any], float | None]] = {
+        M.TPS: lambda row: row.tps, M.LATENCY_AVERAGE_MS: lambda row: row.latencyAverageMs,
+        M.FAILED_TRANSACTIONS: lambda row: None if row.failedTransactions is None else float(row.failedTransactions)}
+    measured = [(value, row) for row in rows if row.state == StepState.SUCCEEDED
+                and (value := read[threshold.metric](row)) is not None]
+    if not measured or len(measured) < len(rows):
+        return None, ""
+    value, row = (max if threshold.metric in HIGHER_IS_WORSE else min)(measured, key=lambda pair: pair[0])
+    return value, f" (worst: scale {row.scale} {row.mode} {row.clients} clients)" if len(measured) > 1 else ""
+
+
+def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Threshold) -> ThresholdResult:
+    where = ""
+    if threshold.step is not None:
+        value = _step_value(spec, status, threshold.step, threshold.metric)
+    elif threshold.workload is not None:
+        value = _workload_value(spec, status, threshold.workload, threshold.metric)
+    else:
+        value, where = _database_value(status, threshold)
+    head = f"{threshold.subject} {threshold.metric}"
+    base = {"subject": threshold.subject, "metric": str(threshold.metric), "bound": threshold.bound}
+    if value is None:
+        return ThresholdResult(**base, message=f"{head}: not measured")
+    low = threshold.min is not None and value < threshold.min
+    high = threshold.max is not None and value > threshold.max
+    shown = f"{value:.4g}"
+    if low:
+        message = f"{head} {shown} < {threshold.min:g} (min){where}"
+    elif high:
+        message = f"{head} {shown} > {threshold.max:g} (max){where}"
+    else:
+        message = f"{head} {shown} within {threshold.bound}{where}"
+    return ThresholdResult(**base, measured=round(value, 6), met=not (low or high), message=message)
+
+
+def judge(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, run: RunVerdict) -> ThresholdVerdict | None:
+    """The thresholds' verdict of a run that ends as ``run`` says; None without thresholds."""
+    if not spec.thresholds:
+        return None
+    results = [judge_one(spec, status, threshold) for threshold in spec.thresholds]
+    broken = [result for result in results if result.met is False]
+    unmeasured = [result for result in results if result.met is None]
+    if not run.succeeded:
+        return ThresholdVerdict(Verdict.UNKNOWN, results, "RunFailed",
+                                f"the run failed to measure ({run.reason}), so its thresholds prove nothing")
+    if broken:
+        return ThresholdVerdict(Verdict.FAIL, results, "ThresholdsBroken",
+                                f"{len(broken)} of {len(results)} broken: " + "; ".join(r.message for r in broken))
+    if unmeasured:
+        return ThresholdVerdict(Verdict.UNKNOWN, results, "NotMeasured",
+                                "; ".join(r.message for r in unmeasured))
+    return ThresholdVerdict(Verdict.PASS, results, "ThresholdsMet", f"all {len(results)} thresholds met")

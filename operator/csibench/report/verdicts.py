@@ -1,0 +1,123 @@
+"""What a pipeline reads from a finished run: the thresholds table, the gate's exit code and JUnit XML (pure).
+
+The gate's exit codes: 0 the run measured and every threshold held (or it has none); 1 it measured and broke a
+threshold; 2 it failed to measure (phase Failed: its numbers prove nothing either way); 3 it measured but a
+threshold could not be judged (its metric was not measured: say "inconclusive" rather than "pass"). The JUnit
+document has one testcase per step, per data-path workload, per database run and per threshold, so a CI system
+shows which measurement or bound failed; a step that failed to measure is an error, a broken bound a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from xml.etree import ElementTree
+
+from csibench.api.text import shorten
+
+EXIT_PASS = 0
+EXIT_BROKEN = 1
+EXIT_NOT_MEASURED = 2
+EXIT_INCONCLUSIVE = 3
+TERMINAL = ("Succeeded", "Failed")
+
+
+def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The thresholds and what each measured, when the run has them."""
+    results = (run.get("status") or {}).get("thresholds") or []
+    if not results:
+        return None
+    rows = [[r["subject"], r["metric"], r["bound"], "-" if r.get("measured") is None else f"{r['measured']:.4g}",
+             {True: "met", False: "BROKEN"}.get(r.get("met"), "not measured")] for r in results]
+    return ["threshold", "metric", "bound", "measured", "result"], rows
+
+
+def title(run: dict[str, Any]) -> str:
+    verdict = (run.get("status") or {}).get("verdict") or "Unknown"
+    return f"Thresholds (verdict: {verdict})"
+
+
+@dataclass(frozen=True)
+class Gate:
+    code: int
+    lines: list[str]
+
+
+def gate(run: dict[str, Any]) -> Gate:
+    """The exit code a pipeline acts on for a finished run, and the lines that say why."""
+    meta, status = run.get("metadata") or {}, run.get("status") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    phase = status.get("phase")
+    if phase not in TERMINAL:
+        raise ValueError(f"run {name} has not finished (phase {phase or 'Pending'})")
+    results = status.get("thresholds") or []
+    lines = [f"  {'ok    ' if r.get('met') else 'BROKEN' if r.get('met') is False else '?     '} {r['message']}"
+             for r in results]
+    if phase == "Failed":
+        return Gate(EXIT_NOT_MEASURED, [f"FAIL {name}: the run failed to measure: {status.get('message', '')}",
+                                        *lines])
+    broken = [r for r in results if r.get("met") is False]
+    if broken:
+        return Gate(EXIT_BROKEN, [f"FAIL {name}: {len(broken)} of {len(results)} thresholds broken", *lines])
+    if any(r.get("met") is None for r in results):
+        return Gate(EXIT_INCONCLUSIVE, [f"INCONCLUSIVE {name}: a threshold could not be judged", *lines])
+    return Gate(EXIT_PASS, [f"PASS {name}: " + (f"all {len(results)} thresholds met" if results
+                                                 else "measured; no thresholds set"), *lines])
+
+
+def _case(suite: ElementTree.Element, classname: str, name: str, seconds: float | None = None) -> ElementTree.Element:
+    case = ElementTree.SubElement(suite, "testcase", classname=classname, name=name)
+    if seconds is not None:
+        case.set("time", f"{seconds:.3f}")
+    return case
+
+
+def _fail(case: ElementTree.Element, kind: str, message: str) -> None:
+    ElementTree.SubElement(case, kind, message=shorten(message, 1000), type=kind).text = message
+
+
+def junit(run: dict[str, Any]) -> str:
+    """JUnit XML of a finished run (or of one still running: its pending parts are skipped testcases)."""
+    meta, status = run.get("metadata") or {}, run.get("status") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    suite = ElementTree.Element("testsuite", name=f"csibench {name}")
+    for step in status.get("steps") or []:
+        case = _case(suite, "csibench.step", step["name"], step.get("durationSeconds"))
+        state = step.get("state")
+        if state in ("Failed", "Interrupted") or step.get("failed"):
+            reasons = "; ".join(f"{r['count']}x {r['reason']}: {r.get('message', '')}"
+                                for r in step.get("failureReasons") or [])
+            _fail(case, "error", f"{step['name']} {state}: {step.get('failed', 0)} of {step.get('objects', 0)} "
+                                 f"objects failed" + (f" ({reasons})" if reasons else ""))
+        elif state != "Succeeded":
+            ElementTree.SubElement(case, "skipped", message=f"{step['name']} {state}")
+        else:
+            case.set("assertions", str(step.get("objects", 0)))
+            ElementTree.SubElement(case, "system-out").text = (
+                f"{step.get('succeeded', 0)} objects, {step.get('throughput') or 0:.3f}/s, "
+                f"p99 {(step.get('latency') or {}).get('p99', '-')} s")
+    for row in status.get("dataPath") or []:
+        case = _case(suite, "csibench.dataPath", row["name"], row.get("durationSeconds"))
+        if row.get("state") != "Succeeded":
+            _fail(case, "error", f"workload {row['name']} {row.get('state')}: {row.get('message', '')}")
+    for row in status.get("database") or []:
+        label = f"scale {row['scale']}" + (f" {row['mode']} {row['clients']} clients" if row.get("mode") else
+                                          " initialize")
+        case = _case(suite, "csibench.database", label, row.get("durationSeconds"))
+        if row.get("state") != "Succeeded":
+            _fail(case, "error", f"database {label} {row.get('state')}: {row.get('message', '')}")
+    for result in status.get("thresholds") or []:
+        case = _case(suite, "csibench.threshold", f"{result['subject']} {result['metric']} {result['bound']}")
+        if result.get("met") is False:
+            _fail(case, "failure", result["message"])
+        elif result.get("met") is None:
+            ElementTree.SubElement(case, "skipped", message=result["message"])
+    cases = suite.findall("testcase")
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    if status.get("totalStepSeconds") is not None:
+        suite.set("time", f"{status['totalStepSeconds']:.3f}")
+    ElementTree.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suite, encoding="unicode") + "\n"

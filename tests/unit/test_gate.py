@@ -1,0 +1,99 @@
+"""What a pipeline reads: the gate's exit code for every kind of end, the JUnit document (parsed back), the
+thresholds table in the text report, and ``csibench gate`` itself against a run served by a stub fetch."""
+
+from __future__ import annotations
+
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+
+from csibench import cli
+from csibench.report.render import render_table
+from csibench.report.verdicts import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_NOT_MEASURED, EXIT_PASS, gate, junit
+
+MET = {"subject": "createVolume", "metric": "throughput", "bound": ">= 1", "measured": 2.0, "met": True,
+       "message": "createVolume throughput 2 within >= 1"}
+BROKEN = {"subject": "createVolume", "metric": "latencyP99", "bound": "<= 2", "measured": 3.0, "met": False,
+          "message": "createVolume latencyP99 3 > 2 (max)"}
+UNMEASURED = {"subject": "workload seqRead", "metric": "mibps", "bound": ">= 100", "met": None,
+              "message": "workload seqRead mibps: not measured"}
+
+
+def _run(phase: str, thresholds: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    steps = [{"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3, "durationSeconds": 1.5,
+              "throughput": 2.0, "latency": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 3.0, "mean": 1.2}},
+             {"name": "deleteVolume", "state": "Succeeded", "objects": 3, "succeeded": 3, "durationSeconds": 0.5,
+              "throughput": 6.0}]
+    return {"metadata": {"namespace": "bench", "name": "r1"}, "spec": {"storageClassName": "sim"},
+            "status": {"phase": phase, "steps": steps, "thresholds": thresholds, "message": "m",
+                       "totalStepSeconds": 2.0, **status}}
+
+
+@pytest.mark.parametrize(("phase", "thresholds", "code", "first"), [
+    ("Succeeded", [MET], EXIT_PASS, "PASS bench/r1: all 1 thresholds met"),
+    ("Succeeded", [], EXIT_PASS, "PASS bench/r1: measured; no thresholds set"),
+    ("Succeeded", [MET, BROKEN], EXIT_BROKEN, "FAIL bench/r1: 1 of 2 thresholds broken"),
+    ("Succeeded", [MET, UNMEASURED], EXIT_INCONCLUSIVE, "INCONCLUSIVE bench/r1: a threshold could not be judged"),
+    ("Failed", [MET], EXIT_NOT_MEASURED, "FAIL bench/r1: the run failed to measure: m"),
+])
+def test_the_gates_exit_code_for_each_end(phase: str, thresholds: list[dict[str, Any]], code: int,
+                                          first: str) -> None:
+    result = gate(_run(phase, thresholds))
+    assert result.code == code and result.lines[0] == first
+    assert len(result.lines) == 1 + len(thresholds)
+
+
+def test_a_running_run_has_no_verdict() -> None:
+    with pytest.raises(ValueError, match="has not finished"):
+        gate(_run("Running", []))
+
+
+def test_junit_has_a_testcase_per_step_row_and_threshold_and_fails_the_broken_bound() -> None:
+    run = _run("Succeeded", [MET, BROKEN, UNMEASURED], dataPath=[
+        {"name": "seqRead", "state": "Failed", "message": "fio exited 1", "durationSeconds": 9.0}],
+        database=[{"kind": "run", "scale": 1, "mode": "readOnly", "clients": 4, "state": "Succeeded"}])
+    suite = ElementTree.fromstring(junit(run).split("\n", 1)[1])
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
+    assert list(cases) == [("csibench.step", "createVolume"), ("csibench.step", "deleteVolume"),
+                           ("csibench.dataPath", "seqRead"), ("csibench.database", "scale 1 readOnly 4 clients"),
+                           ("csibench.threshold", "createVolume throughput >= 1"),
+                           ("csibench.threshold", "createVolume latencyP99 <= 2"),
+                           ("csibench.threshold", "workload seqRead mibps >= 100")]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == \
+        ("7", "1", "1", "1")
+    failure = cases[("csibench.threshold", "createVolume latencyP99 <= 2")].find("failure")
+    assert failure is not None and failure.get("message") == "createVolume latencyP99 3 > 2 (max)"
+    error = cases[("csibench.dataPath", "seqRead")].find("error")
+    assert error is not None and "fio exited 1" in (error.get("message") or "")
+    assert cases[("csibench.step", "createVolume")].get("time") == "1.500"
+
+
+def test_the_text_report_shows_the_thresholds_and_the_verdict() -> None:
+    text = render_table(_run("Succeeded", [MET, BROKEN], verdict="Fail"))
+    assert "Thresholds (verdict: Fail)" in text
+    line = next(line for line in text.splitlines() if "latencyP99" in line and "<= 2" in line)
+    assert line.split()[-1] == "BROKEN"
+
+
+def test_the_gate_command_waits_for_the_end_and_writes_junit(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    served = iter([_run("Running", []), _run("CleaningUp", []), _run("Succeeded", [BROKEN])])
+    monkeypatch.setattr(cli, "_fetch", lambda args, *runs: [next(served)])
+    out = tmp_path / "junit.xml"
+    code = cli.main(["gate", "bench/r1", "--interval", "0", "--junit", str(out)])
+    assert code == EXIT_BROKEN
+    assert capsys.readouterr().out.startswith("FAIL bench/r1: 1 of 1 thresholds broken")
+    assert ElementTree.fromstring(out.read_text().split("\n", 1)[1]).get("failures") == "1"
+
+
+def test_the_gate_command_gives_up_with_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "_fetch", lambda args, *runs: [_run("Running", [])])
+    assert cli.main(["gate", "bench/r1", "--interval", "0", "--timeout", "0"]) == EXIT_NOT_MEASURED
+    assert "did not end within 0 s" in capsys.readouterr().err
+
+    def missing(args: Any, *runs: str) -> list[dict[str, Any]]:
+        raise cli.CliError("BenchmarkRun bench/r1 not found", cli.EXIT_NOT_FOUND)
+    monkeypatch.setattr(cli, "_fetch", missing)
+    assert cli.main(["gate", "bench/r1"]) == EXIT_NOT_MEASURED

@@ -1,0 +1,208 @@
+"""Thresholds (spec.thresholds): every kind judged against status by hand-built numbers, the verdict's relation
+to the phase, the admission rules in the models (the CRD's CEL is exercised on the local cluster), the plan
+table admission reads, and a whole run on the in-memory fake ending with the condition, Events and metric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.models import (
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+    ConditionReason,
+    Phase,
+    StepName,
+    Verdict,
+)
+from csibench.engine.plan import resolve_steps
+from csibench.engine.thresholds import judge
+from csibench.engine.verdict import RunVerdict
+from csibench.metrics import METRICS
+from tests.support.fake_kube import FakeKube
+from tests.support.fake_runs import REF, run, spec
+
+MEASURED = RunVerdict(Phase.SUCCEEDED, ConditionReason.SUCCEEDED, "done")
+NOT_MEASURED = RunVerdict(Phase.FAILED, ConditionReason.OBJECTS_FAILED, "createVolume: 1 of 3 failed")
+LATENCY = {"p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 4.0, "mean": 1.5}
+
+
+def _spec(*thresholds: dict[str, Any], **fields: Any) -> BenchmarkRunSpec:
+    return BenchmarkRunSpec(storageClassName="sim", thresholds=list(thresholds), **fields)
+
+
+def _status(**fields: Any) -> BenchmarkRunStatus:
+    base: dict[str, Any] = {"steps": [
+        {"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3, "durationSeconds": 6.0,
+         "throughput": 0.5, "latency": LATENCY},
+        {"name": "deleteVolume", "state": "Succeeded", "objects": 3, "succeeded": 2, "failed": 1,
+         "durationSeconds": 2.0, "throughput": 1.0, "latency": LATENCY}]}
+    base.update(fields)
+    return BenchmarkRunStatus.model_validate(base)
+
+
+@pytest.mark.parametrize(("metric", "bound", "met", "measured"), [
+    ("durationSeconds", {"max": 5}, False, 6.0), ("durationSeconds", {"max": 6}, True, 6.0),
+    ("throughput", {"min": 0.6}, False, 0.5), ("throughput", {"min": 0.5}, True, 0.5),
+    ("latencyP50", {"max": 0.9}, False, 1.0), ("latencyP90", {"max": 2}, True, 2.0),
+    ("latencyP99", {"max": 2.5}, False, 3.0), ("latencyMax", {"min": 1, "max": 5}, True, 4.0),
+    ("failed", {"max": 0}, True, 0.0),
+])
+def test_each_step_metric_reads_its_status_field(metric: str, bound: dict[str, float], met: bool,
+                                                 measured: float) -> None:
+    run_spec = _spec({"step": "createVolume", "metric": metric, **bound})
+    judged = judge(run_spec, _status(), MEASURED)
+    assert judged is not None
+    (result,) = judged.results
+    assert result.measured == measured and result.met is met
+    assert judged.verdict == (Verdict.PASS if met else Verdict.FAIL)
+    assert judged.condition_status == ("True" if met else "False")
+
+
+def test_a_broken_bound_is_named_with_measured_and_allowed() -> None:
+    run_spec = _spec({"step": "createVolume", "metric": "latencyP99", "max": 2},
+                     {"step": "deleteVolume", "metric": "failed", "max": 0},
+                     {"step": "deleteVolume", "metric": "throughput", "min": 0.5})
+    judged = judge(run_spec, _status(), MEASURED)
+    assert judged is not None and judged.verdict == Verdict.FAIL and judged.reason == "ThresholdsBroken"
+    assert [r.met for r in judged.results] == [False, False, True]
+    assert judged.message == ("2 of 3 broken: createVolume latencyP99 3 > 2 (max); "
+                              "deleteVolume failed 1 > 0 (max)")
+
+
+def test_repeats_judge_the_median_over_iterations() -> None:
+    aggregates = [{"name": "createVolume", "iterations": 3, "throughput": {"median": 2.0, "min": 1.0, "max": 3.0},
+                   "durationSeconds": {"median": 1.5, "min": 1.0, "max": 3.0}, "latency": dict(LATENCY, p99=0.7)}]
+    run_spec = _spec({"step": "createVolume", "metric": "throughput", "min": 1.8},
+                     {"step": "createVolume", "metric": "latencyP99", "max": 1}, repeat=3)
+    judged = judge(run_spec, _status(aggregates=aggregates), MEASURED)
+    assert judged is not None and [r.measured for r in judged.results] == [2.0, 0.7]
+    assert judged.verdict == Verdict.PASS
+
+
+_DATA_PATH = {"dataPath": {"workloads": [{"name": "seqRead", "pattern": "read", "blockSize": "64Ki"},
+                                         {"name": "mix", "pattern": "randrw", "blockSize": "8Ki"}]},
+              "steps": ["createVolume", "dataPath", "deleteVolume"]}
+_ROWS = [{"name": "seqRead", "state": "Succeeded", "readMiBps": 100.0, "readIOPS": 1600.0,
+          "latency": {"readP99": 0.004}},
+         {"name": "mix", "state": "Succeeded", "readMiBps": 10.0, "writeMiBps": 12.5, "readIOPS": 1280.0,
+          "writeIOPS": 1600.0, "latency": {"readP99": 0.002, "writeP99": 0.009}}]
+
+
+@pytest.mark.parametrize(("workload", "metric", "bound", "met", "measured"), [
+    ("seqRead", "mibps", {"min": 120}, False, 100.0), ("mix", "mibps", {"min": 22}, True, 22.5),
+    ("mix", "iops", {"min": 3000}, False, 2880.0), ("seqRead", "readP99", {"max": 0.005}, True, 0.004),
+    ("mix", "writeP99", {"max": 0.005}, False, 0.009),
+])
+def test_each_workload_metric_reads_its_row(workload: str, metric: str, bound: dict[str, float], met: bool,
+                                            measured: float) -> None:
+    run_spec = _spec({"workload": workload, "metric": metric, **bound}, **_DATA_PATH)
+    judged = judge(run_spec, _status(dataPath=_ROWS), MEASURED)
+    assert judged is not None
+    assert judged.results[0].measured == pytest.approx(measured) and judged.results[0].met is met
+
+
+def test_a_workload_with_repeats_is_judged_on_its_aggregate_per_direction() -> None:
+    aggregates = [{"name": "mix", "iterations": 2, "mibps": {"median": 30.0, "min": 20.0, "max": 40.0},
+                   "writeP99": {"median": 0.003, "min": 0.002, "max": 0.004}}]
+    run_spec = _spec({"workload": "mix", "metric": "mibps", "min": 25},
+                     {"workload": "mix", "metric": "writeP99", "max": 0.005}, repeat=2, **_DATA_PATH)
+    judged = judge(run_spec, _status(dataPath=_ROWS, dataPathAggregates=aggregates), MEASURED)
+    assert judged is not None and [r.measured for r in judged.results] == [30.0, 0.003]
+
+
+_DATABASE = {"database": {"scales": [1, 10], "modes": ["readOnly", "readWrite"], "clients": [1, 4]}}
+
+
+def _db_row(scale: int, mode: str, clients: int, tps: float, latency: float, failed: int) -> dict[str, Any]:
+    return {"kind": "run", "scale": scale, "mode": mode, "clients": clients, "state": "Succeeded", "tps": tps,
+            "latencyAverageMs": latency, "failedTransactions": failed}
+
+
+_DB_ROWS = [{"kind": "initialize", "scale": 1, "state": "Succeeded", "durationSeconds": 3.0},
+            _db_row(1, "readOnly", 1, 900.0, 1.1, 0), _db_row(1, "readOnly", 4, 2500.0, 1.6, 0),
+            _db_row(1, "readWrite", 1, 300.0, 3.3, 2), _db_row(1, "readWrite", 4, 700.0, 5.7, 0)]
+
+
+@pytest.mark.parametrize(("selector", "metric", "bound", "met", "measured"), [
+    ({"scale": 1, "mode": "readOnly"}, "tps", {"min": 1000}, False, 900.0),  # the worse of 900 and 2500
+    ({"mode": "readOnly", "clients": 4}, "tps", {"min": 1000}, True, 2500.0),
+    ({"mode": "readWrite"}, "latencyAverageMs", {"max": 5}, False, 5.7),
+    ({}, "failedTransactions", {"max": 0}, False, 2.0),
+])
+def test_a_database_selector_is_judged_on_its_worst_row(selector: dict[str, Any], metric: str,
+                                                        bound: dict[str, float], met: bool, measured: float) -> None:
+    run_spec = _spec({"database": selector, "metric": metric, **bound}, **_DATABASE)
+    judged = judge(run_spec, _status(database=_DB_ROWS), MEASURED)
+    assert judged is not None
+    assert judged.results[0].measured == measured and judged.results[0].met is met
+
+
+def test_a_run_that_failed_to_measure_has_verdict_unknown_even_with_a_bound_broken() -> None:
+    run_spec = _spec({"step": "createVolume", "metric": "latencyP99", "max": 2})
+    judged = judge(run_spec, _status(), NOT_MEASURED)
+    assert judged is not None and judged.verdict == Verdict.UNKNOWN and judged.condition_status == "Unknown"
+    assert judged.reason == "RunFailed" and "ObjectsFailed" in judged.message
+    assert judged.results[0].met is False  # still listed with what was measured
+
+
+def test_a_bound_on_a_failed_step_is_not_measured() -> None:
+    status = _status()
+    status.steps[0].state = status.steps[0].state.__class__("Failed")
+    judged = judge(_spec({"step": "createVolume", "metric": "throughput", "min": 0.1}), status, MEASURED)
+    assert judged is not None and judged.results[0].met is None and judged.verdict == Verdict.UNKNOWN
+    assert judged.message == "createVolume throughput: not measured"
+
+
+def test_no_thresholds_no_verdict() -> None:
+    assert judge(_spec(), _status(), MEASURED) is None
+
+
+@pytest.mark.parametrize(("threshold", "fields", "words"), [
+    ({"step": "createSnapshot", "metric": "latencyP99", "max": 1}, {}, "a step this run does not run"),
+    ({"step": "publish", "metric": "latencyP99", "max": 1}, {"steps": ["createVolume", "deleteVolume"]},
+     "a step this run does not run"),
+    ({"step": "createVolume", "metric": "latencyP99", "max": -1}, {}, "greater than or equal to 0"),
+    ({"step": "createVolume", "metric": "bogus", "max": 1}, {}, "Input should be"),
+    ({"step": "createVolume", "metric": "tps", "min": 1}, {}, "a step threshold's metric is one of"),
+    ({"step": "createVolume", "metric": "throughput"}, {}, "needs min, max or both"),
+    ({"step": "createVolume", "workload": "seqRead", "metric": "throughput", "min": 1}, {}, "exactly one of"),
+    ({"step": "createVolume", "metric": "throughput", "min": 3, "max": 2}, {}, "min must be at most its max"),
+    ({"workload": "seqRead", "metric": "mibps", "min": 1}, {}, "a data-path workload this run does not run"),
+    ({"database": {"scale": 7}, "metric": "tps", "min": 1}, _DATABASE, "a scale, mode or clients count"),
+])
+def test_admission_refuses_what_cannot_be_judged(threshold: dict[str, Any], fields: dict[str, Any],
+                                                 words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        _spec(threshold, **fields)
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"volumeSnapshotClassName": "snap"},
+    {"volumeSnapshotClassName": "snap", "dataPath": {"verify": True}},
+    {"dataPath": {}}, {"database": {}}, {"expand": {"by": "1Gi"}}, {"move": {}}, {"density": {"volumesPerNode": [2]}},
+    {"groupSnapshot": {"volumeGroupSnapshotClassName": "group"}},
+])
+def test_admissions_reading_of_the_plan_is_the_plan(fields: dict[str, Any]) -> None:
+    run_spec = BenchmarkRunSpec(storageClassName="sim", **fields)
+    planned = {str(step.name) for step in resolve_steps(run_spec)}
+    assert {str(name) for name in StepName if run_spec.runs_step(name)} == planned
+
+
+def test_a_run_on_the_fake_ends_with_the_condition_the_events_and_the_metric() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(thresholds=[{"step": "createVolume", "metric": "throughput", "min": 1e9},
+                                        {"step": "deleteVolume", "metric": "failed", "max": 0}]))
+    assert status.phase == Phase.SUCCEEDED  # a measurement that broke a bound is still a measurement
+    assert status.verdict == Verdict.FAIL and [r.met for r in status.thresholds] == [False, True]
+    condition = next(c for c in status.conditions if c.type == "ThresholdsMet")
+    assert condition.status == "False" and condition.reason == "ThresholdsBroken"
+    assert "createVolume throughput" in condition.message and "< 1e+09 (min)" in condition.message
+    events = {o["reason"]: o for o in fake.named("events", REF.namespace).values()}
+    assert events["ThresholdsBroken"]["type"] == "Warning" and "RunSucceeded" in events
+    run_label = f"{REF.namespace}/{REF.name}"
+    assert METRICS.verdict.labels(run_label, "Fail")._value.get() == 1
+    assert METRICS.verdict.labels(run_label, "Pass")._value.get() == 0
+    assert METRICS.thresholds_broken.labels(run_label)._value.get() == 1
