@@ -28,9 +28,9 @@ from typing import Any
 
 from bench.harness import bench_cluster, command_line, machine_facts, operator_run
 from csibench.api.models import DataPathSpec, default_workloads
+from csibench.api.stats import RatioInterval, ratio_interval
 from csibench.engine.datapath.fio import MOUNT_PATH, build_fio_command, build_layout_command, parse_fio_log
 from csibench.engine.datapath.rows import build_row
-from csibench.report.stats import RatioInterval, ratio_interval
 
 WORKLOAD_USER = "65532"
 

@@ -118,7 +118,17 @@ def _compare(args: argparse.Namespace) -> int:
             sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown", alpha=args.alpha))
     except CompareError as error:
         raise CliError(str(error), EXIT_NOT_READY) from None
-    return 0
+    if args.max_regression is None:
+        return 0
+    from csibench.api.baseline import compare_with_baseline
+    from csibench.report.verdicts import EXIT_BROKEN, EXIT_INCONCLUSIVE
+
+    comparison = compare_with_baseline(run_a, run_b, args.max_regression, alpha=args.alpha)
+    lines = [f"regression check, B against A: {comparison.change}", *[f"  {row.message}" for row in comparison.rows]]
+    if not comparison.rows:
+        lines.append(f"  {comparison.message}")
+    (sys.stderr if args.output == "html" else sys.stdout).write("\n".join(lines) + "\n")
+    return {"Regression": EXIT_BROKEN, "Inconclusive": EXIT_INCONCLUSIVE}.get(comparison.change, 0)
 
 
 def _watch(args: argparse.Namespace) -> int:
@@ -138,10 +148,22 @@ def _watch(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+def _percent(text: str) -> float:
+    """'10%' or '10' -> 10.0 (a percent above 0)."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError(f"a percentage above 0 and at most 1000, not {text!r}")
+    return value
+
+
 def _gate(args: argparse.Namespace) -> int:
     """Wait for the run's end (``--timeout`` seconds at most), print its verdict and exit with it; with
     ``--junit FILE`` also write the JUnit document. A run that is missing or does not end in time measured
     nothing a pipeline can rely on: exit 2."""
+    from csibench.api.baseline import compare_with_baseline
     from csibench.report.verdicts import EXIT_NOT_MEASURED, TERMINAL, gate, junit
 
     deadline = time.monotonic() + args.timeout
@@ -157,7 +179,13 @@ def _gate(args: argparse.Namespace) -> int:
             raise CliError(f"run {args.run} did not end within {args.timeout:g} s (phase {phase or 'Pending'}, "
                            f"step {(run.get('status') or {}).get('currentStep') or '-'})", EXIT_NOT_MEASURED)
         time.sleep(args.interval)
-    result = gate(run)
+    comparison = None
+    if args.baseline:
+        (baseline,) = _fetch(args, args.baseline)
+        comparison = compare_with_baseline(baseline, run, args.max_regression).model_dump(mode="json",
+                                                                                          exclude_none=True)
+        run.setdefault("status", {})["baseline"] = comparison  # the JUnit document has its rows too
+    result = gate(run, comparison)
     if args.junit:
         Path(args.junit).write_text(junit(run))
     sys.stdout.write("\n".join(result.lines) + "\n")
@@ -264,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="html: the table and both runs' latency distributions overlaid per step")
     compare.add_argument("--alpha", type=float, default=0.05,
                          help="significance level of the per-step test for repeated runs (default 0.05)")
+    compare.add_argument("--max-regression", type=_percent, default=None,
+                         help="also judge B against A: exit 1 on a regression (significant and beyond this, e.g. "
+                              "10%%), 3 when inconclusive, 0 when equivalent or better")
     compare.set_defaults(func=_compare)
     watch = reader("watch", "live progress per step until the run ends")
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
@@ -276,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
                              help="seconds to wait for the run's end (default a day); past it, exit 2")
     gate_parser.add_argument("--interval", type=float, default=2.0, help="seconds between reads of the run")
     gate_parser.add_argument("--junit", default=None, help="also write the run's JUnit XML to this file")
+    gate_parser.add_argument("--baseline", default=None,
+                             help="compare with this finished run (NAME or NAMESPACE/NAME) instead of spec.baseline")
+    gate_parser.add_argument("--max-regression", type=_percent, default=10.0,
+                             help="with --baseline: the regression threshold, e.g. 10%% (default 10%%)")
     gate_parser.set_defaults(func=_gate)
 
     preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "

@@ -97,3 +97,71 @@ def test_the_gate_command_gives_up_with_exit_2(monkeypatch: pytest.MonkeyPatch,
         raise cli.CliError("BenchmarkRun bench/r1 not found", cli.EXIT_NOT_FOUND)
     monkeypatch.setattr(cli, "_fetch", missing)
     assert cli.main(["gate", "bench/r1"]) == EXIT_NOT_MEASURED
+
+
+def _comparison(change: str) -> dict[str, Any]:
+    return {"run": "bench/base", "change": change, "thresholdPercent": 10.0,
+            "rows": [{"subject": "createVolume", "metric": "throughput", "change": change,
+                      "message": f"createVolume throughput: {change}"}],
+            "message": f"against bench/base (10% threshold): 1 {change.lower()}"}
+
+
+@pytest.mark.parametrize(("change", "code", "first"), [
+    ("Regression", EXIT_BROKEN, "FAIL bench/r1: a regression against bench/base"),
+    ("Inconclusive", EXIT_INCONCLUSIVE, "INCONCLUSIVE bench/r1: inconclusive against bench/base"),
+    ("Equivalent", EXIT_PASS, "PASS bench/r1: all 1 thresholds met; Equivalent against bench/base"),
+    ("Improvement", EXIT_PASS, "PASS bench/r1: all 1 thresholds met; Improvement against bench/base"),
+])
+def test_the_gate_reads_the_runs_own_baseline_comparison(change: str, code: int, first: str) -> None:
+    result = gate(_run("Succeeded", [MET], baseline=_comparison(change)))
+    assert (result.code, result.lines[0]) == (code, first)
+    assert result.lines[-1] == f"  baseline: against bench/base (10% threshold): 1 {change.lower()}"
+
+
+def test_a_broken_threshold_and_a_regression_are_both_named() -> None:
+    result = gate(_run("Succeeded", [BROKEN], baseline=_comparison("Regression")))
+    assert result.lines[0] == "FAIL bench/r1: 1 of 1 thresholds broken; a regression against bench/base"
+
+
+def test_junit_fails_a_regression_row() -> None:
+    suite = ElementTree.fromstring(junit(_run("Succeeded", [], baseline=_comparison("Regression"))).split("\n", 1)[1])
+    case = next(c for c in suite.findall("testcase") if c.get("classname") == "csibench.baseline")
+    assert case.get("name") == "createVolume throughput" and case.find("failure") is not None
+
+
+def _repeated_run(name: str, throughputs: list[float]) -> dict[str, Any]:
+    run = _run("Succeeded", [])
+    run["metadata"]["name"] = name
+    run["status"]["steps"] = run["status"]["steps"][:1]
+    run["status"]["aggregates"] = [{"name": "createVolume", "iterations": len(throughputs),
+                                    "throughputs": throughputs, "durations": [3 / x for x in throughputs],
+                                    "throughput": {"median": sorted(throughputs)[1], "min": min(throughputs),
+                                                   "max": max(throughputs)},
+                                    "durationSeconds": {"median": 1.0, "min": 1.0, "max": 1.0}}]
+    run["status"]["iterations"] = {"current": 3, "total": 3, "done": 3, "failed": 0, "summary": "3/3"}
+    return run
+
+
+@pytest.mark.parametrize(("a", "b", "code", "verdict"), [
+    ([10.0, 12.0, 9.0], [0.6, 0.7, 0.65], EXIT_BROKEN, "Regression"),
+    ([100.0, 104.0, 97.0, 101.0, 99.0], [99.0, 102.0, 100.0, 98.0, 101.5], EXIT_PASS, "Equivalent"),
+    ([10.0, 12.0, 9.0], [8.0, 14.0, 10.5], EXIT_INCONCLUSIVE, "Inconclusive"),
+])
+def test_compare_with_max_regression_exits_with_the_judgement(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str], a: list[float],
+                                                              b: list[float], code: int, verdict: str) -> None:
+    runs = {"a": _repeated_run("a", a), "b": _repeated_run("b", b)}
+    monkeypatch.setattr(cli, "_fetch", lambda args, *names: [runs[n.rpartition("/")[2]] for n in names])
+    assert cli.main(["compare", "bench/a", "bench/b", "--max-regression", "10%"]) == code
+    assert f"regression check, B against A: {verdict}" in capsys.readouterr().out
+
+
+def test_gate_with_a_baseline_compares_on_the_client(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {"r1": _repeated_run("r1", [0.6, 0.7, 0.65]), "base": _repeated_run("base", [10.0, 12.0, 9.0])}
+    monkeypatch.setattr(cli, "_fetch", lambda args, *names: [runs[n.rpartition("/")[2]] for n in names])
+    assert cli.main(["gate", "bench/r1", "--baseline", "bench/base", "--max-regression", "50"]) == EXIT_BROKEN
+    assert capsys.readouterr().out.startswith("FAIL bench/r1: a regression against bench/base")
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["gate", "bench/r1", "--baseline", "bench/base", "--max-regression", "ten"])
+    assert refused.value.code == 2 and "not a percentage: 'ten'" in capsys.readouterr().err

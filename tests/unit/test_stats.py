@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from csibench.api.stats import compare_samples, holm, ratio_interval, t_critical, t_two_sided_p, welch
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table
-from csibench.report.stats import compare_samples, holm, ratio_interval, t_critical, t_two_sided_p, welch
 
 
 @pytest.mark.parametrize(("t", "df"), [(12.706, 1), (4.303, 2), (3.182, 3), (2.776, 4), (2.228, 10), (1.960, 1e6)])

@@ -206,3 +206,41 @@ def test_a_run_on_the_fake_ends_with_the_condition_the_events_and_the_metric() -
     assert METRICS.verdict.labels(run_label, "Fail")._value.get() == 1
     assert METRICS.verdict.labels(run_label, "Pass")._value.get() == 0
     assert METRICS.thresholds_broken.labels(run_label)._value.get() == 1
+
+
+def _baseline_run(name: str, throughputs: list[float]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": REF.namespace},
+            "spec": {"storageClassName": "sim"},
+            "status": {"phase": "Succeeded",
+                       "steps": [{"name": "createVolume", "state": "Succeeded", "throughput": throughputs[-1]}],
+                       "aggregates": [{"name": "createVolume", "iterations": len(throughputs),
+                                       "throughputs": throughputs}]}}
+
+
+def test_a_run_far_slower_than_its_baseline_is_a_regression_and_fails_the_verdict() -> None:
+    fake = FakeKube()
+    fake.put("benchmarkruns", REF.namespace, _baseline_run("fast", [1e7, 1.1e7, 0.9e7]))
+    status = run(fake, spec(repeat=3, steps=["createVolume", "deleteVolume"], baseline="fast"))
+    assert status.phase == Phase.SUCCEEDED and status.verdict == Verdict.FAIL, status.message
+    assert status.baseline is not None and status.baseline.run == f"{REF.namespace}/fast"
+    assert [(row.subject, row.change) for row in status.baseline.rows] == [("createVolume", "Regression")]
+    condition = next(c for c in status.conditions if c.type == "NoRegression")
+    assert (condition.status, condition.reason) == ("False", "Regression")
+    events = {o["reason"]: o for o in fake.named("events", REF.namespace).values()}
+    assert events["BaselineRegression"]["type"] == "Warning"
+    assert not any(c.type == "ThresholdsMet" for c in status.conditions)  # no thresholds, no such condition
+
+
+def test_a_missing_baseline_is_inconclusive_and_the_verdict_unknown() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], baseline="other-ns/gone"))
+    assert status.phase == Phase.SUCCEEDED and status.verdict == Verdict.UNKNOWN
+    assert status.baseline is not None and status.baseline.message == "baseline other-ns/gone not found"
+    condition = next(c for c in status.conditions if c.type == "NoRegression")
+    assert (condition.status, condition.reason) == ("Unknown", "Inconclusive")
+
+
+@pytest.mark.parametrize("baseline", ["Bad_Name", "a/b/c", "ns/", "x" * 41, "ns/" + "x" * 41])
+def test_a_baseline_name_that_is_not_a_run_name_is_refused(baseline: str) -> None:
+    with pytest.raises(ValidationError):
+        _spec(baseline=baseline)

@@ -731,6 +731,10 @@ STEP_METRICS = (M.DURATION_SECONDS, M.THROUGHPUT, M.LATENCY_P50, M.LATENCY_P90, 
 WORKLOAD_METRICS = (M.MIBPS, M.IOPS, M.READ_P99, M.WRITE_P99)
 DATABASE_METRICS = (M.TPS, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS)
 MAX_THRESHOLDS = 32
+MAX_BASELINE_ROWS = 64
+# NAMESPACE/ (a DNS label) then a run's name (a DNS label of at most MAX_RUN_NAME characters)
+BASELINE_PATTERN = (f"^([a-z0-9]([-a-z0-9]{{0,{v.DNS_LABEL_MAX - 2}}}[a-z0-9])?/)?"
+                    f"[a-z0-9]([-a-z0-9]{{0,{MAX_RUN_NAME - 2}}}[a-z0-9])?$")
 
 
 def _cel_list(values: Any) -> str:
@@ -937,6 +941,14 @@ class BenchmarkRunSpec(_Model):
     maxStepAttempts: int = Field(3, ge=1, le=10,
                                  description="With Redo: how many times one step may be started; past that the "
                                              "run ends Failed with RestartLimitReached.")
+    baseline: str | None = Field(
+        None, max_length=v.DNS_LABEL_MAX + 1 + MAX_RUN_NAME, pattern=BASELINE_PATTERN,
+        description="An earlier finished run to compare with at the end: NAME (this namespace) or NAMESPACE/NAME. "
+                    "Per step, workload and database row the run records Regression, Improvement, Equivalent or "
+                    "Inconclusive (status.baseline); a regression fails the verdict.")
+    regressionThresholdPercent: float = Field(
+        10.0, gt=0, le=1000, description="With baseline: a slowdown counts as a regression only when it is "
+                                         "significant and larger than this; equivalence is claimed only within it.")
     thresholds: list[Threshold] = Field(
         default_factory=list, max_length=MAX_THRESHOLDS,
         description="Bounds on what the run measures (the verdict: condition ThresholdsMet, status.verdict). A run "
@@ -1466,6 +1478,34 @@ class ThresholdResult(_Model):
     message: str = Field("", description="'createVolume latencyP99 3.2 > 2 (max)', or why it was not judged.")
 
 
+class BaselineRow(_Model):
+    """One measure of this run against the same measure of the baseline run (higher is better)."""
+
+    subject: str = Field(..., description="A step, 'workload NAME' or 'database scale S MODE C clients'.")
+    metric: str = Field(..., description="throughput (objects/s), mibps, iops or tps.")
+    change: str = Field(..., description="Regression, Improvement, Equivalent or Inconclusive.")
+    ratio: float | None = Field(None, description="This run / the baseline, geometric means over the iterations.")
+    low: float | None = Field(None, description="Lower end of the ratio's 90% interval.")
+    high: float | None = Field(None, description="Upper end of the ratio's 90% interval.")
+    p: float | None = Field(None, description="Welch's p on the logarithms, Holm-adjusted over the rows.")
+    iterations: str = Field("", description="Iterations of the baseline / of this run.")
+    iterationsNeeded: int | None = Field(None, description="Inconclusive: iterations per run the observed spread "
+                                                           "would need to decide (an estimate).")
+    message: str = Field("", description="The row in words.")
+
+
+class BaselineComparison(_Model):
+    """spec.baseline, judged when the run ends."""
+
+    run: str = Field(..., description="The baseline run, NAMESPACE/NAME.")
+    change: str = Field(..., description="Regression (any row), else Inconclusive (any row, or the baseline could "
+                                         "not be read), else Improvement (any row), else Equivalent.")
+    thresholdPercent: float = Field(..., description="spec.regressionThresholdPercent.")
+    rows: list[BaselineRow] = Field(default_factory=list, max_length=MAX_BASELINE_ROWS,
+                                    description="One per measure both runs have.")
+    message: str = Field("", description="Why, in words (the regressions named first).")
+
+
 class BenchmarkRunStatus(_Model):
     """Where the run is and what it measured so far (aggregates only)."""
 
@@ -1502,6 +1542,8 @@ class BenchmarkRunStatus(_Model):
                                                       "run ends (only with spec.thresholds).")
     thresholds: list[ThresholdResult] = Field(default_factory=list, max_length=MAX_THRESHOLDS,
                                               description="Each threshold of the spec, judged when the run ends.")
+    baseline: BaselineComparison | None = Field(None, description="This run against spec.baseline, judged when "
+                                                                  "the run ends.")
     client: ClientUsed | None = Field(None, description="Client limits used.")
     preflight: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
                                      description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "

@@ -16,8 +16,10 @@ import asyncio
 import logging
 import time
 
+from csibench.api.baseline import compare_with_baseline
 from csibench.api.models import (
     MAX_FINDINGS,
+    BaselineComparison,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
     CleanupPolicy,
@@ -26,6 +28,7 @@ from csibench.api.models import (
     Severity,
     StepState,
 )
+from csibench.api.regression import Change
 from csibench.engine import manifests
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunContext, RunRef
@@ -37,6 +40,7 @@ from csibench.engine.iterations import (
     build_iteration_record,
     count_iterations,
 )
+from csibench.engine.judgement import Judgement
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
@@ -150,8 +154,36 @@ class RunEngine:
                                         iterations=status.iterations))
 
     async def finish(self, verdict: RunVerdict) -> BenchmarkRunStatus:
-        """The run's end, with its thresholds judged against what it measured."""
-        return await self.recorder.finish(verdict, judge(self.spec, self.status, verdict))
+        """The run's end, with its thresholds judged against what it measured and its baseline compared."""
+        baseline = await self._compare_with_baseline(verdict) if self.spec.baseline else None
+        thresholds = judge(self.spec, self.status, verdict)
+        judged = Judgement(thresholds, baseline) if thresholds is not None or baseline is not None else None
+        return await self.recorder.finish(verdict, judged)
+
+    async def _compare_with_baseline(self, verdict: RunVerdict) -> BaselineComparison:
+        """spec.baseline read from the API (this run's namespace unless it names one) and compared; a baseline
+        that cannot be read, or a run that did not measure, is Inconclusive and says why."""
+        assert self.spec.baseline is not None
+        namespace, _, name = self.spec.baseline.rpartition("/")
+        namespace = namespace or self.ref.namespace
+        threshold = self.spec.regressionThresholdPercent
+        shown = f"{namespace}/{name}"
+        if not verdict.succeeded:
+            return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
+                                      message=f"this run failed to measure ({verdict.reason}): nothing to compare")
+        try:
+            found = await self.client.get(r.BENCHMARK_RUNS.path(namespace, name))
+        except ApiError as error:
+            found, problem = None, f"baseline {shown} could not be read: {error}"
+        else:
+            problem = f"baseline {shown} not found"
+        if found is None:
+            return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
+                                      message=problem)
+        current = {"metadata": {"namespace": self.ref.namespace, "name": self.ref.name},
+                   "status": self.status.model_dump(mode="json", exclude_none=True)}
+        current["status"]["phase"] = verdict.phase.value
+        return compare_with_baseline(found, current, threshold)
 
     # -- iterations (spec.repeat) --------------------------------------------------------------------------------
     def count_iterations(self, context: RunContext) -> None:

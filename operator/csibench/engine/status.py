@@ -20,10 +20,10 @@ import logging
 import time
 from typing import Any
 
-from csibench.api.models import BenchmarkRunStatus, ClientUsed, Condition, ConditionReason, Phase, Verdict
+from csibench.api.models import BenchmarkRunStatus, ClientUsed, Condition, ConditionReason, Phase
 from csibench.engine.context import RunRef
+from csibench.engine.judgement import BASELINE_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
-from csibench.engine.thresholds import ThresholdVerdict
 from csibench.engine.timing import rfc3339
 from csibench.engine.verdict import RunVerdict
 from csibench.kube import resources as r
@@ -109,9 +109,10 @@ class StatusRecorder:
         except ApiError as error:
             log.warning("could not record event %s: %s", reason, error)
 
-    async def finish(self, verdict: RunVerdict, judged: ThresholdVerdict | None = None) -> BenchmarkRunStatus:
-        """Write the run's end: phase, message, completion time, Ready condition, and one Event; with thresholds,
-        their verdict (status.verdict and .thresholds, the ThresholdsMet condition, an Event, the metric)."""
+    async def finish(self, verdict: RunVerdict, judged: Judgement | None = None) -> BenchmarkRunStatus:
+        """Write the run's end: phase, message, completion time, Ready condition, and one Event; with thresholds
+        or a baseline, the verdict (status.verdict, .thresholds and .baseline, the ThresholdsMet and NoRegression
+        conditions, an Event each, the metric)."""
         self.status.phase = verdict.phase
         self.status.message = verdict.message
         self.status.completionTime = now()
@@ -120,12 +121,18 @@ class StatusRecorder:
         self.ready(verdict.succeeded, verdict.reason, verdict.message)
         if judged is not None:
             self.status.verdict = judged.verdict
-            self.status.thresholds = judged.results
-            self.condition(THRESHOLDS_CONDITION, judged.condition_status, judged.reason, judged.message)
-            METRICS.set_verdict(self.ref.label, judged.verdict.value, len(judged.broken))
+            if judged.thresholds is not None:
+                thresholds = judged.thresholds
+                self.status.thresholds = thresholds.results
+                self.condition(THRESHOLDS_CONDITION, thresholds.condition_status, thresholds.reason,
+                               thresholds.message)
+            self.status.baseline = judged.baseline
+            if (baseline := judged.baseline_condition()) is not None:
+                self.condition(BASELINE_CONDITION, *baseline)
+            METRICS.set_verdict(self.ref.label, judged.verdict.value, judged.broken)
         await self.write()
         await self.event("RunSucceeded" if verdict.succeeded else verdict.reason.value, verdict.message,
                          warning=not verdict.succeeded)
-        if judged is not None:
-            await self.event(judged.reason, judged.message, warning=judged.verdict != Verdict.PASS)
+        for reason, message, warning in judged.events() if judged is not None else []:
+            await self.event(reason, message, warning=warning)
         return self.status

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from csibench.api.stats import ALPHA, METHOD, Difference, compare_samples, significance_cell
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
 from csibench.report import database, datapath, density
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
-from csibench.report.stats import ALPHA, METHOD, Difference, compare_samples, significance_cell
 
 TERMINAL = ("Succeeded", "Failed")
 

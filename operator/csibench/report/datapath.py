@@ -11,8 +11,8 @@ from typing import Any
 from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.skew import is_skewed, skew_message
+from csibench.api.stats import ALPHA, compare_samples, significance_cell
 from csibench.api.text import human_duration
-from csibench.report.stats import ALPHA, compare_samples, significance_cell
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
            "Read clat p50/p99/p99.9 ms", "Write clat p50/p99/p99.9 ms", "Volumes × jobs each", "Per volume MiB/s",

@@ -1,8 +1,10 @@
 """What a pipeline reads from a finished run: the thresholds table, the gate's exit code and JUnit XML (pure).
 
-The gate's exit codes: 0 the run measured and every threshold held (or it has none); 1 it measured and broke a
-threshold; 2 it failed to measure (phase Failed: its numbers prove nothing either way); 3 it measured but a
-threshold could not be judged (its metric was not measured: say "inconclusive" rather than "pass"). The JUnit
+The gate's exit codes: 0 the run measured, every threshold held (or it has none) and it is no regression against
+its baseline (equivalent or better, or no baseline); 1 it measured and broke a threshold or regressed; 2 it failed
+to measure (phase Failed: its numbers prove nothing either way); 3 it measured but a threshold could not be judged
+or the baseline comparison was inconclusive (say "inconclusive" rather than "pass"). The baseline is the run's
+own (status.baseline) or one the caller compared (``--baseline``). The JUnit
 document has one testcase per step, per data-path workload, per database run and per threshold, so a CI system
 shows which measurement or bound failed; a step that failed to measure is an error, a broken bound a failure.
 """
@@ -43,8 +45,9 @@ class Gate:
     lines: list[str]
 
 
-def gate(run: dict[str, Any]) -> Gate:
-    """The exit code a pipeline acts on for a finished run, and the lines that say why."""
+def gate(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> Gate:
+    """The exit code a pipeline acts on for a finished run, and the lines that say why; ``baseline`` is a
+    comparison (a status.baseline-shaped dict) that replaces the run's own."""
     meta, status = run.get("metadata") or {}, run.get("status") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     phase = status.get("phase")
@@ -53,16 +56,25 @@ def gate(run: dict[str, Any]) -> Gate:
     results = status.get("thresholds") or []
     lines = [f"  {'ok    ' if r.get('met') else 'BROKEN' if r.get('met') is False else '?     '} {r['message']}"
              for r in results]
+    comparison = baseline if baseline is not None else status.get("baseline")
+    change = (comparison or {}).get("change")
+    if comparison:
+        lines += [f"  baseline: {comparison.get('message', '')}"]
     if phase == "Failed":
         return Gate(EXIT_NOT_MEASURED, [f"FAIL {name}: the run failed to measure: {status.get('message', '')}",
                                         *lines])
     broken = [r for r in results if r.get("met") is False]
-    if broken:
-        return Gate(EXIT_BROKEN, [f"FAIL {name}: {len(broken)} of {len(results)} thresholds broken", *lines])
-    if any(r.get("met") is None for r in results):
-        return Gate(EXIT_INCONCLUSIVE, [f"INCONCLUSIVE {name}: a threshold could not be judged", *lines])
-    return Gate(EXIT_PASS, [f"PASS {name}: " + (f"all {len(results)} thresholds met" if results
-                                                 else "measured; no thresholds set"), *lines])
+    if broken or change == "Regression":
+        why = [f"{len(broken)} of {len(results)} thresholds broken"] if broken else []
+        why += [f"a regression against {comparison.get('run')}"] if comparison and change == "Regression" else []
+        return Gate(EXIT_BROKEN, [f"FAIL {name}: {'; '.join(why)}", *lines])
+    if any(r.get("met") is None for r in results) or change == "Inconclusive":
+        why = ["a threshold could not be judged"] if any(r.get("met") is None for r in results) else []
+        why += [f"inconclusive against {comparison.get('run')}"] if comparison and change == "Inconclusive" else []
+        return Gate(EXIT_INCONCLUSIVE, [f"INCONCLUSIVE {name}: {'; '.join(why)}", *lines])
+    parts = [f"all {len(results)} thresholds met"] if results else []
+    parts += [f"{change} against {comparison.get('run')}"] if comparison else []
+    return Gate(EXIT_PASS, [f"PASS {name}: " + ("; ".join(parts) or "measured; no thresholds set"), *lines])
 
 
 def _case(suite: ElementTree.Element, classname: str, name: str, seconds: float | None = None) -> ElementTree.Element:
@@ -106,6 +118,12 @@ def junit(run: dict[str, Any]) -> str:
         case = _case(suite, "csibench.database", label, row.get("durationSeconds"))
         if row.get("state") != "Succeeded":
             _fail(case, "error", f"database {label} {row.get('state')}: {row.get('message', '')}")
+    for row in (status.get("baseline") or {}).get("rows") or []:
+        case = _case(suite, "csibench.baseline", f"{row['subject']} {row['metric']}")
+        if row.get("change") == "Regression":
+            _fail(case, "failure", row["message"])
+        elif row.get("change") == "Inconclusive":
+            ElementTree.SubElement(case, "skipped", message=row["message"])
     for result in status.get("thresholds") or []:
         case = _case(suite, "csibench.threshold", f"{result['subject']} {result['metric']} {result['bound']}")
         if result.get("met") is False:

@@ -1,0 +1,94 @@
+"""A run against its baseline (spec.baseline, ``csibench compare --max-regression``, ``csibench gate --baseline``):
+the measures two runs have in common, each judged by ``regression`` (pure; reads runs as the API returns them).
+
+The measures, higher is better each: per lifecycle step its throughput (objects/s; steps whose numbers are a table
+of their own are compared by their rows instead), per data-path workload its MiB/s and IOPS, per database run its
+TPS. With spec.repeat > 1 a measure's values are the iterations' (``status.aggregates``,
+``status.dataPathAggregates``); a single run has one value, which can never be more than Inconclusive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from csibench.api.models import MAX_BASELINE_ROWS, BaselineComparison, BaselineRow
+from csibench.api.regression import Change, judge_changes
+from csibench.api.stats import ALPHA
+from csibench.api.steps import has_own_table
+
+Measure = tuple[str, str]  # (subject, metric)
+
+
+def run_name(run: dict[str, Any]) -> str:
+    meta = run.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def measures_of(run: dict[str, Any]) -> dict[Measure, list[float]]:
+    """Every measure of a finished run with its per-iteration values, in report order."""
+    status = run.get("status") or {}
+    measures: dict[Measure, list[float]] = {}
+    aggregates = {a["name"]: a for a in status.get("aggregates") or []}
+    for step in status.get("steps") or []:
+        name = step["name"]
+        if has_own_table(name):
+            continue
+        if name in aggregates:
+            values = [float(x) for x in aggregates[name].get("throughputs") or []]
+        else:
+            values = [float(step["throughput"])] if step.get("state") == "Succeeded" and step.get("throughput") \
+                else []
+        if values:
+            measures[(name, "throughput")] = values
+    repeated = {a["name"]: a for a in status.get("dataPathAggregates") or []}
+    for row in status.get("dataPath") or []:
+        name = row["name"]
+        for metric, directions, key in (("mibps", ("readMiBps", "writeMiBps"), "mibpsValues"),
+                                        ("iops", ("readIOPS", "writeIOPS"), "iopsValues")):
+            if name in repeated:
+                values = [float(x) for x in repeated[name].get(key) or []]
+            else:
+                total = sum(float(row.get(d) or 0.0) for d in directions)
+                values = [total] if row.get("state") == "Succeeded" and total > 0 else []
+            if values:
+                measures[(f"workload {name}", metric)] = values
+    for row in status.get("database") or []:
+        if row.get("kind") == "run" and row.get("state") == "Succeeded" and row.get("tps"):
+            subject = f"database scale {row['scale']} {row['mode']} {row['clients']} clients"
+            measures[(subject, "tps")] = [float(row["tps"])]
+    return measures
+
+
+def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], threshold_percent: float,
+                          alpha: float = ALPHA) -> BaselineComparison:
+    """``current`` against ``baseline``, both finished and Succeeded (else Inconclusive, saying why)."""
+    name = run_name(baseline)
+    phase = (baseline.get("status") or {}).get("phase")
+    if phase != "Succeeded":
+        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
+                                  message=f"baseline {name} is {phase or 'Pending'}, not a finished measurement")
+    ours, theirs = measures_of(current), measures_of(baseline)
+    shared = [measure for measure in ours if measure in theirs]
+    if not shared:
+        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
+                                  message=f"baseline {name} measured nothing this run measured")
+    threshold = threshold_percent / 100.0
+    judged = judge_changes([(theirs[m], ours[m]) for m in shared], threshold, alpha)
+    rows = [BaselineRow(subject=subject, metric=metric, change=j.change,
+                        ratio=None if j.ratio is None else round(j.ratio, 4),
+                        low=None if j.low is None else round(j.low, 4),
+                        high=None if j.high is None else round(j.high, 4),
+                        p=None if j.p is None else float(f"{j.p:.3g}"), iterations=f"{j.n_a}/{j.n_b}",
+                        iterationsNeeded=j.iterations_needed,
+                        message=f"{subject} {metric}: {j.describe(threshold)}")
+            for (subject, metric), j in zip(shared, judged, strict=True)]
+    changes = [row.change for row in rows]
+    change = next((c for c in (Change.REGRESSION, Change.INCONCLUSIVE, Change.IMPROVEMENT) if c in changes),
+                  Change.EQUIVALENT)
+    ordered = sorted(rows, key=lambda row: [Change.REGRESSION, Change.INCONCLUSIVE, Change.IMPROVEMENT,
+                                            Change.EQUIVALENT].index(Change(row.change)))
+    counts = ", ".join(f"{changes.count(c)} {c.value.lower()}" for c in Change if c in changes)
+    message = f"against {name} ({threshold_percent:g}% threshold): {counts}; " + \
+        "; ".join(row.message for row in ordered if row.change != Change.EQUIVALENT)
+    return BaselineComparison(run=name, change=change, thresholdPercent=threshold_percent,
+                              rows=rows[:MAX_BASELINE_ROWS], message=message.rstrip("; "))

@@ -1,0 +1,116 @@
+"""Is this run a regression against its baseline? Four answers, each claimed only when the statistics support it
+(pure; read by the engine at a run's end, by ``csibench compare --max-regression`` and by ``csibench gate``).
+
+Per measure (a step's throughput, a workload's MiB/s or IOPS, a database row's TPS: higher is better), with the
+baseline's per-iteration values A and this run's B:
+
+- **Regression**: B is slower, the difference is significant (Welch's t on the logarithms, as ``compare``, at
+  ``alpha``, Holm-adjusted over the measures judged together) **and** larger than the threshold (the ratio of
+  geometric means below 1 / (1 + threshold)).
+- **Improvement**: the same, faster.
+- **Equivalent**: the whole 90% interval of the ratio lies within [1 / (1 + threshold), 1 + threshold]: the two
+  one-sided tests (TOST) at 5% each on the log ratio. Only this says "no regression" with evidence.
+- **Inconclusive**: anything else: too few iterations (fewer than 2 on a side), or a spread too wide to tell. The
+  answer then carries how many iterations per side the observed spread would need to decide: for equivalence when
+  the observed ratio lies within the threshold, for significance otherwise (the normal approximation of the t
+  test's sample size, rounded up; a guide, not a promise).
+
+"Not significant" alone is never reported as "no regression": on a noisy cluster a real 30% slowdown is often
+not significant at 3 iterations.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from enum import StrEnum
+
+from csibench.api.stats import ALPHA, holm, ratio_interval, welch
+
+Z_90 = 1.6449  # the normal quantile of 95%: a 90% two-sided interval, TOST at 5%
+Z_95 = 1.9600
+MAX_ITERATIONS_SHOWN = 1000
+
+
+class Change(StrEnum):
+    REGRESSION = "Regression"
+    IMPROVEMENT = "Improvement"
+    EQUIVALENT = "Equivalent"
+    INCONCLUSIVE = "Inconclusive"
+
+
+@dataclass(frozen=True)
+class Judged:
+    change: Change
+    ratio: float | None  # B / A, geometric means (None: a side has no value)
+    low: float | None  # the 90% interval of the ratio
+    high: float | None
+    p: float | None  # Welch's two-sided p on the logarithms
+    n_a: int
+    n_b: int
+    iterations_needed: int | None  # per side, to decide (Inconclusive only)
+
+    def describe(self, threshold: float) -> str:
+        """'0.06x [0.05, 0.07], p=1e-06: Regression (beyond 10%)'."""
+        if self.ratio is None:
+            return f"Inconclusive: not measured on both sides (n={self.n_a}/{self.n_b})"
+        interval = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None and self.high is not None else ""
+        p = f", p={self.p:.2g}" if self.p is not None else ""
+        head = f"{self.ratio:.2f}x{interval}{p}, n={self.n_a}/{self.n_b}: {self.change}"
+        if self.change in (Change.REGRESSION, Change.IMPROVEMENT):
+            return f"{head} (beyond {threshold:.0%})"
+        if self.change == Change.EQUIVALENT:
+            return f"{head} (within {threshold:.0%})"
+        needed = f"; about {self.iterations_needed} iterations per run would decide" \
+            if self.iterations_needed is not None else ""
+        return f"{head}: need more repeats{needed}"
+
+
+def _needed(log_a: list[float], log_b: list[float], threshold: float) -> int | None:
+    """Iterations per side that the observed spread and difference would need to decide (normal approximation)."""
+    spread = math.sqrt((statistics.variance(log_a) + statistics.variance(log_b)) / 2)
+    diff = abs(statistics.fmean(log_b) - statistics.fmean(log_a))
+    margin = math.log1p(threshold)
+    if spread == 0.0:
+        return None
+    # Equivalence: Z_90 * spread * sqrt(2 / n) <= margin - diff; a difference: Z_95 * spread * sqrt(2 / n) <= diff.
+    room, z = (margin - diff, Z_90) if diff < margin else (diff, Z_95)
+    if room <= 0.0:
+        return None
+    return min(MAX_ITERATIONS_SHOWN, max(2, math.ceil(2 * (z * spread / room) ** 2)))
+
+
+def judge_changes(samples: list[tuple[list[float], list[float]]], threshold: float,
+                  alpha: float = ALPHA) -> list[Judged]:
+    """Each (baseline, current) pair judged, the significance Holm-adjusted over the pairs that can be tested."""
+    first = [judge_change(a, b, threshold, alpha) for a, b in samples]
+    tested = [i for i, judged in enumerate(first) if judged.p is not None]
+    adjusted = dict(zip(tested, holm([first[i].p or 0.0 for i in tested]), strict=True))
+    return [judge_change(a, b, threshold, alpha, adjusted.get(i)) for i, (a, b) in enumerate(samples)]
+
+
+def judge_change(baseline: list[float], current: list[float], threshold: float, alpha: float = ALPHA,
+                 p_adjusted: float | None = None) -> Judged:
+    """B (``current``) against A (``baseline``), per-iteration values where higher is better; ``p_adjusted``
+    replaces Welch's own p when the caller corrected it for multiple measures."""
+    a, b = [x for x in baseline if x > 0], [x for x in current if x > 0]
+    if not a or not b:
+        return Judged(Change.INCONCLUSIVE, None, None, None, None, len(a), len(b), None)
+    ratio = math.exp(statistics.fmean(math.log(x) for x in b) - statistics.fmean(math.log(x) for x in a))
+    if len(a) < 2 or len(b) < 2:
+        return Judged(Change.INCONCLUSIVE, ratio, None, None, None, len(a), len(b), None)
+    log_a, log_b = [math.log(x) for x in a], [math.log(x) for x in b]
+    p = welch(log_a, log_b).p if p_adjusted is None else p_adjusted
+    interval = ratio_interval(a, b)
+    lower, upper = 1.0 / (1.0 + threshold), 1.0 + threshold
+    if p < alpha and ratio < lower:
+        change = Change.REGRESSION
+    elif p < alpha and ratio > upper:
+        change = Change.IMPROVEMENT
+    elif interval.within(threshold):
+        change = Change.EQUIVALENT
+    else:
+        change = Change.INCONCLUSIVE
+    needed = _needed(log_a, log_b, threshold) if change == Change.INCONCLUSIVE else None
+    return Judged(change, ratio, interval.low, interval.high, p, len(a), len(b), needed)

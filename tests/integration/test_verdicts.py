@@ -1,0 +1,89 @@
+"""Verdicts on the local cluster: the API server's CEL refuses thresholds that cannot be judged; a run on a class
+the simulator makes slower than a bound measures, Succeeds and fails its verdict (condition, printer column,
+``csibench gate`` exit 1, one failing JUnit testcase), and the same run on a fast class passes with exit 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.kube import Kube, present
+from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import TERMINAL, benchmark_run, create_run, leftovers, wait_for_phase
+
+pytestmark = pytest.mark.integration
+BOUND = {"step": "createVolume", "metric": "latencyP50", "max": 1.5}
+
+
+def _gate(cluster: LocalCluster, namespace: str, name: str, junit: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
+    return subprocess.run([sys.executable, "-m", "csibench", "gate", f"{namespace}/{name}", "--timeout", "240",
+                           "--interval", "0.5", "--junit", str(junit)],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+
+
+@pytest.mark.parametrize(("threshold", "fields", "words"), [
+    ({"step": "publish", "metric": "latencyP99", "max": 1}, {"steps": ["createVolume", "deleteVolume"]},
+     "a threshold names a step this run does not run"),
+    ({"step": "createSnapshot", "metric": "latencyP99", "max": 1}, {},
+     "a threshold names a step this run does not run"),
+    ({"step": "createVolume", "metric": "latencyP99", "max": -1}, {}, "should be greater than or equal to 0"),
+    ({"step": "createVolume", "metric": "speed", "max": 1}, {}, 'Unsupported value: "speed"'),
+    ({"step": "createVolume", "metric": "tps", "min": 1}, {}, "a step threshold's metric is one of"),
+    ({"workload": "seqRead", "metric": "mibps", "min": 1}, {},
+     "a threshold names a data-path workload this run does not run"),
+])
+def test_thresholds_that_cannot_be_judged_are_refused_at_admission(kube: Kube, namespace: str, crd: None,
+                                                                   threshold: dict[str, Any], fields: dict[str, Any],
+                                                                   words: str) -> None:
+    body = benchmark_run("bounded", storageClassName="csibench-sim", volumes=1, thresholds=[threshold], **fields)
+    with pytest.raises(ApiException) as refused:
+        create_run(kube, namespace, body)
+    assert refused.value.status == 422, refused.value.body
+    assert words in present(refused.value.body)
+
+
+def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess, storage_class: Any,
+        tmp_path: Path) -> None:
+    slow = storage_class(createVolumeLatency="3s")
+    bounds = [BOUND, {"step": "deleteVolume", "metric": "failed", "max": 0}]
+    for name, cls in (("slow", slow), ("fast", "csibench-sim")):
+        create_run(kube, namespace, benchmark_run(name, storageClassName=cls, volumes=2, thresholds=bounds,
+                                                  steps=["createVolume", "deleteVolume"]))
+    slow_gate = _gate(cluster, namespace, "slow", tmp_path / "slow.xml")
+    fast_gate = _gate(cluster, namespace, "fast", tmp_path / "fast.xml")
+    runs = {name: wait_for_phase(kube, namespace, name, TERMINAL, 30) for name in ("slow", "fast")}
+    context = (runs, operator.log())
+
+    slow_run = runs["slow"]["status"]
+    assert slow_run["phase"] == "Succeeded" and slow_run["verdict"] == "Fail", context
+    condition = next(c for c in slow_run["conditions"] if c["type"] == "ThresholdsMet")
+    assert condition["status"] == "False" and condition["reason"] == "ThresholdsBroken", condition
+    assert "createVolume latencyP50" in condition["message"] and "> 1.5 (max)" in condition["message"]
+    assert slow_gate.returncode == 1, (slow_gate.stdout, slow_gate.stderr)
+    assert slow_gate.stdout.startswith(f"FAIL {namespace}/slow: 1 of 2 thresholds broken")
+    suite = ElementTree.parse(tmp_path / "slow.xml").getroot()
+    failing = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert failing == ["createVolume latencyP50 <= 1.5"], ElementTree.tostring(suite)
+
+    fast_run = runs["fast"]["status"]
+    assert fast_run["phase"] == "Succeeded" and fast_run["verdict"] == "Pass", context
+    assert fast_gate.returncode == 0, (fast_gate.stdout, fast_gate.stderr)
+    assert fast_gate.stdout.startswith(f"PASS {namespace}/fast: all 2 thresholds met")
+    assert ElementTree.parse(tmp_path / "fast.xml").getroot().get("failures") == "0"
+
+    header, *lines = cluster.kubectl("get", "benchmarkruns", "-n", namespace).splitlines()  # the printer column
+    column = header.index("VERDICT")  # columns are aligned; an empty one (Step, when the run ended) has no word
+    assert {line.split()[0]: line[column:].split()[0] for line in lines} == {"fast": "Pass", "slow": "Fail"}, \
+        (header, lines)
+    for run in runs.values():
+        assert leftovers(kube, run) == {}
