@@ -87,3 +87,37 @@ def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
         (header, lines)
     for run in runs.values():
         assert leftovers(kube, run) == {}
+
+
+def test_a_sixteen_fold_slowdown_is_a_regression_and_the_same_class_is_not(
+        kube: Kube, namespace: str, cluster: LocalCluster, operator: OperatorProcess, storage_class: Any) -> None:
+    """Three runs of 4 volumes, repeat 5: the baseline on a class whose creates take 0.1 s, the same class again
+    (no regression: equivalent or inconclusive, as the spread decides) and a class 16x slower (1.6 s: a
+    regression), one after the other so none measures beside another."""
+    fast, slow = storage_class(createVolumeLatency="100ms"), storage_class(createVolumeLatency="1600ms")
+    shape = {"volumes": 4, "repeat": 5, "steps": ["createVolume", "deleteVolume"]}
+    runs: dict[str, dict[str, Any]] = {}
+    for name, cls, baseline in (("base", fast, None), ("same", fast, "base"), ("slower", slow, f"{namespace}/base")):
+        extra = {"baseline": baseline} if baseline else {}
+        create_run(kube, namespace, benchmark_run(name, storageClassName=cls, **shape, **extra))
+        runs[name] = wait_for_phase(kube, namespace, name, TERMINAL, 300)
+        assert runs[name]["status"]["phase"] == "Succeeded", (runs[name]["status"], operator.log())
+
+    slower = runs["slower"]["status"]
+    rows = {row["subject"]: row for row in slower["baseline"]["rows"]}
+    assert rows["createVolume"]["change"] == "Regression", slower["baseline"]
+    assert rows["createVolume"]["ratio"] < 1 / 8, rows["createVolume"]  # modelled 16x; queueing blurs it a little
+    assert slower["baseline"]["change"] == "Regression" and slower["verdict"] == "Fail"
+    gated = _gate(cluster, namespace, "slower", Path(os.devnull))
+    assert gated.returncode == 1 and "a regression against" in gated.stdout, (gated.stdout, gated.stderr)
+
+    same = runs["same"]["status"]
+    changes = {row["subject"]: row["change"] for row in same["baseline"]["rows"]}
+    assert set(changes) == {"createVolume", "deleteVolume"}, same["baseline"]
+    assert "Regression" not in changes.values(), same["baseline"]
+    inconclusive = [row for row in same["baseline"]["rows"] if row["change"] == "Inconclusive"]
+    assert all("need more repeats" in row["message"] for row in inconclusive), inconclusive
+    condition = next(c for c in same["conditions"] if c["type"] == "NoRegression")
+    assert condition["status"] in ("True", "Unknown") and same["verdict"] in ("Pass", "Unknown"), condition
+    for run in runs.values():
+        assert leftovers(kube, run) == {}

@@ -165,3 +165,33 @@ def test_gate_with_a_baseline_compares_on_the_client(monkeypatch: pytest.MonkeyP
     with pytest.raises(SystemExit) as refused:
         cli.main(["gate", "bench/r1", "--baseline", "bench/base", "--max-regression", "ten"])
     assert refused.value.code == 2 and "not a percentage: 'ten'" in capsys.readouterr().err
+
+
+def test_the_ci_gate_example_is_a_valid_run_with_a_baseline_and_thresholds() -> None:
+    import yaml
+
+    from csibench.api.models import BenchmarkRunSpec
+    from localcluster.launcher import REPO_ROOT
+
+    body = yaml.safe_load((REPO_ROOT / "examples" / "ci-gate.yaml").read_text())
+    spec = BenchmarkRunSpec.model_validate(body["spec"])
+    assert spec.baseline and spec.thresholds and spec.repeat >= 5
+
+
+def test_the_alerts_read_metrics_the_operator_exports() -> None:
+    import re
+
+    import yaml
+    from prometheus_client import CollectorRegistry
+
+    from csibench.metrics import VERDICTS, Metrics
+    from localcluster.launcher import REPO_ROOT
+
+    rule = yaml.safe_load((REPO_ROOT / "deploy" / "components" / "alerts" / "prometheusrule.yaml").read_text())
+    text = yaml.safe_dump(rule)
+    names = set(re.findall(r"csibench_[a-z_]+", text))
+    registry = CollectorRegistry()
+    Metrics(registry)
+    exported = {metric.name for metric in registry.collect()}
+    assert names and names <= exported, names - exported
+    assert set(re.findall(r'verdict="(\w+)"', text)) <= set(VERDICTS)
