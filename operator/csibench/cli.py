@@ -148,6 +148,40 @@ def _watch(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+def _history(args: argparse.Namespace) -> int:
+    """Finished runs matching a label selector, of the latest one's shape, oldest first (``report/history.py``)."""
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import BENCHMARK_RUNS
+    from csibench.report import history
+    from csibench.report.render import align, markdown_table
+
+    async def fetch() -> list[dict[str, Any]]:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        found: list[dict[str, Any]] = []
+        token = ""
+        try:
+            while True:
+                query = {"labelSelector": args.selector, "limit": "500", **({"continue": token} if token else {})}
+                page = await client.get(BENCHMARK_RUNS.path(None if args.all_namespaces else args.namespace),
+                                        query) or {}
+                found += page.get("items") or []
+                token = (page.get("metadata") or {}).get("continue") or ""
+                if not token:
+                    return found
+        finally:
+            await client.close()
+
+    series = history.select(asyncio.run(fetch()))
+    threshold = args.max_regression / 100.0
+    if args.output == "html":
+        sys.stdout.write(_html(lambda html: html.build_history_html(series, args.window, threshold)))
+        return 0
+    headers, rows, notes = history.table(series, args.window, threshold)
+    lines = markdown_table(headers, rows) if args.output == "markdown" else align(headers, rows)
+    sys.stdout.write("\n".join([*lines, "", *notes]) + "\n")
+    return 0
+
+
 def _percent(text: str) -> float:
     """'10%' or '10' -> 10.0 (a percent above 0)."""
     try:
@@ -312,6 +346,16 @@ def build_parser() -> argparse.ArgumentParser:
     gate_parser.add_argument("--max-regression", type=_percent, default=10.0,
                              help="with --baseline: the regression threshold, e.g. 10%% (default 10%%)")
     gate_parser.set_defaults(func=_gate)
+
+    history_parser = reader("history", "finished runs matching a selector, oldest first: per step throughput and "
+                                       "p99 over time, and a change point when the latest runs differ")
+    history_parser.add_argument("-l", "--selector", required=True, help="label selector, e.g. pipeline=release")
+    history_parser.add_argument("-A", "--all-namespaces", action="store_true", help="runs in every namespace")
+    history_parser.add_argument("--window", type=int, default=3, help="latest runs tested against the ones before")
+    history_parser.add_argument("--max-regression", type=_percent, default=10.0,
+                                help="a change smaller than this is not marked (default 10%%)")
+    history_parser.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table")
+    history_parser.set_defaults(func=_history)
 
     preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "
                                                       "(exit 4 when a Warning finding exists)")

@@ -18,6 +18,7 @@ from localcluster.kube import Kube, present
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import TERMINAL, benchmark_run, create_run, leftovers, wait_for_phase
+from tests.support.cluster import cli
 
 pytestmark = pytest.mark.integration
 BOUND = {"step": "createVolume", "metric": "latencyP50", "max": 1.5}
@@ -85,6 +86,10 @@ def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
     column = header.index("VERDICT")  # columns are aligned; an empty one (Step, when the run ended) has no word
     assert {line.split()[0]: line[column:].split()[0] for line in lines} == {"fast": "Pass", "slow": "Fail"}, \
         (header, lines)
+    # history: the latest run's shape (the slow class) is a series of one; the two fast runs are another shape
+    listed = cli(cluster, "history", "-n", namespace, "-l", f"series={namespace}")
+    assert f"1 run, oldest first: {namespace}/slower" in listed, listed
+    assert "2 matched runs left out: not Succeeded, or of another shape than the latest" in listed, listed
     for run in runs.values():
         assert leftovers(kube, run) == {}
 
@@ -99,7 +104,9 @@ def test_a_sixteen_fold_slowdown_is_a_regression_and_the_same_class_is_not(
     runs: dict[str, dict[str, Any]] = {}
     for name, cls, baseline in (("base", fast, None), ("same", fast, "base"), ("slower", slow, f"{namespace}/base")):
         extra = {"baseline": baseline} if baseline else {}
-        create_run(kube, namespace, benchmark_run(name, storageClassName=cls, **shape, **extra))
+        body = benchmark_run(name, storageClassName=cls, **shape, **extra)
+        body["metadata"]["labels"] = {"series": namespace}  # csibench history lists them below
+        create_run(kube, namespace, body)
         runs[name] = wait_for_phase(kube, namespace, name, TERMINAL, 300)
         assert runs[name]["status"]["phase"] == "Succeeded", (runs[name]["status"], operator.log())
 
@@ -119,5 +126,9 @@ def test_a_sixteen_fold_slowdown_is_a_regression_and_the_same_class_is_not(
     assert all("need more repeats" in row["message"] for row in inconclusive), inconclusive
     condition = next(c for c in same["conditions"] if c["type"] == "NoRegression")
     assert condition["status"] in ("True", "Unknown") and same["verdict"] in ("Pass", "Unknown"), condition
+    # history: the latest run's shape (the slow class) is a series of one; the two fast runs are another shape
+    listed = cli(cluster, "history", "-n", namespace, "-l", f"series={namespace}")
+    assert f"1 run, oldest first: {namespace}/slower" in listed, listed
+    assert "2 matched runs left out: not Succeeded, or of another shape than the latest" in listed, listed
     for run in runs.values():
         assert leftovers(kube, run) == {}

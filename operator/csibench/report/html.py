@@ -18,7 +18,7 @@ from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import database, datapath, density, plots, verdicts
+from csibench.report import database, datapath, density, history, plots, verdicts
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
@@ -252,3 +252,21 @@ def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, r
         body.append(f'<section class="step" id="step-{_e(step)}"><h2>{_e(title)}</h2><div class="plots">'
                     f'<div class="plot cdf">{plots.latency_cdf(title, series)}</div></div></section>')
     return _page(f"csibench compare {names[0]} {names[1]}", body)
+
+
+# -- a series of runs ---------------------------------------------------------------------------------------
+def build_history_html(series: history.Series, window: int = 3, threshold: float = 0.10) -> str:
+    """The history table and, per step, its throughput and p99 over the runs (x: the run's place, oldest 1)."""
+    headers, rows, notes = history.table(series, window, threshold)
+    body = ["<h1>csibench history</h1>", _table(headers, rows, "history"),
+            *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
+    for item in history.step_histories(series, window, threshold):
+        title, unit = title_and_unit(item.step)
+        throughput = plots.Curve("throughput", [(float(i + 1), v) for i, v in enumerate(item.throughputs)
+                                                if v is not None])
+        p99 = plots.Curve("p99", [(float(i + 1), v) for i, v in enumerate(item.p99s) if v is not None])
+        body.append(f'<section class="step" id="history-{_e(item.step)}"><h2>{_e(title)}</h2><div class="plots">'
+                    f'<div class="plot">{plots.curve(title, "run (oldest first)", f"{unit}/s", [throughput])}</div>'
+                    f'<div class="plot">{plots.curve(title, "run (oldest first)", "p99 s", [p99])}</div>'
+                    "</div></section>")
+    return _page("csibench history", body)
