@@ -4,6 +4,7 @@ the simulator makes slower than a bound measures, Succeeds and fails its verdict
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_thresholds_that_cannot_be_judged_are_refused_at_admission(kube: Kube, n
     with pytest.raises(ApiException) as refused:
         create_run(kube, namespace, body)
     assert refused.value.status == 422, refused.value.body
-    assert words in present(refused.value.body)
+    assert words in json.loads(present(refused.value.body))["message"]
 
 
 def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
@@ -86,10 +87,6 @@ def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
     column = header.index("VERDICT")  # columns are aligned; an empty one (Step, when the run ended) has no word
     assert {line.split()[0]: line[column:].split()[0] for line in lines} == {"fast": "Pass", "slow": "Fail"}, \
         (header, lines)
-    # history: the latest run's shape (the slow class) is a series of one; the two fast runs are another shape
-    listed = cli(cluster, "history", "-n", namespace, "-l", f"series={namespace}")
-    assert f"1 run, oldest first: {namespace}/slower" in listed, listed
-    assert "2 matched runs left out: not Succeeded, or of another shape than the latest" in listed, listed
     for run in runs.values():
         assert leftovers(kube, run) == {}
 

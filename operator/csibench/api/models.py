@@ -881,7 +881,7 @@ class BenchmarkRunSpec(_Model):
         description="Access modes of each PVC.")
     volumeMode: VolumeMode = Field(VolumeMode.FILESYSTEM, description="Filesystem or Block.")
     steps: list[StepName] | None = Field(
-        None, min_length=1,
+        None, min_length=1, max_length=len(StepName),
         description="Ordered subset of the lifecycle to run. Default: all steps the given classes allow "
                     "(the snapshot steps only with volumeSnapshotClassName).")
     targetNamespace: str | None = Field(
@@ -947,7 +947,7 @@ class BenchmarkRunSpec(_Model):
                     "Per step, workload and database row the run records Regression, Improvement, Equivalent or "
                     "Inconclusive (status.baseline); a regression fails the verdict.")
     regressionThresholdPercent: float = Field(
-        10.0, gt=0, le=1000, description="With baseline: a slowdown counts as a regression only when it is "
+        10.0, ge=1, le=1000, description="With baseline (1-1000): a slowdown counts as a regression only when it is "
                                          "significant and larger than this; equivalence is claimed only within it.")
     thresholds: list[Threshold] = Field(
         default_factory=list, max_length=MAX_THRESHOLDS,
