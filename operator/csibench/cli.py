@@ -1,10 +1,10 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
-``operator`` runs the operator; ``report``, ``compare`` and ``watch`` read runs from the cluster; ``gate`` waits for
-a run's end and exits with its verdict (0 pass, 1 a threshold broken, 2 not measured, 3 inconclusive:
-``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without a run (exit 4 on a Warning,
-to gate a pipeline); ``crd`` prints the CRD generated from the models. Runs are named ``NAME`` (with
-``-n NAMESPACE``) or ``NAMESPACE/NAME``.
+``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster;
+``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
+measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
+a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models. Runs are named
+``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def _compare(args: argparse.Namespace) -> int:
                 run_a, _load_report(args, run_a), run_b, _load_report(args, run_b))))
         else:
             sys.stdout.write(render_compare(run_a, run_b, markdown=args.output == "markdown", alpha=args.alpha))
-    except CompareError as error:
-        raise CliError(str(error), EXIT_NOT_READY) from None
+    except CompareError as error:  # with --max-regression: nothing measured to judge (the gate's exit 2)
+        raise CliError(str(error), EXIT_NOT_READY if args.max_regression is None else 2) from None
     if args.max_regression is None:
         return 0
     from csibench.api.baseline import compare_with_baseline
@@ -182,14 +182,24 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _window(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError("the window needs at least 2 runs to be tested")
+    return value
+
+
 def _percent(text: str) -> float:
     """'10%' or '10' -> 10.0 (a percent above 0)."""
     try:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
-    if not 0 < value <= 1000:
-        raise argparse.ArgumentTypeError(f"a percentage above 0 and at most 1000, not {text!r}")
+    if not 1 <= value <= 1000:  # as spec.regressionThresholdPercent
+        raise argparse.ArgumentTypeError(f"a percentage from 1 to 1000, not {text!r}")
     return value
 
 
@@ -197,7 +207,10 @@ def _gate(args: argparse.Namespace) -> int:
     """Wait for the run's end (``--timeout`` seconds at most), print its verdict and exit with it; with
     ``--junit FILE`` also write the JUnit document. A run that is missing or does not end in time measured
     nothing a pipeline can rely on: exit 2."""
+    from kubernetes.config.config_exception import ConfigException
+
     from csibench.api.baseline import compare_with_baseline
+    from csibench.kube.client import ApiError
     from csibench.report.verdicts import EXIT_NOT_MEASURED, TERMINAL, gate, junit
 
     deadline = time.monotonic() + args.timeout
@@ -206,6 +219,8 @@ def _gate(args: argparse.Namespace) -> int:
             (run,) = _fetch(args, args.run)
         except CliError as error:
             raise CliError(str(error), EXIT_NOT_MEASURED) from None
+        except (ApiError, ConfigException, OSError) as error:  # the API cannot be read: nothing is known
+            raise CliError(f"cannot read run {args.run}: {error}", EXIT_NOT_MEASURED) from None
         phase = (run.get("status") or {}).get("phase")
         if phase in TERMINAL:
             break
@@ -215,7 +230,10 @@ def _gate(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
     comparison = None
     if args.baseline:
-        (baseline,) = _fetch(args, args.baseline)
+        try:
+            (baseline,) = _fetch(args, args.baseline)
+        except (CliError, ApiError, ConfigException, OSError) as error:
+            raise CliError(f"cannot read baseline {args.baseline}: {error}", EXIT_NOT_MEASURED) from None
         comparison = compare_with_baseline(baseline, run, args.max_regression).model_dump(mode="json",
                                                                                           exclude_none=True)
         run.setdefault("status", {})["baseline"] = comparison  # the JUnit document has its rows too
@@ -334,8 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
     watch.add_argument("--interval", type=float, default=1.0)
     watch.set_defaults(func=_watch)
-    gate_parser = reader("gate", "wait for a run's end and exit with its verdict: 0 pass, 1 a threshold broken, "
-                                 "2 the run failed to measure, 3 inconclusive")
+    gate_parser = reader("gate", "wait for a run's end and exit with its verdict: 0 pass, 1 a threshold broken or "
+                                 "a regression, 2 the run failed to measure (or cannot be read), 3 inconclusive")
     gate_parser.add_argument("run", help="NAME or NAMESPACE/NAME")
     gate_parser.add_argument("--timeout", type=float, default=24 * 3600.0,
                              help="seconds to wait for the run's end (default a day); past it, exit 2")
@@ -351,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "p99 over time, and a change point when the latest runs differ")
     history_parser.add_argument("-l", "--selector", required=True, help="label selector, e.g. pipeline=release")
     history_parser.add_argument("-A", "--all-namespaces", action="store_true", help="runs in every namespace")
-    history_parser.add_argument("--window", type=int, default=3, help="latest runs tested against the ones before")
+    history_parser.add_argument("--window", type=_window, default=3,
+                                help="latest runs tested against the ones before (at least 2)")
     history_parser.add_argument("--max-regression", type=_percent, default=10.0,
                                 help="a change smaller than this is not marked (default 10%%)")
     history_parser.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table")

@@ -99,12 +99,13 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
-        # The thresholds' verdict (spec.thresholds): 1 on the run's verdict (Pass, Fail or Unknown), 0 on the
-        # others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
-        self.verdict = Gauge("csibench_run_verdict", "The run's thresholds verdict: 1 on the verdict it has.",
-                             ["run", "verdict"], registry=registry)
+        # The run's verdict (spec.thresholds, spec.baseline): 1 on the run's verdict (Pass, Fail or Unknown), 0
+        # on the others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
+        self.verdict = Gauge("csibench_run_verdict", "The run's verdict (thresholds and baseline): 1 on the verdict "
+                             "it has.", ["run", "verdict"], registry=registry)
         self.thresholds_broken = Gauge("csibench_run_thresholds_broken", "Thresholds of the run that its "
-                                       "measurements broke.", ["run"], registry=registry)
+                                       "measurements broke, plus its regressions against its baseline.", ["run"],
+                                       registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}

@@ -35,7 +35,7 @@ def _run(phase: str, thresholds: list[dict[str, Any]], **status: Any) -> dict[st
     ("Succeeded", [], EXIT_PASS, "PASS bench/r1: measured; no thresholds set"),
     ("Succeeded", [MET, BROKEN], EXIT_BROKEN, "FAIL bench/r1: 1 of 2 thresholds broken"),
     ("Succeeded", [MET, UNMEASURED], EXIT_INCONCLUSIVE, "INCONCLUSIVE bench/r1: a threshold could not be judged"),
-    ("Failed", [MET], EXIT_NOT_MEASURED, "FAIL bench/r1: the run failed to measure: m"),
+    ("Failed", [MET], EXIT_NOT_MEASURED, "NOT MEASURED bench/r1: the run failed to measure: m"),
 ])
 def test_the_gates_exit_code_for_each_end(phase: str, thresholds: list[dict[str, Any]], code: int,
                                           first: str) -> None:
@@ -55,18 +55,32 @@ def test_junit_has_a_testcase_per_step_row_and_threshold_and_fails_the_broken_bo
         database=[{"kind": "run", "scale": 1, "mode": "readOnly", "clients": 4, "state": "Succeeded"}])
     suite = ElementTree.fromstring(junit(run).split("\n", 1)[1])
     cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
-    assert list(cases) == [("csibench.step", "createVolume"), ("csibench.step", "deleteVolume"),
+    assert list(cases) == [("csibench.run", "bench/r1"), ("csibench.step", "createVolume"),
+                           ("csibench.step", "deleteVolume"),
                            ("csibench.dataPath", "seqRead"), ("csibench.database", "scale 1 readOnly 4 clients"),
                            ("csibench.threshold", "createVolume throughput >= 1"),
                            ("csibench.threshold", "createVolume latencyP99 <= 2"),
                            ("csibench.threshold", "workload seqRead mibps >= 100")]
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == \
-        ("7", "1", "1", "1")
+        ("8", "1", "1", "1")
     failure = cases[("csibench.threshold", "createVolume latencyP99 <= 2")].find("failure")
     assert failure is not None and failure.get("message") == "createVolume latencyP99 3 > 2 (max)"
     error = cases[("csibench.dataPath", "seqRead")].find("error")
     assert error is not None and "fio exited 1" in (error.get("message") or "")
     assert cases[("csibench.step", "createVolume")].get("time") == "1.500"
+
+
+def test_junit_is_well_formed_whatever_a_message_holds_and_a_failed_run_is_an_error() -> None:
+    odd = dict(BROKEN, message='fio said "no" <&> \x01\x08\x1b[31m red')
+    run = _run("Failed", [odd], message="CleanupIncomplete: 1 claim left", dataPath=[
+        {"name": "seqRead", "state": "Pending"}])
+    suite = ElementTree.fromstring(junit(run).split("\n", 1)[1])  # parses: no control character got through
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
+    error = cases[("csibench.run", "bench/r1")].find("error")
+    assert error is not None and "CleanupIncomplete" in (error.get("message") or "")
+    failure = cases[("csibench.threshold", "createVolume latencyP99 <= 2")].find("failure")
+    assert failure is not None and (failure.get("message") or "").startswith('fio said "no" <&> ')
+    assert cases[("csibench.dataPath", "seqRead")].find("skipped") is not None  # pending: not an error
 
 
 def test_the_text_report_shows_the_thresholds_and_the_verdict() -> None:

@@ -22,7 +22,7 @@ from csibench.engine.thresholds import judge
 from csibench.engine.verdict import RunVerdict
 from csibench.metrics import METRICS
 from tests.support.fake_kube import FakeKube
-from tests.support.fake_runs import REF, run, spec
+from tests.support.fake_runs import NAMES, REF, owned_left, run, spec
 
 MEASURED = RunVerdict(Phase.SUCCEEDED, ConditionReason.SUCCEEDED, "done")
 NOT_MEASURED = RunVerdict(Phase.FAILED, ConditionReason.OBJECTS_FAILED, "createVolume: 1 of 3 failed")
@@ -141,11 +141,29 @@ def test_a_database_selector_is_judged_on_its_worst_row(selector: dict[str, Any]
 
 
 def test_a_run_that_failed_to_measure_has_verdict_unknown_even_with_a_bound_broken() -> None:
-    run_spec = _spec({"step": "createVolume", "metric": "latencyP99", "max": 2})
+    run_spec = _spec({"step": "createVolume", "metric": "latencyP99", "max": 2},
+                     {"step": "deleteVolume", "metric": "failed", "max": 1})
     judged = judge(run_spec, _status(), NOT_MEASURED)
     assert judged is not None and judged.verdict == Verdict.UNKNOWN and judged.condition_status == "Unknown"
     assert judged.reason == "RunFailed" and "ObjectsFailed" in judged.message
-    assert judged.results[0].met is False  # still listed with what was measured
+    latency, failed = judged.results
+    assert latency.met is None and latency.measured == 3.0  # listed with what was measured, not judged
+    assert latency.message == "createVolume latencyP99 3: not judged, the run failed to measure"
+    assert failed.met is True and judged.broken == []
+
+
+def test_a_failed_object_bound_is_judged_on_a_run_that_failed_and_fails_its_verdict() -> None:
+    judged = judge(_spec({"step": "deleteVolume", "metric": "failed", "max": 0}), _status(), NOT_MEASURED)
+    assert judged is not None and judged.verdict == Verdict.FAIL and judged.reason == "ThresholdsBroken"
+    assert judged.message.startswith("the run failed to measure (ObjectsFailed), and 1 failed-object bound(s) "
+                                     "broke: deleteVolume failed 1 > 0 (max)")
+
+
+def test_a_value_is_shown_with_the_digits_that_tell_it_from_its_bound() -> None:
+    status = _status()
+    status.steps[0].latency.p99 = 2.0001  # type: ignore[union-attr]  # _status sets it
+    judged = judge(_spec({"step": "createVolume", "metric": "latencyP99", "max": 2}), status, MEASURED)
+    assert judged is not None and judged.results[0].message == "createVolume latencyP99 2.0001 > 2 (max)"
 
 
 def test_a_bound_on_a_failed_step_is_not_measured() -> None:
@@ -172,6 +190,10 @@ def test_no_thresholds_no_verdict() -> None:
     ({"step": "createVolume", "metric": "throughput", "min": 3, "max": 2}, {}, "min must be at most its max"),
     ({"workload": "seqRead", "metric": "mibps", "min": 1}, {}, "a data-path workload this run does not run"),
     ({"database": {"scale": 7}, "metric": "tps", "min": 1}, _DATABASE, "a scale, mode or clients count"),
+    ({"workload": "seqRead", "metric": "writeP99", "max": 1}, _DATA_PATH, "workload seqRead does not write"),
+    ({"workload": "mix", "metric": "readP99", "max": 1},
+     {**_DATA_PATH, "dataPath": {"workloads": [{"name": "mix", "pattern": "randrw", "blockSize": "8Ki",
+                                                "readPercent": 0}]}}, "workload mix does not read"),
 ])
 def test_admission_refuses_what_cannot_be_judged(threshold: dict[str, Any], fields: dict[str, Any],
                                                  words: str) -> None:
@@ -244,3 +266,24 @@ def test_a_missing_baseline_is_inconclusive_and_the_verdict_unknown() -> None:
 def test_a_baseline_name_that_is_not_a_run_name_is_refused(baseline: str) -> None:
     with pytest.raises(ValidationError):
         _spec(baseline=baseline)
+
+
+def test_a_finished_runs_verdict_series_come_back_after_an_operator_restart() -> None:
+    from csibench.engine.report_store import restore_run_metrics
+
+    status = {"phase": "Succeeded", "verdict": "Fail", "steps": [],
+              "thresholds": [{"subject": "createVolume", "metric": "latencyP99", "bound": "<= 2", "met": False}],
+              "baseline": {"run": "n/b", "change": "Regression", "thresholdPercent": 10,
+                           "rows": [{"subject": "createVolume", "metric": "throughput", "change": "Regression"}]}}
+    restore_run_metrics("bench/restored", "sim", status, None)
+    assert METRICS.verdict.labels("bench/restored", "Fail")._value.get() == 1
+    assert METRICS.verdict.labels("bench/restored", "Pass")._value.get() == 0
+    assert METRICS.thresholds_broken.labels("bench/restored")._value.get() == 2
+
+
+def test_a_run_that_names_itself_as_its_baseline_fails_before_anything_exists() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], baseline=f"{REF.namespace}/{REF.name}"))
+    assert status.phase == Phase.FAILED and status.conditions[0].reason == "InvalidSpec"
+    assert "spec.baseline names this run itself" in (status.message or "")
+    assert owned_left(fake) == [] and ("namespaces", "", NAMES.namespace) not in fake.objects

@@ -2,9 +2,11 @@
 the measures two runs have in common, each judged by ``regression`` (pure; reads runs as the API returns them).
 
 The measures, higher is better each: per lifecycle step its throughput (objects/s; steps whose numbers are a table
-of their own are compared by their rows instead), per data-path workload its MiB/s and IOPS, per database run its
-TPS. With spec.repeat > 1 a measure's values are the iterations' (``status.aggregates``,
-``status.dataPathAggregates``); a single run has one value, which can never be more than Inconclusive.
+of their own are compared by their rows instead) and per data-path workload its MiB/s and IOPS. With spec.repeat > 1
+a measure's values are the iterations' (``status.aggregates``, ``status.dataPathAggregates``); a single run has one
+value, which can never be more than Inconclusive. The database's runs are not compared: the database cannot repeat
+yet, so its rows could only ever be Inconclusive, and a verdict that can never pass is no gate (``compare`` shows
+their TPS side by side).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from csibench.api.models import MAX_BASELINE_ROWS, BaselineComparison, BaselineR
 from csibench.api.regression import Change, judge_changes
 from csibench.api.stats import ALPHA
 from csibench.api.steps import has_own_table
+from csibench.api.text import shorten
 
 Measure = tuple[str, str]  # (subject, metric)
+MESSAGE_MAX = 2000  # the NoRegression condition's and its Event's message; every row is in status.baseline.rows
 
 
 def run_name(run: dict[str, Any]) -> str:
@@ -52,10 +56,6 @@ def measures_of(run: dict[str, Any]) -> dict[Measure, list[float]]:
                 values = [total] if row.get("state") == "Succeeded" and total > 0 else []
             if values:
                 measures[(f"workload {name}", metric)] = values
-    for row in status.get("database") or []:
-        if row.get("kind") == "run" and row.get("state") == "Succeeded" and row.get("tps"):
-            subject = f"database scale {row['scale']} {row['mode']} {row['clients']} clients"
-            measures[(subject, "tps")] = [float(row["tps"])]
     return measures
 
 
@@ -63,10 +63,12 @@ def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], thr
                           alpha: float = ALPHA) -> BaselineComparison:
     """``current`` against ``baseline``, both finished and Succeeded (else Inconclusive, saying why)."""
     name = run_name(baseline)
-    phase = (baseline.get("status") or {}).get("phase")
-    if phase != "Succeeded":
-        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
-                                  message=f"baseline {name} is {phase or 'Pending'}, not a finished measurement")
+    for which, run in (("baseline", baseline), ("run", current)):
+        phase = (run.get("status") or {}).get("phase")
+        if phase != "Succeeded":
+            return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
+                                      message=f"{which} {run_name(run)} is {phase or 'Pending'}, not a finished "
+                                              "measurement")
     ours, theirs = measures_of(current), measures_of(baseline)
     shared = [measure for measure in ours if measure in theirs]
     if not shared:
@@ -90,5 +92,7 @@ def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], thr
     counts = ", ".join(f"{changes.count(c)} {c.value.lower()}" for c in Change if c in changes)
     message = f"against {name} ({threshold_percent:g}% threshold): {counts}; " + \
         "; ".join(row.message for row in ordered if row.change != Change.EQUIVALENT)
-    return BaselineComparison(run=name, change=change, thresholdPercent=threshold_percent,
-                              rows=rows[:MAX_BASELINE_ROWS], message=message.rstrip("; "))
+    # Status keeps the rows that decide first when there are more than it holds; the message is bounded too.
+    kept = rows if len(rows) <= MAX_BASELINE_ROWS else ordered[:MAX_BASELINE_ROWS]
+    return BaselineComparison(run=name, change=change, thresholdPercent=threshold_percent, rows=kept,
+                              message=shorten(message.rstrip("; "), MESSAGE_MAX))

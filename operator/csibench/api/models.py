@@ -855,6 +855,20 @@ _THRESHOLDS_RULES = (
 )
 
 
+_DIRECTION = {ThresholdMetric.READ_P99: "read", ThresholdMetric.WRITE_P99: "write"}
+
+
+def _moves(workload: DataPathWorkload, metric: ThresholdMetric) -> bool:
+    """Whether the workload does the I/O a per-direction metric needs (readP99 needs reads, writeP99 writes)."""
+    if metric not in _DIRECTION:
+        return True
+    reads = workload.pattern in (FioPattern.READ, FioPattern.RANDREAD) or (
+        workload.pattern == FioPattern.RANDRW and workload.readPercent > 0)
+    writes = workload.pattern in (FioPattern.WRITE, FioPattern.RANDWRITE) or (
+        workload.pattern == FioPattern.RANDRW and workload.readPercent < 100)
+    return reads if metric == ThresholdMetric.READ_P99 else writes
+
+
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
@@ -1071,9 +1085,12 @@ class BenchmarkRunSpec(_Model):
         for threshold in self.thresholds:
             if threshold.step is not None and not self.runs_step(threshold.step):
                 raise ValueError(f"{_THRESHOLD_STEP_RUNS}: {threshold.step}")
-            if threshold.workload is not None and (self.dataPath is None or threshold.workload not in {
-                    w.name for w in self.dataPath.workloads}):
+            workloads = {w.name: w for w in self.dataPath.workloads} if self.dataPath is not None else {}
+            if threshold.workload is not None and threshold.workload not in workloads:
                 raise ValueError(f"{_THRESHOLD_WORKLOAD_RUNS}: {threshold.workload}")
+            if threshold.workload is not None and not _moves(workloads[threshold.workload], threshold.metric):
+                raise ValueError(f"workload {threshold.workload} does not {_DIRECTION[threshold.metric]}: a "
+                                 f"{threshold.metric} threshold on it could never be judged")
             selector = threshold.database
             if selector is not None and (self.database is None or (
                     selector.scale is not None and selector.scale not in self.database.scales) or (
@@ -1458,11 +1475,12 @@ class DatabaseRow(_Model):
 
 
 class Verdict(StrEnum):
-    """What the run's thresholds say (status.verdict, condition ThresholdsMet)."""
+    """What the run's thresholds and baseline comparison say together (status.verdict; the conditions
+    ThresholdsMet and NoRegression say each part)."""
 
-    PASS = "Pass"  # every bound held
-    FAIL = "Fail"  # a bound was broken (the run may still have Succeeded as a measurement)
-    UNKNOWN = "Unknown"  # the run failed to measure what a bound needs
+    PASS = "Pass"  # every bound held, and no regression against the baseline (equivalent or better)
+    FAIL = "Fail"  # a bound broke or a measure regressed (the run may still have Succeeded as a measurement)
+    UNKNOWN = "Unknown"  # the run failed to measure, a bound was not measured, or the comparison was inconclusive
 
 
 class ThresholdResult(_Model):
@@ -1538,8 +1556,9 @@ class BenchmarkRunStatus(_Model):
     dataPathAggregates: list[DataPathAggregate] = Field(
         default_factory=list, max_length=MAX_WORKLOADS,
         description="Per data-path workload, over the iterations that measured well (spec.repeat > 1).")
-    verdict: Verdict | None = Field(None, description="Pass, Fail or Unknown: the thresholds' verdict, set when the "
-                                                      "run ends (only with spec.thresholds).")
+    verdict: Verdict | None = Field(None, description="Pass, Fail or Unknown: the thresholds and the baseline "
+                                                      "comparison together, set when the run ends (only with "
+                                                      "spec.thresholds or spec.baseline).")
     thresholds: list[ThresholdResult] = Field(default_factory=list, max_length=MAX_THRESHOLDS,
                                               description="Each threshold of the spec, judged when the run ends.")
     baseline: BaselineComparison | None = Field(None, description="This run against spec.baseline, judged when "

@@ -10,10 +10,12 @@ baseline's per-iteration values A and this run's B:
 - **Improvement**: the same, faster.
 - **Equivalent**: the whole 90% interval of the ratio lies within [1 / (1 + threshold), 1 + threshold]: the two
   one-sided tests (TOST) at 5% each on the log ratio. Only this says "no regression" with evidence.
-- **Inconclusive**: anything else: too few iterations (fewer than 2 on a side), or a spread too wide to tell. The
-  answer then carries how many iterations per side the observed spread would need to decide: for equivalence when
-  the observed ratio lies within the threshold, for significance otherwise (the normal approximation of the t
-  test's sample size, rounded up; a guide, not a promise).
+- **Inconclusive**: anything else: too few iterations (fewer than 2 on a side), no spread at all (identical values,
+  e.g. throughputs rounded to the same figure: nothing to test against, as ``compare`` says), or a spread too wide
+  to tell. The answer then carries how many iterations per side the observed spread would need to decide with 80%
+  power: for equivalence when the observed ratio lies within the threshold, for a difference otherwise (the normal
+  approximation of the t test's sample size, rounded up, and always more than the iterations already run; past
+  ``MAX_REPEAT`` it says so instead of a number). A guide, not a promise: the spread it reads is itself noisy.
 
 "Not significant" alone is never reported as "no regression": on a noisy cluster a real 30% slowdown is often
 not significant at 3 iterations.
@@ -29,8 +31,9 @@ from enum import StrEnum
 from csibench.api.stats import ALPHA, holm, ratio_interval, welch
 
 Z_90 = 1.6449  # the normal quantile of 95%: a 90% two-sided interval, TOST at 5%
-Z_95 = 1.9600
-MAX_ITERATIONS_SHOWN = 1000
+Z_95 = 1.9600  # two-sided 5%: a significant difference
+Z_POWER = 0.8416  # the normal quantile of 80%: the power the estimate of iterations needed aims at
+MAX_REPEAT = 50  # models.MAX_REPEAT (this module is below the models' import of it)
 
 
 class Change(StrEnum):
@@ -49,7 +52,7 @@ class Judged:
     p: float | None  # Welch's two-sided p on the logarithms
     n_a: int
     n_b: int
-    iterations_needed: int | None  # per side, to decide (Inconclusive only)
+    iterations_needed: int | None  # per side, to decide (Inconclusive only); MAX_REPEAT + 1: more than a run can
 
     def describe(self, threshold: float) -> str:
         """'0.06x [0.05, 0.07], p=1e-06: Regression (beyond 10%)'."""
@@ -58,33 +61,42 @@ class Judged:
         interval = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None and self.high is not None else ""
         p = f", p={self.p:.2g}" if self.p is not None else ""
         head = f"{self.ratio:.2f}x{interval}{p}, n={self.n_a}/{self.n_b}: {self.change}"
-        if self.change in (Change.REGRESSION, Change.IMPROVEMENT):
-            return f"{head} (beyond {threshold:.0%})"
+        if self.change == Change.REGRESSION:
+            return f"{head} (more than {threshold:.0%} slower)"
+        if self.change == Change.IMPROVEMENT:
+            return f"{head} (more than {threshold:.0%} faster)"
         if self.change == Change.EQUIVALENT:
-            return f"{head} (within {threshold:.0%})"
-        needed = f"; about {self.iterations_needed} iterations per run would decide" \
-            if self.iterations_needed is not None else ""
-        return f"{head}: need more repeats{needed}"
+            return f"{head} (within {threshold:.0%} either way)"
+        if min(self.n_a, self.n_b) < 2:
+            return f"{head}: one iteration on a side cannot be tested (repeat 2 or more on both runs)"
+        if self.iterations_needed is None:
+            return f"{head}: the iterations do not vary, so there is no spread to test against"
+        if self.iterations_needed > MAX_REPEAT:
+            return f"{head}: more than {MAX_REPEAT} iterations per run would be needed to decide at this spread"
+        return f"{head}: need more repeats; about {self.iterations_needed} iterations per run would decide (80% power)"
 
 
 def _needed(log_a: list[float], log_b: list[float], threshold: float) -> int | None:
-    """Iterations per side that the observed spread and difference would need to decide (normal approximation)."""
+    """Iterations per side that the observed spread and difference would need to decide with 80% power (normal
+    approximation), more than already run; MAX_REPEAT + 1 when out of reach."""
     spread = math.sqrt((statistics.variance(log_a) + statistics.variance(log_b)) / 2)
     diff = abs(statistics.fmean(log_b) - statistics.fmean(log_a))
     margin = math.log1p(threshold)
     if spread == 0.0:
         return None
-    # Equivalence: Z_90 * spread * sqrt(2 / n) <= margin - diff; a difference: Z_95 * spread * sqrt(2 / n) <= diff.
+    # Equivalence: (Z_90 + Z_POWER) * spread * sqrt(2 / n) <= margin - diff;
+    # a difference: (Z_95 + Z_POWER) * spread * sqrt(2 / n) <= diff.
     room, z = (margin - diff, Z_90) if diff < margin else (diff, Z_95)
     if room <= 0.0:
-        return None
-    return min(MAX_ITERATIONS_SHOWN, max(2, math.ceil(2 * (z * spread / room) ** 2)))
+        return MAX_REPEAT + 1
+    needed = math.ceil(2 * ((z + Z_POWER) * spread / room) ** 2)
+    return min(MAX_REPEAT + 1, max(needed, max(len(log_a), len(log_b)) + 1))
 
 
 def judge_changes(samples: list[tuple[list[float], list[float]]], threshold: float,
                   alpha: float = ALPHA) -> list[Judged]:
     """Each (baseline, current) pair judged, the significance Holm-adjusted over the pairs that can be tested."""
-    first = [judge_change(a, b, threshold, alpha) for a, b in samples]
+    first = [judge_change(a, b, threshold, alpha) for a, b in samples]  # p None: untestable, left out of Holm
     tested = [i for i, judged in enumerate(first) if judged.p is not None]
     adjusted = dict(zip(tested, holm([first[i].p or 0.0 for i in tested]), strict=True))
     return [judge_change(a, b, threshold, alpha, adjusted.get(i)) for i, (a, b) in enumerate(samples)]
@@ -101,6 +113,8 @@ def judge_change(baseline: list[float], current: list[float], threshold: float, 
     if len(a) < 2 or len(b) < 2:
         return Judged(Change.INCONCLUSIVE, ratio, None, None, None, len(a), len(b), None)
     log_a, log_b = [math.log(x) for x in a], [math.log(x) for x in b]
+    if statistics.variance(log_a) == 0.0 and statistics.variance(log_b) == 0.0:  # no spread to test against
+        return Judged(Change.INCONCLUSIVE, ratio, None, None, None, len(a), len(b), None)
     p = welch(log_a, log_b).p if p_adjusted is None else p_adjusted
     interval = ratio_interval(a, b)
     lower, upper = 1.0 / (1.0 + threshold), 1.0 + threshold

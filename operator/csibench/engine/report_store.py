@@ -97,8 +97,12 @@ async def load_report(client: KubeApi, namespace: str, name: str,
 
 def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, Any],
                         report: dict[str, Any] | None) -> None:
-    """Re-create a finished run's series: step gauges and workload rows from status, latency histograms from the
-    report."""
+    """Re-create a finished run's series: step gauges, workload rows and the verdict from status, latency
+    histograms from the report."""
+    if status.get("verdict"):
+        broken = sum(1 for r in status.get("thresholds") or [] if r.get("met") is False)
+        broken += sum(1 for r in (status.get("baseline") or {}).get("rows") or [] if r.get("change") == "Regression")
+        METRICS.set_verdict(run_label, str(status["verdict"]), broken)
     for step in STEPS.values():  # the workload steps' rows (data path, database)
         if step.results is not None:
             step.results.record_metrics(run_label, step.results.from_status(status))

@@ -74,6 +74,10 @@ class RunEngine:
     # -- the normal path -----------------------------------------------------------------------------------------
     async def execute(self) -> BenchmarkRunStatus:
         self.status.startTime = now()
+        if self.spec.baseline and self._baseline_ref() == (self.ref.namespace, self.ref.name):
+            return await self.finish(RunVerdict(Phase.FAILED, ConditionReason.INVALID_SPEC,
+                                                f"spec.baseline names this run itself ({self.spec.baseline}): a "
+                                                "run's baseline is an earlier, finished run"))
         try:
             context = await prepare(self.ref, self.spec, self.client)
         except PlanError as error:
@@ -160,12 +164,15 @@ class RunEngine:
         judged = Judgement(thresholds, baseline) if thresholds is not None or baseline is not None else None
         return await self.recorder.finish(verdict, judged)
 
+    def _baseline_ref(self) -> tuple[str, str]:
+        """spec.baseline as (namespace, name): this run's namespace unless it names one."""
+        namespace, _, name = (self.spec.baseline or "").rpartition("/")
+        return namespace or self.ref.namespace, name
+
     async def _compare_with_baseline(self, verdict: RunVerdict) -> BaselineComparison:
         """spec.baseline read from the API (this run's namespace unless it names one) and compared; a baseline
         that cannot be read, or a run that did not measure, is Inconclusive and says why."""
-        assert self.spec.baseline is not None
-        namespace, _, name = self.spec.baseline.rpartition("/")
-        namespace = namespace or self.ref.namespace
+        namespace, name = self._baseline_ref()
         threshold = self.spec.regressionThresholdPercent
         shown = f"{namespace}/{name}"
         if not verdict.succeeded:

@@ -9,7 +9,9 @@ the worst of them.
 How the verdict relates to the phase: the phase says whether the run measured (Succeeded) or not (Failed); the
 verdict says whether what it measured is within its bounds. A run that measured and broke a bound is Succeeded with
 verdict Fail. A run that failed to measure has verdict Unknown, whatever its partial numbers say, because a bound
-held by a half-measured step proves nothing; its thresholds are still listed, each with what was measured.
+held or broken by a half-measured step proves nothing: its thresholds are listed unjudged, with what was measured.
+One exception: a ``failed`` bound counts objects, which a failed run did measure, so it is judged, and when it
+breaks the verdict is Fail (any failed object fails the run, so ``max: 0`` is the bound that says something).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from csibench.api.models import (
     ThresholdResult,
     Verdict,
 )
+from csibench.api.text import shorten
 from csibench.engine.verdict import RunVerdict
 
 CONDITION = "ThresholdsMet"
+MESSAGE_MAX = 2000  # a condition's and an Event's message: every bound is in status.thresholds anyway
 M = ThresholdMetric
 # The worse end of each metric: the row a database selector is judged on.
 HIGHER_IS_WORSE = {M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED,
@@ -121,7 +125,19 @@ def _database_value(status: BenchmarkRunStatus, threshold: Threshold) -> tuple[f
     return value, f" (worst: scale {row.scale} {row.mode} {row.clients} clients)" if len(measured) > 1 else ""
 
 
-def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Threshold) -> ThresholdResult:
+def _shown(value: float, threshold: Threshold) -> str:
+    """The value with enough digits to differ from the bound it is held against (1.0001 is not '1')."""
+    bounds = [b for b in (threshold.min, threshold.max) if b is not None]
+    for digits in range(4, 13):
+        shown = f"{value:.{digits}g}"
+        if all((float(shown) == bound) == (value == bound) for bound in bounds):
+            return shown
+    return repr(value)
+
+
+def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Threshold,
+              measured: bool = True) -> ThresholdResult:
+    """One bound against status; ``measured`` False: the run failed to measure, so only counts are judged."""
     where = ""
     if threshold.step is not None:
         value = _step_value(spec, status, threshold.step, threshold.metric)
@@ -133,9 +149,12 @@ def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Thr
     base = {"subject": threshold.subject, "metric": str(threshold.metric), "bound": threshold.bound}
     if value is None:
         return ThresholdResult(**base, message=f"{head}: not measured")
+    if not measured and threshold.metric != M.FAILED:
+        return ThresholdResult(**base, measured=round(value, 6),
+                               message=f"{head} {_shown(value, threshold)}: not judged, the run failed to measure")
     low = threshold.min is not None and value < threshold.min
     high = threshold.max is not None and value > threshold.max
-    shown = f"{value:.4g}"
+    shown = _shown(value, threshold)
     if low:
         message = f"{head} {shown} < {threshold.min:g} (min){where}"
     elif high:
@@ -149,16 +168,20 @@ def judge(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, run: RunVerdict) -
     """The thresholds' verdict of a run that ends as ``run`` says; None without thresholds."""
     if not spec.thresholds:
         return None
-    results = [judge_one(spec, status, threshold) for threshold in spec.thresholds]
+    results = [judge_one(spec, status, threshold, run.succeeded) for threshold in spec.thresholds]
     broken = [result for result in results if result.met is False]
     unmeasured = [result for result in results if result.met is None]
+    if not run.succeeded and broken:  # only ``failed`` bounds are judged on a failed run
+        return ThresholdVerdict(Verdict.FAIL, results, "ThresholdsBroken",
+                                shorten(f"the run failed to measure ({run.reason}), and {len(broken)} failed-object "
+                                        "bound(s) broke: " + "; ".join(r.message for r in broken), MESSAGE_MAX))
     if not run.succeeded:
         return ThresholdVerdict(Verdict.UNKNOWN, results, "RunFailed",
                                 f"the run failed to measure ({run.reason}), so its thresholds prove nothing")
     if broken:
-        return ThresholdVerdict(Verdict.FAIL, results, "ThresholdsBroken",
-                                f"{len(broken)} of {len(results)} broken: " + "; ".join(r.message for r in broken))
+        return ThresholdVerdict(Verdict.FAIL, results, "ThresholdsBroken", shorten(
+            f"{len(broken)} of {len(results)} broken: " + "; ".join(r.message for r in broken), MESSAGE_MAX))
     if unmeasured:
         return ThresholdVerdict(Verdict.UNKNOWN, results, "NotMeasured",
-                                "; ".join(r.message for r in unmeasured))
+                                shorten("; ".join(r.message for r in unmeasured), MESSAGE_MAX))
     return ThresholdVerdict(Verdict.PASS, results, "ThresholdsMet", f"all {len(results)} thresholds met")

@@ -11,6 +11,7 @@ shows which measurement or bound failed; a step that failed to measure is an err
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
@@ -54,15 +55,15 @@ def gate(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> Gate:
     if phase not in TERMINAL:
         raise ValueError(f"run {name} has not finished (phase {phase or 'Pending'})")
     results = status.get("thresholds") or []
-    lines = [f"  {'ok    ' if r.get('met') else 'BROKEN' if r.get('met') is False else '?     '} {r['message']}"
-             for r in results]
+    lines = [f"  {'ok    ' if r.get('met') else 'BROKEN' if r.get('met') is False else '?     '} "
+             f"{r.get('message') or r.get('subject', '?')}" for r in results]
     comparison = baseline if baseline is not None else status.get("baseline")
     change = (comparison or {}).get("change")
     if comparison:
         lines += [f"  baseline: {comparison.get('message', '')}"]
     if phase == "Failed":
-        return Gate(EXIT_NOT_MEASURED, [f"FAIL {name}: the run failed to measure: {status.get('message', '')}",
-                                        *lines])
+        return Gate(EXIT_NOT_MEASURED, [f"NOT MEASURED {name}: the run failed to measure: "
+                                        f"{status.get('message', '')}", *lines])
     broken = [r for r in results if r.get("met") is False]
     if broken or change == "Regression":
         why = [f"{len(broken)} of {len(results)} thresholds broken"] if broken else []
@@ -73,7 +74,7 @@ def gate(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> Gate:
         why += [f"inconclusive against {comparison.get('run')}"] if comparison and change == "Inconclusive" else []
         return Gate(EXIT_INCONCLUSIVE, [f"INCONCLUSIVE {name}: {'; '.join(why)}", *lines])
     parts = [f"all {len(results)} thresholds met"] if results else []
-    parts += [f"{change} against {comparison.get('run')}"] if comparison else []
+    parts += [f"{change or 'not judged'} against {comparison.get('run')}"] if comparison else []
     return Gate(EXIT_PASS, [f"PASS {name}: " + ("; ".join(parts) or "measured; no thresholds set"), *lines])
 
 
@@ -84,8 +85,19 @@ def _case(suite: ElementTree.Element, classname: str, name: str, seconds: float 
     return case
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not allowed in XML 1.0 (a driver's or fio's bytes)
+
+
+def _clean(text: str) -> str:
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
 def _fail(case: ElementTree.Element, kind: str, message: str) -> None:
-    ElementTree.SubElement(case, kind, message=shorten(message, 1000), type=kind).text = message
+    ElementTree.SubElement(case, kind, message=_clean(shorten(message, 1000)), type=kind).text = _clean(message)
+
+
+def _skip(case: ElementTree.Element, message: str) -> None:
+    ElementTree.SubElement(case, "skipped", message=_clean(shorten(message, 1000)))
 
 
 def junit(run: dict[str, Any]) -> str:
@@ -93,6 +105,12 @@ def junit(run: dict[str, Any]) -> str:
     meta, status = run.get("metadata") or {}, run.get("status") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     suite = ElementTree.Element("testsuite", name=f"csibench {name}")
+    run_case = _case(suite, "csibench.run", name, status.get("totalStepSeconds"))
+    phase = status.get("phase") or "Pending"
+    if phase == "Failed":  # every step may have measured and the run still failed (cleanup, preflight)
+        _fail(run_case, "error", f"run {phase}: {status.get('message', '')}")
+    elif phase != "Succeeded":
+        _skip(run_case, f"run {phase}")
     for step in status.get("steps") or []:
         case = _case(suite, "csibench.step", step["name"], step.get("durationSeconds"))
         state = step.get("state")
@@ -102,7 +120,7 @@ def junit(run: dict[str, Any]) -> str:
             _fail(case, "error", f"{step['name']} {state}: {step.get('failed', 0)} of {step.get('objects', 0)} "
                                  f"objects failed" + (f" ({reasons})" if reasons else ""))
         elif state != "Succeeded":
-            ElementTree.SubElement(case, "skipped", message=f"{step['name']} {state}")
+            _skip(case, f"{step['name']} {state}")
         else:
             case.set("assertions", str(step.get("objects", 0)))
             ElementTree.SubElement(case, "system-out").text = (
@@ -110,26 +128,31 @@ def junit(run: dict[str, Any]) -> str:
                 f"p99 {(step.get('latency') or {}).get('p99', '-')} s")
     for row in status.get("dataPath") or []:
         case = _case(suite, "csibench.dataPath", row["name"], row.get("durationSeconds"))
-        if row.get("state") != "Succeeded":
+        if row.get("state") in ("Failed", "Interrupted"):
             _fail(case, "error", f"workload {row['name']} {row.get('state')}: {row.get('message', '')}")
+        elif row.get("state") != "Succeeded":
+            _skip(case, f"workload {row['name']} {row.get('state')}")
     for row in status.get("database") or []:
         label = f"scale {row['scale']}" + (f" {row['mode']} {row['clients']} clients" if row.get("mode") else
                                           " initialize")
         case = _case(suite, "csibench.database", label, row.get("durationSeconds"))
-        if row.get("state") != "Succeeded":
+        if row.get("state") in ("Failed", "Interrupted"):
             _fail(case, "error", f"database {label} {row.get('state')}: {row.get('message', '')}")
+        elif row.get("state") != "Succeeded":
+            _skip(case, f"database {label} {row.get('state')}")
     for row in (status.get("baseline") or {}).get("rows") or []:
         case = _case(suite, "csibench.baseline", f"{row['subject']} {row['metric']}")
         if row.get("change") == "Regression":
-            _fail(case, "failure", row["message"])
+            _fail(case, "failure", row.get("message", ""))
         elif row.get("change") == "Inconclusive":
-            ElementTree.SubElement(case, "skipped", message=row["message"])
+            _skip(case, row.get("message", ""))
     for result in status.get("thresholds") or []:
-        case = _case(suite, "csibench.threshold", f"{result['subject']} {result['metric']} {result['bound']}")
+        case = _case(suite, "csibench.threshold",
+                     f"{result.get('subject', '?')} {result.get('metric', '?')} {result.get('bound', '')}")
         if result.get("met") is False:
-            _fail(case, "failure", result["message"])
+            _fail(case, "failure", result.get("message", ""))
         elif result.get("met") is None:
-            ElementTree.SubElement(case, "skipped", message=result["message"])
+            _skip(case, result.get("message", ""))
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
