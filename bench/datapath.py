@@ -104,13 +104,18 @@ def main() -> None:
     parser.add_argument("--storage-class", default="csibench-sim",
                         help="csibench's side: csibench-sim (directories, as the direct side) or csibench-sim-ext4 "
                              "(each volume an ext4 image, loop-mounted: the ratio is then what that filesystem costs)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="the bench cluster's state (and so the simulated array's volumes, and the direct side's "
+                             "directories); e.g. /dev/shm/csibench-bench: both sides on tmpfs (O_DIRECT works there "
+                             "on Linux 6.6+), which takes the shared disk's swings out and leaves what the pod "
+                             "machinery costs")
     args = parser.parse_args()
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
                         rampSeconds=args.ramp, startDelaySeconds=1)
     size = f"{4 * args.jobs * int(args.file_size.removesuffix('Mi'))}Mi"
     results: dict[str, dict[str, list[tuple[float, float | None]]]] = {"csibench": {}, "direct": {}}
     skews: dict[str, list[float]] = {}
-    with bench_cluster(api_port=args.api_port) as (cluster, _operator, kube):
+    with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         for trial, side in enumerate(order[: 2 * args.trials]):
             if side == "direct":
@@ -129,7 +134,9 @@ def main() -> None:
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f} MiB/s p99 {p or 0:.2f} ms"
                                                        for n, (v, p) in totals.items()), flush=True)
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
-    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, {args.volumes} volumes over the local "
+    where = f"on {args.state_dir}" if args.state_dir else "on the repository's disk"
+    print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, volumes {where}, {args.volumes} volumes "
+          "over the local "
           f"cluster's nodes x {args.jobs} jobs, {args.file_size} files, "
           f"{args.runtime} s (+{args.ramp} s ramp), direct I/O, libaio, iodepth {data.iodepth}; "
           f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes and p99 (the worse "

@@ -129,3 +129,36 @@ def test_a_sixteen_fold_slowdown_is_a_regression_and_the_same_class_is_not(
     assert "2 matched runs left out: not Succeeded, or of another shape than the latest" in listed, listed
     for run in runs.values():
         assert leftovers(kube, run) == {}
+
+
+SHAPES: list[dict[str, Any]] = [
+    {}, {"volumeSnapshotClassName": "snap"},
+    {"volumeSnapshotClassName": "snap", "dataPath": {"verify": True}},
+    {"dataPath": {}}, {"database": {}}, {"expand": {"by": "1Gi"}}, {"move": {}},
+    {"density": {"volumesPerNode": [1]}}, {"groupSnapshot": {"volumeGroupSnapshotClassName": "group"}},
+    {"steps": ["createVolume", "publish", "unpublish", "deleteVolume"]},
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[",".join(s) or "default" for s in SHAPES])
+def test_the_api_servers_reading_of_which_steps_run_is_the_operators(kube: Kube, namespace: str, crd: None,
+                                                                     shape: dict[str, Any]) -> None:
+    """For every step, a threshold on it is admitted by the CRD's CEL exactly when the models' runs_step (held
+    against the plan by a unit test) says the step runs: server-side dry runs, nothing is created."""
+    from csibench.api.models import BenchmarkRunSpec, StepName
+
+    admitted: dict[str, bool] = {}
+    expected: dict[str, bool] = {}
+    for step in StepName:
+        threshold = {"step": str(step), "metric": "durationSeconds", "max": 100}
+        spec = {"storageClassName": "csibench-sim", "volumes": 1, "thresholds": [threshold], **shape}
+        expected[str(step)] = BenchmarkRunSpec.model_validate({**spec, "thresholds": []}).runs_step(str(step))
+        try:
+            kube.custom.create_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns",
+                                                        benchmark_run(f"dry-{len(admitted)}", **spec), dry_run="All")
+            admitted[str(step)] = True
+        except ApiException as error:
+            assert error.status == 422, error.body
+            assert "a threshold names a step this run does not run" in json.loads(present(error.body))["message"]
+            admitted[str(step)] = False
+    assert admitted == expected

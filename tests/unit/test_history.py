@@ -55,3 +55,12 @@ def test_too_few_runs_are_not_tested_and_the_table_says_so() -> None:
     assert notes[0].startswith("4 runs, oldest first: bench/r0, bench/r1")
     _, rows, _ = table(_series([10.0, 10.4, 9.8, 10.1, 9.9, 10.2, 5.1, 4.9, 5.0]))
     assert rows[0][1] == "10 → 5 vol/s" and rows[0][-1].startswith("Regression (0.")
+
+
+def test_the_html_history_draws_both_curves_per_step() -> None:
+    from csibench.report.html import build_history_html
+
+    page = build_history_html(_series([10.0, 10.4, 9.8, 10.1, 9.9, 10.2, 5.1, 4.9, 5.0]))
+    assert page.count('<section class="step" id="history-') == 2  # createVolume, deleteVolume
+    assert page.count("<svg") == 4 and "Regression (0." in page
+    assert "9 runs, oldest first: bench/r0" in page
