@@ -1499,8 +1499,9 @@ class ThresholdResult(_Model):
 class BaselineRow(_Model):
     """One measure of this run against the same measure of the baseline run (higher is better)."""
 
-    subject: str = Field(..., description="A step, 'workload NAME' or 'database scale S MODE C clients'.")
-    metric: str = Field(..., description="throughput (objects/s), mibps, iops or tps.")
+    subject: str = Field(..., description="A step or 'workload NAME' (database runs are not compared: they cannot "
+                                          "repeat yet).")
+    metric: str = Field(..., description="throughput (objects/s), mibps or iops.")
     change: str = Field(..., description="Regression, Improvement, Equivalent or Inconclusive.")
     ratio: float | None = Field(None, description="This run / the baseline, geometric means over the iterations.")
     low: float | None = Field(None, description="Lower end of the ratio's 90% interval.")
