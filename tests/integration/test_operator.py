@@ -133,7 +133,7 @@ def test_printer_columns_and_explain(cluster: LocalCluster, crd: None) -> None:
     assert "Number of volumes (PVCs) in the batch." in explained
     columns = json.loads(cluster.kubectl("get", "crd", "benchmarkruns.csibench.io", "-o", "json"))
     printed = [c["name"] for c in columns["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert printed == ["Phase", "Step", "Progress", "Iteration", "Duration", "Age"]
+    assert printed == ["Phase", "Step", "Progress", "Iteration", "Duration", "Verdict", "Age"]
     assert set(columns["spec"]["names"]["shortNames"]) == {"br", "bench"}
 
 
@@ -142,7 +142,7 @@ def test_printer_columns_show_a_run(kube: Kube, namespace: str, operator: Operat
     run_to_end(kube, namespace, benchmark_run("columns", storageClassName="csibench-sim", volumes=2,
                                               steps=["createVolume", "deleteVolume"]))
     lines = cluster.kubectl("get", "br", "-n", namespace).splitlines()
-    assert lines[0].split() == ["NAME", "PHASE", "STEP", "PROGRESS", "ITERATION", "DURATION", "AGE"]
+    assert lines[0].split() == ["NAME", "PHASE", "STEP", "PROGRESS", "ITERATION", "DURATION", "VERDICT", "AGE"]
     assert lines[1].split()[:2] == ["columns", "Succeeded"] and "1/1" in lines[1].split()
 
 

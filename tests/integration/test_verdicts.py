@@ -111,8 +111,9 @@ def test_a_sixteen_fold_slowdown_is_a_regression_and_the_same_class_is_not(
     rows = {row["subject"]: row for row in slower["baseline"]["rows"]}
     assert rows["createVolume"]["change"] == "Regression", slower["baseline"]
     # 16x is the array's create latency; the step also holds the control plane's own time per claim (binding,
-    # the provisioner's calls), the same on both classes, so the measured ratio is smaller (0.06-0.15 seen)
-    assert rows["createVolume"]["ratio"] < 1 / 4, rows["createVolume"]
+    # the provisioner's calls), the same on both classes and longer on a busy machine, so the measured ratio is
+    # smaller (0.06-0.15 seen on a quiet machine, 0.37 beside two CPU-bound processes)
+    assert rows["createVolume"]["ratio"] < 1 / 2, rows["createVolume"]
     assert slower["baseline"]["change"] == "Regression" and slower["verdict"] == "Fail"
     gated = _gate(cluster, namespace, "slower", Path(os.devnull))
     assert gated.returncode == 1 and "a regression against" in gated.stdout, (gated.stdout, gated.stderr)
