@@ -437,7 +437,8 @@ class FakeKube:
             elif name not in behaviour.never_bind:
                 self._later(behaviour.bind_delay, lambda: self._bind(namespace, name))
         elif plural == "pods":
-            self._later(behaviour.ready_delay, lambda: self._ready(namespace, name))
+            uid = obj["metadata"]["uid"]
+            self._later(behaviour.ready_delay, lambda: self._ready(namespace, name, uid))
         elif plural == "volumesnapshots" and not obj["metadata"].get("ownerReferences"):
             uid = obj["metadata"]["uid"]
             self._later(behaviour.snapshot_delay, lambda: self._snapshot_ready(namespace, name, uid))
@@ -522,38 +523,34 @@ class FakeKube:
             claim["status"] = {"phase": "Bound", "capacity": {"storage": _requested(claim)}}
         self._update("persistentvolumeclaims", namespace, name, bind)
 
-    def _ready(self, namespace: str, name: str) -> None:
+    def _ready(self, namespace: str, name: str, uid: str) -> None:
+        """The pod of this uid scheduled, attached and running. A timer of a pod deleted since does nothing, even
+        when a namesake exists by now (a moved pod's successor): it must not run that one on its own node."""
         pod_now = self.objects.get(("pods", namespace, name))
-        node = _pinned_node(pod_now) if pod_now is not None and not self.behaviour.ignore_pinning else "node-0"
-        if pod_now is not None and self._held_elsewhere(namespace, pod_now, node):
+        if pod_now is None or pod_now["metadata"]["uid"] != uid:
+            return
+        node = _pinned_node(pod_now) if not self.behaviour.ignore_pinning else "node-0"
+        if self._held_elsewhere(namespace, pod_now, node):
             # ReadWriteOnce: the attach/detach controller says Multi-Attach (one Event, its count growing) and
             # tries again until the old node's attachment is gone.
             self.warn_repeated(pod_now, "FailedAttachVolume", "Multi-Attach error for volume: Volume is already "
                                "exclusively attached to one node and can't be attached to another")
-            uid = pod_now["metadata"]["uid"]
-            self._later(0.02, lambda: self._ready(namespace, name)
-                        if (self.objects.get(("pods", namespace, name)) or {}).get("metadata", {}).get("uid") == uid
-                        else None)
+            self._later(0.02, lambda: self._ready(namespace, name, uid))
             return
-        if pod_now is not None:
-            if self.behaviour.start_delay > 0:  # scheduled (bound to its node) before its volumes attach
-                self._update("pods", namespace, name, lambda pod: pod["spec"].__setitem__("nodeName", node))
-            self._attach(namespace, pod_now, node)
+        if self.behaviour.start_delay > 0:  # scheduled (bound to its node) before its volumes attach
+            self._update_if_same("pods", namespace, name, uid,
+                                 lambda pod: pod["spec"].__setitem__("nodeName", node))
+        self._attach(namespace, pod_now, node)
 
         def ready(pod: Json) -> None:
             pod["spec"]["nodeName"] = node
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             self.pod_events.append(("running", pod["metadata"]["name"]))
             self._run_to_completion(namespace, pod)
-        if self.behaviour.start_delay > 0 and pod_now is not None:
-            uid = pod_now["metadata"]["uid"]
-
-            def started() -> None:
-                if (self.objects.get(("pods", namespace, name)) or {}).get("metadata", {}).get("uid") == uid:
-                    self._update("pods", namespace, name, ready)
-            self._later(self.behaviour.start_delay, started)
+        if self.behaviour.start_delay > 0:
+            self._later(self.behaviour.start_delay, lambda: self._update_if_same("pods", namespace, name, uid, ready))
             return
-        self._update("pods", namespace, name, ready)
+        self._update_if_same("pods", namespace, name, uid, ready)
 
     def _attach(self, namespace: str, pod: Json, node: str) -> None:
         """The attach/detach controller and external-attacher: an attached VolumeAttachment per bound claim of the
