@@ -152,22 +152,15 @@ def _history(args: argparse.Namespace) -> int:
     """Finished runs matching a label selector, of the latest one's shape, oldest first (``report/history.py``)."""
     from csibench.kube.client import KubeClient, load_configuration
     from csibench.kube.resources import BENCHMARK_RUNS
+    from csibench.preflight.discovery import list_all
     from csibench.report import history
     from csibench.report.render import align, markdown_table
 
     async def fetch() -> list[dict[str, Any]]:
         client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
-        found: list[dict[str, Any]] = []
-        token = ""
         try:
-            while True:
-                query = {"labelSelector": args.selector, "limit": "500", **({"continue": token} if token else {})}
-                page = await client.get(BENCHMARK_RUNS.path(None if args.all_namespaces else args.namespace),
-                                        query) or {}
-                found += page.get("items") or []
-                token = (page.get("metadata") or {}).get("continue") or ""
-                if not token:
-                    return found
+            return await list_all(client, BENCHMARK_RUNS.path(None if args.all_namespaces else args.namespace),
+                                  {"labelSelector": args.selector})
         finally:
             await client.close()
 
