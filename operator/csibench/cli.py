@@ -306,7 +306,7 @@ def _operator(args: argparse.Namespace) -> int:
 def _crd(args: argparse.Namespace) -> int:
     from csibench.api.crd import render_crd
 
-    text = render_crd()
+    text = render_crd(args.kind)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -389,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "override it per run")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
-    crd = commands.add_parser("crd", help="print the BenchmarkRun CRD generated from the models")
+    crd = commands.add_parser("crd", help="print a CRD generated from the models (BenchmarkRun by default)")
+    crd.add_argument("--kind", choices=["BenchmarkRun", "BenchmarkSuite"], default="BenchmarkRun")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
     crd.set_defaults(func=_crd)
     return parser

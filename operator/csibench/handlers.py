@@ -25,6 +25,7 @@ from csibench.api.models import (
     Phase,
     RestartPolicy,
 )
+from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.errors import PlanError
@@ -37,10 +38,13 @@ from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
 from csibench.kube.resources import InvalidName
 from csibench.metrics import METRICS
+from csibench.suite.controller import SuiteController, SuiteReason, SuiteRef
 
 FINALIZER = "csibench.io/finalizer"
 ANNOTATION_PREFIX = "csibench.io"
 TERMINAL = {Phase.SUCCEEDED.value, Phase.FAILED.value}
+SUITE_TERMINAL = {SuitePhase.SUCCEEDED.value, SuitePhase.FAILED.value}
+SUITE_CLIENT = ClientSettings(qps=20, burst=40, maxInFlight=4)  # a suite reads its runs every 2 s, no more
 DELETE_CLEANUP_SECONDS = 50.0
 DELETE_RETRIES = 5  # then kopf gives up and releases the finalizer: a run is never stuck on deletion forever
 DELETE_BACKOFF_SECONDS = 10.0
@@ -151,3 +155,32 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: 
                                   delay=DELETE_BACKOFF_SECONDS) from error
     finally:
         await client.close()
+
+
+@kopf.daemon(GROUP, VERSION, SUITE_PLURAL, cancellation_timeout=2.0)
+async def handle_run_benchmarksuite(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """A suite creates its runs one after another until the last ends; after a restart it picks up where its
+    status and its runs say it is. Deleting the suite cancels this; its runs go with it (owner references)."""
+    ref = SuiteRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    client = await _client_for(SUITE_CLIENT)
+    try:
+        try:
+            spec = BenchmarkSuiteSpec.model_validate(plain(body.get("spec") or {}))
+        except ValidationError as error:
+            controller = SuiteController(ref, BenchmarkSuiteSpec(template={}), client, plain(status))
+            await controller.fail(SuiteReason.INVALID_SPEC, describe_invalid_spec(error))
+            return
+        controller = SuiteController(ref, spec, client, plain(status))
+        if status.get("phase") in SUITE_TERMINAL:
+            await controller.restore_metrics()
+            return
+        await controller.run()
+    finally:
+        await client.close()
+
+
+@kopf.on.delete(GROUP, VERSION, SUITE_PLURAL)
+async def handle_delete_benchmarksuite(meta: kopf.Meta, **_: Any) -> None:
+    """The suite's runs are deleted by the garbage collector (owner references), each cleaned up by its own
+    finalizer; only the suite's series are the operator's to drop."""
+    METRICS.forget_suite(f"{meta['namespace']}/{meta['name']}")

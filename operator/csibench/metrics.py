@@ -20,6 +20,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
                    1200.0, 1800.0, 3600.0)
 VERDICTS = ("Pass", "Fail", "Unknown")  # models.Verdict's values (this module imports nothing of csibench)
+# A suite's axes (api/suite.py AXES) and their label names (this module imports nothing of csibench).
+SUITE_AXIS_LABELS = {"storageClassName": "storage_class", "volumes": "volumes", "pvcsPerPod": "pvcs_per_pod",
+                     "size": "size", "client": "client", "dataPath": "data_path", "database": "database"}
 _RESOURCE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/([^/?]+)")
 
 
@@ -106,6 +109,15 @@ class Metrics:
         self.thresholds_broken = Gauge("csibench_run_thresholds_broken", "Thresholds of the run that its "
                                        "measurements broke, plus its regressions against its baseline.", ["run"],
                                        registry=registry)
+        # Suites (BenchmarkSuite): progress, and per cell the median throughput of each step over its rounds,
+        # labelled by the cell's axis values (an axis the suite does not vary is ""), so a scaling curve is one
+        # query: csibench_suite_cell_throughput_objects_per_second{suite="ns/s", step="createVolume"} by volumes.
+        self.suite_runs = Gauge("csibench_suite_runs", "Runs of a suite: all of them (state=total) and those "
+                                "finished (state=done).", ["suite", "state"], registry=registry)
+        self.suite_cell_throughput = Gauge(
+            "csibench_suite_cell_throughput_objects_per_second",
+            "Median over a suite cell's rounds of a step's throughput.",
+            ["suite", "cell", "step", *SUITE_AXIS_LABELS.values()], registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}
@@ -206,6 +218,20 @@ class Metrics:
         self.thresholds_broken.labels(run).set(broken)
         self._remember(run, "thresholds_broken", (run,))
 
+    def set_suite_progress(self, suite: str, done: int, total: int) -> None:
+        for state, value in (("done", done), ("total", total)):
+            self.suite_runs.labels(suite, state).set(value)
+            self._remember(f"suite {suite}", "suite_runs", (suite, state))
+
+    def record_suite_cell(self, suite: str, cell: str, values: dict[str, str], step: str, throughput: float) -> None:
+        labels = (suite, cell, step, *(values.get(axis, "") for axis in SUITE_AXIS_LABELS))
+        self.suite_cell_throughput.labels(*labels).set(throughput)
+        self._remember(f"suite {suite}", "suite_cell_throughput", labels)
+
+    def forget_suite(self, suite: str) -> None:
+        """The suite was deleted (its series are kept apart from a run's of the same name)."""
+        self.forget_run(f"suite {suite}")
+
     def count_request(self, verb: str, path: str, code: int) -> None:
         self.api_requests.labels(verb, resource_of(path), str(code)).inc()
 
@@ -215,7 +241,7 @@ class Metrics:
             self._remember(run, "throttled", (run,))
 
     def forget_run(self, run: str) -> None:
-        """The run was deleted: its series disappear."""
+        """The run (or suite) was deleted: its series disappear."""
         with self._lock:
             series = self._series.pop(run, set())
             phase = self._phases.pop(run, None)
@@ -230,7 +256,8 @@ class Metrics:
                    "step_phase_latency": self.step_phase_latency, "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach,
-                   "verdict": self.verdict, "thresholds_broken": self.thresholds_broken}
+                   "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,
+                   "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput}
         for name, labels in series:
             with contextlib.suppress(KeyError):
                 metrics[name].remove(*labels)

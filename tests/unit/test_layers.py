@@ -35,6 +35,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "preflight": frozenset({"api", "kube", "metrics"}),
     "report": frozenset({"api", "kube"}),
     "engine": frozenset({"api", "kube", "metrics", "preflight"}),
+    "suite": frozenset({"api", "kube", "metrics"}),
 }
 
 

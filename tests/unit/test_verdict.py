@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from csibench.api.conditions import set_condition
 from csibench.api.models import ConditionReason, FailureReason, Phase, StepState, StepStatus
-from csibench.engine.status import set_condition
 from csibench.engine.verdict import Stop, decide
 
 

@@ -1,4 +1,4 @@
-"""Generate the BenchmarkRun CRD from the pydantic models.
+"""Generate the BenchmarkRun and BenchmarkSuite CRDs from the pydantic models.
 
 Kubernetes wants a structural OpenAPI v3 schema: no ``$ref``, no ``anyOf`` with null, no JSON-Schema-2020
 keywords. This module turns pydantic's JSON schema into that, keeping descriptions (``kubectl explain``),
@@ -20,6 +20,13 @@ from csibench.api.models import (
     VERSION,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
+)
+from csibench.api.suite import (
+    MAX_SUITE_NAME,
+    SUITE_KIND,
+    SUITE_PLURAL,
+    BenchmarkSuiteSpec,
+    BenchmarkSuiteStatus,
 )
 
 Schema = dict[str, Any]
@@ -83,61 +90,121 @@ NAME_RULE_MESSAGE = (f"BenchmarkRun names are at most {MAX_RUN_NAME} characters,
                      "a run creates stay valid")
 
 
-def build_crd() -> Schema:
-    spec_schema = openapi_schema(BenchmarkRunSpec)
-    spec_schema["description"] = (BenchmarkRunSpec.__doc__ or "").strip()
-    spec_schema["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": IMMUTABLE_SPEC_MESSAGE},
-                                               *spec_schema.get("x-kubernetes-validations", [])]
-    status_schema = openapi_schema(BenchmarkRunStatus)
-    status_schema["description"] = (BenchmarkRunStatus.__doc__ or "").strip()
+def _versions(spec_schema: Schema, status_schema: Schema, description: str, name_rules: list[Schema],
+              columns: list[Schema]) -> list[Schema]:
+    return [{
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": columns,
+        "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "description": description,
+            "required": ["spec"],
+            "x-kubernetes-validations": name_rules,
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object"},
+                "spec": spec_schema,
+                "status": status_schema,
+            },
+        }},
+    }]
+
+
+def _crd(kind: str, plural: str, short_names: list[str], versions: list[Schema]) -> Schema:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {"name": f"{plural}.{GROUP}"},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": KIND.lower(),
-                      "shortNames": ["br", "bench"], "categories": ["csibench"]},
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                    {"name": "Step", "type": "string", "jsonPath": ".status.currentStep"},
-                    {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
-                    {"name": "Iteration", "type": "string", "jsonPath": ".status.iterations.summary"},
-                    {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
-                    {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": "A batch benchmark of a CSI storage class: the volume lifecycle, timed per step.",
-                    "required": ["spec"],
-                    "x-kubernetes-validations": [
-                        {"rule": f"size(self.metadata.name) <= {MAX_RUN_NAME}", "message": NAME_RULE_MESSAGE},
-                        {"rule": "!self.metadata.name.contains('.')",
-                         "message": "BenchmarkRun names must not contain '.': the run's namespace and objects are "
-                                    "named after it and must be DNS labels"}],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec_schema,
-                        "status": status_schema,
-                    },
-                }},
-            }],
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": short_names, "categories": ["csibench"]},
+            "versions": versions,
         },
     }
+
+
+def _spec_schema(model: type[Any], immutable_message: str) -> Schema:
+    schema = openapi_schema(model)
+    schema["description"] = (model.__doc__ or "").strip()
+    schema["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": immutable_message},
+                                          *schema.get("x-kubernetes-validations", [])]
+    return schema
+
+
+def _status_schema(model: type[Any]) -> Schema:
+    schema = openapi_schema(model)
+    schema["description"] = (model.__doc__ or "").strip()
+    return schema
+
+
+def build_crd() -> Schema:
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Step", "type": "string", "jsonPath": ".status.currentStep"},
+        {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+        {"name": "Iteration", "type": "string", "jsonPath": ".status.iterations.summary"},
+        {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
+        {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    name_rules = [
+        {"rule": f"size(self.metadata.name) <= {MAX_RUN_NAME}", "message": NAME_RULE_MESSAGE},
+        {"rule": "!self.metadata.name.contains('.')",
+         "message": "BenchmarkRun names must not contain '.': the run's namespace and objects are "
+                    "named after it and must be DNS labels"}]
+    versions = _versions(_spec_schema(BenchmarkRunSpec, IMMUTABLE_SPEC_MESSAGE), _status_schema(BenchmarkRunStatus),
+                         "A batch benchmark of a CSI storage class: the volume lifecycle, timed per step.",
+                         name_rules, columns)
+    return _crd(KIND, PLURAL, ["br", "bench"], versions)
+
+
+SUITE_IMMUTABLE_MESSAGE = ("spec is immutable: a suite's runs share the spec it started with; create a new "
+                           "BenchmarkSuite (a new name) to measure something else")
+
+
+def template_schema() -> Schema:
+    """A run's spec, as a suite's template: every field's own rules hold, but nothing is required and the rules
+    across fields are left to each cell (an axis may supply the storage class or the data path a rule needs);
+    the suite validates every cell as a run, with a server-side dry run, before its first run starts."""
+    schema = openapi_schema(BenchmarkRunSpec)
+    schema.pop("required", None)
+    schema.pop("x-kubernetes-validations", None)
+    schema["description"] = "A BenchmarkRun spec shared by every cell; each matrix axis overrides its field."
+    return schema
+
+
+def build_suite_crd() -> Schema:
+    spec_schema = _spec_schema(BenchmarkSuiteSpec, SUITE_IMMUTABLE_MESSAGE)
+    spec_schema["properties"]["template"] = template_schema()
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+        {"name": "Current", "type": "string", "jsonPath": ".status.current"},
+        {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    name_rules = [
+        {"rule": f"size(self.metadata.name) <= {MAX_SUITE_NAME}",
+         "message": f"BenchmarkSuite names are at most {MAX_SUITE_NAME} characters, so that its runs' names "
+                    "(<suite>-c<cell>-r<round>) stay valid run names"},
+        {"rule": "!self.metadata.name.contains('.')",
+         "message": "BenchmarkSuite names must not contain '.': its runs are named after it"}]
+    versions = _versions(spec_schema, _status_schema(BenchmarkSuiteStatus),
+                         "A matrix of BenchmarkRuns: a template, axes over it, rounds, run one after another.",
+                         name_rules, columns)
+    return _crd(SUITE_KIND, SUITE_PLURAL, ["bs", "suite"], versions)
 
 
 CRD_HEADER = "# Generated from operator/csibench/api/models.py by `csibench crd`; do not edit by hand.\n"
 
 
-def render_crd() -> str:
-    """The CRD as YAML (stable key order, so ``crds/`` diffs stay readable)."""
-    return CRD_HEADER + yaml.safe_dump(json.loads(json.dumps(build_crd())), sort_keys=False, width=120)
+def render_crd(kind: str = KIND) -> str:
+    """A CRD as YAML (stable key order, so ``crds/`` diffs stay readable): BenchmarkRun or BenchmarkSuite."""
+    built = build_suite_crd() if kind == SUITE_KIND else build_crd()
+    return CRD_HEADER + yaml.safe_dump(json.loads(json.dumps(built)), sort_keys=False, width=120)

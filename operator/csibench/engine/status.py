@@ -20,7 +20,8 @@ import logging
 import time
 from typing import Any
 
-from csibench.api.models import BenchmarkRunStatus, ClientUsed, Condition, ConditionReason, Phase
+from csibench.api.conditions import READY, set_condition
+from csibench.api.models import BenchmarkRunStatus, ClientUsed, ConditionReason, Phase
 from csibench.engine.context import RunRef
 from csibench.engine.judgement import BASELINE_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
@@ -32,23 +33,10 @@ from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
-READY = "Ready"
 
 
 def now() -> str:
     return rfc3339(time.time())
-
-
-def set_condition(conditions: list[Condition], type_: str, status: str, reason: str, message: str,
-                  generation: int, at: str) -> list[Condition]:
-    """The conditions with ``type_`` replaced; its transition time moves only when its status changes. Ready
-    stays first, where readers (and ``kubectl get``) look for the run's state."""
-    previous = next((c for c in conditions if c.type == type_), None)
-    keep = previous is not None and previous.status == status
-    updated = Condition(type=type_, status=status, reason=reason, message=message,
-                        lastTransitionTime=previous.lastTransitionTime if previous is not None and keep else at,
-                        observedGeneration=generation)
-    return sorted([c for c in conditions if c.type != type_] + [updated], key=lambda c: c.type != READY)
 
 
 def status_patch(written: dict[str, Any] | None, status: dict[str, Any]) -> dict[str, Any]:

@@ -69,3 +69,4 @@ GROUP_SNAPSHOT_CONTENTS = Resource("/apis/groupsnapshot.storage.k8s.io/v1", "vol
 GROUP_SNAPSHOT_CLASSES = Resource("/apis/groupsnapshot.storage.k8s.io/v1", "volumegroupsnapshotclasses", False)
 GROUP_SNAPSHOT_API = "/apis/groupsnapshot.storage.k8s.io/v1"  # external-snapshotter's group snapshot CRDs
 BENCHMARK_RUNS = Resource("/apis/csibench.io/v1alpha1", "benchmarkruns", True)
+BENCHMARK_SUITES = Resource("/apis/csibench.io/v1alpha1", "benchmarksuites", True)

@@ -1,0 +1,222 @@
+"""One BenchmarkSuite from start to end: check every cell, then create its runs in order and follow them.
+
+Before the first run, every cell's spec is validated twice, as a run would be: by the models (pydantic), then by
+the API server itself, with a server-side dry run of the cell's first run (the run CRD's CEL rules, the admission
+policy). A bad cell fails the suite with InvalidSpec naming the cell, and no run is created. Then the suite creates
+runs as ``progress.decide`` says, reads them back every couple of seconds (a suite times nothing itself: its runs
+do, from watch events) and writes status when it changed. A name already taken by a run that is not the suite's
+own fails the suite (NameTaken): it never adopts, changes or deletes a run it did not create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from csibench.api.conditions import READY, set_condition
+from csibench.api.models import BenchmarkRunSpec, Condition
+from csibench.api.suite import (
+    SUITE_UID_LABEL,
+    BenchmarkSuiteSpec,
+    BenchmarkSuiteStatus,
+    Slot,
+    SuiteCellStatus,
+    SuitePhase,
+    cells_of,
+    child_spec,
+    schedule,
+)
+from csibench.api.suite_results import cell_results
+from csibench.kube import resources as r
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
+from csibench.metrics import METRICS
+from csibench.suite.children import build_child, owned_by
+from csibench.suite.progress import Decision, decide
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 2.0
+LIST_LIMIT = "500"  # a suite has at most MAX_SUITE_RUNS runs
+
+
+class SuiteReason:
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    RUNS_FAILED = "RunsFailed"
+    INVALID_SPEC = "InvalidSpec"
+    NAME_TAKEN = "NameTaken"
+
+
+@dataclass(frozen=True)
+class SuiteRef:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def status_path(self) -> str:
+        return r.BENCHMARK_SUITES.path(self.namespace, self.name, "status")
+
+
+class SuiteFailed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def describe_cell(slot: Slot) -> str:
+    values = ", ".join(f"{axis}={value}" for axis, value in slot.cell.shown().items())
+    return f"cell {slot.cell.id}" + (f" ({values})" if values else "")
+
+
+def invalid_cell_message(slot: Slot, error: ValidationError) -> str:
+    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc']) or 'spec'}: "
+                         f"{item['msg'].removeprefix('Value error, ')}" for item in error.errors())
+    return f"{describe_cell(slot)} is not a valid run spec: {problems}"
+
+
+class SuiteController:
+    def __init__(self, ref: SuiteRef, spec: BenchmarkSuiteSpec, client: KubeApi,
+                 status: dict[str, Any] | None = None) -> None:
+        self.ref, self.spec, self.client = ref, spec, client
+        self.slots = schedule(spec)
+        self.status = BenchmarkSuiteStatus.model_validate(status or {})
+        self.written: dict[str, Any] | None = None
+
+    async def run(self) -> None:
+        try:
+            if self.status.phase in (None, SuitePhase.PENDING):
+                await self.check_cells()
+            while True:
+                decision = decide(self.ref.name, self.slots, {run.name: run for run in self.status.runs},
+                                  await self.children(), self.spec.parallelism)
+                for slot in decision.create:
+                    await self.create(slot)
+                if decision.create:  # read back what was created: its uid goes into status at once
+                    decision = decide(self.ref.name, self.slots, {run.name: run for run in decision.runs},
+                                      await self.children(), self.spec.parallelism)
+                await self.record(decision)
+                if decision.finished:
+                    return
+                await asyncio.sleep(POLL_SECONDS)
+        except SuiteFailed as failure:
+            await self.fail(failure.reason, str(failure))
+
+    async def check_cells(self) -> None:
+        """Every cell as a run: the models' rules, then the API server's (a dry run of its first run)."""
+        first_of_cell: dict[str, Slot] = {}
+        for slot in self.slots:
+            first_of_cell.setdefault(slot.cell.id, slot)
+        for slot in first_of_cell.values():
+            try:
+                BenchmarkRunSpec.model_validate(child_spec(self.spec, slot.cell))
+            except ValidationError as error:
+                raise SuiteFailed(SuiteReason.INVALID_SPEC, invalid_cell_message(slot, error)) from None
+        for slot in first_of_cell.values():
+            body = build_child(self.ref.name, self.ref.uid, self.spec, slot)
+            try:
+                await self.client.create(r.BENCHMARK_RUNS.path(self.ref.namespace), body, dry_run=True)
+            except ApiError as error:
+                if error.status in (400, 403, 422):
+                    raise SuiteFailed(SuiteReason.INVALID_SPEC,
+                                      f"{describe_cell(slot)}: the API server refuses its run: {error}") from None
+                raise
+
+    async def children(self) -> dict[str, dict[str, Any]]:
+        """The suite's own runs by name (label-selected, ownership proven)."""
+        listed = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace),
+                                       {"labelSelector": f"{SUITE_UID_LABEL}={self.ref.uid}", "limit": LIST_LIMIT})
+        return {item["metadata"]["name"]: item for item in (listed or {}).get("items") or []
+                if owned_by(item, self.ref.uid)}
+
+    async def create(self, slot: Slot) -> None:
+        body = build_child(self.ref.name, self.ref.uid, self.spec, slot)
+        path = r.BENCHMARK_RUNS.path(self.ref.namespace)
+        if await self.client.create(path, body):
+            log.info("suite %s: created run %s (%s, round %d)", self.ref.label, body["metadata"]["name"],
+                     describe_cell(slot), slot.round)
+            return
+        existing = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace, body["metadata"]["name"]))
+        if existing is None or owned_by(existing, self.ref.uid):
+            return  # ours (listed next time), or gone already: the next pass decides again
+        if (existing.get("metadata") or {}).get("deletionTimestamp"):
+            return  # a namesake of an earlier suite, being deleted: wait for it
+        raise SuiteFailed(SuiteReason.NAME_TAKEN, f"a BenchmarkRun named {body['metadata']['name']} already exists "
+                                                  "and is not this suite's; the suite leaves it alone (rename the "
+                                                  "suite or delete that run)")
+
+    def _conditions(self, status: str, reason: str, message: str) -> list[Condition]:
+        return set_condition(self.status.conditions, READY, status, reason, message, self.ref.generation, now())
+
+    async def record(self, decision: Decision) -> None:
+        status = self.status
+        update: dict[str, Any] = {
+            "observedGeneration": self.ref.generation, "runs": decision.runs, "total": len(decision.runs),
+            "done": decision.done, "progress": f"{decision.done}/{len(decision.runs)}",
+            "current": ", ".join(decision.current) or None, "verdict": decision.verdict,
+            "cells": [SuiteCellStatus(id=cell.id, values=cell.shown()) for cell in cells_of(self.spec.matrix)],
+            "startTime": status.startTime or now(),
+        }
+        if decision.finished:
+            failed = decision.failed
+            phase = SuitePhase.FAILED if failed else SuitePhase.SUCCEEDED
+            message = (f"{len(failed)} of {len(decision.runs)} runs failed: "
+                       + ", ".join(f"{run.name} ({run.message or run.phase})" for run in failed[:5])
+                       if failed else f"all {len(decision.runs)} runs succeeded")
+            reason = SuiteReason.RUNS_FAILED if failed else SuiteReason.SUCCEEDED
+            update |= {"phase": phase, "message": message, "completionTime": status.completionTime or now(),
+                       "conditions": self._conditions("True" if not failed else "False", reason, message)}
+        else:
+            message = f"running {update['current'] or 'nothing'} ({update['progress']} done)"
+            update |= {"phase": SuitePhase.RUNNING, "message": message,
+                       "conditions": self._conditions("False", SuiteReason.RUNNING, "runs under way")}
+        self.status = status.model_copy(update=update)
+        await self.write()
+        METRICS.set_suite_progress(self.ref.label, decision.done, len(decision.runs))
+        if decision.finished:
+            await self.record_cells()
+
+    async def restore_metrics(self) -> None:
+        """After an operator restart, a finished suite's series come back from its status and its runs."""
+        METRICS.set_suite_progress(self.ref.label, self.status.done or 0, self.status.total or 0)
+        await self.record_cells()
+
+    async def record_cells(self) -> None:
+        """Per cell and step, the median throughput over its rounds, labelled by the cell's axis values."""
+        runs = list((await self.children()).values())
+        suite = {"metadata": {"name": self.ref.name, "namespace": self.ref.namespace},
+                 "status": self.status.model_dump(mode="json", exclude_none=True)}
+        for result in cell_results(suite, runs):
+            for step, samples in result.steps.items():
+                if samples.throughput is not None:
+                    METRICS.record_suite_cell(self.ref.label, result.cell, result.values, step, samples.throughput)
+
+    async def fail(self, reason: str, message: str) -> None:
+        log.warning("suite %s failed: %s", self.ref.label, message)
+        self.status = self.status.model_copy(update={
+            "phase": SuitePhase.FAILED, "message": message, "observedGeneration": self.ref.generation,
+            "completionTime": now(), "conditions": self._conditions("False", reason, message)})
+        await self.write()
+
+    async def write(self) -> None:
+        """A merge patch of the fields that changed since the last write (all of them on the first: a null
+        removes what an earlier operator wrote and this one no longer says, e.g. ``current`` at the end)."""
+        body = self.status.model_dump(mode="json")
+        changed = body if self.written is None else {k: v for k, v in body.items() if self.written.get(k) != v}
+        if not changed:
+            return
+        await self.client.merge_patch(self.ref.status_path(), {"status": changed})
+        self.written = body
