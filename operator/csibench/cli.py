@@ -1,6 +1,7 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
-``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster;
+``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster
+(``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``);
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
 a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models. Runs are named
@@ -57,10 +58,44 @@ def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:
     return [obj for obj in found if obj is not None]
 
 
+def _fetch_suite(args: argparse.Namespace, suite: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """A BenchmarkSuite and its runs (the BenchmarkRuns labelled with its uid, in its namespace); None: no
+    suite of that name."""
+    from csibench.api.suite import SUITE_UID_LABEL
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import BENCHMARK_RUNS, BENCHMARK_SUITES
+    from csibench.preflight.discovery import list_all
+
+    namespace, name = _split(suite, args.namespace)
+
+    async def fetch() -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            found = await client.get(BENCHMARK_SUITES.path(namespace, name))
+            if found is None:
+                return None
+            uid = (found.get("metadata") or {}).get("uid") or ""
+            runs = await list_all(client, BENCHMARK_RUNS.path(namespace), {"labelSelector": f"{SUITE_UID_LABEL}={uid}"})
+            return found, runs
+        finally:
+            await client.close()
+
+    return asyncio.run(fetch())
+
+
 def _report(args: argparse.Namespace) -> int:
     from csibench.report.render import render_json, render_markdown, render_table
 
-    (run,) = _fetch(args, args.run)
+    if (args.suite is None) == (args.run is None):
+        raise CliError("name one run or suite: csibench report NAME, or csibench report --suite NAME")
+    if args.suite is not None:
+        return _report_suite(args, args.suite)
+    try:
+        (run,) = _fetch(args, args.run)
+    except CliError as error:  # no run of that name: a suite's, perhaps
+        if error.code != EXIT_NOT_FOUND:
+            raise
+        return _report_suite(args, args.run, "BenchmarkRun or BenchmarkSuite")
     if args.output == "html":
         sys.stdout.write(_html(lambda html: html.build_run_html(run, _load_report(args, run))))
     elif args.output == "json":
@@ -73,6 +108,30 @@ def _report(args: argparse.Namespace) -> int:
         sys.stdout.write(junit(run))
     else:
         sys.stdout.write(render_table(run))
+    return 0
+
+
+def _report_suite(args: argparse.Namespace, name: str, sought: str = "BenchmarkSuite") -> int:
+    """A suite's report (``report/suite.py``); no suite of that name: exit 2, saying what was sought."""
+    import json
+
+    from csibench.report.suite import render_suite, suite_json
+
+    found = _fetch_suite(args, name)
+    if found is None:
+        raise CliError(f"{sought} {'/'.join(_split(name, args.namespace))} not found", EXIT_NOT_FOUND)
+    suite, runs = found
+    percent, alpha = args.max_regression, args.alpha
+    if args.output == "junit":
+        raise CliError("-o junit is a run's; a suite's report is table, markdown, json or html")
+    if args.output == "html":
+        sys.stdout.write(_html(lambda html: html.build_suite_html(suite, runs, percent, alpha)))
+    elif args.output == "json":
+        body = suite_json(suite, runs, alpha=alpha, max_regression_percent=percent)
+        sys.stdout.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_suite(suite, runs, markdown=args.output == "markdown", alpha=alpha,
+                                      max_regression_percent=percent))
     return 0
 
 
@@ -109,9 +168,11 @@ def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any
 def _compare(args: argparse.Namespace) -> int:
     from csibench.report.compare import CompareError, render_compare
 
-    run_a, run_b = _fetch(args, args.run_a, args.run_b)
     try:
-        if args.output == "html":
+        run_a, run_b = _suite_cells(args) if args.suite is not None else _fetch(args, args.run_a, args.run_b)
+        if args.output == "html" and args.suite is not None:  # a cell is its rounds: no one stored report
+            sys.stdout.write(_html(lambda html: html.build_compare_html(run_a, None, run_b, None)))
+        elif args.output == "html":
             sys.stdout.write(_html(lambda html: html.build_compare_html(
                 run_a, _load_report(args, run_a), run_b, _load_report(args, run_b))))
         else:
@@ -129,6 +190,20 @@ def _compare(args: argparse.Namespace) -> int:
         lines.append(f"  {comparison.message}")
     (sys.stderr if args.output == "html" else sys.stdout).write("\n".join(lines) + "\n")
     return {"Regression": EXIT_BROKEN, "Inconclusive": EXIT_INCONCLUSIVE}.get(comparison.change, 0)
+
+
+def _suite_cells(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``compare --suite NAME CELL_A CELL_B``: the two cells as runs (medians over the rounds, the rounds as the
+    iterations); an unknown cell: exit 2, listing the suite's cells."""
+    from csibench.report.suite import UnknownCell, cell_runs
+
+    found = _fetch_suite(args, args.suite)
+    if found is None:
+        raise CliError(f"BenchmarkSuite {'/'.join(_split(args.suite, args.namespace))} not found", EXIT_NOT_FOUND)
+    try:
+        return cell_runs(*found, args.run_a, args.run_b)
+    except UnknownCell as error:
+        raise CliError(str(error), EXIT_NOT_FOUND) from None
 
 
 def _watch(args: argparse.Namespace) -> int:
@@ -324,15 +399,30 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG or in-cluster)")
         return sub
 
-    report = reader("report", "print a run's step table with per-object latency percentiles")
-    report.add_argument("run", help="NAME or NAMESPACE/NAME")
+    report = reader("report", "print a run's step table with per-object latency percentiles, or a suite's "
+                              "scaling tables and comparisons")
+    report.add_argument("run", nargs="?", default=None,
+                        help="NAME or NAMESPACE/NAME of a BenchmarkRun; when no run has that name, the "
+                             "BenchmarkSuite of that name is reported")
+    report.add_argument("--suite", default=None, metavar="NAME",
+                        help="report a BenchmarkSuite (NAME or NAMESPACE/NAME): its runs, per step a table and curve "
+                             "of the cells' medians over the rounds, and the cells compared along each axis")
     report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html", "junit"], default="table",
                         help="html: one self-contained page with plots (needs csibench[report]); junit: a testcase "
-                             "per step, workload, database run and threshold")
+                             "per step, workload, database run and threshold (runs only)")
+    report.add_argument("--max-regression", type=_percent, default=10.0,
+                        help="a suite's comparisons: a change beyond this, e.g. 10%%, and significant is a "
+                             "Regression or Improvement (default 10%%)")
+    report.add_argument("--alpha", type=float, default=0.05,
+                        help="a suite's comparisons: the significance level (default 0.05)")
     report.set_defaults(func=_report)
-    compare = reader("compare", "two finished runs side by side, with the per-step speed-up of B over A")
-    compare.add_argument("run_a", help="baseline run (A)")
-    compare.add_argument("run_b", help="run compared with it (B)")
+    compare = reader("compare", "two finished runs (or two cells of a suite) side by side, with the per-step "
+                                "speed-up of B over A")
+    compare.add_argument("run_a", help="baseline run (A); with --suite, a cell id (c0)")
+    compare.add_argument("run_b", help="run compared with it (B); with --suite, a cell id (c2)")
+    compare.add_argument("--suite", default=None, metavar="NAME",
+                         help="compare two cells of this BenchmarkSuite: each its medians over the rounds, the "
+                              "rounds as its iterations (csibench compare --suite NAME c0 c2)")
     compare.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table",
                          help="html: the table and both runs' latency distributions overlaid per step")
     compare.add_argument("--alpha", type=float, default=0.05,

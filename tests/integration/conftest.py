@@ -21,8 +21,9 @@ from tests.support.cluster import StorageClassFactory
 
 @pytest.fixture(scope="session")
 def crd(cluster: LocalCluster) -> None:
-    cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
+    cluster.kubectl("apply", "--server-side", "-k", str(REPO_ROOT / "crds"))
     cluster.wait_established("benchmarkruns.csibench.io")
+    cluster.wait_established("benchmarksuites.csibench.io")
 
 
 @pytest.fixture(scope="module")

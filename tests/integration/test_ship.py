@@ -31,10 +31,9 @@ pytestmark = pytest.mark.integration
 def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
     rendered = list(yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO_ROOT / "deploy"))))
     kinds = sorted(obj["kind"] for obj in rendered)
-    assert kinds == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
-                            "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding",
-                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+    assert kinds == sorted(["Namespace", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount",
+                            "ClusterRole", "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding",
+                            *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3,
                             "Deployment", "Service"])
     for obj in rendered:
         namespace = obj["metadata"].get("namespace")
@@ -70,6 +69,8 @@ def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "defa
     ("patch", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
     ("create", "clusterrolebindings"), ("update", "pods"), ("create", "pods/exec"),
+    ("delete", "benchmarksuites.csibench.io"), ("create", "benchmarksuites.csibench.io"),
+    ("update", "benchmarkruns.csibench.io"), ("patch", "benchmarksuites.csibench.io/finalizers"),
 ])
 def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deployed: None, verb: str,
                                                    resource: str) -> None:
@@ -85,6 +86,9 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("patch", "pods"),  # the run's own, one annotation (the data path's start barrier): the policy says which
     ("create", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("watch", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
+    ("create", "benchmarkruns.csibench.io"),  # a suite's runs only: the admission policy says which
+    ("watch", "benchmarksuites.csibench.io"), ("patch", "benchmarksuites.csibench.io/status"),
+    ("update", "benchmarksuites.csibench.io/finalizers"),
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
@@ -268,6 +272,9 @@ def test_the_wheel_installs_into_a_fresh_venv_and_the_operator_starts(cluster: L
     entry = venv / "bin" / "csibench"
     crd_text = subprocess.run([str(entry), "crd"], check=True, capture_output=True, text=True).stdout
     assert crd_text == (REPO_ROOT / "crds" / "benchmarkrun.yaml").read_text()
+    suite_crd = subprocess.run([str(entry), "crd", "--kind", "BenchmarkSuite"], check=True, capture_output=True,
+                               text=True).stdout
+    assert suite_crd == (REPO_ROOT / "crds" / "benchmarksuite.yaml").read_text()
     assert (venv / "bin" / "kubectl-csibench").exists()
     # Watch one empty namespace only, so it does not compete with the shared operator.
     installed = OperatorProcess(cluster, tmp_path / "installed.log", command=[str(entry)],

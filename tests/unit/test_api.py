@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from csibench.api.crd import build_crd, render_crd
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, StepName
 from localcluster.launcher import REPO_ROOT
+from tests.support.schema import walk
 
 CRD_FILE = REPO_ROOT / "crds" / "benchmarkrun.yaml"
 
@@ -19,19 +20,10 @@ def test_crds_directory_matches_the_models() -> None:
     assert CRD_FILE.read_text() == render_crd(), "crds/ drifted: run `csibench crd -o crds/benchmarkrun.yaml`"
 
 
-def _walk(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
-    found = [(path, schema)]
-    for name, sub in (schema.get("properties") or {}).items():
-        found += _walk(sub, f"{path}.{name}")
-    if isinstance(schema.get("items"), dict):
-        found += _walk(schema["items"], f"{path}[]")
-    return found
-
-
 def test_schema_is_structural_and_described() -> None:
     version = build_crd()["spec"]["versions"][0]
     root = version["schema"]["openAPIV3Schema"]
-    for path, node in _walk(root["properties"]["spec"], "spec") + _walk(root["properties"]["status"], "status"):
+    for path, node in walk(root["properties"]["spec"], "spec") + walk(root["properties"]["status"], "status"):
         assert "$ref" not in node and "anyOf" not in node and "title" not in node, path
         if not path.endswith("[]"):  # list items are explained by their field's description
             assert node.get("description"), f"{path} has no description (kubectl explain would be empty)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from csibench.api.crd import build_suite_crd, render_crd
@@ -19,7 +20,7 @@ from csibench.api.suite import (
     schedule,
 )
 from localcluster.launcher import REPO_ROOT
-from tests.unit.test_api import _walk
+from tests.support.schema import walk
 
 TEMPLATE = {"volumes": 2, "steps": ["createVolume", "deleteVolume"]}
 
@@ -37,7 +38,7 @@ def test_suite_crd_file_matches_the_models() -> None:
 def test_suite_schema_is_structural_and_its_template_is_a_run_spec_without_cross_field_rules() -> None:
     version = build_suite_crd()["spec"]["versions"][0]
     root = version["schema"]["openAPIV3Schema"]
-    for path, node in _walk(root["properties"]["spec"], "spec") + _walk(root["properties"]["status"], "status"):
+    for path, node in walk(root["properties"]["spec"], "spec") + walk(root["properties"]["status"], "status"):
         assert "$ref" not in node and "anyOf" not in node and "title" not in node, path
     template = root["properties"]["spec"]["properties"]["template"]
     assert set(template["properties"]) == set(BenchmarkRunSpec.model_fields)
@@ -101,3 +102,15 @@ def test_the_longest_child_name_is_a_valid_run_name() -> None:
 def test_bad_suites_are_refused(fields: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         suite(**fields)
+
+
+@pytest.mark.parametrize(("example", "runs"), [("suite-scaling.yaml", 3), ("suite-classes.yaml", 6)])
+def test_the_suite_examples_are_valid_and_every_cell_is_a_valid_run(example: str, runs: int) -> None:
+    documents = list(yaml.safe_load_all((REPO_ROOT / "examples" / example).read_text()))
+    (body,) = [d for d in documents if d["kind"] == "BenchmarkSuite"]
+    spec = BenchmarkSuiteSpec.model_validate(body["spec"])
+    assert len(schedule(spec)) == runs
+    for cell in cells_of(spec.matrix):
+        BenchmarkRunSpec.model_validate(child_spec(spec, cell))
+    classes = {d["metadata"]["name"] for d in documents if d["kind"] == "StorageClass"} | {"csibench-sim"}
+    assert set(spec.matrix.storageClassName or [spec.template["storageClassName"]]) <= classes

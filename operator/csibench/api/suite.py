@@ -107,12 +107,12 @@ class SuiteMatrix(_Model):
 
 
 def _axis_size(axis: str) -> str:
-    return f"(has(self.matrix.{axis}) ? size(self.matrix.{axis}) : 1)"
+    return f"(has(self.matrix) && has(self.matrix.{axis}) ? size(self.matrix.{axis}) : 1)"
 
 
 RUNS_RULE = (" * ".join([*(_axis_size(axis) for axis in AXES), "self.repeat"]) + f" <= {MAX_SUITE_RUNS}",
              f"a suite runs at most {MAX_SUITE_RUNS} BenchmarkRuns (cells x repeat): split it")
-CLASS_RULE = ("has(self.matrix.storageClassName) || has(self.template.storageClassName)",
+CLASS_RULE = ("(has(self.matrix) && has(self.matrix.storageClassName)) || has(self.template.storageClassName)",
               "set the storage class in the template or as a matrix axis (storageClassName)")
 
 

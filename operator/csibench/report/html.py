@@ -1,12 +1,14 @@
-"""One self-contained HTML page per run (or per comparison), rendered from status and the stored report.
+"""One self-contained HTML page per run (or per comparison, history or suite), rendered from status
+and the stored report.
 
 Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
 holds the step table (medians over iterations for a repeated run), the data-path (fio) and database (pgbench)
 tables when the run has them, per step a latency distribution over all objects (one line per iteration, or per
 run in a comparison) and a timeline of the step (each object from its request to its terminal event, so stalls
-and throttling show), the iterations, the environment with the CSI machinery and the preflight findings. It is
-built from what is stored, so any finished run can be rendered at any time; nothing is stored beside the run.
-Builders are pure apart from drawing.
+and throttling show), the iterations, the environment with the CSI machinery and the preflight findings. A
+suite's page holds its runs, per step the scaling table and curve over its cells, and its cells compared
+(``suite``). It is built from what is stored, so any finished run can be rendered at any time; nothing is stored
+beside the run. Builders are pure apart from drawing.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 
 from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
+from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
 from csibench.report import database, datapath, density, history, plots, verdicts
+from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
@@ -270,3 +274,31 @@ def build_history_html(series: history.Series, window: int = 3, threshold: float
                     f'<div class="plot">{plots.curve(title, "run (oldest first)", "p99 s", [p99])}</div>'
                     "</div></section>")
     return _page("csibench history", body)
+
+
+# -- a suite ----------------------------------------------------------------------------------------------------
+def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
+                     max_regression_percent: float = suites.DEFAULT_MAX_REGRESSION_PERCENT,
+                     alpha: float = ALPHA) -> str:
+    """The suite's runs, per step its scaling table and the curve of its median throughput (against the first
+    numeric axis, one line per combination of the other axes that vary; over the cells when no axis is
+    numeric), and the cells compared along each axis (``report/suite.py``)."""
+    view = suites.view_of(suite, runs)
+    comparisons = suites.comparisons_of(view, max_regression_percent, alpha)
+    header = suites.header_lines(view)
+    body = [f"<h1>{_e(header[0])}</h1>", *[f'<p class="muted">{_e(line)}</p>' for line in header[1:]],
+            "<h2>Runs</h2>", _table(*suites.runs_table(view), "suite-runs")]
+    for step in suites.scaling_steps(view):
+        title, unit = title_and_unit(step)
+        x_label, lines = suites.scaling_lines(view, step)
+        curves = [plots.Curve(label, points) for label, points in lines]
+        drawn = (f'<div class="plots"><div class="plot scaling">'
+                 f'{plots.curve(f"{title}: scaling", x_label, f"{unit}/s (median over rounds)", curves)}</div></div>'
+                 if any(c.points for c in curves) else '<p class="muted">not measured yet</p>')
+        body.append(f'<section class="step" id="suite-step-{_e(step)}"><h2>{_e(title)}</h2>'
+                    f"{_table(*suites.scaling_table(view, step), 'scaling')}{drawn}</section>")
+    if comparisons:
+        body += ["<h2>Comparisons</h2>", _table(*suites.comparison_table(comparisons), "suite-compare")]
+    notes = [*suites.comparison_notes(view, comparisons, max_regression_percent, alpha), *suites.run_notes(view)]
+    body += [f'<p class="muted">{_e(line)}</p>' for line in notes]
+    return _page(f"csibench suite {view.name}", body)
