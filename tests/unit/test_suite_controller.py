@@ -181,3 +181,32 @@ def test_decide_creates_in_order_up_to_the_parallelism() -> None:
     decision = decide("s", schedule(spec), {}, {}, 2)
     assert [slot.child_name("s") for slot in decision.create] == ["s-c0-r1", "s-c1-r1"]
     assert not decision.finished and decision.done == 0
+
+
+def test_each_cells_median_over_its_rounds_is_a_metric_labelled_by_its_axis_values() -> None:
+    from prometheus_client import REGISTRY
+
+    kube = FakeKube()
+    ref, spec = make_suite(kube, name="m", repeat=3)
+    throughputs = iter([1.0, 10.0, 3.0, 30.0, 2.0, 20.0])  # c0 r1, c1 r1, c0 r2, ... (interleaved)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(SuiteController(ref, spec, kube).run())
+        while not task.done():
+            await asyncio.sleep(0.01)
+            for run in kube.named("benchmarkruns", NAMESPACE).values():
+                if not run.get("status"):
+                    step = {"name": "createVolume", "state": "Succeeded", "throughput": next(throughputs)}
+                    kube.put("benchmarkruns", NAMESPACE, {**run, "status": {"phase": "Succeeded", "steps": [step]}},
+                             "MODIFIED")
+        await task
+
+    asyncio.run(scenario())
+
+    def sample(cell: str, storage_class: str) -> float | None:
+        return REGISTRY.get_sample_value("csibench_suite_cell_throughput_objects_per_second", {
+            "suite": f"{NAMESPACE}/m", "cell": cell, "step": "createVolume", "storage_class": storage_class,
+            "volumes": "", "pvcs_per_pod": "", "size": "", "client": "", "data_path": "", "database": ""})
+
+    assert (sample("c0", "a"), sample("c1", "b")) == (2.0, 20.0)
+    assert REGISTRY.get_sample_value("csibench_suite_runs", {"suite": f"{NAMESPACE}/m", "state": "done"}) == 6

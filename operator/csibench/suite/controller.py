@@ -163,6 +163,7 @@ class SuiteController:
 
     async def record(self, decision: Decision) -> None:
         status = self.status
+        more_done = decision.done != (status.done or 0)
         update: dict[str, Any] = {
             "observedGeneration": self.ref.generation, "runs": decision.runs, "total": len(decision.runs),
             "done": decision.done, "progress": f"{decision.done}/{len(decision.runs)}",
@@ -186,7 +187,7 @@ class SuiteController:
         self.status = status.model_copy(update=update)
         await self.write()
         METRICS.set_suite_progress(self.ref.label, decision.done, len(decision.runs))
-        if decision.finished:
+        if more_done or decision.finished:  # a cell's median moves with each round it finishes
             await self.record_cells()
 
     async def restore_metrics(self) -> None:
