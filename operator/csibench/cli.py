@@ -65,6 +65,7 @@ def _fetch_suite(args: argparse.Namespace, suite: str) -> tuple[dict[str, Any], 
     from csibench.kube.client import KubeClient, load_configuration
     from csibench.kube.resources import BENCHMARK_RUNS, BENCHMARK_SUITES
     from csibench.preflight.discovery import list_all
+    from csibench.suite.children import owned_by
 
     namespace, name = _split(suite, args.namespace)
 
@@ -76,7 +77,10 @@ def _fetch_suite(args: argparse.Namespace, suite: str) -> tuple[dict[str, Any], 
                 return None
             uid = (found.get("metadata") or {}).get("uid") or ""
             runs = await list_all(client, BENCHMARK_RUNS.path(namespace), {"labelSelector": f"{SUITE_UID_LABEL}={uid}"})
-            return found, runs
+            # The suite's own only, as its controller counts them: owned by it and named as one of its runs (a
+            # copy of a run's manifest keeps the label, not the owner reference or a name the suite gave).
+            names = {run.get("name") for run in (found.get("status") or {}).get("runs") or []}
+            return found, [run for run in runs if owned_by(run, uid) and run["metadata"]["name"] in names]
         finally:
             await client.close()
 

@@ -38,12 +38,13 @@ from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
 from csibench.kube.resources import InvalidName
 from csibench.metrics import METRICS
-from csibench.suite.controller import SuiteController, SuiteReason, SuiteRef
+from csibench.suite.controller import SuiteController, SuiteReason, SuiteRef, SuiteRetry
 
 FINALIZER = "csibench.io/finalizer"
 ANNOTATION_PREFIX = "csibench.io"
 TERMINAL = {Phase.SUCCEEDED.value, Phase.FAILED.value}
 SUITE_TERMINAL = {SuitePhase.SUCCEEDED.value, SuitePhase.FAILED.value}
+SUITE_RETRY_SECONDS = 30.0
 SUITE_CLIENT = ClientSettings(qps=20, burst=40, maxInFlight=4)  # a suite reads its runs every 2 s, no more
 DELETE_CLEANUP_SECONDS = 50.0
 DELETE_RETRIES = 5  # then kopf gives up and releases the finalizer: a run is never stuck on deletion forever
@@ -174,7 +175,10 @@ async def handle_run_benchmarksuite(body: kopf.Body, meta: kopf.Meta, status: ko
         if status.get("phase") in SUITE_TERMINAL:
             await controller.restore_metrics()
             return
-        await controller.run()
+        try:
+            await controller.run()
+        except SuiteRetry as retry:  # a quota or missing rights: status says so; kopf starts the daemon again
+            raise kopf.TemporaryError(str(retry), delay=SUITE_RETRY_SECONDS) from retry
     finally:
         await client.close()
 

@@ -98,6 +98,8 @@ def test_the_longest_child_name_is_a_valid_run_name() -> None:
     ({"repeat": 11}, "less than or equal to 10"),
     ({"parallelism": 0}, "greater than or equal to 1"),
     ({"order": "Random"}, "Interleaved"),
+    ({"matrix": {"volumes": [10, 10]}}, "volumes lists a value twice"),
+    ({"matrix": {"client": [{"qps": 5}, {"qps": 5}]}}, "client lists a value twice"),
 ])
 def test_bad_suites_are_refused(fields: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from csibench.api.suite import BenchmarkSuiteSpec
+from csibench.kube.client import ApiError
 from csibench.suite import controller as suite_controller
-from csibench.suite.controller import SuiteController, SuiteRef
+from csibench.suite.controller import SuiteController, SuiteRef, SuiteRetry
 from csibench.suite.progress import DELETED_MESSAGE, decide
 from tests.support.fake_kube import FakeKube
 
@@ -158,6 +159,7 @@ def test_a_name_taken_by_a_run_that_is_not_the_suites_fails_it_and_leaves_that_r
     status = suite_status(kube)
     assert status["phase"] == "Failed" and status["conditions"][0]["reason"] == "NameTaken"
     assert kube.named("benchmarkruns", NAMESPACE)["s-c0-r1"] == theirs
+    assert created_runs(kube) == []  # every name is checked before the first run: none of the suite's started
     assert not any(verb == "DELETE" and "benchmarkruns" in path for verb, path in kube.log)
 
 
@@ -210,3 +212,33 @@ def test_each_cells_median_over_its_rounds_is_a_metric_labelled_by_its_axis_valu
 
     assert (sample("c0", "a"), sample("c1", "b")) == (2.0, 20.0)
     assert REGISTRY.get_sample_value("csibench_suite_runs", {"suite": f"{NAMESPACE}/m", "state": "done"}) == 6
+
+
+def test_a_run_the_api_server_refuses_fails_that_run_and_the_suite_goes_on() -> None:
+    kube = FakeKube()
+    kube.behaviour.refuse_create = lambda plural, name: (
+        ApiError(422, "Invalid", "admission webhook said no") if name == "s-c1-r2" else None)
+    ref, spec = make_suite(kube, repeat=2)
+    asyncio.run(drive(kube, SuiteController(ref, spec, kube), []))
+    status = suite_status(kube)
+    assert sorted(kube.named("benchmarkruns", NAMESPACE)) == ["s-c0-r1", "s-c0-r2", "s-c1-r1"]
+    assert created_runs(kube).count("s-c1-r2") == 1  # tried once, not again on every pass
+    refused = next(run for run in status["runs"] if run["name"] == "s-c1-r2")
+    assert refused["phase"] == "Failed" and "admission webhook said no" in refused["message"]
+    assert status["phase"] == "Failed" and status["progress"] == "4/4"
+    # The verdict: the refused run judged nothing, so the suite cannot say Pass.
+    assert status["verdict"] == "Unknown"
+
+
+def test_a_refusal_that_is_not_the_cells_fault_is_retried_and_said_in_status() -> None:
+    kube = FakeKube()
+    kube.behaviour.refuse_create = lambda plural, name: ApiError(403, "Forbidden", "exceeded quota: runs")
+    ref, spec = make_suite(kube)
+    with pytest.raises(SuiteRetry):
+        asyncio.run(SuiteController(ref, spec, kube).run())
+    condition = suite_status(kube)["conditions"][0]
+    assert condition["reason"] == "RunRefused" and "exceeded quota" in condition["message"]
+    assert suite_status(kube).get("phase") != "Failed" and created_runs(kube) == []
+    kube.behaviour.refuse_create = lambda plural, name: None  # the quota is raised: the retry goes on
+    asyncio.run(drive(kube, SuiteController(ref, spec, kube, suite_status(kube)), []))
+    assert suite_status(kube)["phase"] == "Succeeded" and created_runs(kube) == ["s-c0-r1", "s-c1-r1"]

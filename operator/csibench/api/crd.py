@@ -32,7 +32,8 @@ from csibench.api.suite import (
 Schema = dict[str, Any]
 _DROP = {"title", "$defs"}
 # Lists whose items are unique and order-insensitive for merging.
-_SET_LISTS = {"accessModes", "scales", "modes", "clients"}
+_SET_LISTS = {"accessModes", "scales", "modes", "clients",
+              "storageClassName", "volumes", "pvcsPerPod", "size"}  # a suite's scalar axes: a value once
 
 
 def _resolve(schema: Schema, definitions: Schema) -> Schema:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from csibench.api import validation as v
 from csibench.api.models import (
@@ -86,6 +86,14 @@ class SuiteMatrix(_Model):
                                                 description="Data-path shapes (spec.dataPath of a run).")
     database: list[DatabaseSpec] | None = Field(None, min_length=1, max_length=MAX_SHAPE_VALUES,
                                                 description="Database shapes (spec.database of a run).")
+
+    @field_validator("*")
+    @classmethod
+    def _values_unique(cls, value: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        seen = [item.model_dump(mode="json") if isinstance(item, _Model) else item for item in value or []]
+        if any(seen[i] in seen[:i] for i in range(len(seen))):
+            raise ValueError(f"{info.field_name} lists a value twice: each value is a cell of its own")
+        return value
 
     @field_validator("size")
     @classmethod

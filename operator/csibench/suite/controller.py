@@ -27,6 +27,7 @@ from csibench.api.suite import (
     Slot,
     SuiteCellStatus,
     SuitePhase,
+    SuiteRunStatus,
     cells_of,
     child_spec,
     schedule,
@@ -42,6 +43,7 @@ from csibench.suite.progress import Decision, decide
 log = logging.getLogger(__name__)
 POLL_SECONDS = 2.0
 LIST_LIMIT = "500"  # a suite has at most MAX_SUITE_RUNS runs
+ADMISSION_DENIAL = "ValidatingAdmissionPolicy"  # a 403 that is a policy's verdict on the object, not on the caller
 
 
 class SuiteReason:
@@ -50,6 +52,7 @@ class SuiteReason:
     RUNS_FAILED = "RunsFailed"
     INVALID_SPEC = "InvalidSpec"
     NAME_TAKEN = "NameTaken"
+    RUN_REFUSED = "RunRefused"  # the API server refuses to create a run for a reason not the cell's: retried
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,19 @@ class SuiteRef:
         return r.BENCHMARK_SUITES.path(self.namespace, self.name, "status")
 
 
+class SuiteRetry(Exception):
+    """Not the suite's fault and maybe not lasting (a quota, missing rights): the handler retries later."""
+
+
 class SuiteFailed(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def name_taken_message(name: str) -> str:
+    return (f"a BenchmarkRun named {name} already exists and is not this suite's; the suite leaves it alone "
+            "(rename the suite or delete that run)")
 
 
 def now() -> str:
@@ -78,7 +90,9 @@ def now() -> str:
 
 
 def describe_cell(slot: Slot) -> str:
-    values = ", ".join(f"{axis}={value}" for axis, value in slot.cell.shown().items())
+    """'cell c1 (storageClassName=fast, volumes=100, dataPath[1])'."""
+    values = ", ".join(value if value.startswith(f"{axis}[") else f"{axis}={value}"
+                       for axis, value in slot.cell.shown().items())
     return f"cell {slot.cell.id}" + (f" ({values})" if values else "")
 
 
@@ -95,28 +109,41 @@ class SuiteController:
         self.slots = schedule(spec)
         self.status = BenchmarkSuiteStatus.model_validate(status or {})
         self.written: dict[str, Any] | None = None
+        self.refused: dict[str, SuiteRunStatus] = {}  # runs the API server would not create: Failed, with why
+        self.cells_recorded = False
 
     async def run(self) -> None:
         try:
             if self.status.phase in (None, SuitePhase.PENDING):
                 await self.check_cells()
+                await self.check_names()
             while True:
-                decision = decide(self.ref.name, self.slots, {run.name: run for run in self.status.runs},
-                                  await self.children(), self.spec.parallelism)
+                decision = decide(self.ref.name, self.slots, self.recorded(), await self.children(),
+                                  self.spec.parallelism)
                 for slot in decision.create:
                     await self.create(slot)
                 if decision.create:  # read back what was created: its uid goes into status at once
-                    decision = decide(self.ref.name, self.slots, {run.name: run for run in decision.runs},
-                                      await self.children(), self.spec.parallelism)
+                    decision = decide(self.ref.name, self.slots, self.recorded(decision), await self.children(),
+                                      self.spec.parallelism)
                 await self.record(decision)
                 if decision.finished:
                     return
                 await asyncio.sleep(POLL_SECONDS)
         except SuiteFailed as failure:
             await self.fail(failure.reason, str(failure))
+        except SuiteRetry as retry:
+            await self.blocked(str(retry))
+            raise
+
+    def recorded(self, decision: Decision | None = None) -> dict[str, SuiteRunStatus]:
+        """What status (or the decision just made) says of each run, with the runs the API server refused."""
+        runs = {run.name: run for run in (decision.runs if decision is not None else self.status.runs)}
+        return runs | self.refused
 
     async def check_cells(self) -> None:
-        """Every cell as a run: the models' rules, then the API server's (a dry run of its first run)."""
+        """Every cell as a run: the models' rules, then the API server's (a dry run of its first run). Only a
+        refusal of the run itself (422: its schema or CEL; an admission policy's denial) makes a cell invalid;
+        anything else (a quota, missing rights) is not the cell's fault and is retried."""
         first_of_cell: dict[str, Slot] = {}
         for slot in self.slots:
             first_of_cell.setdefault(slot.cell.id, slot)
@@ -130,10 +157,21 @@ class SuiteController:
             try:
                 await self.client.create(r.BENCHMARK_RUNS.path(self.ref.namespace), body, dry_run=True)
             except ApiError as error:
-                if error.status in (400, 403, 422):
-                    raise SuiteFailed(SuiteReason.INVALID_SPEC,
-                                      f"{describe_cell(slot)}: the API server refuses its run: {error}") from None
+                message = f"{describe_cell(slot)}: the API server refuses its run: {error}"
+                if error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error)):
+                    raise SuiteFailed(SuiteReason.INVALID_SPEC, message) from None
+                if 400 <= error.status < 500:
+                    raise SuiteRetry(message) from None
                 raise
+
+    async def check_names(self) -> None:
+        """Before the first run: no run name of the suite is taken by a run that is not its own."""
+        for slot in self.slots:
+            name = slot.child_name(self.ref.name)
+            existing = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace, name))
+            if existing is not None and not owned_by(existing, self.ref.uid) \
+                    and not (existing.get("metadata") or {}).get("deletionTimestamp"):
+                raise SuiteFailed(SuiteReason.NAME_TAKEN, name_taken_message(name))
 
     async def children(self) -> dict[str, dict[str, Any]]:
         """The suite's own runs by name (label-selected, ownership proven)."""
@@ -143,20 +181,42 @@ class SuiteController:
                 if owned_by(item, self.ref.uid)}
 
     async def create(self, slot: Slot) -> None:
+        """Create one run. A refusal that is the run's own (a namesake that is not the suite's, the API server
+        rejecting it) fails that run, and the suite goes on; one that is not (a quota, missing rights) is retried."""
         body = build_child(self.ref.name, self.ref.uid, self.spec, slot)
+        name = body["metadata"]["name"]
         path = r.BENCHMARK_RUNS.path(self.ref.namespace)
-        if await self.client.create(path, body):
-            log.info("suite %s: created run %s (%s, round %d)", self.ref.label, body["metadata"]["name"],
-                     describe_cell(slot), slot.round)
+        try:
+            created = await self.client.create(path, body)
+        except ApiError as error:
+            if error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error)):
+                self.refuse(slot, name, f"the API server refused it: {error}")
+                return
+            if 400 <= error.status < 500:
+                raise SuiteRetry(f"creating run {name} ({describe_cell(slot)}): {error}") from None
+            raise
+        if created:
+            log.info("suite %s: created run %s (%s, round %d)", self.ref.label, name, describe_cell(slot),
+                     slot.round)
             return
-        existing = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace, body["metadata"]["name"]))
+        existing = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace, name))
         if existing is None or owned_by(existing, self.ref.uid):
             return  # ours (listed next time), or gone already: the next pass decides again
         if (existing.get("metadata") or {}).get("deletionTimestamp"):
             return  # a namesake of an earlier suite, being deleted: wait for it
-        raise SuiteFailed(SuiteReason.NAME_TAKEN, f"a BenchmarkRun named {body['metadata']['name']} already exists "
-                                                  "and is not this suite's; the suite leaves it alone (rename the "
-                                                  "suite or delete that run)")
+        self.refuse(slot, name, name_taken_message(name))
+
+    def refuse(self, slot: Slot, name: str, message: str) -> None:
+        log.warning("suite %s: run %s not created: %s", self.ref.label, name, message)
+        self.refused[name] = SuiteRunStatus(name=name, cell=slot.cell.id, round=slot.round, phase="Failed",
+                                            message=message)
+
+    async def blocked(self, message: str) -> None:
+        """Status says why the suite waits (it is retried), and keeps what it says of the runs."""
+        log.warning("suite %s: %s; retrying", self.ref.label, message)
+        self.status = self.status.model_copy(update={
+            "message": message, "conditions": self._conditions("False", SuiteReason.RUN_REFUSED, message)})
+        await self.write()
 
     def _conditions(self, status: str, reason: str, message: str) -> list[Condition]:
         return set_condition(self.status.conditions, READY, status, reason, message, self.ref.generation, now())
@@ -187,8 +247,9 @@ class SuiteController:
         self.status = status.model_copy(update=update)
         await self.write()
         METRICS.set_suite_progress(self.ref.label, decision.done, len(decision.runs))
-        if more_done or decision.finished:  # a cell's median moves with each round it finishes
+        if more_done or decision.finished or not self.cells_recorded:  # a cell's median moves with each round
             await self.record_cells()
+            self.cells_recorded = True
 
     async def restore_metrics(self) -> None:
         """After an operator restart, a finished suite's series come back from its status and its runs."""

@@ -39,12 +39,15 @@ class Decision:
 
     @property
     def verdict(self) -> Verdict | None:
-        """Over the runs that judged one: Fail if any failed, Unknown if any is unknown, else Pass."""
-        verdicts = {run.verdict for run in self.runs if run.verdict}
+        """Once every run ended, over the runs when any judged one: Fail if any failed; Unknown if any is unknown
+        or ended without one (failed to measure, deleted, refused); else Pass. None while runs are under way."""
+        if not self.finished or not any(run.verdict for run in self.runs):
+            return None
+        verdicts = {run.verdict or Verdict.UNKNOWN.value for run in self.runs}
         for verdict in (Verdict.FAIL, Verdict.UNKNOWN, Verdict.PASS):
             if verdict.value in verdicts:
                 return verdict
-        return None
+        return None  # pragma: no cover - every run has one of the three
 
 
 def _observed(slot: Slot, name: str, child: dict[str, Any]) -> SuiteRunStatus:
@@ -66,6 +69,8 @@ def decide(suite_name: str, slots: list[Slot], recorded: dict[str, SuiteRunStatu
         elif known is not None and known.uid:
             gone = known.phase in TERMINAL
             runs.append(known if gone else known.model_copy(update={"phase": "Failed", "message": DELETED_MESSAGE}))
+        elif known is not None and known.phase in TERMINAL:  # never created: the API server refused it
+            runs.append(known)
         else:
             runs.append(SuiteRunStatus(name=name, cell=slot.cell.id, round=slot.round))
             waiting.append(slot)
