@@ -30,13 +30,15 @@ def benchmark_run(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkRun", "metadata": {"name": name}, "spec": spec}
 
 
-def create_run(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-    return json_object(kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body))
+def create_run(kube: Kube, namespace: str, body: dict[str, Any], plural: str = PLURAL) -> dict[str, Any]:
+    """Create a BenchmarkRun (or, with ``plural``, another csibench resource: benchmarksuites)."""
+    return json_object(kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body))
 
 
-def get_run(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+def get_run(kube: Kube, namespace: str, name: str, plural: str = PLURAL) -> dict[str, Any] | None:
+    """A BenchmarkRun (or, with ``plural``, another csibench resource), or None if there is none."""
     try:
-        return json_object(kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+        return json_object(kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name))
     except ApiException as error:
         if error.status == 404:
             return None

@@ -23,7 +23,15 @@ from csibench.report.suite import suite_comparisons
 from localcluster.kube import Kube, json_object, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
-from localcluster.runs import GROUP, VERSION, describe_stuck_run, get_run, leftovers, wait_until_nothing_left
+from localcluster.runs import (
+    GROUP,
+    VERSION,
+    create_run,
+    describe_stuck_run,
+    get_run,
+    leftovers,
+    wait_until_nothing_left,
+)
 
 pytestmark = pytest.mark.integration
 SUITES = "benchmarksuites"
@@ -37,16 +45,11 @@ def benchmark_suite(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def create_suite(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-    return json_object(kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, SUITES, body))
+    return create_run(kube, namespace, body, SUITES)
 
 
 def get_suite(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        return json_object(kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SUITES, name))
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
+    return get_run(kube, namespace, name, SUITES)
 
 
 def suite_runs(kube: Kube, namespace: str, suite: dict[str, Any]) -> list[dict[str, Any]]:
