@@ -105,7 +105,8 @@ def test_cli_messages_for_missing_runs_and_runs_in_progress(kube: Kube, namespac
                               cwd=REPO_ROOT)
 
     missing = cli("report", "nope", "-n", namespace)
-    assert missing.returncode == 2 and f"BenchmarkRun {namespace}/nope not found" in missing.stderr
+    # No run of that name: report falls back to a suite of that name, and says it looked for both.
+    assert missing.returncode == 2 and f"BenchmarkRun or BenchmarkSuite {namespace}/nope not found" in missing.stderr
     # 20 volumes one at a time at 500 ms each: ~10 s per step, so the run is still going after three CLI
     # start-ups (each ~1 s of CPU, several seconds on a loaded machine) and `watch` sees it in progress.
     slow = storage_class(latency="500ms", concurrency="1")

@@ -157,11 +157,13 @@ def test_an_undo_waits_for_its_do_still_in_flight(tmp_path: Path) -> None:
     """A pod deleted while its volume is being staged: the kubelet unstages at once, and the unstage must see the
     stage the array is still finishing, or the volume would stay staged (and attached) for ever."""
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, mountLatency="200ms"):
+        # The stage is given 300 ms to reach the array before the kubelet gives up (50 ms was not always enough
+        # under two CPU burners: the stage never started, and nothing was left to undo), and takes 1 s there.
+        async for stubs in _stubs(tmp_path, mountLatency="1s"):
             staging = str(tmp_path / "globalmount")
             stage = asyncio.ensure_future(stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
                 volume_id="u1@gold", staging_target_path=staging)))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
             stage.cancel()  # the kubelet gave up on the pod; the array goes on
             await stubs.node.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(volume_id="u1@gold",
                                                                             staging_target_path=staging))

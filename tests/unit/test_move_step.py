@@ -50,9 +50,10 @@ def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() ->
     record = next(s for s in stored_report(fake)["steps"] if s["status"]["name"] == "moveVolume")
     for latency, parts in zip(record["latencyMs"], record["phaseMs"], strict=True):
         assert abs(sum(parts) - latency) <= 0.5, (parts, latency)  # rounding of each part to 0.1 ms
-        # The fake detaches 100 ms after the old pod left (the watch's delivery of that is inside them) and starts
-        # a pod 100 ms after its volumes attached.
-        assert parts[1] >= 50 and parts[3] >= 50
+        # The fake detaches 100 ms after the old pod left and starts a pod 100 ms after its volumes attached. When
+        # the watch delivers "gone" (or "attached") late, on a busy machine, the wait moves from one part into the
+        # one before it, so the pairs hold the 100 ms, not each part (seen: detach 12 ms under two CPU burners).
+        assert parts[0] + parts[1] >= 95 and parts[2] + parts[3] >= 95
         # The fake attaches as soon as the detach is done, so under load both may be seen on one event: the
         # attach part can be 0, never negative.
         assert parts[0] > 0 and parts[2] >= 0

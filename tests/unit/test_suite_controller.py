@@ -173,6 +173,7 @@ def test_a_cell_that_is_not_a_valid_run_fails_the_suite_before_any_run_is_create
     assert status["phase"] == "Failed" and condition["reason"] == "InvalidSpec"
     assert condition["message"].startswith("cell c0 (storageClassName=a) is not a valid run spec"), condition
     assert created_runs(kube) == []
+    assert [cell["id"] for cell in status["cells"]] == ["c0", "c1"]  # its report still shows the matrix
 
 
 def test_decide_creates_in_order_up_to_the_parallelism() -> None:

@@ -218,6 +218,9 @@ class SuiteController:
             "message": message, "conditions": self._conditions("False", SuiteReason.RUN_REFUSED, message)})
         await self.write()
 
+    def cells(self) -> list[SuiteCellStatus]:
+        return [SuiteCellStatus(id=cell.id, values=cell.shown()) for cell in cells_of(self.spec.matrix)]
+
     def _conditions(self, status: str, reason: str, message: str) -> list[Condition]:
         return set_condition(self.status.conditions, READY, status, reason, message, self.ref.generation, now())
 
@@ -228,7 +231,7 @@ class SuiteController:
             "observedGeneration": self.ref.generation, "runs": decision.runs, "total": len(decision.runs),
             "done": decision.done, "progress": f"{decision.done}/{len(decision.runs)}",
             "current": ", ".join(decision.current) or None, "verdict": decision.verdict,
-            "cells": [SuiteCellStatus(id=cell.id, values=cell.shown()) for cell in cells_of(self.spec.matrix)],
+            "cells": self.cells(),
             "startTime": status.startTime or now(),
         }
         if decision.finished:
@@ -270,6 +273,7 @@ class SuiteController:
         log.warning("suite %s failed: %s", self.ref.label, message)
         self.status = self.status.model_copy(update={
             "phase": SuitePhase.FAILED, "message": message, "observedGeneration": self.ref.generation,
+            "cells": self.status.cells or self.cells(),  # a report of a suite that never started still has them
             "completionTime": now(), "conditions": self._conditions("False", reason, message)})
         await self.write()
 
