@@ -216,7 +216,7 @@ def test_a_scaling_suite_draws_the_array_model_flat_on_a_serial_class_and_growin
     each here, more on a busy machine), so the array's latencies are long enough for the array to dominate."""
     serial = storage_class(concurrency="1", createVolumeLatency="1500ms", deleteVolumeLatency="0")
     unlimited = storage_class(createVolumeLatency="8s", deleteVolumeLatency="0")
-    sizes = [2, 4, 8]
+    sizes = [1, 2, 4]  # at 8 the control plane's own ~190 ms per claim under two CPU burners took 16% of 8 s
     create_suite(kube, namespace, benchmark_suite(
         "scaling", template={**QUICK, "volumes": 1, "targetNamespace": namespace}, order="Sequential",
         matrix={"storageClassName": [serial, unlimited], "volumes": sizes}))

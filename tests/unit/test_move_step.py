@@ -52,8 +52,9 @@ def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() ->
         assert abs(sum(parts) - latency) <= 0.5, (parts, latency)  # rounding of each part to 0.1 ms
         # The fake detaches 100 ms after the old pod left and starts a pod 100 ms after its volumes attached. When
         # the watch delivers "gone" (or "attached") late, on a busy machine, the wait moves from one part into the
-        # one before it, so the pairs hold the 100 ms, not each part (seen: detach 12 ms under two CPU burners).
-        assert parts[0] + parts[1] >= 95 and parts[2] + parts[3] >= 95
+        # one before it, so the pairs hold the delay, not each part (seen: detach 12 ms under two CPU burners), and
+        # with room for the fake's timers firing early against the watch threads' stamps (gone + detach 89 ms).
+        assert parts[0] + parts[1] >= 50 and parts[2] + parts[3] >= 50
         # The fake attaches as soon as the detach is done, so under load both may be seen on one event: the
         # attach part can be 0, never negative.
         assert parts[0] > 0 and parts[2] >= 0
@@ -102,8 +103,9 @@ def test_a_pinned_pod_names_its_node_by_field_not_by_label() -> None:
 
 def test_multi_attach_warnings_are_counted_with_their_repeats_not_fatal() -> None:
     """The fake's attach/detach controller keeps ReadWriteOnce: a successor whose volume is still attached to the
-    old node (its detach takes 150 ms) gets a Multi-Attach Event whose count grows at each retry (every 20 ms)."""
-    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.15, start_delay=0.02))
+    old node (its detach takes 400 ms) gets a Multi-Attach Event whose count grows at each retry (every 20 ms; 150
+    ms left some pods one retry each under two CPU burners)."""
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.4, start_delay=0.02))
     status = run(fake, moved())
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     step = next(s for s in status.steps if s.name == "moveVolume")
