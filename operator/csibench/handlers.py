@@ -26,6 +26,7 @@ from csibench.api.models import (
     RestartPolicy,
 )
 from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
+from csibench.api.text import validation_problems
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.errors import PlanError
@@ -69,12 +70,8 @@ async def _client_for(settings: ClientSettings, run_label: str = "") -> KubeClie
 
 
 def describe_invalid_spec(error: ValidationError) -> str:
-    """'spec is invalid: spec.targetNamespace: ...; spec.labels: ...' (pydantic's own text is multi-line)."""
-    problems = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in ("spec", *item["loc"]))
-        problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
-    return "spec is invalid: " + "; ".join(problems)
+    """'spec is invalid: spec.targetNamespace: ...; spec.labels: ...'."""
+    return "spec is invalid: " + validation_problems(error)
 
 
 @kopf.on.startup()

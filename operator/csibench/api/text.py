@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import ValidationError
+
 ELLIPSIS = "…"
 _NUMBER = re.compile(r"\d+")
 
@@ -70,3 +72,10 @@ def human_duration(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m {secs:02d}s"
     return f"{minutes}m {secs:02d}s"
+
+
+def validation_problems(error: ValidationError, root: str = "spec") -> str:
+    """'spec.targetNamespace: ...; spec.labels: ...' (pydantic's own text is multi-line): one line a status
+    condition can carry, for a run's spec and a suite's cells alike."""
+    return "; ".join(f"{'.'.join(str(part) for part in (root, *item['loc']))}: "
+                     f"{item['msg'].removeprefix('Value error, ')}" for item in error.errors())

@@ -33,6 +33,7 @@ from csibench.api.suite import (
     schedule,
 )
 from csibench.api.suite_results import cell_results
+from csibench.api.text import validation_problems
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
@@ -97,9 +98,13 @@ def describe_cell(slot: Slot) -> str:
 
 
 def invalid_cell_message(slot: Slot, error: ValidationError) -> str:
-    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc']) or 'spec'}: "
-                         f"{item['msg'].removeprefix('Value error, ')}" for item in error.errors())
-    return f"{describe_cell(slot)} is not a valid run spec: {problems}"
+    return f"{describe_cell(slot)} is not a valid run spec: {validation_problems(error)}"
+
+
+def refuses_the_run(error: ApiError) -> bool:
+    """The API server refuses the run itself (its schema or CEL: 422; an admission policy's denial), not the
+    caller (a quota, missing rights): the cell cannot run, and asking again will not help."""
+    return error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error))
 
 
 class SuiteController:
@@ -158,7 +163,7 @@ class SuiteController:
                 await self.client.create(r.BENCHMARK_RUNS.path(self.ref.namespace), body, dry_run=True)
             except ApiError as error:
                 message = f"{describe_cell(slot)}: the API server refuses its run: {error}"
-                if error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error)):
+                if refuses_the_run(error):
                     raise SuiteFailed(SuiteReason.INVALID_SPEC, message) from None
                 if 400 <= error.status < 500:
                     raise SuiteRetry(message) from None
@@ -189,7 +194,7 @@ class SuiteController:
         try:
             created = await self.client.create(path, body)
         except ApiError as error:
-            if error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error)):
+            if refuses_the_run(error):
                 self.refuse(slot, name, f"the API server refused it: {error}")
                 return
             if 400 <= error.status < 500:
