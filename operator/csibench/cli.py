@@ -14,11 +14,13 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from csibench.engine.collection import PROMETHEUS_URL_ENV
 from csibench.engine.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 
 EXIT_NOT_FOUND = 2
@@ -376,6 +378,8 @@ def _operator(args: argparse.Namespace) -> int:
     namespaces = args.namespace or []
     if args.workload_image:  # the data path's default image; the engine reads it where runs are planned
         os.environ[WORKLOAD_IMAGE_ENV] = args.workload_image
+    if args.prometheus_url:  # spec.collect's default Prometheus; the engine reads it where a run starts
+        os.environ[PROMETHEUS_URL_ENV] = args.prometheus_url
     serve(args.metrics_port)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")
@@ -391,6 +395,15 @@ def _crd(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _prometheus_url(text: str) -> str:
+    from csibench.api.collect import PROMETHEUS_URL_PATTERN
+
+    if len(text) > 256 or re.fullmatch(PROMETHEUS_URL_PATTERN, text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL of a Prometheus (scheme, host, optional "
+                                         "port and path; no user, query or fragment)")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -481,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help=f"default image of data-path and database pods (else ${WORKLOAD_IMAGE_ENV}, "
                                f"else {DEFAULT_WORKLOAD_IMAGE}); spec.dataPath.image and spec.database.image "
                                "override it per run")
+    operator.add_argument("--prometheus-url", type=_prometheus_url, default=None,
+                          help="Prometheus that runs with spec.collect ask (e.g. http://prometheus.monitoring:9090); "
+                               "spec.collect.prometheusUrl overrides it per run")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print a CRD generated from the models (BenchmarkRun by default)")

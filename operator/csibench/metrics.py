@@ -102,6 +102,13 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
+        # What Prometheus said about each step's window (spec.collect): the CSI machinery's CPU-seconds and peak
+        # memory per container (query cpuSeconds, peakMemoryBytes) and the run's own queries, one series per
+        # step, query and component (the series' container label, else its labels as name=value pairs).
+        self.step_collected = Gauge("csibench_step_collected",
+                                    "A query of spec.collect over a step's window (its unit is the query's: "
+                                    "cpuSeconds in CPU-seconds, peakMemoryBytes in bytes).",
+                                    ["run", "step", "query", "component"], registry=registry)
         # The run's verdict (spec.thresholds, spec.baseline): 1 on the run's verdict (Pass, Fail or Unknown), 0
         # on the others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
         self.verdict = Gauge("csibench_run_verdict", "The run's verdict (thresholds and baseline): 1 on the verdict "
@@ -169,6 +176,12 @@ class Metrics:
                 if latency.get(key) is not None:
                     self.step_phase_latency.labels(run, step, phase["name"], quantile).set(latency[key])
                     self._remember(run, "step_phase_latency", (run, step, phase["name"], quantile))
+
+    def record_collection(self, run: str, step: str, values: list[tuple[str, str, float]]) -> None:
+        """A step's collected readings as (query, component, value)."""
+        for query, component, value in values:
+            self.step_collected.labels(run, step, query, component).set(value)
+            self._remember(run, "step_collected", (run, step, query, component))
 
     def record_density(self, run: str, volumes_per_node: int, p50: float, p99: float, attach_p50: float | None,
                        throughput: float | None, detach: float | None) -> None:
@@ -253,7 +266,8 @@ class Metrics:
                    "database_latency_average": self.database_latency_average,
                    "database_latency_stddev": self.database_latency_stddev, "database_wal": self.database_wal,
                    "database_failed": self.database_failed, "database_initialize": self.database_initialize,
-                   "step_phase_latency": self.step_phase_latency, "density_latency": self.density_latency,
+                   "step_phase_latency": self.step_phase_latency, "step_collected": self.step_collected,
+                   "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,

@@ -7,6 +7,7 @@ import each other in a circle.
     kube
       ↑
     preflight, report   (beside the engine: they read api and kube, never the engine)
+    observe   (Prometheus over a step's window: reads api only)
       ↑
     engine   (preflight too: the run decides what its findings mean)
       ↑
@@ -34,7 +35,8 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "kube": frozenset({"api", "metrics"}),
     "preflight": frozenset({"api", "kube", "metrics"}),
     "report": frozenset({"api", "kube"}),
-    "engine": frozenset({"api", "kube", "metrics", "preflight"}),
+    "observe": frozenset({"api"}),
+    "engine": frozenset({"api", "kube", "metrics", "preflight", "observe"}),
     "suite": frozenset({"api", "kube", "metrics"}),
 }
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from csibench.api import validation as v
+from csibench.api.collect import CollectSpec, StepCollection
 from csibench.api.steps import STEP_FACTS
 from csibench.api.steps import StepName as StepName
 
@@ -967,6 +968,11 @@ class BenchmarkRunSpec(_Model):
         default_factory=list, max_length=MAX_THRESHOLDS,
         description="Bounds on what the run measures (the verdict: condition ThresholdsMet, status.verdict). A run "
                     "that measured but broke a bound still Succeeded as a measurement; its verdict is Fail.")
+    collect: CollectSpec | None = Field(
+        None, description="PromQL over each step's window (kube-burner style): by default the CSI machinery's "
+                          "CPU-seconds and peak memory per container per step; values go into status.steps[]."
+                          "collection and the report. A Prometheus that is down or a bad query is a finding in "
+                          "status.collection, never a failed run.")
     labels: dict[str, LabelValue] = Field(
         default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE, (
             "self.all(k, !k.startsWith('csibench.io/') && k != 'app.kubernetes.io/managed-by')",
@@ -1200,6 +1206,8 @@ class StepStatus(_Model):
     restored: str | None = Field(None, description="What was restored before a redo and how long it took (not "
                                                    "part of the step's time).")
     restoredObjects: int | None = Field(None, description="Objects the restore deleted or recreated.")
+    collection: StepCollection | None = Field(None, description="spec.collect's queries over this step's window "
+                                                               "(the CSI machinery's CPU-seconds and peak memory).")
 
 
 class Spread(_Model):
@@ -1569,6 +1577,10 @@ class BenchmarkRunStatus(_Model):
                                      description=f"Preflight findings, Warnings first (at most {MAX_FINDINGS}; the "
                                                  "report keeps all).")
     environment: Environment | None = Field(None, description="Cluster facts.")
+    collection: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS,
+                                      description="What went wrong asking Prometheus (spec.collect): an unreachable "
+                                                  "Prometheus, a query it refused, a query with no series. Never a "
+                                                  "failed run.")
     reportConfigMap: str | None = Field(None, description="ConfigMap (run namespace) holding the full report.")
     cleanup: str | None = Field(None, description="What cleanup did, or where objects were left.")
     message: str | None = Field(None, description="Why the run ended as it did.")

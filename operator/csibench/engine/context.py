@@ -18,6 +18,7 @@ from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.ownership import RunScope
+from csibench.observe.collector import StepCollector
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class RunContext:
     iterations: list[dict[str, Any]] = field(default_factory=list)  # finished iterations' records (``iterations``)
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step places pods)
     node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> room for the class's driver's volumes
+    collector: StepCollector | None = None  # spec.collect: Prometheus asked after each step (``collection``)
 
     @property
     def measured_seconds(self) -> float:

@@ -21,6 +21,7 @@ from csibench.api.models import MAX_FAILURE_REASONS, ConditionReason, FailureRea
 from csibench.api.steps import WFFC
 from csibench.api.text import human_duration, shorten
 from csibench.engine.catalog import step_named as catalog_step
+from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
@@ -135,6 +136,7 @@ class StepRunner:
         finally:
             self._progress_of = None
             recorder.status.progress = tracker.progress()
+        await self._collect(step, tracker)
         status = tracker.status()
         if step.results is not None:
             step.results.record_metrics(recorder.ref.label, step.results.rows(tracker))
@@ -148,6 +150,20 @@ class StepRunner:
         await recorder.event("StepCompleted", f"{step.name}: {status.succeeded}/{len(tracker.active)} succeeded in "
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
+
+    async def _collect(self, step: StepSpec, tracker: StepTracker) -> None:
+        """spec.collect over the step's window, once its clock stopped (outside it): readings into the step's
+        status and metrics, problems into status.collection."""
+        collector = self.context.collector
+        if collector is None:
+            return
+        if collector.enabled and tracker.anchor is not None and tracker.stopped is not None and \
+                not tracker.interrupted:
+            await self.show(f"{tracker.progress()} (asking Prometheus about {step.name})")
+            tracker.collection = await collector.collect(step.name, tracker.anchor.wall,
+                                                         tracker.anchor.wall_of(tracker.stopped))
+            record_collection_metrics(self.recorder.ref.label, step.name, tracker.collection)
+        self.recorder.status.collection = collector.findings.listed()
 
     # -- what a measuring step (engine/datapath, engine/database) uses ------------------------------------------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],

@@ -31,6 +31,7 @@ from csibench.api.models import (
 from csibench.api.regression import Change
 from csibench.engine import manifests
 from csibench.engine.cleanup import cleanup
+from csibench.engine.collection import build_collector
 from csibench.engine.context import RunContext, RunRef
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
@@ -117,6 +118,10 @@ class RunEngine:
         status = self.status
         observed = Observed(context.target_namespace, context.names.prefix)
         runner = StepRunner(self.client, context, self.recorder, observed)
+        context.collector = build_collector(self.spec, self.ref.label, context.target_namespace, context.environment,
+                                            status.collection)
+        if context.collector is not None:
+            status.collection = context.collector.findings.listed()
         watches: RunWatches | None = None
         try:
             stop: Stop | None = None

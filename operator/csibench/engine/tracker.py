@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from csibench.api.collect import StepCollection
 from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepPhase, StepState, StepStatus
 from csibench.api.text import shorten
 from csibench.engine.judges import Verdict
@@ -48,6 +49,7 @@ class StepTracker:
     attempt: int = 1  # more than 1 when an operator restart interrupted the step and it is measured again
     restored: str | None = None  # what was restored before this attempt, and how long it took
     restored_objects: int | None = None
+    collection: StepCollection | None = None  # spec.collect's readings over the step's window
     restore_skipped: set[str] = field(default_factory=set)  # removed by a restore and not recreated: skipped
     saved: StepStatus | None = None  # a step finished before an operator restart: its status as recorded then
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
@@ -214,7 +216,7 @@ class StepTracker:
         # A finished step's status is built once (its latency summary sorts every object's latency), not at
         # every status write of the steps after it; anything that could change it is part of the key.
         key = (len(self.outcomes), self.stopped, self.interrupted, self.restored, self.restored_objects,
-               self.note, self.attempt, len(self.skipped), self.announced, len(self.retried))
+               self.note, self.attempt, len(self.skipped), self.announced, len(self.retried), id(self.collection))
         if self._final is not None and self._final[0] == key:
             return self._final[1].model_copy()
         status = self._build_status()
@@ -252,6 +254,7 @@ class StepTracker:
             attempts=self.attempt if self.announced or self.started is not None else None,
             restored=self.restored,
             restoredObjects=self.restored_objects,
+            collection=self.collection,
         )
 
     def per_object(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import database, datapath, density, history, plots, verdicts
+from csibench.report import cost, database, datapath, density, history, plots, verdicts
 from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -221,6 +221,12 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
               if (repeated := datapath.aggregate_table(run)) is not None else []),
             *([f"<h2>{_e(verdicts.title(run))}</h2>", _table(*bounds, "thresholds")]
               if (bounds := verdicts.table(run)) is not None else []),
+            *(["<h2>CSI machinery cost per step</h2>", _table(*machinery, "machinery-cost"),
+               *[f'<p class="muted">{_e(line)}</p>' for line in cost.summary_lines(run)]]
+              if (machinery := cost.machinery_table(run)) is not None else []),
+            *(["<h2>Collected per step (spec.collect)</h2>", _table(*collected, "collected")]
+              if (collected := cost.queries_table(run)) is not None else []),
+            *[f'<p class="warning">{_e(line)}</p>' for line in cost.finding_lines(run)],
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)

@@ -12,7 +12,7 @@ from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import database, datapath, density, verdicts
+from csibench.report import cost, database, datapath, density, verdicts
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -129,7 +129,10 @@ def workload_tables(run: dict[str, Any]) -> list[tuple[str, Table]]:
               ("Data path under load (rate levels)", datapath.level_table(run)),
               ("Data path against the nodes' own disk", datapath.baseline_table(run)),
               ("Data path over the iterations", datapath.aggregate_table(run)),
-              ("Database (pgbench)", database.table(run)), (verdicts.title(run), verdicts.table(run))]
+              ("Database (pgbench)", database.table(run)),
+              ("CSI machinery cost per step (Prometheus)", cost.machinery_table(run)),
+              ("Collected per step (spec.collect)", cost.queries_table(run)),
+              (verdicts.title(run), verdicts.table(run))]
     return [(title, table) for title, table in tables if table is not None]
 
 
@@ -224,7 +227,7 @@ def context_of(run: dict[str, Any]) -> ReportContext:
         tail.append(f"run still in progress (phase {status.get('phase', 'Pending')}, "
                     f"step {status.get('currentStep') or '-'}, progress {status.get('progress') or '-'})")
     return ReportContext(title, facts, machinery_lines(environment), iteration_lines(status), notes + failures,
-                      finding_lines(status.get("preflight") or []), tail)
+                         finding_lines(status.get("preflight") or []) + cost.finding_lines(run), tail)
 
 
 def _context(run: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -1,0 +1,170 @@
+"""What a run asks Prometheus over each step's window (spec.collect), and what it got back (status).
+
+Users ask what the CSI machinery itself costs while it works ("createVolume of 1000 volumes cost the provisioner
+40 CPU-seconds"), and kube-burner-style PromQL per step. A query is evaluated over the step's window, which starts
+when the step's clock starts and ends once Prometheus has scraped every target after the clock stopped (the run
+waits for that before the next step, so the window's end is quiet). Four readings of a query over that window:
+``Instant`` (its value at the end), ``Increase`` (a counter's value at the end minus at the start, per series:
+exact to the scrapes, no extrapolation), ``Rate`` (that increase per second of step time) and ``Max`` (its highest
+value over the window, at the scrape resolution).
+
+Queries are text the run's author wrote; the run only substitutes a few placeholders, each a label value escaped
+for a PromQL string (``$run``, ``$namespace``, ``$storageClass``) or a regular expression of container names
+(``$machinery``); any other ``$name`` is refused at admission, so a run's name can never change a query's shape.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from csibench.api import validation as v
+
+MAX_COLLECT_QUERIES = 16
+MAX_COLLECTED_VALUES = 48  # per step: series of every query together
+MAX_SERIES_LABELS = 8
+QUERY_MAX = 2000
+QUERY_NAME_PATTERN = r"^[a-z][a-zA-Z0-9]{0,39}$"
+UNIT_PATTERN = r"^[A-Za-z][A-Za-z0-9/%-]{0,15}$"
+# http(s), a host (DNS name or IPv4), an optional port and path: no user info, query string or fragment, so the
+# URL the operator builds from it is always ``<url>/api/v1/...``.
+PROMETHEUS_URL_PATTERN = r"^https?://[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$"
+PLACEHOLDERS = ("run", "namespace", "storageClass", "machinery")
+PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# Containers of the CSI machinery costed by default (as sidecar images name their containers), besides what the
+# preflight found serving the class and what spec.collect.components adds.
+PROFILE_QUERY_NAMES = ("cpuSeconds", "peakMemoryBytes")
+DEFAULT_MACHINERY = ("csi-provisioner", "csi-attacher", "csi-snapshotter", "csi-resizer", "snapshot-controller",
+                     "csi-sim-driver")
+
+
+class Aggregation(StrEnum):
+    INSTANT = "Instant"
+    INCREASE = "Increase"
+    RATE = "Rate"
+    MAX = "Max"
+
+
+class CollectProfile(StrEnum):
+    CSI_MACHINERY = "CSIMachinery"
+    NONE = "None"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
+
+
+PROFILE_RULE = ("self.profile == 'None' || !has(self.queries) || "
+                "!self.queries.exists(q, q.name in ['cpuSeconds', 'peakMemoryBytes'])",
+                "query names cpuSeconds and peakMemoryBytes are the CSIMachinery profile's; choose others")
+
+def placeholder_problems(query: str) -> list[str]:
+    """``$name`` placeholders a query may not use (pure)."""
+    return [f"unknown placeholder ${name} (known: {', '.join('$' + p for p in PLACEHOLDERS)})"
+            for name in PLACEHOLDER.findall(query) if name not in PLACEHOLDERS]
+
+
+class CollectQuery(_Model):
+    """One PromQL query evaluated over each step's window."""
+
+    name: str = Field(..., pattern=QUERY_NAME_PATTERN, max_length=40,
+                      description="Name in status and the report, camelCase (e.g. apiserverRequests).")
+    query: str = Field(..., min_length=1, max_length=QUERY_MAX,
+                       json_schema_extra={"x-kubernetes-validations": [{
+                           "rule": "self.findAll('[$][A-Za-z_][A-Za-z0-9_]*').all(p, p in "
+                                   "['$run', '$namespace', '$storageClass', '$machinery'])",
+                           "message": "a query may use only the placeholders $run, $namespace, $storageClass and "
+                                      "$machinery"}]},
+                       description="PromQL. Placeholders: $run, $namespace (the run's target namespace), "
+                                   "$storageClass (escaped label values, for use inside quotes) and $machinery (a "
+                                   "regular expression of the CSI machinery's container names).")
+    aggregation: Aggregation = Field(Aggregation.INCREASE,
+                                     description="Instant (value at the window's end), Increase (a counter's end "
+                                                 "minus start, per series), Rate (Increase per second of step "
+                                                 "time) or Max (highest value over the window).")
+    unit: str | None = Field(None, pattern=UNIT_PATTERN, description="Unit shown with the values, e.g. CPU-s, "
+                                                                      "bytes, requests.")
+
+    @field_validator("query")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        problems = placeholder_problems(value)
+        if any(ord(c) < 32 and c not in "\t\n" for c in value):
+            problems.append("control characters are not allowed")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+class CollectSpec(_Model):
+    """PromQL over every step's window: the CSI machinery's cost by default, and queries of your own."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False, json_schema_extra={
+        "x-kubernetes-validations": [{"rule": PROFILE_RULE[0], "message": PROFILE_RULE[1]}]})
+
+    prometheusUrl: str | None = Field(
+        None, max_length=256, pattern=PROMETHEUS_URL_PATTERN,
+        description="Prometheus to ask, e.g. http://prometheus.monitoring:9090 (default: the operator's "
+                    "--prometheus-url).")
+    profile: CollectProfile = Field(
+        CollectProfile.CSI_MACHINERY,
+        description="CSIMachinery: CPU-seconds (cpuSeconds) and peak memory (peakMemoryBytes) per container of the "
+                    "CSI machinery per step, from cAdvisor's container_* series or, where the components are "
+                    "scraped themselves, their process_* series; None: only the queries below.")
+    components: list[str] = Field(
+        default_factory=list, max_length=16,
+        json_schema_extra={"items": {"maxLength": v.DNS_LABEL_MAX, "pattern": v.DNS_LABEL_PATTERN}},
+        description="More container names to cost with the profile (e.g. the driver's own container); the "
+                    "sidecars found by the preflight and the usual sidecar names are costed anyway.")
+    queries: list[CollectQuery] = Field(default_factory=list, max_length=MAX_COLLECT_QUERIES,
+                                        description="Queries of your own, evaluated over each step's window.")
+    settleTimeoutSeconds: int = Field(
+        120, ge=1, le=3600,
+        description="After each step, the run waits until Prometheus has scraped every target since the step's "
+                    "clock stopped (so the window holds the step's last seconds), at most this long.")
+
+    @field_validator("components")
+    @classmethod
+    def _components_are_labels(cls, value: list[str]) -> list[str]:
+        problems = [f"component {name!r} is not a container name (a DNS label)" for name in value
+                    if not v.is_dns_label(name)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("queries")
+    @classmethod
+    def _unique_names(cls, value: list[CollectQuery]) -> list[CollectQuery]:
+        names = [query.name for query in value]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"query names must be unique: {', '.join(repeated)}")
+        return value
+
+    @model_validator(mode="after")
+    def _profile_names_free(self) -> CollectSpec:
+        if self.profile == CollectProfile.CSI_MACHINERY:
+            taken = sorted({q.name for q in self.queries} & set(PROFILE_QUERY_NAMES))
+            if taken:
+                raise ValueError(f"query names {', '.join(taken)} are the CSIMachinery profile's; choose others")
+        return self
+
+
+class CollectedValue(_Model):
+    """One series of one query over one step's window."""
+
+    query: str = Field(..., description="The query's name (cpuSeconds, peakMemoryBytes, or one of spec.collect).")
+    labels: dict[str, str] = Field(default_factory=dict, description="The series' labels (at most 8).")
+    value: float = Field(..., description="The reading over the window (see the query's aggregation).")
+    unit: str | None = Field(None, description="Unit of the value.")
+
+
+class StepCollection(_Model):
+    """What Prometheus said about one step's window."""
+
+    start: str = Field(..., description="Window start (RFC 3339, ms): the step's clock started.")
+    end: str = Field(..., description="Window end (RFC 3339, ms): every target scraped after the clock stopped.")
+    values: list[CollectedValue] = Field(default_factory=list, max_length=MAX_COLLECTED_VALUES,
+                                         description="Per query and series, the reading over the window.")

@@ -1,0 +1,55 @@
+"""spec.collect in a run: which Prometheus, which queries, and the readings after each step into status and metrics.
+
+The Prometheus URL is the run's (spec.collect.prometheusUrl) or the operator's (``--prometheus-url``, which sets
+``CSIBENCH_PROMETHEUS_URL``); with neither, the run says so once in status.collection and collects nothing. The
+machinery the profile costs includes the containers the preflight found serving the class.
+"""
+
+from __future__ import annotations
+
+import os
+
+from csibench.api.collect import CollectedValue, StepCollection
+from csibench.api.models import BenchmarkRunSpec, Environment, Finding, Severity
+from csibench.metrics import METRICS
+from csibench.observe.collector import StepCollector
+from csibench.observe.prometheus import Prometheus
+from csibench.observe.queries import build_queries
+
+PROMETHEUS_URL_ENV = "CSIBENCH_PROMETHEUS_URL"
+
+
+def prometheus_url(spec: BenchmarkRunSpec) -> str | None:
+    if spec.collect is None:
+        return None
+    return spec.collect.prometheusUrl or os.environ.get(PROMETHEUS_URL_ENV) or None
+
+
+def build_collector(spec: BenchmarkRunSpec, run: str, namespace: str, environment: Environment,
+                    saved: list[Finding]) -> StepCollector | None:
+    """The run's collector, or None when the run collects nothing; ``saved``: findings of an earlier process."""
+    if spec.collect is None:
+        return None
+    url = prometheus_url(spec)
+    machinery = environment.machinery
+    found = [component.container for component in machinery.components] if machinery else []
+    collector = StepCollector(Prometheus(url or ""), build_queries(spec.collect, run, namespace,
+                                                                   spec.storageClassName, found),
+                              float(spec.collect.settleTimeoutSeconds))
+    collector.findings.merge_saved(saved)
+    if url is None:
+        collector.findings.add("NoPrometheus", Severity.WARNING, "*", "-",
+                               "spec.collect is set but no Prometheus URL is known: set spec.collect.prometheusUrl "
+                               "or the operator's --prometheus-url")
+        collector.enabled = False
+    return collector
+
+
+def component_of(value: CollectedValue) -> str:
+    """How metrics name a series: its container label, else its labels as name=value pairs (pure)."""
+    return value.labels.get("container") or ",".join(f"{k}={v}" for k, v in value.labels.items()) or "all"
+
+
+def record_metrics(run: str, step: str, collection: StepCollection) -> None:
+    METRICS.record_collection(run, step, [(value.query, component_of(value), value.value)
+                                          for value in collection.values])
