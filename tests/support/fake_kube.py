@@ -529,6 +529,11 @@ class FakeKube:
         pod_now = self.objects.get(("pods", namespace, name))
         if pod_now is None or pod_now["metadata"]["uid"] != uid:
             return
+        if self._claims_binding(namespace, pod_now):
+            # A pod runs only once its claims are bound (the scheduler binds a WaitForFirstConsumer claim first):
+            # on a busy machine a claim's bind timer can fire after the pod's.
+            self._later(0.01, lambda: self._ready(namespace, name, uid))
+            return
         node = _pinned_node(pod_now) if not self.behaviour.ignore_pinning else "node-0"
         if self._held_elsewhere(namespace, pod_now, node):
             # ReadWriteOnce: the attach/detach controller says Multi-Attach (one Event, its count growing) and
@@ -551,6 +556,17 @@ class FakeKube:
             self._later(self.behaviour.start_delay, lambda: self._update_if_same("pods", namespace, name, uid, ready))
             return
         self._update_if_same("pods", namespace, name, uid, ready)
+
+    def _claims_binding(self, namespace: str, pod: Json) -> bool:
+        """Whether a claim of the pod exists, is not bound yet and will be (its bind timer has not fired)."""
+        behaviour = self.behaviour
+        for volume in pod["spec"].get("volumes") or []:
+            name = (volume.get("persistentVolumeClaim") or {}).get("claimName") or ""
+            claim = self.objects.get(("persistentvolumeclaims", namespace, name))
+            if claim is not None and (claim.get("status") or {}).get("phase") != "Bound" and \
+                    name not in behaviour.never_bind and name not in behaviour.provisioning_fails:
+                return True
+        return False
 
     def _attach(self, namespace: str, pod: Json, node: str) -> None:
         """The attach/detach controller and external-attacher: an attached VolumeAttachment per bound claim of the
