@@ -14,6 +14,10 @@ snapshot-controller) are built the same way: their modules carry ``replace`` dir
 module@version`` refuses them, and a wrapper module that requires the sidecar module and repeats its replaces
 builds them. external-snapshotter replaces its ``client/v8`` with ``./client``, a path inside its repository;
 the wrapper pins the published ``client/v8`` of the same version instead.
+
+Prometheus is built from its module too (``github.com/prometheus/prometheus/cmd/prometheus``, with upstream's
+build tags that keep only its Kubernetes service discovery): Debian's package has none, and the local cluster's
+Prometheus finds the machinery's pods through the API server as it would on a real cluster.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Binaries:
     csi_snapshotter: Path
     snapshot_controller: Path
     csi_resizer: Path
+    prometheus: Path
 
     @property
     def snapshot_crd_dir(self) -> Path:
@@ -81,6 +86,10 @@ def sidecar_bin_dir(sidecar: versions.SidecarModule) -> Path:
     return cache_root() / "bin" / f"{sidecar.name}-{sidecar.version}"
 
 
+def prometheus_bin_dir() -> Path:
+    return cache_root() / "bin" / f"prometheus-{versions.PROMETHEUS_VERSION}"
+
+
 def expected_binaries() -> Binaries:
     k8s = kubernetes_bin_dir()
     snapshotter = sidecar_bin_dir(versions.SNAPSHOTTER)
@@ -95,6 +104,7 @@ def expected_binaries() -> Binaries:
         csi_snapshotter=snapshotter / "csi-snapshotter",
         snapshot_controller=snapshotter / "snapshot-controller",
         csi_resizer=sidecar_bin_dir(versions.RESIZER) / "csi-resizer",
+        prometheus=prometheus_bin_dir() / "prometheus",
     )
 
 
@@ -173,11 +183,13 @@ def _version_ldflags() -> str:
     return " ".join(flags)
 
 
-def _go_build(workdir: Path, out_dir: Path, packages: list[str], ldflags: str, label: str) -> None:
+def _go_build(workdir: Path, out_dir: Path, packages: list[str], ldflags: str, label: str,
+              tags: tuple[str, ...] = ()) -> None:
     """Run ``go build -v`` and report progress every 200 compiled packages, and every 30 s while Go is quiet
     (downloading modules on a cold cache prints nothing and can take minutes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(out_dir) + "/", *packages]
+    args = ["go", "build", "-v", "-trimpath", *([f"-tags={','.join(tags)}"] if tags else []), "-ldflags", ldflags,
+            "-o", str(out_dir) + "/", *packages]
     started = time.monotonic()
     process = subprocess.Popen(args, cwd=workdir, env=_go_env(), stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
@@ -249,6 +261,18 @@ def _build_sidecar(sidecar: versions.SidecarModule) -> None:
               f"{sidecar.name} {sidecar.version}")
 
 
+def _build_prometheus() -> None:
+    version = versions.PROMETHEUS_VERSION
+    workdir = cache_root() / "build" / f"prometheus-{version}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "go.mod").write_text(build_go_mod(
+        "csibench.local/prometheus-build", {versions.PROMETHEUS_MODULE: versions.PROMETHEUS_MODULE_VERSION}, []))
+    _log(f"building prometheus {version} (Kubernetes service discovery only; first build takes minutes)")
+    ldflags = f"-s -w -X github.com/prometheus/common/version.Version={version.lstrip('v')}"
+    _go_build(workdir, prometheus_bin_dir(), [f"{versions.PROMETHEUS_MODULE}/cmd/prometheus"], ldflags,
+              f"prometheus {version}", versions.PROMETHEUS_BUILD_TAGS)
+
+
 def ensure_binaries() -> Binaries:
     """Build whatever is missing and return the binaries; idempotent and quick when all are cached."""
     binaries = expected_binaries()
@@ -260,7 +284,10 @@ def ensure_binaries() -> Binaries:
     for sidecar in versions.SIDECAR_MODULES:
         if not all((sidecar_bin_dir(sidecar) / command).exists() for command in sidecar.commands):
             _build_sidecar(sidecar)
-    missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars()) if not path.exists()]
+    if not binaries.prometheus.exists():
+        _build_prometheus()
+    missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars(), binaries.prometheus)
+               if not path.exists()]
     if missing:
         raise BuildError(f"build finished but binaries are missing: {missing}")
     return binaries
@@ -275,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         print(etcd_bin_dir())
         for sidecar in versions.SIDECAR_MODULES:
             print(sidecar_bin_dir(sidecar))
+        print(prometheus_bin_dir())
         return 0
     started = time.monotonic()
     binaries = ensure_binaries()

@@ -42,3 +42,12 @@ RESIZER: Final = SidecarModule(
 SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER, RESIZER)
 # external-snapshotter replaces its client module with ./client; the build pins the published one instead.
 SNAPSHOTTER_CLIENT_MODULE: Final = "github.com/kubernetes-csi/external-snapshotter/client/v8"
+
+# Prometheus, built like the rest: Debian's package has no Kubernetes service discovery (removed by its packagers).
+# Prometheus 3.x is published to the module proxy as v0.3xx.y; the newest on 2026-12-03 was v0.316.0 (3.16.0).
+PROMETHEUS_VERSION: Final = "v3.16.0"
+PROMETHEUS_MODULE: Final = "github.com/prometheus/prometheus"
+PROMETHEUS_MODULE_VERSION: Final = "v0.316.0"
+# Upstream's plugin build tags: the Kubernetes service discovery only, not every cloud's SDK (and no web UI assets,
+# the API serves everything the cluster needs).
+PROMETHEUS_BUILD_TAGS: Final = ("remove_all_sd", "enable_kubernetes_sd")
