@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["up", "down", "status", "env", "build"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR, help="state directory of this cluster")
     parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
-                        help="API server port; etcd, controller-manager and scheduler use the next four")
+                        help="API server port; the cluster uses the next twelve too (etcd, controller-manager, "
+                             "scheduler, the nodes' log endpoints, Prometheus at +6, metrics endpoints)")
     parser.add_argument("--nodes", type=int, default=3, help="simulated nodes")
     parser.add_argument("--max-volumes-per-node", type=int, default=128,
                         help="the simulated driver's per-node volume limit (CSINode allocatable.count)")
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream-sidecar-defaults", action="store_true",
                         help="start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the "
                              "raised 500/1000")
+    parser.add_argument("--no-prometheus", action="store_true",
+                        help="start no Prometheus (by default one scrapes the sidecars and the simulator every "
+                             "second, at http://127.0.0.1:<api port + 6>)")
     args = parser.parse_args(argv)
     sidecar_flags: dict[str, dict[str, str]] = {}
     for component, flags in args.sidecar:
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(ClusterConfig(state_dir=args.dir.resolve(), api_port=api_port, nodes=args.nodes,
                                          max_volumes_per_node=args.max_volumes_per_node,
                                          sidecar_flags=sidecar_flags,
-                                         upstream_sidecar_defaults=args.upstream_sidecar_defaults))
+                                         upstream_sidecar_defaults=args.upstream_sidecar_defaults,
+                                         prometheus=not args.no_prometheus))
     if args.command == "up":
         started = time.monotonic()
         if cluster.running():
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"local cluster failed to start: {error}", file=sys.stderr)
                 return 1
             print(f"ready in {time.monotonic() - started:.1f}s at {cluster.config.server}", file=sys.stderr)
+            if cluster.config.prometheus:
+                print(f"prometheus at {cluster.config.prometheus_url}", file=sys.stderr)
         print(cluster.env())
     elif args.command == "down":
         cluster.down()

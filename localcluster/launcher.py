@@ -1,6 +1,7 @@
 """Start and stop a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the simulator
-(the simulated CSI driver and nodes) and the real CSI sidecars (csi-provisioner, csi-attacher, csi-snapshotter,
-csi-resizer) and snapshot-controller talking to it.
+(the simulated CSI driver and nodes), the real CSI sidecars (csi-provisioner, csi-attacher, csi-snapshotter,
+csi-resizer) and snapshot-controller talking to it, and a Prometheus that scrapes the sidecars' and the
+simulator's process metrics every second (``localcluster.prometheus``).
 
 Everything a cluster owns lives in one state directory (certificates, tokens, kubeconfigs, etcd data, logs and
 ``state.json`` with the PIDs it started), so two clusters on different ports coexist and ``down`` stops exactly
@@ -26,15 +27,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from localcluster import build, pki, sidecars
+import yaml
+
+from localcluster import build, pki, prometheus, sidecars
 from localcluster.simulator.__main__ import controller_socket
 from localcluster.simulator.config import DRIVER_NAME
+from localcluster.simulator.nodes import node_address
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE_DIR = REPO_ROOT / ".localcluster" / "default"
@@ -48,6 +53,9 @@ DENSITY_STORAGE_CLASS = "csibench-sim-dense"
 DENSITY_PARAMETERS = {"attachLatency": "2s", "attachLatencyPerAttached": "500ms"}
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
 GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8s.io/v1, the simulated driver's
+# The simulator's mirror pod (sim-node-0) and container: the simulated CSI driver, as a vendor's driver pod stands.
+SIMULATOR_COMPONENT = "csi-sim-driver"
+SIMULATOR_IMAGE = "csibench.io/csi-sim-driver:local"  # recorded on its mirror pod; nothing pulls it
 
 
 class ClusterError(RuntimeError):
@@ -56,7 +64,8 @@ class ClusterError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Where a cluster lives and which ports it uses (all on 127.0.0.1)."""
+    """Where a cluster lives and which ports it uses: on 127.0.0.1, but the metrics endpoints of the sidecars and
+    the simulator and the nodes' log endpoints, which are on the nodes' addresses (the first node's: 127.0.1.1)."""
 
     state_dir: Path = DEFAULT_STATE_DIR
     api_port: int = DEFAULT_API_PORT
@@ -73,6 +82,8 @@ class ClusterConfig:
     sidecar_flags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # True: start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the raised 500/1000.
     upstream_sidecar_defaults: bool = False
+    # A Prometheus (built from its Go module) scraping the sidecars and the simulator every second.
+    prometheus: bool = True
 
     @property
     def etcd_client_port(self) -> int:
@@ -94,6 +105,27 @@ class ClusterConfig:
     def kubelet_port(self) -> int:
         """The simulated nodes' log endpoints (one per node address): per cluster, so two clusters never meet."""
         return self.api_port + 5
+
+    @property
+    def prometheus_port(self) -> int:
+        return self.api_port + 6
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
+
+    @property
+    def metrics_host(self) -> str:
+        """Where the sidecars and the simulator serve their metrics: the node their mirror pods stand on."""
+        return node_address(0)
+
+    def sidecar_metrics_port(self, sidecar: str) -> int:
+        """The sidecars' ``--http-endpoint`` ports, in ``sidecars.SIDECARS`` order: the API port + 7 to + 11."""
+        return self.api_port + 7 + sidecars.SIDECAR_NAMES.index(sidecar)
+
+    @property
+    def simulator_metrics_port(self) -> int:
+        return self.api_port + 12
 
     @property
     def server(self) -> str:
@@ -122,8 +154,10 @@ class ClusterConfig:
         return self.state_dir / "data"
 
     def ports(self) -> list[int]:
+        """Every port the cluster listens on: the API port and the twelve after it."""
         return [self.api_port, self.etcd_client_port, self.etcd_peer_port, self.controller_manager_port,
-                self.scheduler_port, self.kubelet_port]
+                self.scheduler_port, self.kubelet_port, self.prometheus_port,
+                *(self.sidecar_metrics_port(name) for name in sidecars.SIDECAR_NAMES), self.simulator_metrics_port]
 
 
 @dataclass
@@ -202,9 +236,10 @@ class LocalCluster:
             return
         self.binaries = build.ensure_binaries()
         config = self.config
-        busy = [port for port in config.ports() if _port_in_use(port)]
+        hosts = ("127.0.0.1", config.metrics_host)
+        busy = [port for port in config.ports() if any(_port_in_use(port, host) for host in hosts)]
         if busy:
-            raise ClusterError(f"ports already in use on 127.0.0.1: {busy}; pick another api port")
+            raise ClusterError(f"ports already in use on {' or '.join(hosts)}: {busy}; pick another api port")
         if config.state_dir.exists():
             shutil.rmtree(config.state_dir)
         config.log_dir.mkdir(parents=True)
@@ -222,8 +257,12 @@ class LocalCluster:
             self._start_simulator()
             self._wait_driver_socket()
             self._start_sidecars()
+            if config.prometheus:
+                self._start_prometheus()
             self._wait_nodes_ready()
             self._register_mirror_pods()
+            if config.prometheus:
+                self._wait_prometheus()
             self._wait_default_service_account()
         except BaseException:
             self.down()
@@ -303,8 +342,7 @@ class LocalCluster:
         node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
         self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-sim-node-0", "--ignore-not-found",
                      "--grace-period=0", "--force")
-        self.kubectl("create", "-f", "-", input_text=json.dumps(sidecars.mirror_pod(
-            sidecar, "sim-node-0", node["metadata"]["uid"], executable, args)))
+        self.kubectl("create", "-f", "-", input_text=json.dumps(self._sidecar_mirror_pod(sidecar, node)))
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)
@@ -314,7 +352,9 @@ class LocalCluster:
         state = ClusterState.load(self.config.state_dir)
         components = {p.name: ("running" if self.exit_of(p) is None else "stopped")
                       for p in (state.processes if state else [])}
-        return {"server": self.config.server, "kubeconfig": str(self.config.kubeconfig), "components": components}
+        return {"server": self.config.server, "kubeconfig": str(self.config.kubeconfig),
+                "prometheus": self.config.prometheus_url if "prometheus" in components else None,
+                "components": components}
 
     def exit_of(self, record: ProcessRecord) -> str | None:
         """None while the process runs; otherwise how it ended ("exit code 1", "killed by signal SIGKILL"), or
@@ -347,8 +387,23 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 self._children[record.pid] = child
 
+    @property
+    def prometheus_url(self) -> str:
+        """The cluster's Prometheus (``ClusterConfig.prometheus_url``): http://127.0.0.1:<api port + 6>."""
+        return self.config.prometheus_url
+
     def env(self) -> str:
-        return f"export KUBECONFIG={self.config.kubeconfig}"
+        """Shell exports for this cluster: KUBECONFIG and, when it runs one, its Prometheus as the operator's
+        default (``CSIBENCH_PROMETHEUS_URL``)."""
+        lines = [f"export KUBECONFIG={self.config.kubeconfig}"]
+        if self._runs_prometheus():
+            lines.append(f"export CSIBENCH_PROMETHEUS_URL={self.config.prometheus_url}")
+        return "\n".join(lines)
+
+    def _runs_prometheus(self) -> bool:
+        state = ClusterState.load(self.config.state_dir)
+        records = [*self._processes, *(state.processes if state else [])]
+        return any(record.name == "prometheus" for record in records)
 
     def wait_established(self, *crds: str, timeout: float = 60.0) -> None:
         """Wait until each CRD is Established. Polled rather than ``kubectl wait --for=condition=Established``:
@@ -463,19 +518,25 @@ class LocalCluster:
             f"--secure-port={c.scheduler_port}", f"--cert-dir={c.state_dir / 'scheduler-certs'}",
         ])
 
-    def _start_simulator(self) -> None:
+    def simulator_command(self) -> tuple[str, list[str]]:
+        """The executable and arguments the launcher starts the simulator with."""
         c = self.config
-        socket = controller_socket(c.csi_dir.resolve())
-        if len(str(socket)) > 100:
-            raise ClusterError(f"state directory too deep for a unix socket path ({socket}): use a shorter --dir")
-        self._spawn("simulator", sys.executable, [
+        return sys.executable, [
             "-m", "localcluster.simulator", f"--kubeconfig={c.kubeconfig}", f"--nodes={c.nodes}",
             f"--ground-truth={c.ground_truth}", f"--csi-dir={c.csi_dir.resolve()}",
             f"--data-dir={c.data_dir.resolve()}", f"--kubelet-port={c.kubelet_port}",
             f"--tls-cert={(c.state_dir / 'pki' / 'kubelet.crt').resolve()}",
             f"--tls-key={(c.state_dir / 'pki' / 'kubelet.key').resolve()}",
             f"--max-volumes-per-node={c.max_volumes_per_node}",
-        ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
+            f"--metrics-address={c.metrics_host}:{c.simulator_metrics_port}",
+        ]
+
+    def _start_simulator(self) -> None:
+        socket = controller_socket(self.config.csi_dir.resolve())
+        if len(str(socket)) > 100:
+            raise ClusterError(f"state directory too deep for a unix socket path ({socket}): use a shorter --dir")
+        executable, args = self.simulator_command()
+        self._spawn("simulator", executable, args, env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
     def _wait_driver_socket(self) -> None:
         """The sidecars probe the driver as they start: start them once its controller socket listens."""
@@ -494,7 +555,8 @@ class LocalCluster:
         executable = str(getattr(self.binaries, sidecar.name.replace("-", "_")))
         args = sidecars.command_args(sidecar, c.state_dir.resolve() / f"{sidecar.name}.kubeconfig",
                                      controller_socket(c.csi_dir.resolve()) if sidecar.csi else None,
-                                     c.sidecar_flags.get(sidecar.name, {}), c.upstream_sidecar_defaults)
+                                     c.sidecar_flags.get(sidecar.name, {}), c.upstream_sidecar_defaults,
+                                     http_endpoint=f"{c.metrics_host}:{c.sidecar_metrics_port(sidecar.name)}")
         return executable, args
 
     def _start_sidecars(self) -> None:
@@ -506,24 +568,70 @@ class LocalCluster:
             self._spawn(sidecar.name, executable, args)
 
     def _install_sidecar_rbac(self) -> None:
-        """The upstream RBAC manifests of each sidecar, moved to kube-system."""
+        """The upstream RBAC manifests of each sidecar, moved to kube-system, and Prometheus's read-only role."""
         objects = []
         for sidecar in sidecars.SIDECARS:
             module = build.module_dir(sidecar.module.module, sidecar.module.version)
             objects += sidecars.rbac_objects((module / sidecar.rbac_manifest).read_text())
+        if self.config.prometheus:
+            objects += prometheus.rbac_objects()
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}))
 
+    def _sidecar_mirror_pod(self, sidecar: sidecars.Sidecar, node: dict[str, Any]) -> dict[str, Any]:
+        executable, args = self.sidecar_command(sidecar)
+        return sidecars.mirror_pod(sidecar, node["metadata"]["name"], node["metadata"]["uid"], executable, args,
+                                   metrics_port=self.config.sidecar_metrics_port(sidecar.name))
+
+    def mirror_pods(self, node: dict[str, Any]) -> list[dict[str, Any]]:
+        """A mirror pod per sidecar process and one for the simulator (the simulated driver) on ``node``, with
+        their real command lines and metrics ports."""
+        items = [self._sidecar_mirror_pod(sidecar, node) for sidecar in sidecars.SIDECARS]
+        executable, args = self.simulator_command()
+        items.append(sidecars.process_mirror_pod(
+            SIMULATOR_COMPONENT, node["metadata"]["name"], node["metadata"]["uid"], image=SIMULATOR_IMAGE,
+            identity=pki.identity("admin").user, executable=executable, args=args,
+            metrics_port=self.config.simulator_metrics_port))
+        return items
+
     def _register_mirror_pods(self) -> None:
-        """A mirror pod per sidecar process on the first node, with its real command line."""
         node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
-        items = []
-        for sidecar in sidecars.SIDECARS:
-            executable, args = self.sidecar_command(sidecar)
-            items.append(sidecars.mirror_pod(sidecar, node["metadata"]["name"], node["metadata"]["uid"],
-                                             executable, args))
         self.kubectl("create", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                  "items": items}))
+                                                                  "items": self.mirror_pods(node)}))
+
+    def _start_prometheus(self) -> None:
+        """Prometheus with its config, its SD token and its data in the state directory."""
+        c = self.config
+        token_file = c.state_dir / "prometheus.token"
+        token_file.touch(mode=0o600)
+        token_file.chmod(0o600)  # before the token is in it
+        token_file.write_text(self._tokens["prometheus"])
+        config_file = c.state_dir / "prometheus.yml"
+        config_file.write_text(yaml.safe_dump(prometheus.build_prometheus_config(
+            c.server, (c.state_dir / "pki" / "ca.crt").resolve(), token_file.resolve()), sort_keys=False))
+        self._spawn("prometheus", str(self.binaries.prometheus), prometheus.command_args(
+            config_file.resolve(), (c.state_dir / "prometheus").resolve(), c.prometheus_port))
+
+    def _wait_prometheus(self) -> None:
+        """Prometheus ready, then every mirror pod's target scraped and up (``up == 1``)."""
+        c = self.config
+        self._wait_http(f"{c.prometheus_url}/-/ready", "prometheus")
+        expected = len(sidecars.SIDECARS) + 1
+        query = urllib.parse.urlencode({"query": f'up{{job="{prometheus.JOB_MACHINERY}"}}'})
+        deadline = time.monotonic() + c.ready_timeout_seconds
+        up = 0
+        while time.monotonic() < deadline:
+            self._check_alive()
+            up = prometheus.up_targets(_get_json(f"{c.prometheus_url}/api/v1/query?{query}"))
+            if up >= expected:
+                return
+            time.sleep(0.5)
+        problems = prometheus.target_problems(_get_json(f"{c.prometheus_url}/api/v1/targets"),
+                                              prometheus.JOB_MACHINERY)
+        log = c.log_dir / "prometheus.log"
+        raise ClusterError(f"prometheus: {up} of {expected} {prometheus.JOB_MACHINERY} targets up within "
+                           f"{c.ready_timeout_seconds:.0f}s\n" + "\n".join(problems)
+                           + f"\n--- prometheus.log (last 30 lines)\n{log_tail(log)}")
 
     def _install_snapshot_api(self) -> None:
         """The snapshot and group snapshot CRDs of the pinned external-snapshotter (the snapshot-controller's own
@@ -628,6 +736,16 @@ def _node_usable(node: dict[str, object]) -> bool:
     return ready and not tainted
 
 
-def _port_in_use(port: int) -> bool:
+def _port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+        return probe.connect_ex((host, port)) == 0
+
+
+def _get_json(url: str) -> dict[str, Any]:
+    """A JSON answer from a local HTTP endpoint; {} while it does not answer (a start-up poll tries again)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            answer = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}

@@ -3,8 +3,9 @@
 Uses the ``openssl`` command (present on every Debian image) so the cluster needs no extra Python package.
 Identities are bearer tokens from a ``--token-auth-file``: one per component, each mapped to the user the
 bootstrap RBAC policy already knows (``system:kube-controller-manager``, ``system:kube-scheduler``), an admin
-in ``system:masters`` for tests and the simulator, and one per CSI sidecar mapped to the ServiceAccount user its
-upstream RBAC manifests bind (``system:serviceaccount:kube-system:csi-provisioner``, ...).
+in ``system:masters`` for tests and the simulator, one per CSI sidecar mapped to the ServiceAccount user its
+upstream RBAC manifests bind (``system:serviceaccount:kube-system:csi-provisioner``, ...), and one for the local
+Prometheus's service discovery (``csibench-prometheus``, read-only by the ClusterRole ``prometheus.rbac_objects``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from localcluster import prometheus
 from localcluster.sidecars import NAMESPACE, SIDECARS
 
 
@@ -32,7 +34,13 @@ IDENTITIES = (
     Identity("scheduler", "system:kube-scheduler", ()),
     *(Identity(sidecar.name, sidecar.user, ("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"))
       for sidecar in SIDECARS),
+    Identity("prometheus", prometheus.USER, ()),
 )
+
+
+def identity(name: str) -> Identity:
+    """The identity whose kubeconfig is ``<name>.kubeconfig`` (admin: the simulator's and the tests')."""
+    return next(i for i in IDENTITIES if i.name == name)
 
 
 def _openssl(*args: str, cwd: Path) -> None:

@@ -5,7 +5,9 @@ ServiceAccount its upstream manifests use (``system:serviceaccount:kube-system:c
 the upstream RBAC manifests shipped in the pinned modules, with the namespace set to ``kube-system``. Leader
 election is off (one replica each). Each is registered as a mirror pod in ``kube-system`` carrying its real
 command line, as a kubelet registers static pods, so ``kubectl get pods -n kube-system`` shows what runs and
-with which flags.
+with which flags. Each serves its metrics on ``--http-endpoint`` (the first node's address, a port of the
+cluster's own), and its mirror pod is host-network with that port named ``http-metrics``, as control-plane
+static pods are: the local Prometheus finds it there (``localcluster.prometheus``).
 
 Flags: the launcher sets what wiring needs (kubeconfig, CSI socket, leader election, ``--extra-create-metadata``
 so the driver learns a volume's claim and class) and raises every client's ``--kube-api-qps`` /
@@ -26,6 +28,7 @@ from typing import Any
 import yaml
 
 from localcluster import versions
+from localcluster.prometheus import METRICS_PORT_NAME, PART_OF, PART_OF_LABEL
 
 NAMESPACE = "kube-system"
 RAISED_CLIENT_LIMITS: Mapping[str, str] = {"kube-api-qps": "500", "kube-api-burst": "1000"}
@@ -68,13 +71,16 @@ SIDECAR_NAMES = tuple(sidecar.name for sidecar in SIDECARS)
 
 
 def command_args(sidecar: Sidecar, kubeconfig: Path, csi_socket: Path | None, flags: Mapping[str, str],
-                 upstream_defaults: bool = False) -> list[str]:
-    """The sidecar's arguments: wiring first, then the raised client limits (unless upstream defaults are
-    wanted), then the caller's flags; Go's flag package keeps the last value of a repeated flag (pure)."""
+                 upstream_defaults: bool = False, http_endpoint: str | None = None) -> list[str]:
+    """The sidecar's arguments: wiring first (with ``--http-endpoint=host:port`` for its metrics, when given),
+    then the raised client limits (unless upstream defaults are wanted), then the caller's flags; Go's flag
+    package keeps the last value of a repeated flag (pure)."""
     args = [f"--kubeconfig={kubeconfig}", "--leader-election=false", f"--v={LOG_VERBOSITY}"]
     if sidecar.csi:
         assert csi_socket is not None
         args.append(f"--csi-address={csi_socket}")
+    if http_endpoint is not None:
+        args.append(f"--http-endpoint={http_endpoint}")
     args += list(sidecar.wiring)
     chosen = {} if upstream_defaults else dict(RAISED_CLIENT_LIMITS)
     chosen.update(flags)
@@ -115,20 +121,34 @@ def rbac_objects(manifest_text: str, namespace: str = NAMESPACE) -> list[dict[st
     return objects
 
 
-def mirror_pod(sidecar: Sidecar, node: str, node_uid: str, executable: str, args: list[str]) -> dict[str, Any]:
+def mirror_pod(sidecar: Sidecar, node: str, node_uid: str, executable: str, args: list[str],
+               metrics_port: int | None = None) -> dict[str, Any]:
     """A mirror pod for a running sidecar process, as a kubelet writes one for a static pod (pure)."""
+    return process_mirror_pod(sidecar.name, node, node_uid, image=sidecar.image, identity=sidecar.user,
+                              executable=executable, args=args, metrics_port=metrics_port)
+
+
+def process_mirror_pod(component: str, node: str, node_uid: str, *, image: str, identity: str, executable: str,
+                       args: list[str], metrics_port: int | None = None) -> dict[str, Any]:
+    """A mirror pod ``<component>-<node>`` in kube-system for a process the launcher runs on the host: one
+    container named after the component with the real command line, host-network (it listens on the node's
+    address, as a control-plane static pod does) and, with ``metrics_port``, the container port ``http-metrics``
+    that the local Prometheus scrapes (pure)."""
+    container: dict[str, Any] = {"name": component, "image": image, "command": [executable], "args": args}
+    if metrics_port is not None:
+        container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": metrics_port, "protocol": "TCP"}]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "name": f"{sidecar.name}-{node}", "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/name": sidecar.name, "app.kubernetes.io/part-of": "csibench-localcluster"},
-            "annotations": {"kubernetes.io/config.mirror": sidecar.name, "kubernetes.io/config.source": "file",
-                            "csibench.io/identity": sidecar.user},
+            "name": f"{component}-{node}", "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": component, PART_OF_LABEL: PART_OF},
+            "annotations": {"kubernetes.io/config.mirror": component, "kubernetes.io/config.source": "file",
+                            "csibench.io/identity": identity},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
                                  "controller": True}],
         },
         "spec": {
-            "nodeName": node, "priorityClassName": "system-cluster-critical",
-            "containers": [{"name": sidecar.name, "image": sidecar.image, "command": [executable], "args": args}],
+            "nodeName": node, "priorityClassName": "system-cluster-critical", "hostNetwork": True,
+            "containers": [container],
         },
     }

@@ -4,6 +4,9 @@ It serves the simulated CSI driver (controller plugin on ``<csi-dir>/controller.
 node on ``<csi-dir>/<node>.sock``) and plays the nodes: Node objects, Leases, CSINode, CSIDriver, a kubelet that
 mounts volumes through the node plugins and runs non-pause containers as processes, and each node's log endpoint
 (``--kubelet-port``, HTTPS with ``--tls-cert``/``--tls-key``) that ``kubectl logs`` reaches through the API server.
+With ``--metrics-address host:port`` it serves prometheus_client's default registry there (its process collector:
+``process_cpu_seconds_total``, ``process_resident_memory_bytes``), so the local Prometheus measures what the
+simulated driver costs beside what the real sidecars cost.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
+
+import prometheus_client
 
 from localcluster.simulator import api
 from localcluster.simulator.backend import GroundTruth
@@ -35,7 +40,13 @@ def node_socket(csi_dir: Path, node: str) -> Path:
 
 async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None, csi_dir: Path,
               data_dir: Path, kubelet_port: int = DEFAULT_KUBELET_PORT,
-              tls: tuple[Path, Path] | None = None, max_volumes_per_node: int = 128) -> None:
+              tls: tuple[Path, Path] | None = None, max_volumes_per_node: int = 128,
+              metrics_address: tuple[str, int] | None = None) -> None:
+    metrics = None
+    if metrics_address is not None:
+        host, port = metrics_address
+        metrics, _ = prometheus_client.start_http_server(port, addr=host)
+        log.info("metrics on http://%s:%d/metrics", host, port)
     async with api.Client(kubeconfig) as client:
         node_set = set(node_names)
         informers = Informers(
@@ -73,6 +84,9 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
             logs.stop()
         for server in servers:
             await server.stop(grace=None)
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
         log.info("simulator stopped")
 
 
@@ -91,13 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls-key", type=Path, default=None, help="its key (both, or no log endpoints)")
     parser.add_argument("--max-volumes-per-node", type=int, default=128,
                         help="volumes each node takes (NodeGetInfo, CSINode allocatable.count; one more is refused)")
+    parser.add_argument("--metrics-address", type=_host_port, default=None, metavar="HOST:PORT",
+                        help="serve the process's metrics (prometheus_client's default registry) there")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     names = [f"{args.node_prefix}{index}" for index in range(args.nodes)]
     tls = (args.tls_cert, args.tls_key) if args.tls_cert and args.tls_key else None
     asyncio.run(run(args.kubeconfig, names, args.ground_truth, args.csi_dir.resolve(), args.data_dir.resolve(),
-                    args.kubelet_port, tls, args.max_volumes_per_node))
+                    args.kubelet_port, tls, args.max_volumes_per_node, args.metrics_address))
     return 0
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``127.0.1.1:19455`` -> ("127.0.1.1", 19455)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, e.g. 127.0.1.1:17455")
+    return host, int(port)
 
 
 if __name__ == "__main__":

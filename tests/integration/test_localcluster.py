@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,8 @@ from localcluster.simulator.config import DRIVER_NAME, Operation
 from tests.support.cluster import bound_claims, create_claims, create_pod
 
 pytestmark = pytest.mark.integration
-# A second cluster for the start-up test, clear of the session cluster's five ports (18443-18447 by default).
-SECOND_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443")) + 10
+# A second cluster for the start-up test, clear of the session cluster's thirteen ports (18443-18455 by default).
+SECOND_API_PORT = int(os.environ.get("CSIBENCH_TEST_API_PORT", "18443")) + 20
 
 
 def test_pvc_binds_through_the_real_pv_controller(kube: Kube, namespace: str) -> None:
@@ -59,6 +61,30 @@ def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kub
     as_controller = ["--as=system:serviceaccount:kube-system:snapshot-controller"]
     assert cluster.kubectl("auth", "can-i", "create", "volumesnapshotcontents.snapshot.storage.k8s.io",
                            *as_controller).strip() == "yes"
+
+
+def prometheus_query(cluster: LocalCluster, promql: str) -> list[dict[str, Any]]:
+    url = f"{cluster.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
+def test_prometheus_scrapes_each_component_under_cadvisors_label_names(cluster: LocalCluster) -> None:
+    components = {*sidecars.SIDECAR_NAMES, "csi-sim-driver"}
+    up = prometheus_query(cluster, 'up{job="csi-machinery"}')
+    assert sorted((s["metric"]["container"], s["value"][1]) for s in up) == [(c, "1") for c in sorted(components)]
+    cpu = prometheus_query(cluster, "process_cpu_seconds_total")
+    assert {s["metric"]["pod"]: (s["metric"]["namespace"], s["metric"]["container"], s["metric"]["node"])
+            for s in cpu} == {f"{c}-sim-node-0": ("kube-system", c, "sim-node-0")
+                              # snapshot-controller v8.7.0 serves its own registry only: no process_* series but
+                              # process_start_time_seconds.
+                              for c in components - {"snapshot-controller"}}
+    memory = prometheus_query(cluster, "process_resident_memory_bytes")
+    assert {s["metric"]["container"] for s in memory} == components - {"snapshot-controller"}
+    assert all(float(s["value"][1]) > 1e6 for s in memory)
 
 
 def test_pod_with_four_claims_is_scheduled_attached_and_detached(kube: Kube, namespace: str) -> None:
