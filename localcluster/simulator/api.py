@@ -74,6 +74,7 @@ class ApiError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
+        self.message = message  # the API server's words, as a kubelet quotes them (``serviceaccounts "x" not found``)
 
 
 def key_of(obj: Obj) -> str:

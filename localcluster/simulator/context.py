@@ -49,16 +49,21 @@ class Context:
         self._backends[storage_class] = (fingerprint, backend)
         return backend
 
-    async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True) -> None:
-        """A core/v1 Event on ``obj``, as the sidecar or kubelet would record it."""
+    async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True,
+                    field_path: str | None = None) -> None:
+        """A core/v1 Event on ``obj``, as the sidecar or kubelet would record it (``field_path``: the part of it the
+        event is about, a kubelet's ``spec.containers{name}``)."""
         meta = obj["metadata"]
         namespace = meta.get("namespace") or "default"
         stamp = api.now_rfc3339()
+        involved = {"kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"), "name": meta["name"],
+                    "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion")}
+        if field_path:
+            involved["fieldPath"] = field_path
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
-            "involvedObject": {"kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"), "name": meta["name"],
-                               "namespace": meta.get("namespace"), "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "involvedObject": involved,
             "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
             "source": {"component": component}, "reportingComponent": component,
             "reportingInstance": component, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,

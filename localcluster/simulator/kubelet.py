@@ -21,6 +21,20 @@ containers start as processes, the pod goes Running, and each container's exit i
 code and reason; the pod's phase follows its restartPolicy). A container the runtime refuses (no non-root
 runAsUser, no command) gets a ``Failed`` Warning event and the pod fails. Deleting such a pod stops its processes
 (SIGTERM, SIGKILL after the grace period) before its volumes are unmounted.
+
+A process-mode pod's projected volumes (the ServiceAccount token the API server's admission adds, ``projected.py``)
+are made before its containers start: a failure is a ``FailedMount`` Warning and the pod waits, retried with
+backoff; its token is then refreshed by a task of the pod's. Containers of a pod with a token get the
+``kubernetes`` Service's variables (the API server's host and port, from the simulator's kubeconfig), so
+``load_incluster_config`` works in them. Once such a pod runs, its probes run (``prober.py``): readiness drives the
+pod's Ready condition, a failed liveness probe restarts the container. The pod's tasks (token refresh, probes)
+are cancelled when it stops.
+
+Pod IPs: a pause pod gets a unique 127.2.x.y (only its status needs one); a hostNetwork pod its node's address, as
+a kubelet gives host-network pods the node IP; a process-mode pod shares the host's network namespace, so it gets
+the host's primary IPv4 address, where its 0.0.0.0-bound ports really answer and which a Service's endpoints may
+hold (the API server refuses loopback addresses there, and Prometheus finds the operator through its Service's
+endpoints). Without such an address (a host with loopback only) it keeps a 127.2 address, with one warning.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ import hashlib
 import itertools
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +57,17 @@ from localcluster.simulator.config import DRIVER_NAME
 from localcluster.simulator.context import Context
 from localcluster.simulator.controller import Controller
 from localcluster.simulator.expansion import build_expansion_finished, node_resize_pending, quantity_bytes
-from localcluster.simulator.nodes import node_address
-from localcluster.simulator.runtime import ContainerConfigError, PodProcesses, Runtime, pod_phase, runs_processes
+from localcluster.simulator.nodes import host_address, node_address
+from localcluster.simulator.prober import Prober
+from localcluster.simulator.projected import Projector, projected_volumes
+from localcluster.simulator.runtime import (
+    ContainerConfigError,
+    PodProcesses,
+    Runtime,
+    pod_phase,
+    runs_processes,
+    service_env,
+)
 
 COMPONENT = "kubelet"
 log = logging.getLogger("simulator.kubelet")
@@ -88,6 +111,23 @@ def describe_rpc_error(error: grpc.aio.AioRpcError) -> str:
     """How a kubelet quotes a CSI error: Go's ``rpc error: code = Internal desc = ...`` (pure)."""
     code = "".join(part.capitalize() for part in error.code().name.split("_"))
     return f"rpc error: code = {code} desc = {error.details()}"
+
+
+def choose_pod_ip(pod: api.Obj, node_index: int, host_ip: str | None, loopback: Iterator[str]) -> str:
+    """A pod's IP (pure but for drawing from ``loopback``): its node's address for a hostNetwork pod, the host's
+    address for a process-mode pod (it shares the host's network namespace), else the next unique 127.2.x.y."""
+    if pod["spec"].get("hostNetwork"):
+        return node_address(node_index)
+    if host_ip is not None and runs_processes(pod):
+        return host_ip
+    return next(loopback)
+
+
+def readiness_conditions(statuses: list[api.Obj]) -> list[api.Obj]:
+    """ContainersReady and Ready from the containers' readiness (pure)."""
+    ready = "True" if statuses and all(s.get("ready") for s in statuses) else "False"
+    return [{"type": kind, "status": ready, "lastTransitionTime": api.now_rfc3339()}
+            for kind in ("ContainersReady", "Ready")]
 
 
 def build_running_status(pod: api.Obj, host_ip: str, pod_ip: str) -> api.Obj:
@@ -134,7 +174,13 @@ class Kubelet:
     def __init__(self, ctx: Context, node_sockets: dict[str, Path], root: Path) -> None:
         self.ctx = ctx
         self._root = root
-        self.runtime = Runtime(root)
+        server = getattr(ctx.client, "server", None)  # the simulator's kubeconfig's: the pods' in-cluster API
+        self.runtime = Runtime(root, service_env(server) if server else None)
+        self.projector = Projector(ctx.client, ctx.event, root, COMPONENT)
+        self.prober = Prober(self.runtime, ctx, self._report_probed)
+        self._pod_tasks: dict[str, set[asyncio.Task[None]]] = defaultdict(set)  # pod uid -> its refresh, probes
+        self._host_ip: str | None = None
+        self._host_ip_known = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._channels = {node: grpc.aio.insecure_channel(f"unix://{path}") for node, path in node_sockets.items()}
         self._plugins = {node: csi_grpc.NodeStub(channel) for node, channel in self._channels.items()}
@@ -175,9 +221,33 @@ class Kubelet:
 
     async def shutdown(self) -> None:
         """The simulator stops: no container outlives it (their mounts go with their namespaces)."""
+        for uid in list(self._pod_tasks):
+            self._cancel_pod_tasks(uid)
         await asyncio.gather(*(self.runtime.stop(uid, 0.0) for uid in list(self.runtime.pods)))
         for uid in list(self.runtime.pods):
             self.runtime.forget(uid)
+            self.projector.forget(uid)
+        await self.prober.close()
+
+    def host_ip(self) -> str | None:
+        """The host's address for process-mode pods, looked up once (None, said once: none but loopback)."""
+        if not self._host_ip_known:
+            self._host_ip, self._host_ip_known = host_address(), True
+            if self._host_ip is None:
+                log.warning("no non-loopback IPv4 address on this host: process-mode pods get 127.2 addresses, "
+                            "which a Service's endpoints cannot hold")
+        return self._host_ip
+
+    def _spawn_pod_task(self, uid: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name=f"pod:{uid}")
+        self._pod_tasks[uid].add(task)
+        task.add_done_callback(self._pod_tasks[uid].discard)
+        task.add_done_callback(self._task_done)
+
+    def _cancel_pod_tasks(self, uid: str) -> None:
+        """The pod stops: its token refresh and probes end with it."""
+        for task in self._pod_tasks.pop(uid, set()):
+            task.cancel()
 
     def _on_pod(self, event: str, pod: api.Obj) -> None:
         if pod["spec"].get("nodeName") not in self.ctx.node_names:
@@ -187,7 +257,7 @@ class Kubelet:
             uid = pod["metadata"]["uid"]
             # Volumes whose mount was under way count too: the node plugin may have staged them meanwhile.
             mounted = self._mounted.pop(uid, set()) | self._touched.pop(uid, set())
-            if mounted or uid in self.runtime.pods:
+            if mounted or uid in self.runtime.pods or self.projector.holds(uid):
                 self._orphaned[pod["metadata"]["uid"]] = (pod, mounted)
                 self.teardown.kick(pod["metadata"]["uid"])
         else:
@@ -195,6 +265,7 @@ class Kubelet:
                 self.runtime.refresh(pod)  # its downwardAPI files follow its labels and annotations
             except OSError as error:
                 log.warning("downwardAPI files of %s: %s", api.key_of(pod), error)
+            self.projector.changed(pod)
             self.controller.kick(api.key_of(pod))
 
     def _on_attachment(self, event: str, attachment: api.Obj) -> None:
@@ -285,11 +356,20 @@ class Kubelet:
             return True
         if self._all_mounted(pod, mounted):
             index = self._node_index.get(node, 0)
-            status = build_running_status(pod, node_address(index), next(self._addresses))
-            if runs_processes(pod):
+            processes = runs_processes(pod)
+            host_ip = self.host_ip() if processes else None
+            if processes:
                 uid = pod["metadata"]["uid"]
                 if uid in self.runtime.pods or uid in self._initializing:
                     return False  # started by an earlier pass; its Running status is on its way
+                if projected_volumes(pod):
+                    if not await self.projector.set_up(pod):
+                        return True  # a FailedMount Warning said why; retried with backoff
+                    if uid not in self._pod_tasks:
+                        self._spawn_pod_task(uid, self.projector.refresh_tokens(uid))
+            status = build_running_status(pod, node_address(index),
+                                          choose_pod_ip(pod, index, host_ip, self._addresses))
+            if processes:
                 if pod["spec"].get("initContainers"):  # they run to their end first: not on this worker
                     self._initializing.add(uid)
                     self._spawn_task(self._start_and_report(pod, status))
@@ -322,13 +402,20 @@ class Kubelet:
             self._initializing.discard(pod["metadata"]["uid"])
         if group is None:
             return
-        status["status"]["containerStatuses"] = [c.status(group.uid) for c in group.containers.values()]
+        statuses = [c.status(group.uid) for c in group.containers.values()]
+        status["status"]["containerStatuses"] = statuses
+        status["status"]["conditions"] = [
+            *(c for c in status["status"]["conditions"] if c["type"] not in ("ContainersReady", "Ready")),
+            *readiness_conditions(statuses)]
         if group.init_containers:
             status["status"]["initContainerStatuses"] = [c.status(group.uid) for c in group.init_containers.values()]
         try:
             await self._report_running(pod, status)
         except api.ApiError as error:  # deleted meanwhile
             log.warning("status of %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], error)
+        if not group.stopping:
+            for probe in self.prober.probes(pod, group, status["status"]["podIP"]):
+                self._spawn_pod_task(group.uid, probe)
 
     async def _report_running(self, pod: api.Obj, status: api.Obj) -> None:
         running = await self.ctx.client.patch(
@@ -336,9 +423,10 @@ class Kubelet:
         self.ctx.informers.pods.observe(running)
 
     def volume_dirs(self, pod: api.Obj) -> dict[str, str]:
-        """The pod's CSI volumes by volume name -> the kubelet's target path (which leads to the volume's data)."""
+        """The pod's CSI volumes by volume name -> the kubelet's target path (which leads to the volume's data),
+        and its projected volumes' directories."""
         namespace, node = pod["metadata"]["namespace"], pod["spec"]["nodeName"]
-        found = {}
+        found = self.projector.volume_dirs(pod)
         for volume, claim in claim_volumes(pod).items():
             pvc = self.ctx.informers.pvcs.get(f"{namespace}/{claim}")
             pv_name = (pvc or {}).get("spec", {}).get("volumeName")
@@ -353,6 +441,7 @@ class Kubelet:
         except ContainerConfigError as error:
             await self.ctx.event(pod, "Failed", str(error), COMPONENT)
             self.runtime.forget(pod["metadata"]["uid"])
+            self._cancel_pod_tasks(pod["metadata"]["uid"])
             failed = {"status": {**running["status"], "phase": "Failed", "reason": "CreateContainerConfigError",
                                  "message": str(error)[:500],
                                  "conditions": [{"type": kind, "status": "False", "reason": "PodFailed",
@@ -369,6 +458,7 @@ class Kubelet:
             return None
         if group.init_failed is not None:
             if not group.stopping:  # deleted meanwhile: its teardown says the rest
+                self._cancel_pod_tasks(group.uid)
                 await self._report_init_failed(pod, group, running)
             return None
         for name in group.containers:
@@ -402,7 +492,8 @@ class Kubelet:
             code = await self.runtime.wait(group, name)
             if group.stopping:
                 return
-            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            restart = policy == "Always" or (policy == "OnFailure" and (code != 0 or
+                                                                        group.containers[name].probe_killed))
             await self._report_containers(pod, group, restart=restart)
             if not restart:
                 return
@@ -412,16 +503,19 @@ class Kubelet:
             await self.runtime.restart(group, pod, name, self.volume_dirs(pod))
             await self._report_containers(pod, group, restart=False)
 
+    async def _report_probed(self, pod: api.Obj, group: PodProcesses) -> None:
+        """A readiness or startup probe's result changed: the containers' status and the pod's Ready."""
+        if not group.stopping:
+            await self._report_containers(pod, group, restart=True)
+
     async def _report_containers(self, pod: api.Obj, group: PodProcesses, restart: bool) -> None:
         codes = [c.exit_code for c in group.containers.values()]
         statuses = [c.status(group.uid) for c in group.containers.values()]
-        ready = "True" if all(code is None for code in codes) else "False"
-        patch: api.Obj = {"status": {"containerStatuses": statuses, "conditions": [
-            {"type": kind, "status": ready, "lastTransitionTime": api.now_rfc3339()}
-            for kind in ("ContainersReady", "Ready")]}}
+        patch: api.Obj = {"status": {"containerStatuses": statuses, "conditions": readiness_conditions(statuses)}}
         phase = None if restart else pod_phase(pod["spec"].get("restartPolicy", "Always"), codes)
         if phase is not None:
             patch["status"]["phase"] = phase
+            self._cancel_pod_tasks(group.uid)  # it ended: nothing to probe, no token to renew
         try:
             answer = await self.ctx.client.patch(api.POD.path(group.namespace, group.name, "status"), patch,
                                                  strategic=True)
@@ -524,6 +618,7 @@ class Kubelet:
     async def _tear_down(self, uid: str) -> bool:
         """Unmount what a pod removed from the API left mounted; retried until every volume is unmounted."""
         pod, mounted = self._orphaned.get(uid, ({}, set()))
+        self._cancel_pod_tasks(uid)
         await self.runtime.stop(uid, 0.0)  # removed from the API at once: no grace period left
         volumes = sorted(mounted)
         results = await asyncio.gather(*(self._unmount(pod, pv_name) for pv_name in volumes))
@@ -531,11 +626,13 @@ class Kubelet:
         if mounted:
             return True
         self.runtime.forget(uid)
+        self.projector.forget(uid)
         self._orphaned.pop(uid, None)
         return False
 
     async def _terminate(self, key: str, pod: api.Obj) -> bool:
         uid = pod["metadata"]["uid"]
+        self._cancel_pod_tasks(uid)  # no probe kills, no token is written, while it stops
         await self.runtime.stop(uid, grace_seconds(pod))  # processes end before their volumes are unmounted
         mounted = self._mounted.get(uid, set()) | self._touched.get(uid, set())
         volumes = sorted(mounted)
@@ -548,6 +645,7 @@ class Kubelet:
         if mounted:
             return True
         self.runtime.forget(uid)
+        self.projector.forget(uid)
         namespace, name = key.split("/", 1)
         answer = await self.ctx.client.delete(api.POD.path(namespace, name), {
             "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

@@ -10,7 +10,12 @@ attach/detach controller writes ``status.volumesAttached`` itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import ipaddress
 import logging
+import socket
+import struct
 
 from localcluster.simulator import api
 from localcluster.simulator.config import DRIVER_NAME
@@ -27,6 +32,36 @@ DEFAULT_KUBELET_PORT = 10250
 def node_address(index: int) -> str:
     """Loopback addresses: the API server reaches a node's log endpoint there, and nothing leaves this machine."""
     return f"127.0.1.{index + 1}"
+
+
+def usable_pod_address(address: str) -> bool:
+    """An IPv4 address the API server takes in a Service's endpoints (pure): not loopback, link-local, unspecified
+    or multicast (``ValidateEndpointIP`` refuses those)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.version == 4 and not (ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast)
+
+
+SIOCGIFADDR = 0x8915  # ioctl: an interface's IPv4 address
+ROUTE_PROBE = ("192.0.2.1", 9)  # TEST-NET-1: a UDP connect() picks the route, nothing is sent
+
+
+def host_address() -> str | None:
+    """The host's primary IPv4 address, where a process-mode pod's 0.0.0.0-bound ports answer and which a
+    Service's endpoints accept: the source address of the default route (a UDP connect() sends nothing), else the
+    first usable address of an interface (SIOCGIFADDR); None when the host has none."""
+    candidates = []
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(ROUTE_PROBE)
+        candidates.append(str(probe.getsockname()[0]))
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            with contextlib.suppress(OSError):
+                answer = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+                candidates.append(socket.inet_ntoa(answer[20:24]))
+    return next((address for address in candidates if usable_pod_address(address)), None)
 
 
 def build_node(name: str, index: int) -> api.Obj:

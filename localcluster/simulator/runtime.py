@@ -15,6 +15,16 @@ no image to bring its own ``/etc/passwd``: when the container's user is not in t
 copy with that user added (bound over ``/etc/passwd`` in its namespace only), as an image's user would be there
 (PostgreSQL's initdb refuses a user it cannot look up).
 
+There is no image either to bring its software: "the image" is the checkout's virtualenv, where the simulator runs
+from (the operator image's entrypoint ``csibench`` is installed there), so a container's PATH is that
+virtualenv's bin directory, then the system's, unless the container sets PATH; when the virtualenv's interpreter
+lies where the container's user cannot walk (a pyenv under a 0700 /root), the sandbox shows that directory alone on
+the way to it. A pod with a projected ServiceAccount token (``projected.py`` makes it; its directory is mounted
+like any volume, read-only as the admission plugin asks) gets the ``kubernetes`` Service's variables pointing at the
+API server, so in-cluster configuration works. The prober (``prober.py``) sets a container's readiness and
+started state (``ready_gate``, ``start_gate``), stops a container whose liveness probe failed (``kill``: it is then
+restarted per restartPolicy) and runs exec probes in a running container's namespaces (``exec_in``).
+
 What is decided from the pod spec alone is pure and unit-tested: whether a pod runs processes, who a container
 runs as (never root: a container without a non-root runAsUser is refused with the kubelet's wording), its
 environment, its command line, and the container and pod status a kubelet reports.
@@ -32,16 +42,23 @@ import shutil
 import signal
 import sys
 import tempfile
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcluster.simulator import api
+from localcluster.simulator.volumes import SYSTEM_PATH
 
 log = logging.getLogger("simulator.runtime")
 PAUSE_IMAGE_NAME = "pause"
 DEFAULT_GRACE_SECONDS = 30.0
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"  # where a kubelet keeps a pod's emptyDirs
 DOWNWARD_API_PLUGIN = "kubernetes.io~downward-api"
+# "The image's PATH": there are no images, the checkout's virtualenv is the operator image's installed software
+# (its entrypoint ``csibench`` is there), then the system's. The simulator runs from that virtualenv's python.
+IMAGE_BIN = str(Path(sys.executable).parent)
+IMAGE_PATH = f"{IMAGE_BIN}:{SYSTEM_PATH}"
 
 
 class ContainerConfigError(ValueError):
@@ -108,6 +125,71 @@ def env_of(pod: api.Obj, container: api.Obj) -> dict[str, str]:
             if path in fields:
                 env[item["name"]] = fields[path]
     return env
+
+
+def mounts_service_account_token(pod: api.Obj) -> bool:
+    """Whether the pod has a projected ServiceAccount token (``kube-api-access-xxxxx``, added by the API server's
+    ServiceAccount admission plugin unless automountServiceAccountToken is false) (pure)."""
+    return any("serviceAccountToken" in source for volume in pod["spec"].get("volumes") or []
+               for source in (volume.get("projected") or {}).get("sources") or [])
+
+
+def service_env(server: str) -> dict[str, str]:
+    """The ``kubernetes`` Service's variables a kubelet gives every container, pointing at the API server itself
+    (pure): the real values are the Service's ClusterIP and port 443, which nothing routes here, so they are the
+    host and port of the API server (its certificate has IP SAN 127.0.0.1). ``load_incluster_config`` reads
+    ``KUBERNETES_SERVICE_HOST`` and ``KUBERNETES_SERVICE_PORT``."""
+    url = urllib.parse.urlsplit(server)
+    host, port = url.hostname or "127.0.0.1", str(url.port or 443)
+    address = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+    prefix = f"KUBERNETES_PORT_{port}_TCP"
+    return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "KUBERNETES_SERVICE_PORT_HTTPS": port,
+            "KUBERNETES_PORT": address, prefix: address, f"{prefix}_PROTO": "tcp", f"{prefix}_PORT": port,
+            f"{prefix}_ADDR": host}
+
+
+def container_env(pod: api.Obj, container: api.Obj, service: dict[str, str]) -> dict[str, str]:
+    """Everything a container's process gets (pure): the ``kubernetes`` Service's variables when the pod mounts a
+    ServiceAccount token, the image's PATH, then the container's own env, which wins (it may set PATH)."""
+    base = dict(service) if mounts_service_account_token(pod) else {}
+    return {**base, "PATH": IMAGE_PATH, **env_of(pod, container)}
+
+
+def read_only_paths(container: api.Obj, mounts: dict[str, str]) -> list[str]:
+    """The container's mountPaths mounted read-only (``readOnly: true``), among those it has (pure)."""
+    found = []
+    for mount in container.get("volumeMounts") or []:
+        path = os.path.normpath("/" + mount["mountPath"].lstrip("/"))
+        if mount.get("readOnly") and path in mounts:
+            found.append(path)
+    return sorted(found)
+
+
+StatFn = Callable[[str], os.stat_result]
+
+
+def reachable(path: str, who: Identity, lookup: StatFn = os.stat) -> bool:
+    """Whether ``who`` may walk down to ``path`` (execute permission on it and on every directory above) (pure
+    given ``lookup``)."""
+    parts = [part for part in path.split("/") if part]
+    for depth in range(len(parts) + 1):
+        found = lookup("/" + "/".join(parts[:depth]))
+        bits = 0o001
+        if found.st_uid == who.uid:
+            bits = 0o100
+        elif found.st_gid in (who.gid, *who.groups):
+            bits = 0o010
+        if not found.st_mode & bits:
+            return False
+    return True
+
+
+def image_dirs(who: Identity, lookup: StatFn = os.stat) -> list[str]:
+    """The interpreter the image's virtualenv points at, when the container's user could not reach it on the host
+    (a pyenv under /root, mode 0700): the sandbox then shows that directory alone on the way to it, as an image
+    would hold its Python where its user can run it (pure given ``lookup``)."""
+    wanted = sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+    return [path for path in wanted if not reachable(path, who, lookup)]
 
 
 def command_of(container: api.Obj) -> list[str]:
@@ -215,6 +297,16 @@ class Container:
     exit_code: int | None = None
     restarts: int = 0
     waiting: tuple[str, str] | None = None  # (reason, message) of a container that could not start
+    # The prober's verdicts (None: no such probe): a container is ready once its readiness probe passed and started
+    # once its startup probe passed; both go back to False at each (re)start.
+    ready_gate: bool | None = None
+    start_gate: bool | None = None
+    started_monotonic: float = 0.0  # the event loop's clock at its (re)start: initialDelaySeconds counts from there
+    probe_killed: bool = False  # stopped by a failed liveness or startup probe: restarted even after exit 0
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.exit_code is None and self.waiting is None
 
     def status(self, uid: str) -> api.Obj:
         if self.waiting is not None:
@@ -226,9 +318,10 @@ class Container:
                                     "containerID": f"sim://{uid}-{self.name}"}}
         else:
             state = {"running": {"startedAt": self.started_at}}
+        started = self.exit_code is None and self.start_gate is not False
         return {"name": self.name, "image": self.image, "imageID": "", "containerID": f"sim://{uid}-{self.name}",
-                "ready": self.exit_code is None and self.waiting is None, "started": self.exit_code is None,
-                "restartCount": self.restarts, "state": state}
+                "ready": self.exit_code is None and self.waiting is None and started and self.ready_gate is not False,
+                "started": started, "restartCount": self.restarts, "state": state}
 
 
 @dataclass
@@ -254,8 +347,9 @@ class PodProcesses:
 class Runtime:
     """Starts, watches and stops the containers of process-mode pods on all simulated nodes."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, service: dict[str, str] | None = None) -> None:
         self._root = root
+        self.service = service or {}  # the ``kubernetes`` Service's variables (service_env)
         self.pods: dict[str, PodProcesses] = {}  # pod uid -> its processes
         self.logs: dict[tuple[str, str, str], Path] = {}  # (namespace, pod, container) -> log file
 
@@ -292,15 +386,16 @@ class Runtime:
             await self._spawn(group, self._entry(group, plan[0], group.containers), *plan)
         return group
 
-    @staticmethod
-    def _plan(pod: api.Obj, container: api.Obj, dirs: dict[str, str]) -> tuple[api.Obj, Identity, list[str],
-                                                                               dict[str, str], dict[str, str]]:
-        return (container, identity_of(pod, container), command_of(container), env_of(pod, container),
-                mount_paths(pod, container, dirs))
+    def _plan(self, pod: api.Obj, container: api.Obj, dirs: dict[str, str]) -> tuple[api.Obj, Identity, list[str],
+                                                                                   dict[str, str], dict[str, str]]:
+        return (container, identity_of(pod, container), command_of(container),
+                container_env(pod, container, self.service), mount_paths(pod, container, dirs))
 
     def _entry(self, group: PodProcesses, container: api.Obj, into: dict[str, Container]) -> Container:
         entry = Container(container["name"], container.get("image", ""),
-                          group.directory / "logs" / f"{container['name']}.log")
+                          group.directory / "logs" / f"{container['name']}.log",
+                          ready_gate=False if container.get("readinessProbe") else None,
+                          start_gate=False if container.get("startupProbe") else None)
         into[entry.name] = entry
         self.logs[(group.namespace, group.name, entry.name)] = entry.log_path
         return entry
@@ -325,12 +420,14 @@ class Runtime:
         root.mkdir(parents=True, exist_ok=True)
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         files = await asyncio.to_thread(_identity_files, root.parent, who)
+        exposed = await asyncio.to_thread(image_dirs, who)
         _namespace_file(group, entry).unlink(missing_ok=True)
         env = {**env, CONTAINER_MARK: _mark(group, entry)}  # whose leftovers are whose (end_leftovers)
         spec = {"namespaceFile": str(_namespace_file(group, entry)), "command": command, "env": env,
                 "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
-                "volumes": mounts, "files": files}
+                "volumes": mounts, "files": files, "readOnly": read_only_paths(container, mounts),
+                "exposed": exposed}
         with entry.log_path.open("ab") as log_file:
             entry.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
@@ -339,8 +436,12 @@ class Runtime:
         if group.stopping:  # stop() came while it started and found no process: it must not outlive the pod
             _kill_group(entry.process.pid, signal.SIGKILL)
         entry.started_at = api.now_rfc3339()
+        entry.started_monotonic = asyncio.get_running_loop().time()
         entry.exit_code = None
         entry.finished_at = None
+        entry.probe_killed = False
+        entry.ready_gate = False if entry.ready_gate is not None else None
+        entry.start_gate = False if entry.start_gate is not None else None
 
     async def wait(self, group: PodProcesses, name: str, among: dict[str, Container] | None = None) -> int:
         """Wait for a container's process to exit; then stop what it left in its process group."""
@@ -356,8 +457,47 @@ class Runtime:
         container = next(c for c in pod["spec"]["containers"] if c["name"] == name)
         entry = group.containers[name]
         entry.restarts += 1
-        await self._spawn(group, entry, container, identity_of(pod, container), command_of(container),
-                          env_of(pod, container), mount_paths(pod, container, {**volume_dirs, **group.scratch}))
+        dirs = {**volume_dirs, **group.scratch, **group.downward}
+        await self._spawn(group, entry, *self._plan(pod, container, dirs))
+
+    async def kill(self, group: PodProcesses, name: str, grace_seconds: float) -> None:
+        """Stop one container (a failed liveness probe): SIGTERM its process group, SIGKILL after the grace period.
+        Its watcher then sees the exit and restarts it per restartPolicy."""
+        entry = group.containers[name]
+        process = entry.process
+        if process is None or process.returncode is not None:
+            return
+        entry.probe_killed = True
+        _kill_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), timeout=grace_seconds)
+        _kill_group(process.pid, signal.SIGKILL)
+
+    async def exec_in(self, group: PodProcesses, pod: api.Obj, name: str, command: list[str],
+                      timeout: float) -> tuple[int | None, str]:
+        """Run ``command`` in a running container, as an exec probe does: in its mount and IPC namespaces, chrooted
+        into its root, as its user, with its environment. (exit code or None on a timeout, its output)."""
+        entry = group.containers[name]
+        container = next(c for c in pod["spec"]["containers"] if c["name"] == name)
+        if entry.process is None or entry.process.returncode is not None:
+            raise OSError(f"container {name} is not running")
+        who = identity_of(pod, container)
+        env = {**container_env(pod, container, self.service), CONTAINER_MARK: _mark(group, entry)}
+        spec = {"join": entry.process.pid, "command": command, "env": env, "uid": who.uid, "gid": who.gid,
+                "groups": list(who.groups), "workingDir": container.get("workingDir") or "/",
+                "root": str(group.directory / "containers" / name / "rootfs")}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True, env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.defpath})
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), timeout=timeout)
+        except TimeoutError:
+            _kill_group(process.pid, signal.SIGKILL)
+            await process.wait()
+            return None, ""
+        code = process.returncode if process.returncode is not None else -1
+        return (code if code >= 0 else 128 - code), output.decode(errors="replace")
 
     async def stop(self, uid: str, grace_seconds: float) -> None:
         """SIGTERM every container's process group, SIGKILL what is left after the grace period, and wait."""

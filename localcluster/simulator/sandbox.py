@@ -23,6 +23,14 @@ single-threaded and becomes the container by ``exec``:
 5. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
    container without a non-root runAsUser before it gets here, and this helper checks again), then ``execvpe``.
 
+Volume mounts with ``readOnly: true`` (a projected ServiceAccount token's) are remounted read-only. When the
+image's interpreter (the virtualenv's base Python) lies where the container's user cannot walk (a pyenv under a
+0700 /root), the directories on the way to it are made in the tmpfs showing that directory alone ("exposed"), so
+the user can run it without seeing anything else the host keeps there.
+
+``SPEC`` with ``join`` (a container's pid) runs a command in that running container instead, as an exec probe
+does: ``setns`` into its mount and IPC namespaces, ``chroot`` into its root, its user, ``execvpe``.
+
 A failure before ``exec`` is written to stderr (the container's log) and exits 128, like a runtime's start error.
 """
 
@@ -42,7 +50,7 @@ from localcluster.simulator.volumes import SYSTEM_PATH, run_tool
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
-MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 1, 4096, 16384, 1 << 18
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
 START_ERROR_EXIT = 128
 PRIVATE_TMPFS = frozenset({"/tmp", "/run"})  # fresh per container: nothing it writes there reaches the host
@@ -53,7 +61,7 @@ NESTED_TMPFS = ("/dev/shm",)  # below a bound host directory: a fresh tmpfs over
 class Action:
     """One step of building the container's root (paths inside the root are absolute, e.g. "/data")."""
 
-    kind: str  # "dir", "file", "symlink", "bind", "tmpfs", "volume"
+    kind: str  # "dir", "file", "symlink", "bind", "tmpfs", "volume", "readonly"
     path: str
     source: str = ""  # host path (bind, volume) or link target (symlink)
 
@@ -63,20 +71,29 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) if i else "/" for i in range(len(parts))]
 
 
+def _depth(path: str) -> tuple[int, str]:
+    return (path.count("/") if path != "/" else 0, path)
+
+
 def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, str, str]]],
-              files: dict[str, str] | None = None) -> list[Action]:
+              files: dict[str, str] | None = None, read_only: list[str] | tuple[str, ...] = (),
+              exposed: list[str] | tuple[str, ...] = ()) -> list[Action]:
     """How to build a root that shows the host plus ``volumes`` (mountPath -> host directory) and ``files`` (path
     -> host file bound over the host's, e.g. /etc/passwd), touching nothing on the host (pure: ``entries(dir)``
     lists a host directory as (name, "dir"|"file"|"symlink"|"other", link target)). Directories on the way to a
     mountPath are made in the tmpfs; their host entries are bound one by one, except the one leading on to the
-    mountPath."""
-    shadowed = {a for path in volumes for a in _ancestors(path)}
-    order = sorted(shadowed, key=lambda p: (p.count("/") if p != "/" else 0, p))
-    actions = [Action("dir", directory) for directory in order if directory != "/"]
+    mountPath. ``read_only`` mountPaths are remounted read-only. An ``exposed`` host directory is bound at its own
+    path with the directories on the way to it made in the tmpfs holding nothing else (unless a mountPath already
+    leads through them)."""
+    shadowed = {"/"} | {a for path in volumes for a in _ancestors(path)}
+    shown = [path for path in exposed if path not in shadowed and path not in volumes]
+    private = {a for path in shown for a in _ancestors(path)} - shadowed  # on the way to an exposed directory only
+    order = sorted(shadowed, key=_depth)
+    actions = [Action("dir", directory) for directory in sorted(shadowed | private, key=_depth) if directory != "/"]
     for directory in order:
         for name, kind, target in entries(directory):
             path = directory.rstrip("/") + "/" + name
-            if path in shadowed or path in volumes:
+            if path in shadowed or path in volumes or path in private or path in shown:
                 continue  # made by the plan itself
             if path in PRIVATE_TMPFS:
                 actions += [Action("dir", path), Action("tmpfs", path)]
@@ -90,10 +107,14 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
         parent, _, name = path.rpartition("/")
         if parent not in shadowed and any(n == name and kind == "dir" for n, kind, _ in entries(parent)):
             actions.append(Action("tmpfs", path))
+    for path in shown:
+        actions += [Action("dir", path), Action("bind", path, path)]
     for path, source in sorted((files or {}).items()):
         actions.append(Action("bind", path, source))
     for path, source in sorted(volumes.items()):
         actions += [Action("dir", path), Action("volume", path, source)]
+        if path in read_only:
+            actions.append(Action("readonly", path))
     return actions
 
 
@@ -146,6 +167,8 @@ def build_root(root: str, actions: list[Action]) -> None:
             _mount_image(action.source, inside)
         elif action.kind in ("bind", "volume"):
             _mount(action.source, inside, None, MS_BIND | MS_REC)
+        elif action.kind == "readonly":
+            _mount(None, inside, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def _mount_image(image: str, target: str) -> None:
@@ -222,16 +245,37 @@ def enter(spec: dict[str, Any]) -> None:
             recorded.write(os.readlink("/proc/self/ns/mnt"))
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
-    build_root(spec["root"], plan_root(volumes, host_entries, files))
+    build_root(spec["root"], plan_root(volumes, host_entries, files, [str(p) for p in spec.get("readOnly") or []],
+                                       [str(p) for p in spec.get("exposed") or []]))
     if spec.get("fsGroup") is not None:
         for path in volumes:
             apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))
     os.chroot(spec["root"])
+    _become(spec, uid, gid)
+
+
+def _become(spec: dict[str, Any], uid: int, gid: int) -> None:
     os.chdir(spec.get("workingDir") or "/")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     os.setgroups([int(g) for g in spec.get("groups") or []])
     os.setgid(gid)
     os.setuid(uid)
+
+
+def join(spec: dict[str, Any]) -> None:
+    """Enter a running container (its pid is ``join``): its mount and IPC namespaces, its root, its user."""
+    uid, gid = int(spec["uid"]), int(spec["gid"])
+    if uid == 0:
+        raise PermissionError("the simulated kubelet runs nothing as root (runAsUser 0)")
+    pid = int(spec["join"])
+    for kind, flag in (("mnt", CLONE_NEWNS), ("ipc", CLONE_NEWIPC)):
+        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _check(_libc.setns(fd, flag), f"setns({kind} of {pid})")
+        finally:
+            os.close(fd)
+    os.chroot(spec["root"])  # setns put this process at the namespace's root: the host's view, then the container's
+    _become(spec, uid, gid)
 
 
 def main(argv: list[str]) -> int:
@@ -241,7 +285,7 @@ def main(argv: list[str]) -> int:
     env.setdefault("PATH", SYSTEM_PATH)
     env.setdefault("HOME", "/tmp")
     try:
-        enter(spec)
+        join(spec) if spec.get("join") else enter(spec)
         os.execvpe(command[0], command, env)
     except OSError as error:
         print(f"sandbox: cannot start {command[0]!r}: {error}", file=sys.stderr, flush=True)
