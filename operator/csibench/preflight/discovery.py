@@ -57,7 +57,7 @@ def _not_visible(driver: str, what: str, error: ApiError) -> Machinery:
              error.reason)
     return Machinery(visible=False, driver=driver, note=(
         f"the operator may not read {what} (HTTP {error.status}); bind the csibench-discovery ClusterRole "
-        "(deploy/rbac-discovery.yaml) to record and check the sidecars' versions and flags"))
+        "(deploy/base/rbac-discovery.yaml) to record and check the sidecars' versions and flags"))
 
 
 async def discover_machinery(client: Reader, driver: str) -> Machinery:
