@@ -223,6 +223,9 @@ class Metrics:
             if previous is not None:
                 self.runs.labels(previous).dec()
             self.runs.labels(phase).inc()
+        if previous is None:  # a run the operator knows has a throttling counter, 0 until its client waits
+            self.throttled.labels(run)
+            self._remember(run, "throttled", (run,))
 
     def set_verdict(self, run: str, verdict: str, broken: int) -> None:
         for value in VERDICTS:

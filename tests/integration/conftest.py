@@ -32,6 +32,10 @@ def deployed(cluster: LocalCluster, crd: None) -> None:
     new policy: until then an unlabelled create by the operator's ServiceAccount would be admitted)."""
     output = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO_ROOT / "deploy"))
     assert "serverside-applied" in output
+    # deploy/'s Deployment names an image the simulated kubelet cannot run (it runs commands, and deploy/ gives
+    # only the image's CMD): its pods would fail and be replaced over and over. These tests run the operator as a
+    # host process; test_deployed_operator runs it as a pod from deploy/overlays/local.
+    cluster.kubectl("scale", "deployment/csibench-operator", "-n", "csibench-system", "--replicas=0")
     probe = json.dumps(manifests.pvc("policy-probe", "csibench-sim"))
 
     def enforced() -> bool:

@@ -38,6 +38,15 @@ def test_forgetting_a_run_removes_every_series_of_it() -> None:
     assert 'csibench_runs{phase="Running"} 1.0' in text and 'csibench_runs{phase="Succeeded"} 0.0' in text
 
 
+def test_a_run_has_a_throttling_counter_from_its_first_phase_at_zero() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.set_phase("ns/c", "Running")
+    assert 'csibench_client_throttled_seconds_total{run="ns/c"} 0.0' in generate_latest(registry).decode()
+    metrics.forget_run("ns/c")
+    assert 'run="ns/c"' not in generate_latest(registry).decode()
+
+
 def test_dashboard_queries_only_metrics_the_operator_serves() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)

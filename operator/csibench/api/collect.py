@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -56,6 +57,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
 
 
+ContainerName = Annotated[str, Field(max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN)]
 PROFILE_RULE = ("self.profile == 'None' || !has(self.queries) || "
                 "!self.queries.exists(q, q.name in ['cpuSeconds', 'peakMemoryBytes'])",
                 "query names cpuSeconds and peakMemoryBytes are the CSIMachinery profile's; choose others")
@@ -113,9 +115,8 @@ class CollectSpec(_Model):
         description="CSIMachinery: CPU-seconds (cpuSeconds) and peak memory (peakMemoryBytes) per container of the "
                     "CSI machinery per step, from cAdvisor's container_* series or, where the components are "
                     "scraped themselves, their process_* series; None: only the queries below.")
-    components: list[str] = Field(
+    components: list[ContainerName] = Field(
         default_factory=list, max_length=16,
-        json_schema_extra={"items": {"maxLength": v.DNS_LABEL_MAX, "pattern": v.DNS_LABEL_PATTERN}},
         description="More container names to cost with the profile (e.g. the driver's own container); the "
                     "sidecars found by the preflight and the usual sidecar names are costed anyway.")
     queries: list[CollectQuery] = Field(default_factory=list, max_length=MAX_COLLECT_QUERIES,
