@@ -170,3 +170,21 @@ def test_collect_without_any_prometheus_url_says_so_once(monkeypatch: pytest.Mon
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert [f.check for f in status.collection] == ["NoPrometheus"]
     assert all(step.collection is None for step in status.steps)
+
+
+def test_a_finished_runs_collected_series_come_back_after_an_operator_restart() -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    from csibench.engine.report_store import restore_run_metrics
+    from csibench.metrics import METRICS
+
+    status = {"steps": [{"name": "createVolume", "collection": {
+        "start": "2026-12-03T18:00:00.000Z", "end": "2026-12-03T18:00:05.000Z",
+        "values": [{"query": "cpuSeconds", "labels": {"container": "csi-provisioner"}, "value": 1.25,
+                    "unit": "CPU-s"}]}}]}
+    restore_run_metrics("ns/restored", "sim", status, None)
+    text = generate_latest(REGISTRY).decode()
+    assert ('csibench_step_collected{component="csi-provisioner",query="cpuSeconds",run="ns/restored",'
+            'step="createVolume"} 1.25') in text
+    METRICS.forget_run("ns/restored")
+    assert 'run="ns/restored"' not in generate_latest(REGISTRY).decode()

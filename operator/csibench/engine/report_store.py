@@ -15,9 +15,11 @@ import gzip
 import json
 from typing import Any
 
+from csibench.api.collect import StepCollection
 from csibench.api.models import GROUP, KIND, VERSION
 from csibench.api.stored_report import REPORT_FORMAT, iteration_records
 from csibench.engine.catalog import STEPS
+from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.ownership import REPORT_OF_LABEL
@@ -111,6 +113,8 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),
                             step.get("skipped", 0))
         METRICS.record_phases(run_label, step["name"], step.get("phases") or [])
+        if step.get("collection"):
+            record_collection_metrics(run_label, step["name"], StepCollection.model_validate(step["collection"]))
     steps = [step for record in iteration_records(report or {}) for step in record["steps"]]
     for step in steps:
         name = step["status"]["name"]

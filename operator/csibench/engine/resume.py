@@ -12,6 +12,7 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunStatus, ConditionReason, Phase, StepState
 from csibench.engine.catalog import STEPS
+from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
 from csibench.engine.errors import PlanError
 from csibench.engine.execution import build_trackers
@@ -87,6 +88,8 @@ async def resume(engine: RunEngine, previous: dict[str, Any]) -> BenchmarkRunSta
                             step_status.throughput, step_status.succeeded, step_status.failed,
                             step_status.skipped)
         METRICS.record_phases(engine.ref.label, name, [p.model_dump() for p in step_status.phases])
+        if step_status.collection is not None:
+            record_collection_metrics(engine.ref.label, name, step_status.collection)
     first = next(i for i, step in enumerate(context.plan) if step.name not in finished)
     current = next((s for s in status.steps if s.name == context.plan[first].name), None)
     redo = current is not None and current.state in (StepState.RUNNING, StepState.INTERRUPTED)
