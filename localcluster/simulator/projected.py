@@ -263,7 +263,12 @@ class Projector:
 
     def directory(self, pod: api.Obj) -> Path:
         node, uid = str(pod["spec"]["nodeName"]), str(pod["metadata"]["uid"])
-        return self._root / node / "pods" / uid / "volumes" / PROJECTED_PLUGIN
+        pod_dir = self._root / node / "pods" / uid
+        # The pod's directory is the pod's alone (0700, the runtime's too) before a token is written under it:
+        # process containers see the host's paths, and another pod's user must not reach this one's token.
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        pod_dir.chmod(0o700)
+        return pod_dir / "volumes" / PROJECTED_PLUGIN
 
     def volume_dirs(self, pod: api.Obj) -> dict[str, str]:
         """The pod's projected volumes by name -> their directory (whether or not they are made yet)."""

@@ -81,12 +81,13 @@ def test_placeholders_are_filled_with_escaped_label_values_and_a_regex_of_contai
 
 
 # -- readings over a window ------------------------------------------------------------------------------------
-def test_increase_subtracts_per_series_and_reads_a_reset_or_a_new_series_from_zero() -> None:
+def test_increase_subtracts_per_series_reads_a_reset_and_leaves_out_a_series_missing_at_the_start() -> None:
     a, b, c = {"container": "a"}, {"container": "b"}, {"container": "c"}
     start = [Series(a, [(1.0, 10.0)]), Series(b, [(1.0, 50.0)])]
     end = [Series(a, [(9.0, 12.5)]), Series(b, [(9.0, 3.0)]), Series(c, [(9.0, 4.0)])]
-    assert sorted((labels["container"], value) for labels, value in increase(start, end)) == [
-        ("a", 2.5), ("b", 3.0), ("c", 4.0)]
+    found, missing = increase(start, end)
+    assert sorted((labels["container"], value) for labels, value in found) == [("a", 2.5), ("b", 3.0)]
+    assert missing == 1
     assert highest([Series(a, [(1.0, 5.0), (2.0, 9.0), (3.0, 7.0)])]) == [(a, 9.0)]
     rated = readings("q", None, Aggregation.RATE, [(a, 3.0)], seconds=2.0)
     assert rated[0].value == 1.5 and rated[0].labels == a
@@ -188,3 +189,41 @@ def test_a_finished_runs_collected_series_come_back_after_an_operator_restart() 
             'step="createVolume"} 1.25') in text
     METRICS.forget_run("ns/restored")
     assert 'run="ns/restored"' not in generate_latest(REGISTRY).decode()
+
+
+def test_replicas_of_a_component_are_summed_in_the_metric_not_overwritten() -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    from csibench.api.collect import CollectedValue, StepCollection
+    from csibench.engine.collection import record_metrics
+    from csibench.metrics import METRICS
+
+    values = [CollectedValue(query="cpuSeconds", labels={"container": "csi-provisioner", "pod": pod}, value=value)
+              for pod, value in (("leader", 12.0), ("standby", 0.5))]
+    record_metrics("ns/ha", "createVolume", StepCollection(start="s", end="e", values=values))
+    assert ('csibench_step_collected{component="csi-provisioner",query="cpuSeconds",run="ns/ha",'
+            'step="createVolume"} 12.5') in generate_latest(REGISTRY).decode()
+    METRICS.forget_run("ns/ha")
+
+
+def test_a_redirect_is_refused_not_followed() -> None:
+    import http.server
+    import threading
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(PrometheusError, match="HTTP 302"):
+            Prometheus(f"http://127.0.0.1:{server.server_address[1]}").instant("up", 0)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -37,10 +37,11 @@ def build_collector(spec: BenchmarkRunSpec, run: str, namespace: str, environmen
                                                                    spec.storageClassName, found),
                               float(spec.collect.settleTimeoutSeconds))
     collector.findings.merge_saved(saved)
-    if url is None:
+    if url is None and not any(f.check == "NoPrometheus" for f in saved):
         collector.findings.add("NoPrometheus", Severity.WARNING, "*", "-",
                                "spec.collect is set but no Prometheus URL is known: set spec.collect.prometheusUrl "
                                "or the operator's --prometheus-url")
+    if url is None:
         collector.enabled = False
     return collector
 
@@ -51,5 +52,10 @@ def component_of(value: CollectedValue) -> str:
 
 
 def record_metrics(run: str, step: str, collection: StepCollection) -> None:
-    METRICS.record_collection(run, step, [(value.query, component_of(value), value.value)
-                                          for value in collection.values])
+    """One series per step, query and component: replicas of a component (an HA provisioner, a DaemonSet's
+    driver) are summed, not overwritten by the last one read."""
+    summed: dict[tuple[str, str], float] = {}
+    for value in collection.values:
+        key = (value.query, component_of(value))
+        summed[key] = summed.get(key, 0.0) + value.value
+    METRICS.record_collection(run, step, [(query, component, value) for (query, component), value in summed.items()])

@@ -159,7 +159,8 @@ class StepRunner:
             return
         if collector.enabled and tracker.anchor is not None and tracker.stopped is not None and \
                 not tracker.interrupted:
-            await self.show(f"{tracker.progress()} (asking Prometheus about {step.name})")
+            # No status write here: the step's record is stored (before_done) only after this, and status must
+            # never say a step is done before its record exists (a restart would find it without one).
             tracker.collection = await collector.collect(step.name, tracker.anchor.wall,
                                                          tracker.anchor.wall_of(tracker.stopped))
             record_collection_metrics(self.recorder.ref.label, step.name, tracker.collection)

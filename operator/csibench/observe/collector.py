@@ -61,10 +61,14 @@ class StepCollector:
         self.settle_timeout = settle_timeout
         self.findings = Findings()
         self.enabled = True  # False: nothing to ask (no URL); the finding says so
+        self._missing: list[tuple[str, int]] = []  # (query, series without a value at the window's start)
 
     async def collect(self, step: str, start: float, stop: float) -> StepCollection:
         """The step's window, from ``start`` (its clock started, unix seconds) to once every target was scraped
         after ``stop``; the readings of every query over it."""
+        if not self.queries:
+            now = time.time()
+            return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(max(stop, now)), values=[])
         end = await self._settle(step, stop)
         values: list[CollectedValue] = []
         for query in self.queries:
@@ -78,15 +82,22 @@ class StepCollector:
                 if error.unreachable:
                     break  # one finding, not one per query: the next step tries again
                 continue
+            for name, count in self._missing:
+                self.findings.add("SeriesMissingAtStart", Severity.INFO, name, step,
+                                  f"{name}: {count} series had no value at the window's start (a failed scrape, "
+                                  "or begun during the step); left out rather than counted from zero")
+            self._missing.clear()
             if not found:
                 self.findings.add("QueryEmpty", Severity.INFO, query.name, step,
                                   f"{query.name}: no series over the window (is the metric scraped, and are its "
                                   "labels as the query expects?)")
-            values += readings(query.name, query.unit, query.aggregation, found, stop - start)
-        if len(values) > MAX_COLLECTED_VALUES:
-            self.findings.add("TooManySeries", Severity.INFO, "*", step,
-                              f"{len(values)} series over the window; status keeps the first "
-                              f"{MAX_COLLECTED_VALUES} (aggregate with sum by (...) to keep fewer)")
+            read = readings(query.name, query.unit, query.aggregation, found, stop - start)
+            room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
+            if len(read) > room:
+                self.findings.add("TooManySeries", Severity.INFO, query.name, step,
+                                  f"{query.name}: {len(read)} series over the window; status keeps the largest "
+                                  f"{room} (aggregate with sum by (...) to keep fewer)")
+            values += read[:room]
         return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(end), values=values[:MAX_COLLECTED_VALUES])
 
     async def _settle(self, step: str, stop: float) -> float:
@@ -112,10 +123,14 @@ class StepCollector:
 
     def _evaluate(self, query: Query, start: float, end: float) -> list[tuple[dict[str, str], float]]:
         if query.aggregation in (Aggregation.INCREASE, Aggregation.RATE):
-            return increase(self.prometheus.instant(query.promql, start),
-                            self.prometheus.instant(query.promql, end))
+            found, missing = increase(self.prometheus.instant(query.promql, start),
+                                      self.prometheus.instant(query.promql, end))
+            if missing:
+                self._missing.append((query.name, missing))
+            return found
         if query.aggregation == Aggregation.MAX:
             step = max(1.0, (end - start) / MAX_RANGE_POINTS)
+            # The range is evaluated on a grid from start; the end (the scrape after the stop) is read too.
             over: list[Series] = self.prometheus.range(query.promql, start, end, step)
-            return highest(over)
+            return highest([*over, *self.prometheus.instant(query.promql, end)])
         return latest(self.prometheus.instant(query.promql, end))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TIMEOUT_SECONDS = 10.0
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a cut answer is not JSON: a finding, not an operator out of memory
 
 
 class PrometheusError(RuntimeError):
@@ -58,6 +59,17 @@ def _series(metric: dict[str, str], values: list[list[Any]]) -> Series:
     return Series(labels, [(at, value) for at, value in samples if math.isfinite(value)])
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: the URL asked is the one validated (no hop to another host or scheme)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# No proxy from the environment, no redirects: the operator asks exactly the URL the run or its flag named.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
 class Prometheus:
     def __init__(self, url: str, timeout: float = TIMEOUT_SECONDS) -> None:
         self.url = url.rstrip("/")
@@ -73,8 +85,8 @@ class Prometheus:
     def _get(self, path: str, params: dict[str, str]) -> list[Series]:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as response:
-                return parse_answer(response.read())
+            with OPENER.open(url, timeout=self.timeout) as response:
+                return parse_answer(response.read(MAX_ANSWER_BYTES + 1)[:MAX_ANSWER_BYTES])
         except urllib.error.HTTPError as error:
             body = error.read()
             if error.code in (400, 422):

@@ -1,6 +1,6 @@
 """What spec.collect read per step, in reports (pure): the CSI machinery's cost, and the run's own queries.
 
-The machinery reads "createVolume: csi-provisioner 11.8 CPU-s (1.2 ms/volume), peak 48 MiB": CPU-seconds over the
+The machinery reads "createVolume: csi-provisioner 11.8 CPU-s (1.2 CPU-ms/object), peak 48 MiB": CPU-seconds over the
 step's window, per object of the step (succeeded or not: the component worked for every one), and the highest
 memory over it. The run's own queries are one row per step, query and series.
 """
@@ -42,7 +42,7 @@ def machinery_table(run: dict[str, Any]) -> Table | None:
                          f"{read[MEMORY] / MIB:.1f}" if MEMORY in read else "-"])
     if not rows:
         return None
-    return ["step", "component", "pod", "CPU-s", "ms/object", "peak MiB"], rows
+    return ["step", "component", "pod", "CPU-s", "CPU-ms/object", "peak MiB"], rows
 
 
 def queries_table(run: dict[str, Any]) -> Table | None:
@@ -61,13 +61,13 @@ def queries_table(run: dict[str, Any]) -> Table | None:
 
 
 def summary_lines(run: dict[str, Any]) -> list[str]:
-    """One line per step: 'createVolume: csi-provisioner 11.8 CPU-s (1.2 ms/volume), peak 48 MiB; ...'."""
+    """One line per step: 'createVolume: csi-provisioner 11.8 CPU-s (1.2 CPU-ms/object), peak 48 MiB; ...'."""
     table = machinery_table(run)
     if table is None:
         return []
     by_step: dict[str, list[str]] = {}
     for step, name, _, cpu, per_object, peak in table[1]:
-        parts = [f"{name} {cpu} CPU-s" + (f" ({per_object} ms/object)" if per_object != "-" else "")]
+        parts = [f"{name} {cpu} CPU-s" + (f" ({per_object} CPU-ms/object)" if per_object != "-" else "")]
         if peak != "-":
             parts.append(f"peak {peak} MiB")
         by_step.setdefault(step, []).append(", ".join(parts))
