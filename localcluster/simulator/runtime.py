@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcluster.simulator import api
+from localcluster.simulator.sandbox import in_private_tmpfs
 from localcluster.simulator.volumes import SYSTEM_PATH
 
 log = logging.getLogger("simulator.runtime")
@@ -59,6 +60,9 @@ DOWNWARD_API_PLUGIN = "kubernetes.io~downward-api"
 # (its entrypoint ``csibench`` is there), then the system's. The simulator runs from that virtualenv's python.
 IMAGE_BIN = str(Path(sys.executable).parent)
 IMAGE_PATH = f"{IMAGE_BIN}:{SYSTEM_PATH}"
+# Where the virtualenv's editable install of csibench reads its source (the checkout's operator/): part of "the
+# image" too. A checkout under /tmp (a CI clone) is hidden by every container's private /tmp unless shown.
+IMAGE_SOURCE = str(Path(__file__).resolve().parents[2] / "operator")
 
 
 class ContainerConfigError(ValueError):
@@ -184,12 +188,13 @@ def reachable(path: str, who: Identity, lookup: StatFn = os.stat) -> bool:
     return True
 
 
-def image_dirs(who: Identity, lookup: StatFn = os.stat) -> list[str]:
+def image_dirs(who: Identity, lookup: StatFn = os.stat, image: tuple[str, ...] | None = None) -> list[str]:
     """The interpreter the image's virtualenv points at, when the container's user could not reach it on the host
     (a pyenv under /root, mode 0700): the sandbox then shows that directory alone on the way to it, as an image
     would hold its Python where its user can run it (pure given ``lookup``)."""
-    wanted = sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
-    return [path for path in wanted if not reachable(path, who, lookup)]
+    wanted = sorted(set(image) if image is not None else
+                    {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), IMAGE_SOURCE})
+    return [path for path in wanted if in_private_tmpfs(path) or not reachable(path, who, lookup)]
 
 
 def command_of(container: api.Obj) -> list[str]:

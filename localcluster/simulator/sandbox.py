@@ -87,7 +87,9 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
     leads through them)."""
     shadowed = {"/"} | {a for path in volumes for a in _ancestors(path)}
     shown = [path for path in exposed if path not in shadowed and path not in volumes]
-    private = {a for path in shown for a in _ancestors(path)} - shadowed  # on the way to an exposed directory only
+    # On the way to an exposed directory only; not inside a private tmpfs (/tmp stays the container's own: the
+    # exposed directory is bound inside it, or inside the volume mounted there, once those are in place).
+    private = {a for path in shown for a in _ancestors(path) if not in_private_tmpfs(a)} - shadowed
     order = sorted(shadowed, key=_depth)
     actions = [Action("dir", directory) for directory in sorted(shadowed | private, key=_depth) if directory != "/"]
     for directory in order:
@@ -107,15 +109,20 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
         parent, _, name = path.rpartition("/")
         if parent not in shadowed and any(n == name and kind == "dir" for n, kind, _ in entries(parent)):
             actions.append(Action("tmpfs", path))
-    for path in shown:
-        actions += [Action("dir", path), Action("bind", path, path)]
     for path, source in sorted((files or {}).items()):
         actions.append(Action("bind", path, source))
     for path, source in sorted(volumes.items()):
         actions += [Action("dir", path), Action("volume", path, source)]
         if path in read_only:
             actions.append(Action("readonly", path))
+    for path in shown:  # last: a volume or private tmpfs on its way (an emptyDir at /tmp) must not hide it
+        actions += [Action("dir", path), Action("bind", path, path)]
     return actions
+
+
+def in_private_tmpfs(path: str) -> bool:
+    """Whether a path lies in (or is) a directory every container gets a fresh tmpfs for (pure)."""
+    return any(path == top or path.startswith(top + "/") for top in PRIVATE_TMPFS)
 
 
 def host_entries(directory: str) -> list[tuple[str, str, str]]:

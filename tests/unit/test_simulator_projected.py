@@ -258,7 +258,22 @@ def test_the_images_interpreter_is_exposed_only_where_the_user_cannot_reach_it()
     assert not reachable("/root/.pyenv/versions/3.11.7", who, private_root)
     assert reachable("/usr", who, private_root)
     assert reachable("/root/x", Identity(0o700, 5, ()), fake_stat({"/root": (0o710, 9, 5)}))  # through the group
-    assert image_dirs(who, fake_stat({})) == []  # everything world-traversable: nothing changes
+    image = ("/usr/local/lib/python3.11", "/work/co/.venv", "/work/co/operator")
+    assert image_dirs(who, fake_stat({}), image) == []  # everything world-traversable: nothing changes
+    # A checkout under /tmp (a CI clone) is hidden by the container's private /tmp: shown, whatever its modes.
+    assert image_dirs(who, fake_stat({}), ("/usr/lib/python3", "/tmp/co/.venv", "/tmp/co/operator")) == [
+        "/tmp/co/.venv", "/tmp/co/operator"]
+
+
+def test_an_exposed_directory_under_tmp_is_bound_after_the_pods_emptydir_at_tmp() -> None:
+    host = {"/": [("usr", "dir", ""), ("tmp", "dir", "")], "/tmp": [("co", "dir", ""), ("other", "dir", "")]}
+    with_empty_dir = plan_root({"/tmp": "/k/empty-dir/tmp"}, lambda d: host.get(d, []), exposed=["/tmp/co/.venv"])
+    volume = with_empty_dir.index(Action("volume", "/tmp", "/k/empty-dir/tmp"))
+    assert with_empty_dir.index(Action("bind", "/tmp/co/.venv", "/tmp/co/.venv")) > volume
+    assert not [a for a in with_empty_dir if a.path == "/tmp/other"]
+    alone = plan_root({}, lambda d: host.get(d, []), exposed=["/tmp/co/.venv"])
+    tmpfs = alone.index(Action("tmpfs", "/tmp"))  # /tmp is still the container's own tmpfs (mode 1777)
+    assert alone.index(Action("bind", "/tmp/co/.venv", "/tmp/co/.venv")) > tmpfs
 
 
 def test_the_sandbox_root_shows_an_exposed_directory_alone_and_remounts_read_only_mounts() -> None:
