@@ -15,8 +15,6 @@ import os
 import socket
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +24,7 @@ from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, ClusterState, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, create_run, describe_stuck_run, get_run, step, wait_for_phase
-from tests.support.cluster import StorageClassFactory
+from tests.support.cluster import StorageClassFactory, prometheus_query
 from tests.support.datapath import TINY
 
 pytestmark = pytest.mark.integration
@@ -93,13 +91,7 @@ def prometheus_url(cluster: LocalCluster) -> str:
     return cluster.prometheus_url
 
 
-def query(cluster: LocalCluster, promql: str) -> list[dict[str, Any]]:
-    url = f"{prometheus_url(cluster)}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer = json.loads(response.read())
-    assert answer["status"] == "success", answer
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
+query = prometheus_query
 
 
 def dashboard_queries() -> list[tuple[str, str]]:

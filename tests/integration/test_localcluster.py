@@ -9,8 +9,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, run_to_end
 from localcluster.simulator.config import DRIVER_NAME, Operation
-from tests.support.cluster import bound_claims, create_claims, create_pod
+from tests.support.cluster import bound_claims, create_claims, create_pod, prometheus_query
 
 pytestmark = pytest.mark.integration
 # A second cluster for the start-up test, clear of the session cluster's thirteen ports (18443-18455 by default).
@@ -63,13 +61,6 @@ def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kub
                            *as_controller).strip() == "yes"
 
 
-def prometheus_query(cluster: LocalCluster, promql: str) -> list[dict[str, Any]]:
-    url = f"{cluster.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer = json.loads(response.read())
-    assert answer["status"] == "success", answer
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
 
 
 def test_prometheus_scrapes_each_component_under_cadvisors_label_names(cluster: LocalCluster) -> None:

@@ -3,10 +3,13 @@ way a user would, a pod's phase, the ``csibench`` command line, and the type of 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -75,3 +78,13 @@ def cli(cluster: LocalCluster, *args: str) -> str:
                                cwd=REPO_ROOT)
     assert completed.returncode == 0, (args, completed.stderr)
     return completed.stdout
+
+
+def prometheus_query(cluster: LocalCluster, promql: str) -> list[dict[str, Any]]:
+    """The series of an instant query to the local cluster's Prometheus."""
+    url = f"{cluster.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result

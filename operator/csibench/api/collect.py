@@ -19,9 +19,10 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from csibench.api import validation as v
+from csibench.api.base import Model as _Model
 
 MAX_COLLECT_QUERIES = 16
 MAX_COLLECTED_VALUES = 48  # per step: series of every query together
@@ -52,9 +53,6 @@ class CollectProfile(StrEnum):
     CSI_MACHINERY = "CSIMachinery"
     NONE = "None"
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
 
 
 ContainerName = Annotated[str, Field(max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN)]

@@ -12,9 +12,10 @@ import itertools
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
 
 from csibench.api import validation as v
+from csibench.api.base import Model as _Model
 from csibench.api.collect import CollectSpec, StepCollection
 from csibench.api.steps import STEP_FACTS
 from csibench.api.steps import StepName as StepName
@@ -135,9 +136,6 @@ class StepState(StrEnum):
     FAILED = "Failed"
     INTERRUPTED = "Interrupted"
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_enum_values=False, populate_by_name=True)
 
 
 class TolerationOperator(StrEnum):

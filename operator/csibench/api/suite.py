@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from csibench.api import validation as v
+from csibench.api.base import Model as _Model
 from csibench.api.models import (
     BASELINE_PATTERN,
     MAX_RUN_NAME,
@@ -28,7 +29,6 @@ from csibench.api.models import (
     DataPathSpec,
     Threshold,
     Verdict,
-    _Model,
     cel,
 )
 
