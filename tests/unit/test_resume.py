@@ -229,10 +229,17 @@ def test_a_restore_deletes_snapshots_only_once_taken_not_while_the_driver_still_
     """Killed while its snapshots are bound (the controller's finalizer on) but not yet ready: csi-snapshotter
     still marks their contents as being created, and a snapshot deleted then waited for the sidecar's next resync
     (seen on the local cluster: two of twenty stuck four minutes). The restore waits until each is ready."""
-    fake = FakeKube(Behaviour(snapshot_delay=0.05, snapshot_cut_delay=0.6, release_delay=0.05))
+    fake = FakeKube(Behaviour(snapshot_delay=0.05, snapshot_cut_delay=1.5, release_delay=0.05))
     run_spec = spec(steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
                     volumeSnapshotClassName="snap", timeouts={"cleanup": 3})
-    previous = kill_when(fake, run_spec, running("createSnapshot"), extra_sleep=0.2)
+
+    def all_bound(status: dict[str, Any]) -> bool:
+        """The moment itself, read from the fake (a fixed sleep missed it on a busy machine: one not bound yet)."""
+        taken = list(fake.named("volumesnapshots", NAMES.namespace).values())
+        return running("createSnapshot")(status) and len(taken) == 6 and all(
+            (o.get("status") or {}).get("boundVolumeSnapshotContentName") for o in taken)
+
+    previous = kill_when(fake, run_spec, all_bound, extra_sleep=0.0)
     snapshots = fake.named("volumesnapshots", NAMES.namespace).values()
     assert snapshots and all((o.get("status") or {}).get("boundVolumeSnapshotContentName")
                              and not o["status"]["readyToUse"] for o in snapshots)  # bound, still being taken
