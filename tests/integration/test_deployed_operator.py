@@ -86,6 +86,16 @@ def current_logs(cluster: LocalCluster) -> str:
     return logs(cluster, pod["metadata"]["name"]) if pod else "(no operator pod)"
 
 
+def ended(cluster: LocalCluster, kube: Kube, namespace: str, name: str, timeout: float,
+          pods: bool = False) -> dict[str, Any]:
+    """The run once it ended; if it does not in time, fail with where it is and the operator pod's log."""
+    try:
+        return wait_for_phase(kube, namespace, name, {"Succeeded", "Failed"}, timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, name)}\n{current_logs(cluster)}"
+                             + (f"\n{pod_story(cluster)}" if pods else "")) from None
+
+
 # -- Prometheus ----------------------------------------------------------------------------------------------------
 def prometheus_url(cluster: LocalCluster) -> str:
     return cluster.prometheus_url
@@ -185,11 +195,7 @@ def test_a_run_succeeds_through_the_operator_pod_and_survives_the_pod_deleted_mi
     wait_until(in_create, 120, "createVolume running", interval=0.2)
     time.sleep(1.0)
     cluster.kubectl("delete", "pod", "-n", SYSTEM, operator_pod, "--wait=false")
-    try:
-        run = wait_for_phase(kube, namespace, "through-pod", {"Succeeded", "Failed"}, 240)
-    except AssertionError as error:
-        raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, 'through-pod')}\n"
-                             f"{current_logs(cluster)}\n{pod_story(cluster)}") from None
+    run = ended(cluster, kube, namespace, "through-pod", 240, pods=True)
     status = run["status"]
     assert status["phase"] == "Succeeded", (status.get("message"), current_logs(cluster))
     assert step(run, "createVolume")["attempts"] == 2 and step(run, "createVolume")["succeeded"] == 6
@@ -211,11 +217,7 @@ def test_prometheus_scrapes_the_operator_and_every_dashboard_query_answers(
                   "size": "1Gi", "pauseSeconds": 0, "phasePauseSeconds": 0},
         collect={"prometheusUrl": prometheus_url(cluster)}, timeouts={"default": 200, "cleanup": 120})
     create_run(kube, namespace, body)
-    try:
-        run = wait_for_phase(kube, namespace, "everything", {"Succeeded", "Failed"}, 400)
-    except AssertionError as error:
-        raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, 'everything')}\n"
-                             f"{current_logs(cluster)}") from None
+    run = ended(cluster, kube, namespace, "everything", 400)
     assert run["status"]["phase"] == "Succeeded", (run["status"].get("message"), current_logs(cluster))
     assert run["status"].get("collection") == [], run["status"].get("collection")
     pod = ready_pod(cluster)
@@ -240,11 +242,7 @@ def test_the_machinery_cost_per_step_agrees_with_proc_within_ten_percent(
                          collect={"prometheusUrl": prometheus_url(cluster)}, timeouts={"default": 200, "cleanup": 120})
     with ProcSampler(pids) as sampler:
         create_run(kube, namespace, body)
-        try:
-            run = wait_for_phase(kube, namespace, "cost", {"Succeeded", "Failed"}, 300)
-        except AssertionError as error:
-            raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, 'cost')}\n"
-                                 f"{current_logs(cluster)}") from None
+        run = ended(cluster, kube, namespace, "cost", 300)
     assert run["status"]["phase"] == "Succeeded", (run["status"].get("message"), current_logs(cluster))
     served = {"createVolume": ["csi-provisioner"], "publish": ["csi-attacher"],
               "createSnapshot": ["csi-snapshotter"]}
