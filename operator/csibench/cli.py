@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from csibench.engine.collection import PROMETHEUS_URL_ENV
+from csibench.engine.collection import PROMETHEUS_ALLOW_LINK_LOCAL_ENV, PROMETHEUS_URL_ENV
 from csibench.engine.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 
 EXIT_NOT_FOUND = 2
@@ -379,7 +379,16 @@ def _operator(args: argparse.Namespace) -> int:
     if args.workload_image:  # the data path's default image; the engine reads it where runs are planned
         os.environ[WORKLOAD_IMAGE_ENV] = args.workload_image
     if args.prometheus_url:  # spec.collect's default Prometheus; the engine reads it where a run starts
+        from csibench.api.collect import forbidden_prometheus_host
+
+        problem = forbidden_prometheus_host(args.prometheus_url)
+        if problem is not None and not args.allow_link_local_prometheus:
+            print(f"csibench operator: --prometheus-url: {problem}; add --allow-link-local-prometheus if this "
+                  "Prometheus really is there", file=sys.stderr)
+            return 2
         os.environ[PROMETHEUS_URL_ENV] = args.prometheus_url
+        if args.allow_link_local_prometheus:
+            os.environ[PROMETHEUS_ALLOW_LINK_LOCAL_ENV] = "true"
     serve(args.metrics_port)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")
@@ -497,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--prometheus-url", type=_prometheus_url, default=None,
                           help="Prometheus that runs with spec.collect ask (e.g. http://prometheus.monitoring:9090); "
                                "spec.collect.prometheusUrl overrides it per run")
+    operator.add_argument("--allow-link-local-prometheus", action="store_true",
+                          help="let --prometheus-url (never a run's spec.collect.prometheusUrl) be a link-local or "
+                               "cloud metadata address")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print a CRD generated from the models (BenchmarkRun by default)")

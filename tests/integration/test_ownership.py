@@ -80,6 +80,10 @@ def test_injected_target_namespaces_are_refused_at_admission(kube: Kube, namespa
     ({"storageClassName": "csibench-sim?x="}, "spec.storageClassName"),
     ({"storageClassName": "csibench-sim#"}, "spec.storageClassName"),
     ({"volumeSnapshotClassName": "csibench-sim-snapclass?x="}, "spec.volumeSnapshotClassName"),
+    # The operator would ask them with its own network identity: a cloud's instance metadata (credentials).
+    ({"collect": {"prometheusUrl": "http://169.254.169.254/latest/meta-data"}}, "spec.collect.prometheusUrl"),
+    ({"collect": {"prometheusUrl": "http://2852039166/"}}, "spec.collect.prometheusUrl"),
+    ({"collect": {"prometheusUrl": "http://metadata.google.internal/"}}, "spec.collect.prometheusUrl"),
 ])
 def test_names_that_would_change_a_url_are_refused_at_admission(kube: Kube, namespace: str, crd: None,
                                                                 spec: dict[str, Any], field: str) -> None:

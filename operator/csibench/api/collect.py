@@ -15,7 +15,10 @@ for a PromQL string (``$run``, ``$namespace``, ``$storageClass``) or a regular e
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
+import urllib.parse
 from enum import StrEnum
 from typing import Annotated
 
@@ -33,6 +36,17 @@ UNIT_PATTERN = r"^[A-Za-z][A-Za-z0-9/%-]{0,15}$"
 # http(s), a host (DNS name or IPv4), an optional port and path: no user info, query string or fragment, so the
 # URL the operator builds from it is always ``<url>/api/v1/...``.
 PROMETHEUS_URL_PATTERN = r"^https?://[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$"
+# Where clouds serve instance metadata (credentials): link-local addresses, a few others, and their usual names. A
+# run may not point the operator there (a confused deputy reading the node's credentials); numeric hosts in the
+# resolver's legacy forms (2852039166, 0xa9fea9fe, 0251.0376.0251.0376) are refused at admission as a whole, and
+# read as the address they are by the models. The client checks the address it connects to as well.
+METADATA_ADDRESSES = frozenset({"100.100.100.200", "168.63.129.16", "fd00:ec2::254"})
+METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"})
+PROMETHEUS_URL_RULE = (
+    "!self.matches('^https?://((169[.]254|100[.]100[.]100[.]200|168[.]63[.]129[.]16|metadata[.]google[.]internal"
+    "|metadata|instance-data)([.:/]|$)|0x|[0-9]+([:/]|$)|([0-9]+[.])*0[0-9])')",
+    "prometheusUrl may not name a link-local or cloud metadata address, nor an IPv4 address in a numeric form "
+    "other than dotted decimal")
 PLACEHOLDERS = ("run", "namespace", "storageClass", "machinery")
 PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # Containers of the CSI machinery costed by default (as sidecar images name their containers), besides what the
@@ -64,6 +78,32 @@ def placeholder_problems(query: str) -> list[str]:
     """``$name`` placeholders a query may not use (pure)."""
     return [f"unknown placeholder ${name} (known: {', '.join('$' + p for p in PLACEHOLDERS)})"
             for name in PLACEHOLDER.findall(query) if name not in PLACEHOLDERS]
+
+
+def forbidden_address(address: str) -> bool:
+    """A link-local address (169.254.0.0/16, fe80::/10) or a known metadata service's address (pure)."""
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    return parsed.is_link_local or str(parsed) in METADATA_ADDRESSES
+
+
+def forbidden_prometheus_host(url: str) -> str | None:
+    """Why a Prometheus URL's host may not be asked (a metadata service's name, or an address that is link-local
+    or a metadata service's in any numeric form the resolver accepts), or None (pure: no lookup)."""
+    host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".").lower()
+    if host in METADATA_HOSTS:
+        return f"{host} is a cloud metadata service's name"
+    try:
+        address = socket.inet_ntoa(socket.inet_aton(host))  # 2852039166 and 0xa9fea9fe are 169.254.169.254
+    except OSError:
+        address = host
+    if forbidden_address(address):
+        return f"{host} is a link-local or cloud metadata address ({address})"
+    return None
 
 
 class CollectQuery(_Model):
@@ -106,8 +146,10 @@ class CollectSpec(_Model):
 
     prometheusUrl: str | None = Field(
         None, max_length=256, pattern=PROMETHEUS_URL_PATTERN,
+        json_schema_extra={"x-kubernetes-validations": [{"rule": PROMETHEUS_URL_RULE[0],
+                                                         "message": PROMETHEUS_URL_RULE[1]}]},
         description="Prometheus to ask, e.g. http://prometheus.monitoring:9090 (default: the operator's "
-                    "--prometheus-url).")
+                    "--prometheus-url). Link-local and cloud metadata addresses are refused.")
     profile: CollectProfile = Field(
         CollectProfile.CSI_MACHINERY,
         description="CSIMachinery: CPU-seconds (cpuSeconds) and peak memory (peakMemoryBytes) per container of the "
@@ -123,6 +165,13 @@ class CollectSpec(_Model):
         120, ge=1, le=3600,
         description="After each step, the run waits until Prometheus has scraped every target since the step's "
                     "clock stopped (so the window holds the step's last seconds), at most this long.")
+
+    @field_validator("prometheusUrl")
+    @classmethod
+    def _not_metadata(cls, value: str | None) -> str | None:
+        if value is not None and (problem := forbidden_prometheus_host(value)) is not None:
+            raise ValueError(f"prometheusUrl: {problem}; a run may not ask it")
+        return value
 
     @field_validator("components")
     @classmethod

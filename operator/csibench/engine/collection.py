@@ -17,12 +17,20 @@ from csibench.observe.prometheus import Prometheus
 from csibench.observe.queries import build_queries
 
 PROMETHEUS_URL_ENV = "CSIBENCH_PROMETHEUS_URL"
+# Set by the operator's --allow-link-local-prometheus: its own --prometheus-url may be link-local (never a run's).
+PROMETHEUS_ALLOW_LINK_LOCAL_ENV = "CSIBENCH_PROMETHEUS_ALLOW_LINK_LOCAL"
 
 
 def prometheus_url(spec: BenchmarkRunSpec) -> str | None:
     if spec.collect is None:
         return None
     return spec.collect.prometheusUrl or os.environ.get(PROMETHEUS_URL_ENV) or None
+
+
+def may_ask_link_local(spec: BenchmarkRunSpec) -> bool:
+    """Only the operator's own URL, and only when its flag says so."""
+    return (spec.collect is not None and not spec.collect.prometheusUrl
+            and os.environ.get(PROMETHEUS_ALLOW_LINK_LOCAL_ENV) == "true")
 
 
 def build_collector(spec: BenchmarkRunSpec, run: str, namespace: str, environment: Environment,
@@ -33,8 +41,8 @@ def build_collector(spec: BenchmarkRunSpec, run: str, namespace: str, environmen
     url = prometheus_url(spec)
     machinery = environment.machinery
     found = [component.container for component in machinery.components] if machinery else []
-    collector = StepCollector(Prometheus(url or ""), build_queries(spec.collect, run, namespace,
-                                                                   spec.storageClassName, found),
+    prometheus = Prometheus(url or "", allow_link_local=may_ask_link_local(spec))
+    collector = StepCollector(prometheus, build_queries(spec.collect, run, namespace, spec.storageClassName, found),
                               float(spec.collect.settleTimeoutSeconds))
     collector.findings.merge_saved(saved)
     if url is None and not any(f.check == "NoPrometheus" for f in saved):

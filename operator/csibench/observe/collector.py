@@ -5,23 +5,35 @@ stopped (``min(timestamp(up))`` past the stop, at most ``settleTimeoutSeconds``)
 next step, so a counter read at the window's end holds the step's last seconds and nothing of the next step. That
 wait is outside every step's clock; it costs one scrape interval per step.
 
-Nothing here fails a run: an unreachable Prometheus, a query it refuses or one without series becomes a finding
-(status.collection), once per query and kind, naming the first step it happened in and counting the steps.
+Nothing here fails a run or leaves a step as an exception: an unreachable or too slow Prometheus, a query it
+refuses, an answer of a shape Prometheus never sends, one without series, labels too long to keep, a value that is
+infinite or NaN, and anything unforeseen become a finding (status.collection), once per query and kind, naming the
+first step it happened in and counting the steps. A step's collection has a total budget: the settle wait
+(``settleTimeoutSeconds``) plus ``QUERY_ALLOWANCE_SECONDS`` for the queries; past it the queries not yet asked are
+a finding and the run goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
 from dataclasses import dataclass, field
 
 from csibench.api.collect import MAX_COLLECTED_VALUES, Aggregation, CollectedValue, StepCollection
 from csibench.api.models import MAX_FINDINGS, Finding, Severity
+from csibench.api.text import shorten
 from csibench.observe.prometheus import Prometheus, PrometheusError, Series
 from csibench.observe.queries import Query
 from csibench.observe.window import highest, increase, latest, readings
 
+log = logging.getLogger(__name__)
+
 SETTLE_POLL_SECONDS = 0.25
+QUERY_ALLOWANCE_SECONDS = 60.0  # the queries of one step together, after the settle wait
+MAX_FINDING_MESSAGE = 600
+MAX_FACT = 256
 MAX_RANGE_POINTS = 10000
 SCRAPED_SINCE = "min(timestamp(up))"
 
@@ -43,8 +55,8 @@ class Findings:
             finding.facts["steps"] = str(int(finding.facts.get("steps", "1")) + 1)
             return
         if len(self.found) < MAX_FINDINGS:
-            self.found[key] = Finding(check=check, severity=severity, message=message,
-                                      facts={"query": query, "firstStep": step, "steps": "1"})
+            self.found[key] = Finding(check=check, severity=severity, message=shorten(message, MAX_FINDING_MESSAGE),
+                                      facts={"query": shorten(query, MAX_FACT), "firstStep": step, "steps": "1"})
 
     def merge_saved(self, saved: list[Finding]) -> None:
         for finding in saved:
@@ -55,63 +67,103 @@ class Findings:
 
 
 class StepCollector:
-    def __init__(self, prometheus: Prometheus, queries: list[Query], settle_timeout: float) -> None:
+    def __init__(self, prometheus: Prometheus, queries: list[Query], settle_timeout: float,
+                 query_allowance: float | None = None) -> None:
         self.prometheus = prometheus
         self.queries = queries
         self.settle_timeout = settle_timeout
+        self.query_allowance = QUERY_ALLOWANCE_SECONDS if query_allowance is None else query_allowance
         self.findings = Findings()
         self.enabled = True  # False: nothing to ask (no URL); the finding says so
         self._missing: list[tuple[str, int]] = []  # (query, series without a value at the window's start)
 
+    @property
+    def budget(self) -> float:
+        """Seconds one step's collection may take at most: the settle wait and the queries' allowance."""
+        return self.settle_timeout + self.query_allowance
+
     async def collect(self, step: str, start: float, stop: float) -> StepCollection:
         """The step's window, from ``start`` (its clock started, unix seconds) to once every target was scraped
-        after ``stop``; the readings of every query over it."""
+        after ``stop``; the readings of every query over it, within the step's budget."""
         if not self.queries:
             now = time.time()
             return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(max(stop, now)), values=[])
-        end = await self._settle(step, stop)
+        until = time.monotonic() + self.budget
+        end = await self._settle(step, stop, until)
         values: list[CollectedValue] = []
-        for query in self.queries:
+        for index, query in enumerate(self.queries):
+            if time.monotonic() >= until:
+                left = [q.name for q in self.queries[index:]]
+                self.findings.add("CollectionOverBudget", Severity.WARNING, left[0], step,
+                                  f"the step's collection took its whole budget ({self.budget:.0f} s: "
+                                  f"settleTimeoutSeconds + {self.query_allowance:.0f} s for the queries); not asked: "
+                                  f"{', '.join(left)}")
+                break
             try:
-                found = await asyncio.to_thread(self._evaluate, query, start, end)
+                # The thread ends by itself at ``until`` (the client's watchdog); the wait is bounded all the same.
+                found = await asyncio.wait_for(asyncio.to_thread(self._evaluate, query, start, end, until),
+                                               max(until - time.monotonic(), 0.0) + 5.0)
             except PrometheusError as error:
-                check = "PrometheusUnreachable" if error.unreachable else "QueryRefused"
-                self.findings.add(check, Severity.WARNING, query.name, step,
-                                  f"{query.name}: {error}" if not error.unreachable else
-                                  f"Prometheus did not answer ({error}); the run goes on without its readings")
+                self.findings.add(error.check, Severity.WARNING, query.name, step,
+                                  f"Prometheus did not answer ({error}); the run goes on without its readings"
+                                  if error.unreachable else f"{query.name}: {error}")
                 if error.unreachable:
                     break  # one finding, not one per query: the next step tries again
                 continue
-            for name, count in self._missing:
-                self.findings.add("SeriesMissingAtStart", Severity.INFO, name, step,
-                                  f"{name}: {count} series had no value at the window's start (a failed scrape, "
-                                  "or begun during the step); left out rather than counted from zero")
-            self._missing.clear()
-            if not found:
-                self.findings.add("QueryEmpty", Severity.INFO, query.name, step,
-                                  f"{query.name}: no series over the window (is the metric scraped, and are its "
-                                  "labels as the query expects?)")
-            read = readings(query.name, query.unit, query.aggregation, found, stop - start)
-            room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
-            if len(read) > room:
-                self.findings.add("TooManySeries", Severity.INFO, query.name, step,
-                                  f"{query.name}: {len(read)} series over the window; status keeps the largest "
-                                  f"{room} (aggregate with sum by (...) to keep fewer)")
-            values += read[:room]
+            except Exception as error:  # whatever an answer does, it is a finding, not a failed step
+                log.exception("collecting %s after %s", query.name, step)
+                self.findings.add("CollectionFailed", Severity.WARNING, query.name, step,
+                                  f"{query.name}: {type(error).__name__}: {error}")
+                continue
+            values += self._read(step, query, found, stop - start)
         return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(end), values=values[:MAX_COLLECTED_VALUES])
 
-    async def _settle(self, step: str, stop: float) -> float:
+    def _read(self, step: str, query: Query, found: list[tuple[dict[str, str], float, int]],
+              seconds: float) -> list[CollectedValue]:
+        """The readings of one query's answer, its share of status; what was left out or cut is a finding."""
+        for name, count in self._missing:
+            self.findings.add("SeriesMissingAtStart", Severity.INFO, name, step,
+                              f"{name}: {count} series had no value at the window's start (a failed scrape, or "
+                              "begun during the step); left out rather than counted from zero")
+        self._missing.clear()
+        if not found:
+            self.findings.add("QueryEmpty", Severity.INFO, query.name, step,
+                              f"{query.name}: no series over the window (is the metric scraped, and are its labels "
+                              "as the query expects?)")
+        cut = sum(1 for _, _, labels_cut in found if labels_cut)
+        if cut:
+            self.findings.add("LabelsCut", Severity.INFO, query.name, step,
+                              f"{query.name}: {cut} series had label names or values longer than status keeps "
+                              "(128 and 256 characters); they are shortened")
+        infinite = [value for _, value, _ in found if not math.isfinite(value)]
+        if infinite:
+            self.findings.add("NonFiniteValue", Severity.WARNING, query.name, step,
+                              f"{query.name}: {len(infinite)} series read {', '.join(sorted(set(map(str, infinite))))}"
+                              " over the window (a counter that overflowed, or a division by zero); left out of "
+                              "the readings")
+        finite = [(labels, value) for labels, value, _ in found if math.isfinite(value)]
+        read = readings(query.name, query.unit, query.aggregation, finite, seconds)
+        room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
+        if len(read) > room:
+            self.findings.add("TooManySeries", Severity.INFO, query.name, step,
+                              f"{query.name}: {len(read)} series over the window; status keeps the largest {room} "
+                              "(aggregate with sum by (...) to keep fewer)")
+        return read[:room]
+
+    async def _settle(self, step: str, stop: float, until: float) -> float:
         """Wait until Prometheus scraped every target after ``stop``; the window's end (now, or ``stop`` when
         Prometheus cannot say)."""
-        deadline = time.monotonic() + self.settle_timeout
+        deadline = min(time.monotonic() + self.settle_timeout, until)
         while True:
             now = time.time()
             try:
-                answer = await asyncio.to_thread(self.prometheus.instant, SCRAPED_SINCE, now)
-            except PrometheusError:
-                return max(stop, now)  # the queries will say what is wrong
-            oldest = answer[0].samples[-1][1] if answer and answer[0].samples else None
-            if oldest is None or oldest >= stop:
+                answer = await asyncio.wait_for(
+                    asyncio.to_thread(self.prometheus.instant, SCRAPED_SINCE, now, deadline),
+                    max(deadline - time.monotonic(), 0.0) + 5.0)
+                oldest = answer[0].samples[-1][1] if answer and answer[0].samples else None
+            except Exception:  # the queries will say what is wrong, each as a finding
+                return max(stop, now)
+            if oldest is None or not math.isfinite(oldest) or oldest >= stop:
                 return now
             if time.monotonic() > deadline:
                 self.findings.add("NotSettled", Severity.INFO, SCRAPED_SINCE, step,
@@ -121,16 +173,27 @@ class StepCollector:
                 return now
             await asyncio.sleep(SETTLE_POLL_SECONDS)
 
-    def _evaluate(self, query: Query, start: float, end: float) -> list[tuple[dict[str, str], float]]:
+    def _evaluate(self, query: Query, start: float, end: float,
+                  until: float) -> list[tuple[dict[str, str], float, int]]:
+        """(labels, reading, labels cut) per series of one query over the window."""
+        ask = self.prometheus
         if query.aggregation in (Aggregation.INCREASE, Aggregation.RATE):
-            found, missing = increase(self.prometheus.instant(query.promql, start),
-                                      self.prometheus.instant(query.promql, end))
+            at_start, at_end = ask.instant(query.promql, start, until), ask.instant(query.promql, end, until)
+            found, missing = increase(at_start, at_end)
             if missing:
                 self._missing.append((query.name, missing))
-            return found
+            return _with_cuts(found, at_end)
         if query.aggregation == Aggregation.MAX:
             step = max(1.0, (end - start) / MAX_RANGE_POINTS)
             # The range is evaluated on a grid from start; the end (the scrape after the stop) is read too.
-            over: list[Series] = self.prometheus.range(query.promql, start, end, step)
-            return highest([*over, *self.prometheus.instant(query.promql, end)])
-        return latest(self.prometheus.instant(query.promql, end))
+            over: list[Series] = [*ask.range(query.promql, start, end, step, until),
+                                  *ask.instant(query.promql, end, until)]
+            return _with_cuts(highest(over), over)
+        at_end = ask.instant(query.promql, end, until)
+        return _with_cuts(latest(at_end), at_end)
+
+
+def _with_cuts(found: list[tuple[dict[str, str], float]], answer: list[Series]) -> list[tuple[dict[str, str], float,
+                                                                                                 int]]:
+    cut = {series.key(): series.labels_cut for series in answer}
+    return [(labels, value, cut.get(tuple(sorted(labels.items())), 0)) for labels, value in found]

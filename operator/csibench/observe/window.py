@@ -9,6 +9,8 @@ counted since (on an aggregated query a member's reset reads the same way: prefe
 
 from __future__ import annotations
 
+import math
+
 from csibench.api.collect import MAX_SERIES_LABELS, Aggregation, CollectedValue
 from csibench.observe.prometheus import Series
 
@@ -35,7 +37,8 @@ def highest(over_window: list[Series]) -> list[tuple[dict[str, str], float]]:
     found: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], float]] = {}
     for series in over_window:
         if series.samples:
-            top = max(value for _, value in series.samples)
+            numbers = [value for _, value in series.samples if not math.isnan(value)]
+            top = max(numbers) if numbers else math.nan  # NaN would make max() depend on the order
             known = found.get(series.key())
             if known is None or top > known[1]:
                 found[series.key()] = (series.labels, top)
