@@ -62,6 +62,8 @@ class Behaviour:
 SNAPSHOT_BOUND_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"  # the controller's
 GROUP_BOUND_FINALIZER = "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection"
 GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"  # on a member's content
+MAX_REQUEST_BYTES = 3 * 1024 * 1024  # the API server refuses a larger body (413)
+MAX_OBJECT_BYTES = 1536 * 1024  # etcd refuses a larger value ("etcdserver: request is too large")
 
 
 def _pinned_node(pod: Json) -> str:
@@ -292,11 +294,19 @@ class FakeKube:
         if on_send is not None:
             on_send(time.monotonic())
         plural, namespace, name, sub = self.parse(path)
+        sent = len(json.dumps(body))
+        if sent > MAX_REQUEST_BYTES:  # the API server's limit on a request's body
+            raise ApiError(413, "RequestEntityTooLarge", "the request is too large")
         with self.lock:
             key = (plural, namespace, name or "")
             obj = self.objects.get(key)
             if obj is None:
                 return None
+            if sent + len(json.dumps(obj)) > MAX_OBJECT_BYTES:  # maybe over etcd's limit on one value: merge to see
+                merged = copy.deepcopy(obj)
+                _merge(merged, body)
+                if len(json.dumps(merged)) > MAX_OBJECT_BYTES:
+                    raise ApiError(500, "InternalError", "etcdserver: request is too large")
             uid = (body.get("metadata") or {}).get("uid")
             if uid is not None and uid != obj["metadata"]["uid"]:  # the API server: metadata.uid is immutable
                 raise ApiError(422, "Invalid", f'{plural} "{name}" is invalid: metadata.uid: field is immutable')

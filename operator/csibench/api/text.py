@@ -79,3 +79,32 @@ def validation_problems(error: ValidationError, root: str = "spec") -> str:
     condition can carry, for a run's spec and a suite's cells alike."""
     return "; ".join(f"{'.'.join(str(part) for part in (root, *item['loc']))}: "
                      f"{item['msg'].removeprefix('Value error, ')}" for item in error.errors())
+
+
+def bound_document(value: object, limit: int, path: str = "status") -> tuple[object, list[str]]:
+    """A copy of a JSON document (dicts, lists, scalars) whose every string, keys included, is at most ``limit``
+    characters (``shorten``), and where it cut: ``["status.collection[0].message (2,000,133 characters)", ...]``.
+    The safety net under every source's own bound: text from outside (Prometheus, a driver, fio, an Event) that
+    some path forgot to shorten still cannot make a status write too large."""
+    cut: list[str] = []
+
+    def walk(item: object, where: str) -> object:
+        if isinstance(item, str):
+            if len(item) > limit:
+                cut.append(f"{where} ({len(item):,} characters)")
+                return shorten(item, limit)
+            return item
+        if isinstance(item, dict):
+            bounded: dict[str, object] = {}
+            for key, inner in item.items():
+                name = str(key)
+                if len(name) > limit:
+                    cut.append(f"{where} key ({len(name):,} characters)")
+                    name = shorten(name, limit)
+                bounded[name] = walk(inner, f"{where}.{name if len(name) <= 40 else name[:40] + ELLIPSIS}")
+            return bounded
+        if isinstance(item, list):
+            return [walk(inner, f"{where}[{index}]") for index, inner in enumerate(item)]
+        return item
+
+    return walk(value, path), cut

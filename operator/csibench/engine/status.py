@@ -8,6 +8,12 @@ the environment, the preflight findings or the conditions again. The operator is
 writer (kopf keeps its own state in annotations) and a recorder sends one write at a time (the database step's
 log follower and the progress timer both write), so what it last wrote is what the server has.
 
+Text that comes from outside (Prometheus, a driver, fio, pgbench, Events) is shortened where it is read; the write
+bounds every string once more (``MAX_TEXT`` characters) and the status as a whole (``MAX_STATUS_BYTES``), and a
+write the API server refuses as too large (413, or etcd's "request is too large") is sent again shortened, down to
+the phase, message and conditions alone: a run's status is never lost, and a refused write never becomes a crash
+that kopf retries for ever. Whatever was cut is said in the ``StatusShortened`` condition and a Warning Event.
+
 The Ready condition goes through one helper that keeps ``lastTransitionTime`` unless the condition's status
 really changes. The client limits written are the ones the run's client really has, so a failure status needs
 no spec at all.
@@ -16,12 +22,14 @@ no spec at all.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any
 
 from csibench.api.conditions import READY, set_condition
 from csibench.api.models import BenchmarkRunStatus, ClientUsed, ConditionReason, Phase
+from csibench.api.text import bound_document, shorten
 from csibench.engine.context import RunRef
 from csibench.engine.judgement import BASELINE_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
@@ -33,6 +41,19 @@ from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
+
+SHORTENED = "StatusShortened"
+# Characters per string at each level of shortening; past the last, only the fields in MINIMAL_FIELDS are written.
+TEXT_LIMITS = (4096, 256, 64)
+MINIMAL_FIELDS = ("phase", "message", "conditions", "currentStep", "progress", "observedGeneration", "startTime",
+                  "completionTime")
+MAX_STATUS_BYTES = 512 * 1024  # far under etcd's 1.5 MiB per object, which holds the spec and metadata too
+MAX_EVENT_MESSAGE = 1024
+
+
+def too_large(error: ApiError) -> bool:
+    """The API server (413) or etcd ("etcdserver: request is too large") refused a write for its size."""
+    return error.status == 413 or "too large" in error.message.lower()
 
 
 def now() -> str:
@@ -54,6 +75,10 @@ class StatusRecorder:
         self.status = status or BenchmarkRunStatus(phase=Phase.PENDING, observedGeneration=ref.generation)
         self._written: dict[str, Any] | None = None  # the status as last written; None: unknown, send it all
         self._writing = asyncio.Lock()  # two patches in flight could be applied in the other order
+        self._level = 0  # index into TEXT_LIMITS; len(TEXT_LIMITS): minimal status. Only ever grows.
+        self._said: tuple[int, int] = (0, 0)  # (level, fields cut) as last said in the condition
+        self._cut: list[str] = []  # where the last write cut
+        self._evented = -1  # the level last said in a Warning Event
 
     def ready(self, ready: bool, reason: ConditionReason, message: str) -> None:
         self.condition(READY, "True" if ready else "False", reason.value, message)
@@ -70,15 +95,60 @@ class StatusRecorder:
                                         throttledSeconds=round(limiter.throttled_seconds, 3),
                                         requests=self.client.requests)
         async with self._writing:  # a write that waited sends the status as it is now, not as it was
+            while True:
+                status = self._bounded()
+                patch = status_patch(self._written, status)
+                if not patch:
+                    return
+                self._written = None  # until the server has taken it
+                try:
+                    await self.client.merge_patch(self.ref.status_path, {"status": patch})
+                except ApiError as error:
+                    if not too_large(error) or self._level >= len(TEXT_LIMITS):
+                        raise
+                    self._level += 1
+                    log.warning("run %s: status write refused as too large (%s); writing it shortened",
+                                self.ref.label, shorten(error.message, 200))
+                    continue
+                self._written = status
+                break
+        if self._said != (0, 0) and self._evented != self._level:  # once per level, not once per write
+            self._evented = self._level
+            await self.event(SHORTENED, self._shortened_message(), warning=True)
+
+    def _bounded(self) -> dict[str, Any]:
+        """The status to write at the current level of shortening, at most MAX_STATUS_BYTES as JSON, and the
+        StatusShortened condition set when anything was cut (shortening further while it is too large)."""
+        while True:
             status = self.status.model_dump(mode="json", exclude_none=True)
+            if self._level >= len(TEXT_LIMITS):
+                status = {name: value for name, value in status.items() if name in MINIMAL_FIELDS}
+            limit = TEXT_LIMITS[min(self._level, len(TEXT_LIMITS) - 1)]
+            bounded, cut = bound_document(status, limit)
+            assert isinstance(bounded, dict)
+            if (self._level, len(cut)) != self._said and (cut or self._level):
+                self._said = (self._level, len(cut))
+                self._cut = cut
+                self.condition(SHORTENED, "True", "StatusTooLarge" if self._level else "LongTextCut",
+                               self._shortened_message())
+                continue  # the condition is part of the status: dump again
+            if len(json.dumps(bounded, separators=(",", ":"))) > MAX_STATUS_BYTES and self._level < len(TEXT_LIMITS):
+                self._level += 1
+                continue
             # A merge patch keeps fields it does not mention: cleared top-level fields must be sent as null.
-            status.update({name: None for name in BenchmarkRunStatus.model_fields if name not in status})
-            patch = status_patch(self._written, status)
-            if not patch:
-                return
-            self._written = None  # until the server has taken it
-            await self.client.merge_patch(self.ref.status_path, {"status": patch})
-            self._written = status
+            bounded.update({name: None for name in BenchmarkRunStatus.model_fields if name not in bounded})
+            return bounded
+
+    def _shortened_message(self) -> str:
+        cut = self._cut
+        if self._level >= len(TEXT_LIMITS):
+            what = "the status was too large even shortened: only phase, message and conditions are written"
+        elif self._level:
+            what = f"the status was too large: every text is cut to {TEXT_LIMITS[self._level]} characters"
+        else:
+            what = f"{len(cut)} text(s) longer than {TEXT_LIMITS[0]} characters were cut"
+        return shorten(f"{what}; cut: {', '.join(cut[:5])}{' …' if len(cut) > 5 else ''}"
+                       + " (the stored report keeps what its own bounds allow)", 1000)
 
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
         # The log says what the Events say: when a run hangs, the operator's log shows where.
@@ -88,7 +158,8 @@ class StatusRecorder:
             "metadata": {"generateName": f"{self.ref.name}.", "namespace": self.ref.namespace},
             "involvedObject": {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkRun",
                                "name": self.ref.name, "namespace": self.ref.namespace, "uid": self.ref.uid},
-            "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
+            "reason": reason, "message": shorten(message, MAX_EVENT_MESSAGE),
+            "type": "Warning" if warning else "Normal",
             "source": {"component": "csibench"}, "reportingComponent": "csibench.io/operator",
             "reportingInstance": "csibench", "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }
