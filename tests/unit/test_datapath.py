@@ -665,16 +665,21 @@ def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() 
     assert 'run="runs/metered"' not in generate_latest().decode()
 
 
-def test_the_example_is_shaped_like_the_published_table_and_valid() -> None:
+@pytest.mark.parametrize("name", ["datapath.yaml", "datapath-full.yaml"])
+def test_the_examples_are_shaped_like_the_published_table_and_valid(name: str) -> None:
     import yaml
 
     from localcluster.launcher import REPO_ROOT
-    example = yaml.safe_load((REPO_ROOT / "examples" / "datapath.yaml").read_text())
+    example = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
     run_spec = BenchmarkRunSpec.model_validate(example["spec"])
     assert run_spec.dataPath is not None
     assert [(w.name, w.pattern.value, w.blockSize) for w in run_spec.dataPath.workloads] == [
         (w.name, w.pattern.value, w.blockSize) for w in default_workloads()]
-    assert run_spec.dataPath.rateLevels and run_spec.dataPath.startDelaySeconds >= 1  # it shows the newer fields
+    assert run_spec.dataPath.startDelaySeconds >= 1
+    if name == "datapath-full.yaml":  # it shows every newer field
+        assert run_spec.dataPath.rateLevels and run_spec.dataPath.localBaseline and run_spec.dataPath.verify
+    else:  # the quick one: one pass per workload
+        assert not run_spec.dataPath.rateLevels and not run_spec.dataPath.localBaseline
 
 
 def test_restart_policy_fail_marks_the_row_under_way_interrupted_without_numbers() -> None:
