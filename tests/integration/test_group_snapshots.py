@@ -17,7 +17,7 @@ from localcluster import manifests
 from localcluster.kube import GROUP_SNAPSHOT_GROUP, SNAPSHOT_GROUP, Kube, items, wait_until
 from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import run_to_end, step, wait_until_nothing_left
+from localcluster.runs import read_report, run_to_end, step, wait_until_nothing_left
 from tests.support.cluster import bound_claims, cli, create_pod, phase, pod_gone
 
 pytestmark = pytest.mark.integration
@@ -74,6 +74,24 @@ def test_the_group_snapshot_example_takes_each_group_in_one_array_operation_and_
         assert len(deleted[operation["groupSnapshotId"]]["members"]) == PER_GROUP, deleted
     table = cli(cluster, "report", body["metadata"]["name"], "-n", namespace)
     assert "Create Group Snapshot" in table and "Delete Group Snapshot" in table, table
+    assert "└ taken" in table and "└ members" in table, table
+    # The parts of each group's latency: the storage's operation ends inside the parts named for it ("taken" once
+    # the group content carries the array's handle; "content" once the deleted group's content is gone), and the
+    # controllers' handling of the members is the rest. Wall clock of both sides: the same machine.
+    report = {s["status"]["name"]: s for s in read_report(kube, run)["steps"]}
+    array_end = {"createGroupSnapshot": {int(o["object"].rpartition("-x")[2]): o["finish"] for o in operations},
+                 "deleteGroupSnapshot": {int(o["object"].rpartition("-x")[2]): deleted[o["groupSnapshotId"]]["finish"]
+                                         for o in operations}}
+    storage_part = {"createGroupSnapshot": 2, "deleteGroupSnapshot": 1}  # parts up to the storage's answer
+    for name, parts_named in (("createGroupSnapshot", ["content", "taken", "members"]),
+                              ("deleteGroupSnapshot", ["content", "group", "members"])):
+        assert [p["name"] for p in step(run, name)["phases"]] == parts_named, step(run, name)
+        record = report[name]
+        for group, (sent, latency, parts) in enumerate(zip(record["submitMs"], record["latencyMs"],
+                                                           record["phaseMs"], strict=True)):
+            assert abs(sum(parts) - latency) <= 1.0, (name, parts, latency)
+            answered = record["startWall"] + (sent + sum(parts[:storage_part[name]])) / 1000
+            assert answered >= array_end[name][group] - 0.05, (name, group, parts, answered, array_end[name][group])
 
 
 def test_a_clone_from_a_member_snapshot_holds_what_was_written_before_the_group_snapshot(

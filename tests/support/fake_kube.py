@@ -648,6 +648,10 @@ class FakeKube:
         content = f"groupsnapcontent-{uid}"
         self.put("volumegroupsnapshotcontents", "", {"metadata": {"name": content}, "spec": {
             "volumeGroupSnapshotRef": {"namespace": namespace, "name": meta["name"], "uid": uid}}})
+
+        def taken(obj: Json) -> None:  # csi-snapshotter writes the storage's answer
+            obj["status"] = {"volumeGroupSnapshotHandle": f"group-{uid}", "readyToUse": True}
+        self._update("volumegroupsnapshotcontents", "", content, taken)
         for claim_name, claim in self.named("persistentvolumeclaims", namespace).items():
             if not _matches(claim, selector):
                 continue

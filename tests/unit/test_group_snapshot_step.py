@@ -193,3 +193,43 @@ def test_groups_with_a_claim_left_unbound_are_skipped() -> None:
     assert steps_of(status)["createVolume"] == ("Succeeded", 6, 6, 0, 0)
     assert steps_of(status)["createGroupSnapshot"] == ("Succeeded", 2, 1, 0, 1)
     assert len(group_posts(fake)) == 1 and owned_left(fake) == []
+
+
+def test_the_group_steps_latency_splits_where_the_storage_answered() -> None:
+    """Taking a group: the controller's group content appears, then carries the storage's handle (the array's
+    CreateVolumeGroupSnapshot returned), then the members are made; deleting: the group content goes (the array's
+    delete returned), then the group, then the members. The boundaries follow those events, in order."""
+    observed = Observed("ns", NAMES.prefix)
+    group = NAMES.group_snapshot(0)
+    ref = {"namespace": "ns", "name": group, "uid": "g1"}
+    content = {"metadata": {"name": "gc"}, "spec": {"volumeGroupSnapshotRef": ref}}
+    content_exists, taken = judges.group_create_boundaries(observed)
+    observed.apply(WatchEvent("groups", "ADDED", {"metadata": {"name": group, "uid": "g1"}}, at=1.0))
+    assert not content_exists(group) and not taken(group)
+    observed.apply(WatchEvent("group_contents", "ADDED", content, at=2.0))
+    assert not content_exists(group)  # the group names its content once the controller bound them
+    observed.apply(WatchEvent("groups", "MODIFIED", {"metadata": {"name": group, "uid": "g1"},
+                                                     "status": {"boundVolumeGroupSnapshotContentName": "gc"}}, at=2.0))
+    assert content_exists(group) and not taken(group)
+    observed.apply(WatchEvent("group_contents", "MODIFIED", {**content, "status": {
+        "volumeGroupSnapshotHandle": "h", "readyToUse": True}}, at=3.0))
+    assert taken(group)
+    content_gone, group_gone = judges.group_delete_boundaries(observed)
+    assert not content_gone(group) and not group_gone(group)
+    observed.apply(WatchEvent("group_contents", "DELETED", content, at=4.0))
+    assert content_gone(group) and not group_gone(group) and not taken(group)
+    observed.apply(WatchEvent("groups", "DELETED", {"metadata": {"name": group, "uid": "g1"}}, at=5.0))
+    assert group_gone(group)
+
+
+def test_the_group_steps_report_their_parts_and_the_parts_add_up() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(groupSnapshot=GROUPS, steps=STEPS))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    steps = {s.name: s for s in status.steps}
+    assert [p.name for p in steps["createGroupSnapshot"].phases] == ["content", "taken", "members"]
+    assert [p.name for p in steps["deleteGroupSnapshot"].phases] == ["content", "group", "members"]
+    for name in ("createGroupSnapshot", "deleteGroupSnapshot"):
+        record = next(s for s in stored_report(fake)["steps"] if s["status"]["name"] == name)
+        for latency, parts in zip(record["latencyMs"], record["phaseMs"], strict=True):
+            assert abs(sum(parts) - latency) <= 0.2, (name, parts, latency)

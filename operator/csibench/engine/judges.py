@@ -308,6 +308,36 @@ def move_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
     return [gone, detached, attached]
 
 
+def group_create_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
+    """Where the parts of taking a group snapshot end: the snapshot-controller created its group content; the
+    content carries the storage's handle (csi-snapshotter's CreateVolumeGroupSnapshot returned and its answer was
+    written); the last part (the controller creating and binding a VolumeSnapshot and content per member, and the
+    group and every member ready) ends when the group is done."""
+    def content(name: str) -> str | None:  # the group names its content as soon as the controller made it
+        state = observed.groups.get(name)
+        return state.content if state is not None else None
+
+    def taken(name: str) -> bool:
+        made = content(name)
+        return made is not None and observed.group_content_taken(made)
+    return [lambda name: content(name) is not None, taken]
+
+
+def group_delete_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
+    """Where the parts of deleting a group snapshot end: its group content gone (the controller asked for its
+    deletion, csi-snapshotter's DeleteVolumeGroupSnapshot returned and it let the content go); the group gone (the
+    controller removed its finalizer); the last part ends when every member snapshot and member content is gone."""
+    def content_gone(name: str) -> bool:
+        state = observed.groups.get(name)
+        bound = state.content if state is not None else None
+        return not observed.contents_of_group.get(name) and (bound is None or bound not in observed.group_contents)
+
+    def group_gone(name: str) -> bool:
+        state = observed.groups.get(name)
+        return state is None or not state.exists
+    return [content_gone, group_gone]
+
+
 def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
     return _ready_with(observed, terminal, SNAPSHOT, observed.snapshots.get, lambda snapshot: snapshot.ready,
                        lambda snapshot: Verdict(False, "SnapshotError", snapshot.error)

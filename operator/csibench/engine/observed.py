@@ -113,6 +113,9 @@ class Observed:
         self.group_contents: dict[str, str] = {}  # existing group content -> its group (by name)
         self.contents_of_group: dict[str, set[str]] = defaultdict(set)  # group name -> its existing group contents
         self._group_content_uid: dict[str, str] = {}  # existing group content -> uid of the group it points at
+        # Existing group contents that carry the storage's handle: CreateVolumeGroupSnapshot returned and
+        # csi-snapshotter wrote its answer (where the group snapshot steps' latency parts divide).
+        self._taken_group_contents: set[str] = set()
         self._by_uid: dict[str, Key] = {}
         # Warnings about a uid not seen yet: each watch is its own thread, so the scheduler's FailedScheduling for a
         # pod just created can arrive before the pod does; kept (bounded) until the object is seen.
@@ -213,11 +216,20 @@ class Observed:
             self.group_contents[name] = ref["name"]
             self.contents_of_group[ref["name"]].add(name)
             self._group_content_uid[name] = ref.get("uid", "")
+            if (event.obj.get("status") or {}).get("volumeGroupSnapshotHandle"):
+                self._taken_group_contents.add(name)
+            else:  # csi-snapshotter clears it once DeleteVolumeGroupSnapshot returned
+                self._taken_group_contents.discard(name)
         return [(GROUP_SNAPSHOT, ref["name"])]
+
+    def group_content_taken(self, content: str) -> bool:
+        """The group content exists and carries the storage's handle."""
+        return content in self._taken_group_contents
 
     def _forget_group_content(self, name: str) -> str | None:
         group = self.group_contents.pop(name, None)
         self._group_content_uid.pop(name, None)
+        self._taken_group_contents.discard(name)
         if group is not None:
             self.contents_of_group[group].discard(name)
         return group

@@ -36,6 +36,7 @@ NAMESPACED_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","namespace":"')
 CLUSTER_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","resourceVersion":"')
 _CONTENT_FINALIZER = f'"{CONTENT_FINALIZER}"'.encode()
 _BEING_CREATED = f'"{BEING_CREATED}"'.encode()
+_GROUP_HANDLE = b'"volumeGroupSnapshotHandle":"'
 
 
 def _ref(line: bytes, key: bytes) -> bytes | None:
@@ -68,8 +69,9 @@ def content_signature(line: bytes) -> bytes | None:
 
 
 def group_content_signature(line: bytes) -> bytes | None:
-    """Its reference (the group and its uid): all a run keeps of a group snapshot content."""
-    return _ref(line, b'"volumeGroupSnapshotRef":{')
+    """Its reference (the group and its uid) and whether it carries the storage's handle yet (in its status: the
+    run's dynamically provisioned contents name volume handles in their spec, not a group handle)."""
+    return joined(_ref(line, b'"volumeGroupSnapshotRef":{'), b"1" if _GROUP_HANDLE in line else b"0")
 
 
 class ChangeFilter:
