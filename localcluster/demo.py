@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/demo", description=__doc__)
     parser.add_argument("--example", default=str(REPO_ROOT / "examples" / "quickstart.yaml"))
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
+    parser.add_argument("--api-port", type=int, default=DEMO_API_PORT,
+                        help="the cluster's API server port (it uses the next twelve too)")
     args = parser.parse_args(argv)
-    cluster = LocalCluster(ClusterConfig(state_dir=DEMO_DIR, api_port=DEMO_API_PORT))
+    cluster = LocalCluster(ClusterConfig(state_dir=DEMO_DIR, api_port=args.api_port))
     operator: subprocess.Popen[bytes] | None = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
