@@ -133,6 +133,11 @@ def test_merged_percentiles_follow_fios_rule_at_its_edges() -> None:
     assert histogram.to_json({20: 1, 3: 2}) == {"3": 2, "20": 1}
 
 
+def test_only_ascii_digits_are_histogram_bins() -> None:
+    # issue 42 point 8: "²" passed str.isdigit and raised; Arabic-Indic digits were read as numbers
+    assert histogram.from_json({"²": 1, "\u0661\u0662": 3, "\uff11": 4, "100": 2, " 5": 1, "+6": 1}) == {100: 2}
+
+
 def test_fio_json_is_parsed_after_its_warnings_and_errors_keep_fios_words() -> None:
     log = "fio: this platform does not support process shared mutexes\n" + json.dumps(FIO_JSON, indent=2)
     result = parse_fio_log(log)

@@ -13,21 +13,25 @@ Where the engine (rows, status) and the reports (the CDF in the HTML report) bot
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
+_BIN = re.compile(r"[0-9]+")  # [0-9], not \d: \d matches every Unicode decimal digit
 Histogram = dict[int, int]  # bin value in ns -> completions
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)  # what status and the report show, and fio is asked for
 
 
 def from_json(bins: object) -> Histogram:
-    """fio's ``clat_ns.bins`` (string keys, as JSON has them); anything else, or non-positive counts, left out."""
+    """fio's ``clat_ns.bins`` (string keys, as JSON has them); anything else, or non-positive counts, left out.
+    A key is ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses) and Arabic-Indic digits
+    (which ``int`` reads as numbers fio never writes)."""
     if not isinstance(bins, Mapping):
         return {}
     histogram: Histogram = {}
     for value, count in bins.items():
-        if str(value).isdigit() and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        if _BIN.fullmatch(str(value)) and isinstance(count, int) and not isinstance(count, bool) and count > 0:
             histogram[int(value)] = histogram.get(int(value), 0) + count
     return histogram
 
