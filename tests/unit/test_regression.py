@@ -141,3 +141,33 @@ def test_a_baseline_that_did_not_measure_or_shares_nothing_is_inconclusive() -> 
     empty = compare_with_baseline({"metadata": {"namespace": "n", "name": "e"}, "status": {"phase": "Succeeded"}},
                                   current, 10)
     assert empty.change == "Inconclusive" and "measured nothing this run measured" in empty.message
+
+
+STEADY = [100.0, 102.0, 98.0, 101.0, 99.0]
+
+
+@pytest.mark.parametrize("bad", [0.0, -5.0, math.nan, math.inf])
+def test_a_sample_that_cannot_be_a_throughput_makes_its_measure_inconclusive_with_the_reason(bad: float) -> None:
+    # issue 42 point 5: [0, 100, 101, 99, 100.5] against a steady baseline was "Equivalent 1.00x, n = 5/4";
+    # an infinite value raised ValueError in the iterations-needed computation
+    judged = judge_change(STEADY, [bad, 100.0, 101.0, 99.0, 100.5], 0.10)
+    assert judged.change == Change.INCONCLUSIVE and judged.iterations_needed is None
+    assert (judged.n_a, judged.n_b) == (5, 5)
+    assert "not a positive, finite throughput" in judged.describe(0.10)
+
+
+def test_a_measure_with_a_bad_sample_never_changes_another_measures_verdict() -> None:
+    # issue 42 point 5: a NaN p in Holm turned every other p into 1.0, so a clear 2x slowdown read "not significant"
+    slow_a, slow_b = [100.0, 101.0, 99.0, 100.5, 99.5], [50.0, 50.5, 49.5, 50.2, 49.8]
+    alone = judge_changes([(slow_a, slow_b)], 0.10)[0]
+    poisoned = judge_changes([(STEADY, [math.nan, 100.0, 101.0, 99.0, 100.5]), (slow_a, slow_b)], 0.10)
+    assert poisoned[0].change == Change.INCONCLUSIVE
+    assert poisoned[1].change == Change.REGRESSION and poisoned[1].p == alone.p
+
+
+def test_holm_treats_a_p_that_is_not_a_number_as_untested() -> None:
+    from csibench.api.stats import compare_samples, holm
+
+    assert holm([math.nan, 2e-12]) == [1.0, 2e-12]
+    compared = compare_samples([([1.0, 2.0, math.nan], [1.0, 2.0, 3.0]), ([100.0, 101.0, 99.0], [50.0, 50.5, 49.5])])
+    assert compared[0].p is None and compared[1].p is not None and compared[1].p < 0.001

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass
 from enum import StrEnum
 
-from csibench.api.stats import ALPHA, holm, ratio_interval, welch
+from csibench.api.stats import ALPHA, holm, ratio_interval, usable, welch
 
 Z_90 = 1.6449  # the normal quantile of 95%: a 90% two-sided interval, TOST at 5%
 Z_95 = 1.9600  # two-sided 5%: a significant difference
@@ -53,9 +53,12 @@ class Judged:
     n_a: int
     n_b: int
     iterations_needed: int | None  # per side, to decide (Inconclusive only); MAX_REPEAT + 1: more than a run can
+    problem: str | None = None  # Inconclusive because a sample cannot be a throughput (zero, negative, NaN, inf)
 
     def describe(self, threshold: float) -> str:
         """'0.06x [0.05, 0.07], p=1e-06: Regression (beyond 10%)'."""
+        if self.problem is not None:
+            return f"Inconclusive: {self.problem} (n={self.n_a}/{self.n_b})"
         if self.ratio is None:
             return f"Inconclusive: not measured on both sides (n={self.n_a}/{self.n_b})"
         interval = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None and self.high is not None else ""
@@ -106,7 +109,13 @@ def judge_change(baseline: list[float], current: list[float], threshold: float, 
                  p_adjusted: float | None = None) -> Judged:
     """B (``current``) against A (``baseline``), per-iteration values where higher is better; ``p_adjusted``
     replaces Welch's own p when the caller corrected it for multiple measures."""
-    a, b = [x for x in baseline if x > 0], [x for x in current if x > 0]
+    bad = [(side, x) for side, values in (("baseline", baseline), ("this run", current)) for x in values
+           if not usable(x)]
+    if bad:  # never dropped silently: the other iterations alone would look like a cleaner measurement than it was
+        shown = ", ".join(f"{x!r} ({side})" for side, x in bad[:4]) + (", ..." if len(bad) > 4 else "")
+        return Judged(Change.INCONCLUSIVE, None, None, None, None, len(baseline), len(current), None,
+                      problem=f"an iteration's value is not a positive, finite throughput: {shown}")
+    a, b = list(baseline), list(current)
     if not a or not b:
         return Judged(Change.INCONCLUSIVE, None, None, None, None, len(a), len(b), None)
     ratio = math.exp(statistics.fmean(math.log(x) for x in b) - statistics.fmean(math.log(x) for x in a))

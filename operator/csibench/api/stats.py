@@ -90,14 +90,23 @@ def welch(a: list[float], b: list[float]) -> Welch:
 
 
 def holm(pvalues: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input's order."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted = [0.0] * len(pvalues)
+    """Holm-Bonferroni adjusted p-values, in the input's order. A p that is not a number (NaN, or outside 0..1)
+    was not tested: it comes back as 1.0 and is left out of the family, so it cannot change the others (sorting
+    with a NaN in the list would otherwise put it anywhere and raise every later p to 1)."""
+    tested = [i for i, p in enumerate(pvalues) if 0.0 <= p <= 1.0]  # False for NaN
+    order = sorted(tested, key=lambda i: pvalues[i])
+    adjusted = [1.0] * len(pvalues)
     running = 0.0
     for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[index]))
+        running = max(running, min(1.0, (len(order) - rank) * pvalues[index]))
         adjusted[index] = running
     return adjusted
+
+
+def usable(value: float) -> bool:
+    """Can this be one iteration's throughput: positive and finite (a zero, negative, NaN or infinite value is a
+    failed measurement, and its logarithm is no number)."""
+    return math.isfinite(value) and value > 0.0
 
 
 @dataclass(frozen=True)
@@ -120,10 +129,10 @@ class Difference:
 def compare_samples(samples: list[tuple[list[float], list[float]]]) -> list[Difference]:
     """Per step (A's per-iteration values, B's), the ratio of medians and the Holm-adjusted p of Welch's test on
     logarithms; steps with a side under 2 values, or without any spread on either side (identical values, e.g.
-    throughputs rounded to the same figure: no variance to test against), get p None and do not count in the
-    correction."""
+    throughputs rounded to the same figure: no variance to test against), or with a value that cannot be a
+    throughput (zero, negative, NaN, infinite), get p None and do not count in the correction."""
     tested = [i for i, (a, b) in enumerate(samples) if len(a) >= 2 and len(b) >= 2
-              and min(a) > 0 and min(b) > 0 and (len(set(a)) > 1 or len(set(b)) > 1)]
+              and all(usable(x) for x in a + b) and (len(set(a)) > 1 or len(set(b)) > 1)]
     raw = [welch([math.log(x) for x in samples[i][0]], [math.log(x) for x in samples[i][1]]).p for i in tested]
     adjusted = dict(zip(tested, holm(raw), strict=True))
     return [Difference(statistics.median(b) / statistics.median(a) if a and b and statistics.median(a) else math.nan,
