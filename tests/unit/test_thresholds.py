@@ -68,7 +68,7 @@ def test_a_broken_bound_is_named_with_measured_and_allowed() -> None:
     judged = judge(run_spec, _status(), MEASURED)
     assert judged is not None and judged.verdict == Verdict.FAIL and judged.reason == "ThresholdsBroken"
     assert [r.met for r in judged.results] == [False, False, True]
-    assert judged.message == ("2 of 3 broken: createVolume latencyP99 3 > 2 (max); "
+    assert judged.message == ("2 of 3 broken: createVolume latencyP99 3 s > 2 s (max); "
                               "deleteVolume failed 1 > 0 (max)")
 
 
@@ -148,7 +148,7 @@ def test_a_run_that_failed_to_measure_has_verdict_unknown_even_with_a_bound_brok
     assert judged.reason == "RunFailed" and "ObjectsFailed" in judged.message
     latency, failed = judged.results
     assert latency.met is None and latency.measured == 3.0  # listed with what was measured, not judged
-    assert latency.message == "createVolume latencyP99 3: not judged, the run failed to measure"
+    assert latency.message == "createVolume latencyP99 3 s: not judged, the run failed to measure"
     assert failed.met is True and judged.broken == []
 
 
@@ -163,7 +163,7 @@ def test_a_value_is_shown_with_the_digits_that_tell_it_from_its_bound() -> None:
     status = _status()
     status.steps[0].latency.p99 = 2.0001  # type: ignore[union-attr]  # _status sets it
     judged = judge(_spec({"step": "createVolume", "metric": "latencyP99", "max": 2}), status, MEASURED)
-    assert judged is not None and judged.results[0].message == "createVolume latencyP99 2.0001 > 2 (max)"
+    assert judged is not None and judged.results[0].message == "createVolume latencyP99 2.0001 s > 2 s (max)"
 
 
 def test_a_bound_on_a_failed_step_is_not_measured() -> None:
@@ -287,3 +287,69 @@ def test_a_run_that_names_itself_as_its_baseline_fails_before_anything_exists() 
     assert status.phase == Phase.FAILED and status.conditions[0].reason == "InvalidSpec"
     assert "spec.baseline names this run itself" in (status.message or "")
     assert owned_left(fake) == [] and ("namespaces", "", NAMES.namespace) not in fake.objects
+
+
+def _iteration(number: int, failed: int = 0) -> dict[str, Any]:
+    """One finished iteration record with createVolume's objects, ``failed`` of them failed."""
+    step = {"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3 - failed, "failed": failed,
+            "durationSeconds": 1.0, "throughput": 3.0, "latency": LATENCY}
+    return {"iteration": number, "state": "Failed" if failed else "Succeeded", "message": "",
+            "steps": [{"status": step}]}
+
+
+@pytest.mark.parametrize("failed_in", [1, 2, 3])
+def test_a_failed_bound_counts_the_failures_of_every_iteration(failed_in: int) -> None:
+    # issue 42 point 4: a failed object in iteration 2 of 3 was missed (the bound read only the last iteration)
+    from csibench.engine.iterations import build_aggregates, count_iterations
+
+    records = [_iteration(n, failed=1 if n == failed_in else 0) for n in (1, 2, 3)]
+    last = records[-1]["steps"][0]["status"]
+    status = _status(steps=[last], iterations=count_iterations(records, 3, 3).model_dump(),
+                     aggregates=[a.model_dump() for a in build_aggregates(records)])
+    judged = judge(_spec({"step": "createVolume", "metric": "failed", "max": 0}, repeat=3), status, NOT_MEASURED)
+    assert judged is not None and judged.verdict == Verdict.FAIL and judged.reason == "ThresholdsBroken"
+    (result,) = judged.results
+    assert result.measured == 1.0 and result.met is False
+    assert "createVolume failed 1 > 0 (max)" in result.message
+
+
+def test_a_bound_is_printed_with_the_digits_that_tell_it_from_the_value() -> None:
+    # issue 42 point 7: 6.0 against a max of 5.999999999 read "6 > 6 (max)"
+    judged = judge(_spec({"step": "createVolume", "metric": "durationSeconds", "max": 5.999999999}), _status(),
+                   MEASURED)
+    assert judged is not None and judged.results[0].met is False
+    assert judged.results[0].bound == "<= 5.999999999"
+    assert judged.results[0].message == "createVolume durationSeconds 6 s > 5.999999999 s (max)"
+
+
+def test_microsecond_latencies_are_judged_at_full_precision_and_shown_in_microseconds() -> None:
+    # issue 42 point 3: medians over iterations were rounded to 4 decimals of a second before they were judged
+    from csibench.engine.iterations import build_data_path_aggregates
+
+    def record(number: int, p99: float) -> dict[str, Any]:
+        row = {"name": "seqRead", "state": "Succeeded", "readMiBps": 100.0, "readIOPS": 1600.0,
+               "latency": {"readP99": p99}}
+        return {"iteration": number, "state": "Succeeded", "message": "",
+                "steps": [{"status": {"name": "dataPath", "state": "Succeeded"}, "extra": {"rows": [row]}}]}
+
+    aggregates = build_data_path_aggregates([record(1, 0.000125), record(2, 0.000124), record(3, 0.000126)])
+    assert aggregates[0].readP99 is not None and aggregates[0].readP99.median == 0.000125
+    run_spec = BenchmarkRunSpec(storageClassName="sim", repeat=3, **_DATA_PATH,
+                                thresholds=[{"workload": "seqRead", "metric": "readP99", "max": 0.00012}])
+    status = _status(dataPath=_ROWS, dataPathAggregates=[a.model_dump() for a in aggregates])
+    judged = judge(run_spec, status, MEASURED)
+    assert judged is not None and judged.verdict == Verdict.FAIL
+    assert judged.results[0].measured == 0.000125
+    assert judged.results[0].message == "workload seqRead readP99 125 µs > 120 µs (max)"
+    small = build_data_path_aggregates([record(1, 0.000040), record(2, 0.000042), record(3, 0.000044)])
+    assert small[0].readP99 is not None and small[0].readP99.median == 0.000042  # was 0
+
+
+def test_the_median_latency_of_repeated_steps_keeps_microseconds() -> None:
+    from csibench.engine.iterations import build_aggregates
+
+    records = [_iteration(n) for n in (1, 2, 3)]
+    for record, p99 in zip(records, (0.000040, 0.000042, 0.000044), strict=True):
+        record["steps"][0]["status"]["latency"] = dict(LATENCY, p99=p99)
+    (aggregate,) = build_aggregates(records)
+    assert aggregate.latency is not None and aggregate.latency.p99 == 0.000042

@@ -12,7 +12,7 @@ def test_percentiles_are_nearest_rank_values() -> None:
     values = [float(v) for v in range(1, 101)]
     assert nearest_rank(values, 50) == 50 and nearest_rank(values, 99) == 99 and nearest_rank(values, 100) == 100
     latency = summarize([0.3, 0.1, 0.2])
-    assert latency is not None and (latency.p50, latency.max, latency.mean) == (0.2, 0.3, 0.2)
+    assert latency is not None and (latency.p50, latency.max) == (0.2, 0.3) and latency.mean == pytest.approx(0.2)
     assert summarize([]) is None
 
 

@@ -77,10 +77,7 @@ def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], thr
     threshold = threshold_percent / 100.0
     judged = judge_changes([(theirs[m], ours[m]) for m in shared], threshold, alpha)
     rows = [BaselineRow(subject=subject, metric=metric, change=j.change,
-                        ratio=None if j.ratio is None else round(j.ratio, 4),
-                        low=None if j.low is None else round(j.low, 4),
-                        high=None if j.high is None else round(j.high, 4),
-                        p=None if j.p is None else float(f"{j.p:.3g}"), iterations=f"{j.n_a}/{j.n_b}",
+                        ratio=j.ratio, low=j.low, high=j.high, p=j.p, iterations=f"{j.n_a}/{j.n_b}",
                         iterationsNeeded=j.iterations_needed,
                         message=f"{subject} {metric}: {j.describe(threshold)}")
             for (subject, metric), j in zip(shared, judged, strict=True)]

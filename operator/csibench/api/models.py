@@ -19,6 +19,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.collect import CollectSpec, StepCollection
 from csibench.api.steps import STEP_FACTS
 from csibench.api.steps import StepName as StepName
+from csibench.api.text import plain_number
 
 GROUP = "csibench.io"
 VERSION = "v1alpha1"
@@ -729,6 +730,8 @@ M = ThresholdMetric
 STEP_METRICS = (M.DURATION_SECONDS, M.THROUGHPUT, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED)
 WORKLOAD_METRICS = (M.MIBPS, M.IOPS, M.READ_P99, M.WRITE_P99)
 DATABASE_METRICS = (M.TPS, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS)
+SECONDS_METRICS = frozenset({M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX,
+                             M.READ_P99, M.WRITE_P99})  # shown in µs / ms / s
 MAX_THRESHOLDS = 32
 MAX_BASELINE_ROWS = 64
 # NAMESPACE/ (a DNS label) then a run's name (a DNS label of at most MAX_RUN_NAME characters)
@@ -810,10 +813,10 @@ class Threshold(_Model):
 
     @property
     def bound(self) -> str:
-        """'<= 2', '>= 5', '5 .. 9'."""
+        """'<= 2', '>= 5', '5 .. 9': each number as written, never rounded into its neighbour."""
         if self.min is not None and self.max is not None:
-            return f"{self.min:g} .. {self.max:g}"
-        return f">= {self.min:g}" if self.min is not None else f"<= {self.max:g}"
+            return f"{plain_number(self.min)} .. {plain_number(self.max)}"
+        return f">= {plain_number(self.min)}" if self.min is not None else f"<= {plain_number(self.max or 0.0)}"
 
 
 # Whether a step runs, for admission: when spec.steps is given, it lists the step; either way a step with a part
@@ -1268,6 +1271,10 @@ class Iterations(_Model):
     summary: str = Field("", description='"2/5" while iteration 2 of 5 runs; "5/5 (1 failed)" at the end.')
     failures: list[IterationFailure] = Field(default_factory=list, max_length=MAX_ITERATION_FAILURES,
                                              description=f"The first {MAX_ITERATION_FAILURES} failed iterations.")
+    failedObjects: dict[str, int] = Field(
+        default_factory=dict, max_length=len(STEP_FACTS),
+        description="Per step, failed objects summed over every finished iteration (a bound on `failed` is judged "
+                    "on this total, so a failure in any iteration counts).")
 
 
 class ClientUsed(_Model):

@@ -1,5 +1,7 @@
 """How numbers and a tool's words read in status and reports (pure): durations as published tables write them,
-and bounded messages.
+times in the unit that shows their digits (microseconds below a millisecond), numbers with the digits that tell
+them from the bound they are held against, and bounded messages. Only what is shown is rounded: status, reports
+and metrics keep every value at full precision.
 
 Status fields are bounded, so messages are cut; a cut in the middle of a word ("...io_u error on file ") reads as
 a broken message. ``shorten`` cuts at a word boundary and says that it cut. Tools repeat one line per job or per
@@ -11,6 +13,7 @@ middle so that the tool's last line (fio's ``err=28/... error=No space left on d
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -72,6 +75,35 @@ def human_duration(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m {secs:02d}s"
     return f"{minutes}m {secs:02d}s"
+
+
+def plain_number(value: float) -> str:
+    """The shortest text that reads back as ``value`` exactly ('5.999999999', '6', '0.00012', '1e-07'): a bound
+    as the user wrote it, never rounded into its neighbour."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def seconds_text(seconds: float, digits: int = 3) -> str:
+    """'125 µs', '12.5 ms', '3 s': a time in the unit that shows its digits (µs below 1 ms, ms below 1 s)."""
+    for scale, unit, below in ((1e6, "µs", 1e-3), (1e3, "ms", 1.0)):
+        if abs(seconds) < below:
+            shown = f"{seconds * scale:.{digits}g}"
+            if "e" not in shown and abs(float(shown)) < 1000:  # 999.96 µs shows as 1 ms, never as "1e+03 µs"
+                return f"{shown} {unit}"
+    return f"{seconds:.{digits}g} s"
+
+
+def distinguishing(value: float, others: list[float], shown: Callable[[float, int], str]) -> tuple[str, list[str]]:
+    """``value`` and ``others`` written by ``shown(x, significant digits)`` with the fewest digits (at least 4)
+    that keep each other number's text equal to the value's exactly when the numbers are equal: 6 against a max
+    of 5.999999999 reads '6 > 5.999999999', never '6 > 6'."""
+    for digits in range(4, 18):
+        texts = [shown(other, digits) for other in others]
+        mine = shown(value, digits)
+        if all((text == mine) == (other == value) for text, other in zip(texts, others, strict=True)):
+            return mine, texts
+    return shown(value, 17), [shown(other, 17) for other in others]
 
 
 def validation_problems(error: ValidationError, root: str = "spec") -> str:

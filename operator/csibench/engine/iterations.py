@@ -42,15 +42,16 @@ def build_iteration_record(iteration: int, steps: list[StepStatus], records: lis
 
 
 def _spread(values: list[float]) -> Spread | None:
+    """Median, min and max at full precision: a data-path p99 of 125 µs is judged as 125 µs (reports round)."""
     if not values:
         return None
-    return Spread(median=round(statistics.median(values), 4), min=min(values), max=max(values))
+    return Spread(median=statistics.median(values), min=min(values), max=max(values))
 
 
 def _median_latency(latencies: list[dict[str, Any]]) -> Latency | None:
     if not latencies:
         return None
-    return Latency(**{key: round(statistics.median(float(item[key]) for item in latencies), 4)
+    return Latency(**{key: statistics.median(float(item[key]) for item in latencies)
                       for key in ("p50", "p90", "p99", "max", "mean")})
 
 
@@ -96,8 +97,8 @@ def build_data_path_aggregates(records: list[Record]) -> list[DataPathAggregate]
     aggregates = []
     for name in order:
         found = rows[name]
-        mibps = [round(float(r.get("readMiBps") or 0) + float(r.get("writeMiBps") or 0), 3) for r in found]
-        iops = [round(float(r.get("readIOPS") or 0) + float(r.get("writeIOPS") or 0), 1) for r in found]
+        mibps = [float(r.get("readMiBps") or 0) + float(r.get("writeMiBps") or 0) for r in found]
+        iops = [float(r.get("readIOPS") or 0) + float(r.get("writeIOPS") or 0) for r in found]
         p99 = [worst for r in found if (worst := _worst_p99(r.get("latency") or {})) is not None]
         directions = {direction: [float(value) for r in found
                                   if (value := (r.get("latency") or {}).get(direction))]
@@ -116,11 +117,20 @@ def _worst_p99(latency: dict[str, Any]) -> float | None:
 
 
 def count_iterations(records: list[Record], current: int, total: int) -> Iterations:
-    """The counter status shows: "2/5" while iteration 2 runs, "5/5 (1 failed)" once every iteration is done."""
+    """The counter status shows: "2/5" while iteration 2 runs, "5/5 (1 failed)" once every iteration is done;
+    and per step the failed objects of every finished iteration, failed ones included (what a ``failed`` bound
+    judges)."""
     failed = [record for record in records if record.get("state") != SUCCEEDED]
     done = len(records)
     shown = done if done >= total else current
     summary = f"{shown}/{total}" + (f" ({len(failed)} failed)" if failed else "")
+    failed_objects: dict[str, int] = {}
+    for record in records:
+        for step in record.get("steps") or []:
+            status = step.get("status") or {}
+            if status.get("name"):
+                failed_objects[status["name"]] = failed_objects.get(status["name"], 0) + int(status.get("failed") or 0)
     return Iterations(current=current, total=total, done=done, failed=len(failed), summary=summary,
                       failures=[IterationFailure(iteration=int(record["iteration"]), message=str(record["message"]))
-                                for record in failed[:MAX_ITERATION_FAILURES]])
+                                for record in failed[:MAX_ITERATION_FAILURES]],
+                      failedObjects=failed_objects)

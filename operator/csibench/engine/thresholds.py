@@ -2,9 +2,11 @@
 
 Each threshold reads the value status already reports, so what the verdict judged is what a reader sees: a step's
 duration, throughput and per-object percentiles (with spec.repeat > 1 the median over the iterations that measured
-well, ``status.aggregates``), its failed objects; a data-path workload's read + write MiB/s and IOPS and merged p99
+well, ``status.aggregates``), its failed objects (with repeats, the total over every iteration, failed ones
+included: ``status.iterations.failedObjects``); a data-path workload's read + write MiB/s and IOPS and merged p99
 per direction (``status.dataPathAggregates`` with repeats); a database selector's every matching run row, judged on
-the worst of them.
+the worst of them. Values are judged at full precision; messages show them with the digits that tell them from
+their bound, times in µs below a millisecond.
 
 How the verdict relates to the phase: the phase says whether the run measured (Succeeded) or not (Failed); the
 verdict says whether what it measured is within its bounds. A run that measured and broke a bound is Succeeded with
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.models import (
+    SECONDS_METRICS,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
     DatabaseRowKind,
@@ -30,7 +33,7 @@ from csibench.api.models import (
     ThresholdResult,
     Verdict,
 )
-from csibench.api.text import shorten
+from csibench.api.text import distinguishing, seconds_text, shorten
 from csibench.engine.verdict import RunVerdict
 
 CONDITION = "ThresholdsMet"
@@ -61,7 +64,7 @@ def _step_value(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, step: str, m
                 ) -> float | None:
     current = next((s for s in status.steps if s.name == step), None)
     if metric == M.FAILED:
-        return float(current.failed) if current is not None else None
+        return _failed_objects(spec, status, step, current)
     aggregate = next((a for a in status.aggregates if a.name == step), None) if spec.repeat > 1 else None
     if aggregate is not None:
         spread = {M.DURATION_SECONDS: aggregate.durationSeconds, M.THROUGHPUT: aggregate.throughput}.get(metric)
@@ -75,6 +78,19 @@ def _step_value(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, step: str, m
     if metric == M.THROUGHPUT:
         return current.throughput
     return _latency(current.latency, metric)
+
+
+def _failed_objects(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, step: str, current: Any) -> float | None:
+    """Failed objects over every iteration: the finished iterations' total, plus the one under way when it ended
+    before it was recorded (a failure in iteration 2 of 3 counts as much as one in the last)."""
+    iterations = status.iterations if spec.repeat > 1 else None
+    if iterations is None:
+        return float(current.failed) if current is not None else None
+    total = iterations.failedObjects.get(step)
+    unrecorded = current is not None and iterations.done < iterations.current
+    if total is None and not unrecorded:
+        return None
+    return float((total or 0) + (current.failed if unrecorded else 0))
 
 
 def _latency(latency: Any, metric: ThresholdMetric) -> float | None:
@@ -125,14 +141,14 @@ def _database_value(status: BenchmarkRunStatus, threshold: Threshold) -> tuple[f
     return value, f" (worst: scale {row.scale} {row.mode} {row.clients} clients)" if len(measured) > 1 else ""
 
 
-def _shown(value: float, threshold: Threshold) -> str:
-    """The value with enough digits to differ from the bound it is held against (1.0001 is not '1')."""
+def _shown(value: float, threshold: Threshold) -> tuple[str, dict[float, str]]:
+    """The value and each bound with the digits that tell them apart (1.0001 is not '1', 6 is not 5.999999999),
+    times in the unit that shows their digits ('125 µs > 120 µs')."""
     bounds = [b for b in (threshold.min, threshold.max) if b is not None]
-    for digits in range(4, 13):
-        shown = f"{value:.{digits}g}"
-        if all((float(shown) == bound) == (value == bound) for bound in bounds):
-            return shown
-    return repr(value)
+    seconds = threshold.metric in SECONDS_METRICS
+    mine, texts = distinguishing(value, bounds, lambda x, digits: seconds_text(x, digits) if seconds
+                                 else f"{x:.{digits}g}")
+    return mine, dict(zip(bounds, texts, strict=True))
 
 
 def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Threshold,
@@ -150,18 +166,18 @@ def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Thr
     if value is None:
         return ThresholdResult(**base, message=f"{head}: not measured")
     if not measured and threshold.metric != M.FAILED:
-        return ThresholdResult(**base, measured=round(value, 6),
-                               message=f"{head} {_shown(value, threshold)}: not judged, the run failed to measure")
+        return ThresholdResult(**base, measured=value,
+                               message=f"{head} {_shown(value, threshold)[0]}: not judged, the run failed to measure")
     low = threshold.min is not None and value < threshold.min
     high = threshold.max is not None and value > threshold.max
-    shown = _shown(value, threshold)
-    if low:
-        message = f"{head} {shown} < {threshold.min:g} (min){where}"
-    elif high:
-        message = f"{head} {shown} > {threshold.max:g} (max){where}"
+    shown, bounds = _shown(value, threshold)
+    if low and threshold.min is not None:
+        message = f"{head} {shown} < {bounds[threshold.min]} (min){where}"
+    elif high and threshold.max is not None:
+        message = f"{head} {shown} > {bounds[threshold.max]} (max){where}"
     else:
         message = f"{head} {shown} within {threshold.bound}{where}"
-    return ThresholdResult(**base, measured=round(value, 6), met=not (low or high), message=message)
+    return ThresholdResult(**base, measured=value, met=not (low or high), message=message)
 
 
 def judge(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, run: RunVerdict) -> ThresholdVerdict | None:

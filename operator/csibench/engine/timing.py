@@ -45,8 +45,7 @@ def summarize(latencies_seconds: list[float]) -> Latency | None:
     if not latencies_seconds:
         return None
     ordered = sorted(latencies_seconds)
-    return Latency(
-        p50=round(nearest_rank(ordered, 50), 4), p90=round(nearest_rank(ordered, 90), 4),
-        p99=round(nearest_rank(ordered, 99), 4), max=round(ordered[-1], 4),
-        mean=round(sum(ordered) / len(ordered), 4),
+    return Latency(  # full precision: what is judged and stored is never rounded (reports round what they show)
+        p50=nearest_rank(ordered, 50), p90=nearest_rank(ordered, 90), p99=nearest_rank(ordered, 99),
+        max=ordered[-1], mean=sum(ordered) / len(ordered),
     )

@@ -12,7 +12,7 @@ from csibench.api import histogram
 from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.skew import is_skewed, skew_message
 from csibench.api.stats import ALPHA, compare_samples, significance_cell
-from csibench.api.text import human_duration
+from csibench.api.text import human_duration, seconds_text
 
 HEADERS = ["Workload", "Block", "Pattern", "Read MiB/s", "Write MiB/s", "Read IOPS", "Write IOPS",
            "Read clat p50/p99/p99.9 ms", "Write clat p50/p99/p99.9 ms", "Volumes × jobs each", "Per volume MiB/s",
@@ -252,8 +252,15 @@ def _spread_cell(spread: dict[str, Any] | None) -> str:
     return f"{spread['median']:,.1f} ({spread['min']:,.1f}-{spread['max']:,.1f})"
 
 
+def _seconds_spread(spread: dict[str, Any] | None) -> str:
+    """'125 µs (118 µs-131 µs)': times below a millisecond in µs, so an NVMe p99 keeps its digits."""
+    if not spread:
+        return "-"
+    return f"{seconds_text(spread['median'])} ({seconds_text(spread['min'])}-{seconds_text(spread['max'])})"
+
+
 AGGREGATE_HEADERS = ["Workload", "Iterations", "MiB/s (median, min-max)", "IOPS (median, min-max)",
-                     "clat p99 ms (median, min-max)"]
+                     "clat p99 (median, min-max)"]
 
 
 def aggregate_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
@@ -267,7 +274,7 @@ def aggregate_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | 
         p99 = aggregate.get("p99")
         rows.append([WORKLOAD_TITLES.get(name, name), str(aggregate.get("iterations", 0)),
                      _spread_cell(aggregate.get("mibps")), _spread_cell(aggregate.get("iops")),
-                     _spread_cell({k: v * 1000 for k, v in p99.items()} if p99 else None)])
+                     _seconds_spread(p99)])
     return AGGREGATE_HEADERS, rows
 
 

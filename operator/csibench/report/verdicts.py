@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
 
-from csibench.api.text import shorten
+from csibench.api.models import SECONDS_METRICS
+from csibench.api.text import seconds_text, shorten
 
 EXIT_PASS = 0
 EXIT_BROKEN = 1
@@ -30,9 +31,17 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     results = (run.get("status") or {}).get("thresholds") or []
     if not results:
         return None
-    rows = [[r["subject"], r["metric"], r["bound"], "-" if r.get("measured") is None else f"{r['measured']:.4g}",
+    rows = [[r["subject"], r["metric"], r["bound"], _measured(r),
              {True: "met", False: "BROKEN"}.get(r.get("met"), "not measured")] for r in results]
     return ["threshold", "metric", "bound", "measured", "result"], rows
+
+
+def _measured(result: dict[str, Any]) -> str:
+    """The value judged, times in the unit that shows their digits (a p99 of 0.000125 s reads '125 µs')."""
+    value = result.get("measured")
+    if value is None:
+        return "-"
+    return seconds_text(float(value), 4) if result.get("metric") in SECONDS_METRICS else f"{float(value):.4g}"
 
 
 def title(run: dict[str, Any]) -> str:
