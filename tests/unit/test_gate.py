@@ -209,3 +209,50 @@ def test_the_alerts_read_metrics_the_operator_exports() -> None:
     exported = {metric.name for metric in registry.collect()}
     assert names and names <= exported, names - exported
     assert set(re.findall(r'verdict="(\w+)"', text)) <= set(VERDICTS)
+
+
+HOSTILE = "x\ufffe\uffff\x00\x01\x1b[31m <&>\"' \ud800 \U0001f600 \u202e end"
+
+
+def _hostile_run(time: float) -> dict[str, Any]:
+    """A run with hostile text in every field JUnit writes, and ``time`` as every time."""
+    step = {"name": f"createVolume{HOSTILE}", "state": "Succeeded", "objects": 3, "succeeded": 3,
+            "durationSeconds": time, "throughput": 2.0, "latency": {"p99": 0.000125}}
+    failed = dict(step, state="Failed", failed=1, failureReasons=[{"count": 1, "reason": HOSTILE,
+                                                                   "message": HOSTILE}])
+    return {"metadata": {"namespace": f"bench{HOSTILE}", "name": f"r1{HOSTILE}"},
+            "status": {"phase": "Failed", "message": HOSTILE, "totalStepSeconds": time,
+                       "steps": [step, failed, dict(step, state="Pending")],
+                       "dataPath": [{"name": HOSTILE, "state": s, "message": HOSTILE, "durationSeconds": time}
+                                    for s in ("Succeeded", "Failed", "Pending")],
+                       "database": [{"kind": "run", "scale": 1, "mode": HOSTILE, "clients": 4, "state": s,
+                                     "message": HOSTILE, "durationSeconds": time}
+                                    for s in ("Succeeded", "Failed", "Pending")],
+                       "baseline": {"run": HOSTILE, "change": "Regression", "thresholdPercent": 10.0,
+                                    "message": HOSTILE,
+                                    "rows": [{"subject": HOSTILE, "metric": HOSTILE, "change": change,
+                                              "message": HOSTILE}
+                                             for change in ("Regression", "Slower", "Inconclusive",
+                                                            "Equivalent", "Improvement")]},
+                       "thresholds": [dict(BROKEN, subject=HOSTILE, metric=HOSTILE, bound=HOSTILE,
+                                           message=HOSTILE, met=met) for met in (True, False, None)]}}
+
+
+@pytest.mark.parametrize("time", [1.5, -1.0, float("nan"), float("inf"), 0.0004])
+def test_junit_validates_against_the_junit_10_schema_whatever_the_text_and_times(time: float) -> None:
+    # issue 42 point 6: `assertions` is not in the schema, U+FFFE/U+FFFF broke well-formedness, names were not
+    # cleaned, and a negative or NaN time was written. junit-10.xsd is the schema pytest ships (tests/data).
+    import xmlschema
+
+    from localcluster.launcher import REPO_ROOT
+
+    schema = xmlschema.XMLSchema(str(REPO_ROOT / "tests" / "data" / "junit-10.xsd"))
+    for run in (_hostile_run(time), _run("Succeeded", [MET, BROKEN, UNMEASURED], totalStepSeconds=time)):
+        document = junit(run)
+        schema.validate(document)
+        suite = ElementTree.fromstring(document.split("\n", 1)[1])
+        for case in suite.iter("testcase"):
+            assert case.get("time") is None or float(case.get("time") or "") >= 0
+    suite = ElementTree.fromstring(junit(_hostile_run(time)).split("\n", 1)[1])
+    names = [case.get("name") or "" for case in suite.iter("testcase")]
+    assert any(name.startswith("benchx\N{REPLACEMENT CHARACTER}\N{REPLACEMENT CHARACTER}") for name in names)

@@ -11,6 +11,7 @@ shows which measurement or bound failed; a step that failed to measure is an err
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -87,18 +88,28 @@ def gate(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> Gate:
     return Gate(EXIT_PASS, [f"PASS {name}: " + ("; ".join(parts) or "measured; no thresholds set"), *lines])
 
 
-def _case(suite: ElementTree.Element, classname: str, name: str, seconds: float | None = None) -> ElementTree.Element:
-    case = ElementTree.SubElement(suite, "testcase", classname=classname, name=name)
-    if seconds is not None:
-        case.set("time", f"{seconds:.3f}")
+def _time(seconds: Any) -> str | None:
+    """A time as the schema's SUREFIRE_TIME takes it ('1.500'); None for what is no time (negative, NaN, inf)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) \
+            or seconds < 0:
+        return None
+    return f"{seconds:.3f}"
+
+
+def _case(suite: ElementTree.Element, classname: str, name: str, seconds: Any = None) -> ElementTree.Element:
+    case = ElementTree.SubElement(suite, "testcase", classname=classname, name=_clean(name))
+    if (shown := _time(seconds)) is not None:
+        case.set("time", shown)
     return case
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not allowed in XML 1.0 (a driver's or fio's bytes)
+# Not characters of XML 1.0 (a driver's or fio's bytes, U+FFFE/U+FFFF, lone surrogates), and DEL: each becomes
+# U+FFFD, so the document stays well-formed whatever a message, a name or a reason holds.
+_NOT_XML = re.compile("[^\t\n\r\x20-\x7e\x80-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", str(text))
 
 
 def _fail(case: ElementTree.Element, kind: str, message: str) -> None:
@@ -113,7 +124,7 @@ def junit(run: dict[str, Any]) -> str:
     """JUnit XML of a finished run (or of one still running: its pending parts are skipped testcases)."""
     meta, status = run.get("metadata") or {}, run.get("status") or {}
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-    suite = ElementTree.Element("testsuite", name=f"csibench {name}")
+    suite = ElementTree.Element("testsuite", name=_clean(f"csibench {name}"))
     run_case = _case(suite, "csibench.run", name, status.get("totalStepSeconds"))
     phase = status.get("phase") or "Pending"
     if phase == "Failed":  # every step may have measured and the run still failed (cleanup, preflight)
@@ -130,11 +141,11 @@ def junit(run: dict[str, Any]) -> str:
                                  f"objects failed" + (f" ({reasons})" if reasons else ""))
         elif state != "Succeeded":
             _skip(case, f"{step['name']} {state}")
-        else:
-            case.set("assertions", str(step.get("objects", 0)))
-            ElementTree.SubElement(case, "system-out").text = (
-                f"{step.get('succeeded', 0)} objects, {step.get('throughput') or 0:.3f}/s, "
-                f"p99 {(step.get('latency') or {}).get('p99', '-')} s")
+        else:  # the counts go in system-out: junit-10.xsd has no `assertions` on a testcase
+            p99 = (step.get("latency") or {}).get("p99")
+            ElementTree.SubElement(case, "system-out").text = _clean(
+                f"{step.get('succeeded', 0)} of {step.get('objects', 0)} objects, "
+                f"{step.get('throughput') or 0:.3f}/s, p99 {'-' if p99 is None else seconds_text(float(p99), 4)}")
     for row in status.get("dataPath") or []:
         case = _case(suite, "csibench.dataPath", row["name"], row.get("durationSeconds"))
         if row.get("state") in ("Failed", "Interrupted"):
@@ -167,7 +178,7 @@ def junit(run: dict[str, Any]) -> str:
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
     suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
-    if status.get("totalStepSeconds") is not None:
-        suite.set("time", f"{status['totalStepSeconds']:.3f}")
+    if (total := _time(status.get("totalStepSeconds"))) is not None:
+        suite.set("time", total)
     ElementTree.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suite, encoding="unicode") + "\n"
