@@ -187,15 +187,16 @@ def _compare(args: argparse.Namespace) -> int:
         raise CliError(str(error), EXIT_NOT_READY if args.max_regression is None else 2) from None
     if args.max_regression is None:
         return 0
-    from csibench.api.baseline import compare_with_baseline
+    from csibench.api.baseline import compare_with_baseline, fails
     from csibench.report.verdicts import EXIT_BROKEN, EXIT_INCONCLUSIVE
 
-    comparison = compare_with_baseline(run_a, run_b, args.max_regression, alpha=args.alpha)
+    comparison = compare_with_baseline(run_a, run_b, args.max_regression, alpha=args.alpha,
+                                       fail_on_slower=args.fail_on_slower)
     lines = [f"regression check, B against A: {comparison.change}", *[f"  {row.message}" for row in comparison.rows]]
     if not comparison.rows:
         lines.append(f"  {comparison.message}")
     (sys.stderr if args.output == "html" else sys.stdout).write("\n".join(lines) + "\n")
-    return {"Regression": EXIT_BROKEN, "Inconclusive": EXIT_INCONCLUSIVE}.get(comparison.change, 0)
+    return {True: EXIT_BROKEN, None: EXIT_INCONCLUSIVE, False: 0}[fails(comparison.change, comparison.failOnSlower)]
 
 
 def _suite_cells(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -308,8 +309,8 @@ def _gate(args: argparse.Namespace) -> int:
             (baseline,) = _fetch(args, args.baseline)
         except (CliError, ApiError, ConfigException, OSError) as error:
             raise CliError(f"cannot read baseline {args.baseline}: {error}", EXIT_NOT_MEASURED) from None
-        comparison = compare_with_baseline(baseline, run, args.max_regression).model_dump(mode="json",
-                                                                                          exclude_none=True)
+        comparison = compare_with_baseline(baseline, run, args.max_regression, fail_on_slower=args.fail_on_slower
+                                           ).model_dump(mode="json", exclude_none=True)
         run.setdefault("status", {})["baseline"] = comparison  # the JUnit document has its rows too
     result = gate(run, comparison)
     if args.junit:
@@ -454,8 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--alpha", type=float, default=0.05,
                          help="significance level of the per-step test for repeated runs (default 0.05)")
     compare.add_argument("--max-regression", type=_percent, default=None,
-                         help="also judge B against A: exit 1 on a regression (significant and beyond this, e.g. "
-                              "10%%), 3 when inconclusive, 0 when equivalent or better")
+                         help="also judge B against A: exit 1 on a regression (shown beyond this, e.g. 10%%, by a "
+                              "one-sided test), 3 when inconclusive, 0 when equivalent, better or only Slower")
+    compare.add_argument("--fail-on-slower", action="store_true",
+                         help="with --max-regression: exit 1 also when B is significantly slower but not shown "
+                              "beyond the threshold (Slower)")
     compare.set_defaults(func=_compare)
     watch = reader("watch", "live progress per step until the run ends")
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
@@ -472,6 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="compare with this finished run (NAME or NAMESPACE/NAME) instead of spec.baseline")
     gate_parser.add_argument("--max-regression", type=_percent, default=10.0,
                              help="with --baseline: the regression threshold, e.g. 10%% (default 10%%)")
+    gate_parser.add_argument("--fail-on-slower", action="store_true",
+                             help="with --baseline: fail also on Slower (significantly slower, not shown beyond "
+                                  "the threshold), as spec.failOnSlower")
     gate_parser.set_defaults(func=_gate)
 
     history_parser = reader("history", "finished runs matching a selector, oldest first: per step throughput and "

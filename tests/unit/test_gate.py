@@ -256,3 +256,39 @@ def test_junit_validates_against_the_junit_10_schema_whatever_the_text_and_times
     suite = ElementTree.fromstring(junit(_hostile_run(time)).split("\n", 1)[1])
     names = [case.get("name") or "" for case in suite.iter("testcase")]
     assert any(name.startswith("benchx\N{REPLACEMENT CHARACTER}\N{REPLACEMENT CHARACTER}") for name in names)
+
+
+def _slower(fail_on_slower: bool) -> dict[str, Any]:
+    comparison = _comparison("Slower")
+    comparison["failOnSlower"] = fail_on_slower
+    comparison["rows"][0]["message"] = "createVolume throughput: 0.82x: Slower (significantly slower, not shown ...)"
+    return comparison
+
+
+@pytest.mark.parametrize(("fail_on_slower", "code", "first"), [
+    (False, EXIT_PASS, "PASS bench/r1: all 1 thresholds met; Slower against bench/base"),
+    (True, EXIT_BROKEN, "FAIL bench/r1: significantly slower than bench/base (failOnSlower)"),
+])
+def test_slower_fails_the_gate_and_junit_only_when_the_spec_asks(fail_on_slower: bool, code: int,
+                                                                   first: str) -> None:
+    # issue 42 point 1: "significantly slower, not shown beyond the threshold" is its own outcome
+    run = _run("Succeeded", [MET], baseline=_slower(fail_on_slower))
+    result = gate(run)
+    assert (result.code, result.lines[0]) == (code, first)
+    suite = ElementTree.fromstring(junit(run).split("\n", 1)[1])
+    case = next(c for c in suite.findall("testcase") if c.get("classname") == "csibench.baseline")
+    if fail_on_slower:
+        assert case.find("failure") is not None
+    else:  # a passed case with the words
+        out = case.find("system-out")
+        assert case.find("failure") is None and case.find("skipped") is None
+        assert out is not None and "Slower (significantly slower" in (out.text or "")
+
+
+def test_compare_with_max_regression_exits_1_on_slower_only_when_asked(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {"a": _repeated_run("a", [10.0, 10.6, 9.5]), "b": _repeated_run("b", [8.2, 8.9, 7.8])}
+    monkeypatch.setattr(cli, "_fetch", lambda args, *names: [runs[n.rpartition("/")[2]] for n in names])
+    assert cli.main(["compare", "bench/a", "bench/b", "--max-regression", "10%"]) == EXIT_PASS
+    assert "regression check, B against A: Slower" in capsys.readouterr().out
+    assert cli.main(["compare", "bench/a", "bench/b", "--max-regression", "10%", "--fail-on-slower"]) == EXIT_BROKEN

@@ -353,3 +353,21 @@ def test_the_median_latency_of_repeated_steps_keeps_microseconds() -> None:
         record["steps"][0]["status"]["latency"] = dict(LATENCY, p99=p99)
     (aggregate,) = build_aggregates(records)
     assert aggregate.latency is not None and aggregate.latency.p99 == 0.000042
+
+
+@pytest.mark.parametrize(("fail_on_slower", "verdict", "condition", "broken"), [
+    (False, Verdict.PASS, "True", 0), (True, Verdict.FAIL, "False", 1)])
+def test_slower_fails_the_verdict_condition_events_and_metric_only_when_the_spec_asks(
+        fail_on_slower: bool, verdict: Verdict, condition: str, broken: int) -> None:
+    # issue 42 point 1: one decision (baseline.fails) read by the verdict, NoRegression, its Event and the metric
+    from csibench.api.baseline import compare_with_baseline
+    from csibench.engine.judgement import Judgement
+
+    comparison = compare_with_baseline(_baseline_run("base", [10.0, 10.6, 9.5]),
+                                       _baseline_run("this", [8.2, 8.9, 7.8]), 10, fail_on_slower=fail_on_slower)
+    assert comparison.change == "Slower" and comparison.failOnSlower is fail_on_slower
+    judgement = Judgement(None, comparison)
+    assert judgement.verdict == verdict and judgement.broken == broken
+    assert judgement.baseline_condition() == (condition, "Slower", comparison.message)
+    ((reason, _, warning),) = judgement.events()
+    assert reason == "BaselineSlower" and warning is fail_on_slower

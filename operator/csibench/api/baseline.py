@@ -59,37 +59,55 @@ def measures_of(run: dict[str, Any]) -> dict[Measure, list[float]]:
     return measures
 
 
+def order_of(fail_on_slower: bool) -> list[Change]:
+    """The changes from the one that decides a comparison to the least: Regression first, Slower before
+    Inconclusive when it fails the verdict and after it when not, then Improvement and Equivalent."""
+    if fail_on_slower:
+        return [Change.REGRESSION, Change.SLOWER, Change.INCONCLUSIVE, Change.IMPROVEMENT, Change.EQUIVALENT]
+    return [Change.REGRESSION, Change.INCONCLUSIVE, Change.SLOWER, Change.IMPROVEMENT, Change.EQUIVALENT]
+
+
+def fails(change: str | None, fail_on_slower: bool) -> bool | None:
+    """The one decision every reader of a comparison makes (verdict, NoRegression, gate, JUnit, metrics,
+    ``compare --max-regression``): True fails, None is unknown, False passes."""
+    if change == Change.REGRESSION or (change == Change.SLOWER and fail_on_slower):
+        return True
+    if change == Change.INCONCLUSIVE:
+        return None
+    return False
+
+
 def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], threshold_percent: float,
-                          alpha: float = ALPHA) -> BaselineComparison:
+                          alpha: float = ALPHA, fail_on_slower: bool = False) -> BaselineComparison:
     """``current`` against ``baseline``, both finished and Succeeded (else Inconclusive, saying why)."""
     name = run_name(baseline)
+    policy = {"thresholdPercent": threshold_percent, "failOnSlower": fail_on_slower}
     for which, run in (("baseline", baseline), ("run", current)):
         phase = (run.get("status") or {}).get("phase")
         if phase != "Succeeded":
-            return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
+            return BaselineComparison(run=name, change=Change.INCONCLUSIVE, **policy,
                                       message=f"{which} {run_name(run)} is {phase or 'Pending'}, not a finished "
                                               "measurement")
     ours, theirs = measures_of(current), measures_of(baseline)
     shared = [measure for measure in ours if measure in theirs]
     if not shared:
-        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, thresholdPercent=threshold_percent,
+        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, **policy,
                                   message=f"baseline {name} measured nothing this run measured")
     threshold = threshold_percent / 100.0
     judged = judge_changes([(theirs[m], ours[m]) for m in shared], threshold, alpha)
     rows = [BaselineRow(subject=subject, metric=metric, change=j.change,
-                        ratio=j.ratio, low=j.low, high=j.high, p=j.p, iterations=f"{j.n_a}/{j.n_b}",
-                        iterationsNeeded=j.iterations_needed,
+                        ratio=j.ratio, low=j.low, high=j.high, p=j.p, pBeyond=j.p_beyond,
+                        iterations=f"{j.n_a}/{j.n_b}", iterationsNeeded=j.iterations_needed,
                         message=f"{subject} {metric}: {j.describe(threshold)}")
             for (subject, metric), j in zip(shared, judged, strict=True)]
     changes = [row.change for row in rows]
-    change = next((c for c in (Change.REGRESSION, Change.INCONCLUSIVE, Change.IMPROVEMENT) if c in changes),
-                  Change.EQUIVALENT)
-    ordered = sorted(rows, key=lambda row: [Change.REGRESSION, Change.INCONCLUSIVE, Change.IMPROVEMENT,
-                                            Change.EQUIVALENT].index(Change(row.change)))
+    order = order_of(fail_on_slower)
+    change = next(c for c in order if c in changes or c == Change.EQUIVALENT)
+    ordered = sorted(rows, key=lambda row: order.index(Change(row.change)))
     counts = ", ".join(f"{changes.count(c)} {c.value.lower()}" for c in Change if c in changes)
     message = f"against {name} ({threshold_percent:g}% threshold): {counts}; " + \
         "; ".join(row.message for row in ordered if row.change != Change.EQUIVALENT)
     # Status keeps the rows that decide first when there are more than it holds; the message is bounded too.
     kept = rows if len(rows) <= MAX_BASELINE_ROWS else ordered[:MAX_BASELINE_ROWS]
-    return BaselineComparison(run=name, change=change, thresholdPercent=threshold_percent, rows=kept,
+    return BaselineComparison(run=name, change=change, **policy, rows=kept,
                               message=shorten(message.rstrip("; "), MESSAGE_MAX))

@@ -963,8 +963,13 @@ class BenchmarkRunSpec(_Model):
                     "Per step, workload and database row the run records Regression, Improvement, Equivalent or "
                     "Inconclusive (status.baseline); a regression fails the verdict.")
     regressionThresholdPercent: float = Field(
-        10.0, ge=1, le=1000, description="With baseline (1-1000): a slowdown counts as a regression only when it is "
-                                         "significant and larger than this; equivalence is claimed only within it.")
+        10.0, ge=1, le=1000, description="With baseline (1-1000): a slowdown counts as a regression only when the "
+                                         "data show it larger than this (a one-sided test, Holm-adjusted); "
+                                         "equivalence is claimed only within it.")
+    failOnSlower: bool = Field(
+        False, description="With baseline: also fail the verdict on a measure that is significantly slower but not "
+                           "shown beyond regressionThresholdPercent (the outcome Slower); by default Slower is "
+                           "reported and passes.")
     thresholds: list[Threshold] = Field(
         default_factory=list, max_length=MAX_THRESHOLDS,
         description="Bounds on what the run measures (the verdict: condition ThresholdsMet, status.verdict). A run "
@@ -1515,14 +1520,18 @@ class BaselineRow(_Model):
     subject: str = Field(..., description="A step or 'workload NAME' (database runs are not compared: they cannot "
                                           "repeat yet).")
     metric: str = Field(..., description="throughput (objects/s), mibps or iops.")
-    change: str = Field(..., description="Regression, Improvement, Equivalent or Inconclusive.")
+    change: str = Field(..., description="Regression, Slower, Improvement, Equivalent or Inconclusive.")
     ratio: float | None = Field(None, description="This run / the baseline, geometric means over the iterations.")
     low: float | None = Field(None, description="Lower end of the ratio's 90% interval.")
     high: float | None = Field(None, description="Upper end of the ratio's 90% interval.")
-    p: float | None = Field(None, description="Welch's p on the logarithms, Holm-adjusted over the rows.")
+    p: float | None = Field(None, description="Welch's two-sided p on the logarithms, Holm-adjusted over the rows.")
+    pBeyond: float | None = Field(None, description="The one-sided p of a change beyond the threshold in the "
+                                                    "observed direction, Holm-adjusted over the rows: Regression "
+                                                    "or Improvement below alpha (0.05).")
     iterations: str = Field("", description="Iterations of the baseline / of this run.")
-    iterationsNeeded: int | None = Field(None, description="Inconclusive: iterations per run the observed spread "
-                                                           "would need to decide (an estimate).")
+    iterationsNeeded: int | None = Field(None, description="Slower or Inconclusive: iterations per run the "
+                                                           "observed spread would need to decide with 80% power "
+                                                           "(an estimate).")
     message: str = Field("", description="The row in words.")
 
 
@@ -1530,9 +1539,11 @@ class BaselineComparison(_Model):
     """spec.baseline, judged when the run ends."""
 
     run: str = Field(..., description="The baseline run, NAMESPACE/NAME.")
-    change: str = Field(..., description="Regression (any row), else Inconclusive (any row, or the baseline could "
-                                         "not be read), else Improvement (any row), else Equivalent.")
+    change: str = Field(..., description="Regression (any row), else Slower (any row, with failOnSlower), else "
+                                         "Inconclusive (any row, or the baseline could not be read), else Slower "
+                                         "(any row), else Improvement (any row), else Equivalent.")
     thresholdPercent: float = Field(..., description="spec.regressionThresholdPercent.")
+    failOnSlower: bool = Field(False, description="spec.failOnSlower: whether Slower fails the verdict.")
     rows: list[BaselineRow] = Field(default_factory=list, max_length=MAX_BASELINE_ROWS,
                                     description="One per measure both runs have.")
     message: str = Field("", description="Why, in words (the regressions named first).")

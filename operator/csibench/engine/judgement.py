@@ -1,6 +1,7 @@
 """The run's verdict (status.verdict): its thresholds and its baseline comparison together (pure).
 
-Fail when a threshold broke or the baseline comparison found a regression; Unknown when the run failed to measure,
+Fail when a threshold broke or the baseline comparison found a regression (or a Slower measure, with
+spec.failOnSlower: ``baseline.fails`` is the one decision); Unknown when the run failed to measure,
 a threshold could not be judged, or the comparison was inconclusive; Pass otherwise. A run with neither thresholds
 nor a baseline has no verdict. The parts keep conditions of their own (ThresholdsMet, NoRegression), so a reader
 sees which one decided.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from csibench.api.baseline import fails
 from csibench.api.models import BaselineComparison, Verdict
 from csibench.api.regression import Change
 from csibench.engine.thresholds import ThresholdVerdict
@@ -26,8 +28,7 @@ class Judgement:
     def verdict(self) -> Verdict:
         parts = [self.thresholds.verdict] if self.thresholds is not None else []
         if self.baseline is not None:
-            parts.append({Change.REGRESSION: Verdict.FAIL, Change.INCONCLUSIVE: Verdict.UNKNOWN}.get(
-                Change(self.baseline.change), Verdict.PASS))
+            parts.append({True: Verdict.FAIL, None: Verdict.UNKNOWN, False: Verdict.PASS}[self._fails()])
         if self.thresholds is not None and self.thresholds.reason == "RunFailed":
             return Verdict.UNKNOWN
         for verdict in (Verdict.FAIL, Verdict.UNKNOWN):
@@ -35,10 +36,15 @@ class Judgement:
                 return verdict
         return Verdict.PASS
 
+    def _fails(self) -> bool | None:
+        assert self.baseline is not None
+        return fails(self.baseline.change, self.baseline.failOnSlower)
+
     @property
     def broken(self) -> int:
-        """Thresholds broken plus regressions: what the metric counts."""
-        regressions = sum(1 for row in self.baseline.rows if row.change == Change.REGRESSION) \
+        """Thresholds broken plus the baseline rows that fail (regressions, and Slower with failOnSlower): what
+        the metric counts."""
+        regressions = sum(1 for row in self.baseline.rows if fails(row.change, self.baseline.failOnSlower)) \
             if self.baseline is not None else 0
         return len(self.thresholds.broken if self.thresholds is not None else []) + regressions
 
@@ -47,7 +53,7 @@ class Judgement:
         if self.baseline is None:
             return None
         change = Change(self.baseline.change)
-        status = {Change.REGRESSION: "False", Change.INCONCLUSIVE: "Unknown"}.get(change, "True")
+        status = {True: "False", None: "Unknown", False: "True"}[self._fails()]
         return status, change.value, self.baseline.message
 
     def events(self) -> list[tuple[str, str, bool]]:

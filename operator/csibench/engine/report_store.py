@@ -15,6 +15,7 @@ import gzip
 import json
 from typing import Any
 
+from csibench.api.baseline import fails
 from csibench.api.collect import StepCollection
 from csibench.api.models import GROUP, KIND, VERSION
 from csibench.api.stored_report import REPORT_FORMAT, iteration_records
@@ -103,7 +104,9 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
     histograms from the report."""
     if status.get("verdict"):
         broken = sum(1 for r in status.get("thresholds") or [] if r.get("met") is False)
-        broken += sum(1 for r in (status.get("baseline") or {}).get("rows") or [] if r.get("change") == "Regression")
+        comparison = status.get("baseline") or {}
+        broken += sum(1 for r in comparison.get("rows") or []
+                      if fails(r.get("change"), bool(comparison.get("failOnSlower"))))
         METRICS.set_verdict(run_label, str(status["verdict"]), broken)
     for step in STEPS.values():  # the workload steps' rows (data path, database)
         if step.results is not None:

@@ -182,6 +182,7 @@ class RunEngine:
         shown = f"{namespace}/{name}"
         if not verdict.succeeded:
             return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
+                                      failOnSlower=self.spec.failOnSlower,
                                       message=f"this run failed to measure ({verdict.reason}): nothing to compare")
         try:
             found = await self.client.get(r.BENCHMARK_RUNS.path(namespace, name))
@@ -191,11 +192,12 @@ class RunEngine:
             problem = f"baseline {shown} not found"
         if found is None:
             return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
+                                      failOnSlower=self.spec.failOnSlower,
                                       message=problem)
         current = {"metadata": {"namespace": self.ref.namespace, "name": self.ref.name},
                    "status": self.status.model_dump(mode="json", exclude_none=True)}
         current["status"]["phase"] = verdict.phase.value
-        return compare_with_baseline(found, current, threshold)
+        return compare_with_baseline(found, current, threshold, fail_on_slower=self.spec.failOnSlower)
 
     # -- iterations (spec.repeat) --------------------------------------------------------------------------------
     def count_iterations(self, context: RunContext) -> None:

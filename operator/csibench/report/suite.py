@@ -268,7 +268,7 @@ def suite_comparisons(suite: dict[str, Any], runs: list[dict[str, Any]],
 
 def change_text(judged: Judged) -> str:
     """The change, and for Inconclusive why (or what would decide it)."""
-    if judged.change != Change.INCONCLUSIVE:
+    if judged.change not in (Change.INCONCLUSIVE, Change.SLOWER):
         return str(judged.change)
     if judged.ratio is None:
         return f"{judged.change} (not measured on both sides)"

@@ -1,7 +1,8 @@
 """What a pipeline reads from a finished run: the thresholds table, the gate's exit code and JUnit XML (pure).
 
 The gate's exit codes: 0 the run measured, every threshold held (or it has none) and it is no regression against
-its baseline (equivalent or better, or no baseline); 1 it measured and broke a threshold or regressed; 2 it failed
+its baseline (equivalent, better, or Slower without failOnSlower, or no baseline); 1 it measured and broke a
+threshold or regressed (or is Slower with failOnSlower); 2 it failed
 to measure (phase Failed: its numbers prove nothing either way); 3 it measured but a threshold could not be judged
 or the baseline comparison was inconclusive (say "inconclusive" rather than "pass"). The baseline is the run's
 own (status.baseline) or one the caller compared (``--baseline``). The JUnit
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
 
+from csibench.api.baseline import fails
 from csibench.api.models import SECONDS_METRICS
 from csibench.api.text import seconds_text, shorten
 
@@ -69,19 +71,22 @@ def gate(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> Gate:
              f"{r.get('message') or r.get('subject', '?')}" for r in results]
     comparison = baseline if baseline is not None else status.get("baseline")
     change = (comparison or {}).get("change")
+    failing = fails(change, bool((comparison or {}).get("failOnSlower"))) if comparison else False
     if comparison:
         lines += [f"  baseline: {comparison.get('message', '')}"]
     if phase == "Failed":
         return Gate(EXIT_NOT_MEASURED, [f"NOT MEASURED {name}: the run failed to measure: "
                                         f"{status.get('message', '')}", *lines])
     broken = [r for r in results if r.get("met") is False]
-    if broken or change == "Regression":
+    if broken or failing:
         why = [f"{len(broken)} of {len(results)} thresholds broken"] if broken else []
-        why += [f"a regression against {comparison.get('run')}"] if comparison and change == "Regression" else []
+        if comparison and failing:
+            why += [f"a regression against {comparison.get('run')}" if change == "Regression" else
+                    f"significantly slower than {comparison.get('run')} (failOnSlower)"]
         return Gate(EXIT_BROKEN, [f"FAIL {name}: {'; '.join(why)}", *lines])
-    if any(r.get("met") is None for r in results) or change == "Inconclusive":
+    if any(r.get("met") is None for r in results) or failing is None:
         why = ["a threshold could not be judged"] if any(r.get("met") is None for r in results) else []
-        why += [f"inconclusive against {comparison.get('run')}"] if comparison and change == "Inconclusive" else []
+        why += [f"inconclusive against {comparison.get('run')}"] if comparison and failing is None else []
         return Gate(EXIT_INCONCLUSIVE, [f"INCONCLUSIVE {name}: {'; '.join(why)}", *lines])
     parts = [f"all {len(results)} thresholds met"] if results else []
     parts += [f"{change or 'not judged'} against {comparison.get('run')}"] if comparison else []
@@ -160,12 +165,16 @@ def junit(run: dict[str, Any]) -> str:
             _fail(case, "error", f"database {label} {row.get('state')}: {row.get('message', '')}")
         elif row.get("state") != "Succeeded":
             _skip(case, f"database {label} {row.get('state')}")
-    for row in (status.get("baseline") or {}).get("rows") or []:
+    comparison = status.get("baseline") or {}
+    for row in comparison.get("rows") or []:
         case = _case(suite, "csibench.baseline", f"{row['subject']} {row['metric']}")
-        if row.get("change") == "Regression":
+        failing = fails(row.get("change"), bool(comparison.get("failOnSlower")))
+        if failing:
             _fail(case, "failure", row.get("message", ""))
-        elif row.get("change") == "Inconclusive":
+        elif failing is None:
             _skip(case, row.get("message", ""))
+        else:  # passed; a Slower row says so in words
+            ElementTree.SubElement(case, "system-out").text = _clean(str(row.get("message", "")))
     for result in status.get("thresholds") or []:
         case = _case(suite, "csibench.threshold",
                      f"{result.get('subject', '?')} {result.get('metric', '?')} {result.get('bound', '')}")
