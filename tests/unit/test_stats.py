@@ -139,3 +139,13 @@ def test_report_of_a_repeated_run_shows_medians_ranges_and_failed_iterations() -
 def test_no_spread_on_either_side_is_untestable_not_significant_at_p_zero() -> None:
     (difference,) = compare_samples([([0.017, 0.017, 0.017], [0.016, 0.016, 0.016])])
     assert difference.p is None and difference.significant() is None
+
+
+@pytest.mark.parametrize("df", [2.0, 3.0, 4.5, 9.0, 75.0, 1e5])
+def test_the_noncentral_t_at_zero_noncentrality_is_the_central_t_and_shifts_to_the_normal(df: float) -> None:
+    from csibench.api.stats import noncentral_t_sf, normal_cdf, t_upper_p
+
+    for t in (-2.0, -1.0, 0.3, 1.0, 2.0, 4.0):
+        assert noncentral_t_sf(t, df, 0.0) == pytest.approx(t_upper_p(t, df), abs=1e-8)
+    if df >= 1e5:  # T -> Z + delta
+        assert noncentral_t_sf(2.0, df, 0.5) == pytest.approx(1 - normal_cdf(1.5), abs=1e-4)
