@@ -70,7 +70,7 @@ def test_a_slow_class_breaks_its_bound_and_the_gate_says_so_a_fast_one_passes(
     assert slow_run["phase"] == "Succeeded" and slow_run["verdict"] == "Fail", context
     condition = next(c for c in slow_run["conditions"] if c["type"] == "ThresholdsMet")
     assert condition["status"] == "False" and condition["reason"] == "ThresholdsBroken", condition
-    assert "createVolume latencyP50" in condition["message"] and "> 1.5 (max)" in condition["message"]
+    assert "createVolume latencyP50" in condition["message"] and " s > 1.5 s (max)" in condition["message"]
     assert slow_gate.returncode == 1, (slow_gate.stdout, slow_gate.stderr)
     assert slow_gate.stdout.startswith(f"FAIL {namespace}/slow: 1 of 2 thresholds broken")
     suite = ElementTree.parse(tmp_path / "slow.xml").getroot()

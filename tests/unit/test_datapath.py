@@ -821,3 +821,13 @@ def test_a_pod_that_failed_without_a_word_in_its_logs_is_described_by_its_contai
     assert container_states(waiting) == ("container fio: waiting (PodInitializing); pod: Evicted low on ephemeral "
                                          "storage")
     assert container_states(None) == "" and container_states({"phase": "Failed"}) == ""
+
+
+def test_a_repeated_runs_p99_below_a_millisecond_is_shown_in_microseconds() -> None:
+    # issue 42 point 3: round only for display, and display microseconds below 1 ms (0.125 ms read "0.1")
+    from csibench.report.datapath import aggregate_table
+
+    run = {"status": {"dataPathAggregates": [{"name": "seqRead", "iterations": 3,
+                                              "p99": {"median": 0.000125, "min": 0.0000405, "max": 0.0012}}]}}
+    found = aggregate_table(run)
+    assert found is not None and found[1][0][-1] == "125 µs (40.5 µs-1.2 ms)"
