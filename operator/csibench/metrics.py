@@ -114,7 +114,8 @@ class Metrics:
         self.verdict = Gauge("csibench_run_verdict", "The run's verdict (thresholds and baseline): 1 on the verdict "
                              "it has.", ["run", "verdict"], registry=registry)
         self.thresholds_broken = Gauge("csibench_run_thresholds_broken", "Thresholds of the run that its "
-                                       "measurements broke, plus its regressions against its baseline.", ["run"],
+                                       "measurements broke, plus its baseline rows that fail (regressions; Slower "
+                                       "with failOnSlower).", ["run"],
                                        registry=registry)
         # Suites (BenchmarkSuite): progress, and per cell the median throughput of each step over its rounds,
         # labelled by the cell's axis values (an axis the suite does not vary is ""), so a scaling curve is one
