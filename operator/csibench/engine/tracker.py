@@ -244,8 +244,8 @@ class StepTracker:
             startTime=rfc3339(self.anchor.wall) if self.anchor else None,
             completionTime=rfc3339(self.anchor.wall_of(self.stopped)) if self.anchor and finished and
             self.stopped is not None else None,
-            durationSeconds=round(duration, 3) if duration is not None else None,
-            throughput=round(succeeded / duration, 3) if finished and duration else None,
+            durationSeconds=duration,  # full precision: judged and compared (reports round what they show)
+            throughput=succeeded / duration if finished and duration else None,
             latency=summarize(self.latencies()) if finished else None,
             phases=self.phases() if finished else [],
             failureReasons=self.failure_reasons(),

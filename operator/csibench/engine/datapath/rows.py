@@ -61,9 +61,9 @@ def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> l
     rows = []
     for node, found in sorted(by_node.items()):
         rows.append(DataPathNodeRow(
-            node=node, volumes=len(found), readMiBps=round(sum(r.read.bytes_per_second for r in found) / MIB, 3),
-            writeMiBps=round(sum(r.write.bytes_per_second for r in found) / MIB, 3),
-            readIOPS=round(sum(r.read.iops for r in found), 1), writeIOPS=round(sum(r.write.iops for r in found), 1),
+            node=node, volumes=len(found), readMiBps=sum(r.read.bytes_per_second for r in found) / MIB,
+            writeMiBps=sum(r.write.bytes_per_second for r in found) / MIB,
+            readIOPS=sum(r.read.iops for r in found), writeIOPS=sum(r.write.iops for r in found),
             readP99=merged_latency([r.read for r in found])["P99"],
             writeP99=merged_latency([r.write for r in found])["P99"]))
     if len(rows) > NODE_ROWS:
@@ -101,10 +101,10 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
         reason, message = failures[0]
         row.message = shorten(f"{len(failures)} of {row.volumes} pods failed ({reason}): {message}", 600)
     if results:
-        row.readMiBps = round(sum(r.read.bytes_per_second for r in results) / MIB, 3)
-        row.writeMiBps = round(sum(r.write.bytes_per_second for r in results) / MIB, 3)
-        row.readIOPS = round(sum(r.read.iops for r in results), 1)
-        row.writeIOPS = round(sum(r.write.iops for r in results), 1)
+        row.readMiBps = sum(r.read.bytes_per_second for r in results) / MIB  # full precision: judged, compared
+        row.writeMiBps = sum(r.write.bytes_per_second for r in results) / MIB
+        row.readIOPS = sum(r.read.iops for r in results)
+        row.writeIOPS = sum(r.write.iops for r in results)
         per_volume = [r.bytes_per_second / MIB for r in results]
         row.minVolumeMiBps, row.maxVolumeMiBps = round(min(per_volume), 3), round(max(per_volume), 3)
         reads = merged_latency([r.read for r in results])
