@@ -258,8 +258,10 @@ def test_the_machinery_cost_per_step_agrees_with_proc_within_ten_percent(
     # snapshot-controller v8.7.0 serves its metrics from a registry of its own, without the process collector: no
     # process_cpu_seconds_total to read (a real cluster's cAdvisor series cover it; the profile reads those first).
     assert "snapshot-controller" not in cpu_of(run, "createSnapshot")
-    off = [row for row in compared if abs((row[2] or 0.0) - row[3]) > 0.10 * row[3]]
-    assert not off, f"(step, component, Prometheus, /proc) beyond 10%: {off}; all: {compared}"
+    # Both count in clock ticks (USER_HZ 100: 10 ms), and each edge of the window can fall a tick either way: on a
+    # step that costs a component under 0.2 CPU-s (a busy machine's attacher: 0.07 against 0.08) a tick is over 10%.
+    off = [row for row in compared if abs((row[2] or 0.0) - row[3]) > max(0.10 * row[3], 0.02)]
+    assert not off, f"(step, component, Prometheus, /proc) beyond 10% or two ticks: {off}; all: {compared}"
 
 
 def test_a_bad_query_and_a_prometheus_that_is_down_are_findings_and_the_runs_succeed(
