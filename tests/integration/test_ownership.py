@@ -84,11 +84,23 @@ def test_injected_target_namespaces_are_refused_at_admission(kube: Kube, namespa
     ({"collect": {"prometheusUrl": "http://169.254.169.254/latest/meta-data"}}, "spec.collect.prometheusUrl"),
     ({"collect": {"prometheusUrl": "http://2852039166/"}}, "spec.collect.prometheusUrl"),
     ({"collect": {"prometheusUrl": "http://metadata.google.internal/"}}, "spec.collect.prometheusUrl"),
+    ({"collect": {"prometheusUrl": "http://METADATA.GOOGLE.INTERNAL/"}}, "spec.collect.prometheusUrl"),
+    ({"collect": {"prometheusUrl": "http://0251.0376.0251.0376/"}}, "spec.collect.prometheusUrl"),
 ])
 def test_names_that_would_change_a_url_are_refused_at_admission(kube: Kube, namespace: str, crd: None,
                                                                 spec: dict[str, Any], field: str) -> None:
     assert field in rejection(kube, namespace, benchmark_run("inject", **{"storageClassName": "csibench-sim",
                                                                           **spec}))
+
+
+@pytest.mark.parametrize("url", ["http://metadata.monitoring:9090", "http://0xcafe.example.com/",
+                                 "http://10.0.0.100:9090/prom", "https://prometheus-0.monitoring/"])
+def test_prometheus_urls_that_only_look_like_metadata_are_admitted(kube: Kube, namespace: str, crd: None,
+                                                                  url: str) -> None:
+    """The API server's CEL agrees with the models: a Service named metadata.monitoring is not the metadata service
+    (a server-side dry run: admission only, nothing stored)."""
+    body = benchmark_run("admitted", storageClassName="csibench-sim", collect={"prometheusUrl": url})
+    kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body, dry_run="All")
 
 
 def test_the_spec_cannot_be_edited_once_the_run_exists(kube: Kube, namespace: str, victim: str,

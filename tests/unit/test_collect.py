@@ -4,6 +4,7 @@ and the engine asking a Prometheus (a real HTTP server on loopback) after each s
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import time
 
@@ -89,8 +90,11 @@ def test_increase_subtracts_per_series_reads_a_reset_and_leaves_out_a_series_mis
     assert sorted((labels["container"], value) for labels, value in found) == [("a", 2.5), ("b", 3.0)]
     assert missing == 1
     assert highest([Series(a, [(1.0, 5.0), (2.0, 9.0), (3.0, 7.0)])]) == [(a, 9.0)]
-    rated = readings("q", None, Aggregation.RATE, [(a, 3.0)], seconds=2.0)
-    assert rated[0].value == 1.5 and rated[0].labels == a
+    rated, count, left_out = readings("q", None, Aggregation.RATE, [(a, 3.0)], seconds=2.0, limit=48)
+    assert rated[0].value == 1.5 and rated[0].labels == a and (count, left_out) == (1, [])
+    overflowing, count, left_out = readings("q", None, Aggregation.RATE, [(a, 1e308), (b, 4.0)], seconds=0.01,
+                                            limit=48)
+    assert [v.labels for v in overflowing] == [b] and count == 1 and left_out == [math.inf]
 
 
 # -- the client --------------------------------------------------------------------------------------------------

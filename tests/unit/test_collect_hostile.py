@@ -46,6 +46,8 @@ def collect_run(prometheus: HostilePrometheus, **collect: object) -> BenchmarkRu
     (b'{"status": "maybe"}', "status is 'maybe'"),
     (b"\xff\xfe not json", "not JSON"),
     (b"[" * 100000, "not JSON"),
+    (b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, 1'
+     + b"0" * 400 + b']}]}}', "data.result[0].value[1] is 1000"),
 ])
 def test_an_answer_of_any_shape_is_a_finding_naming_the_shape_and_the_run_succeeds(body: bytes, shape: str) -> None:
     with pytest.raises(PrometheusError) as raised:
@@ -67,8 +69,9 @@ def test_a_refusal_with_two_megabytes_of_text_is_a_short_finding() -> None:
 
 
 def test_series_with_huge_labels_are_kept_shortened_and_said() -> None:
-    """48 series, each with 8 labels of 60 KB: 23 MB that once made every status write fail with 413."""
-    items = [{"metric": {f"label{n}": f"{series}-" + "v" * 60_000 for n in range(8)}, "value": [time.time(), "1"]}
+    """48 series, each with 8 labels of 9 KB: 3.3 MB that status once tried to hold (the API server refuses a body
+    over 3 MiB, etcd an object over 1.5 MiB), and every status write failed."""
+    items = [{"metric": {f"label{n}": f"{series}-" + "v" * 9_000 for n in range(8)}, "value": [time.time(), "1"]}
              for series in range(48)]
     with HostilePrometheus(vector(*items)) as prometheus:
         status = collect_run(prometheus, queries=[{"name": "mine", "query": "x", "aggregation": "Instant"}])
@@ -100,7 +103,7 @@ def test_a_prometheus_that_never_finishes_an_answer_costs_each_step_a_bounded_ti
                            hostile_settle=True) as prometheus:
         status = collect_run(prometheus, settleTimeoutSeconds=1)
     finding = {f.check: f for f in status.collection}["PrometheusTooSlow"]
-    assert "no whole answer within 1 s" in finding.message and finding.facts["steps"] == "2"
+    assert "no whole answer within 1.0 s" in finding.message and finding.facts["steps"] == "2"
 
 
 def test_the_step_budget_stops_asking_and_names_the_queries_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,3 +146,69 @@ def test_the_operator_flag_refuses_a_metadata_prometheus_without_its_allow_flag(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["operator", "--prometheus-url", "http://169.254.169.254/"]) == 2
     assert "--allow-link-local-prometheus" in capsys.readouterr().err
+
+
+def test_an_answer_over_the_size_bound_is_a_finding_not_parsed() -> None:
+    """Parsed JSON takes about 30 times its bytes: a 32 MiB answer once grew the operator by 0.9 GiB."""
+    items = [{"metric": {"container": f"c{n}"}, "value": [1, "1"]} for n in range(160_000)]  # about 6 MiB
+    with HostilePrometheus(vector(*items)) as prometheus:
+        status = collect_run(prometheus, queries=[{"name": "mine", "query": "x", "aggregation": "Instant"}])
+    finding = {f.check: f for f in status.collection}["AnswerTooLarge"]
+    assert "larger than 4 MiB" in finding.message
+
+
+def test_a_name_is_tried_at_each_of_its_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dual-stack name whose first address refuses (nothing on ::1) is asked at the next, as urllib did."""
+    import socket
+
+    with HostilePrometheus(vector({"metric": {"container": "a"}, "value": [1, "2"]})) as prometheus:
+        port = int(prometheus.url.rsplit(":", 1)[1])
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+            closed = probe.getsockname()[1]
+        answers = [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", closed, 0, 0)),
+                   (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answers)
+        series = Prometheus(f"http://prometheus.example:{port}").instant("x", 0)
+    assert [s.labels for s in series] == [{"container": "a"}]
+
+
+@pytest.mark.parametrize(("url", "refused"), [
+    ("http://169.254.169.254/latest", True), ("http://METADATA.GOOGLE.INTERNAL/", True), ("http://metadata/", True),
+    ("http://metadata.google.internal./", True), ("http://2852039166/", True), ("http://0xa9fea9fe/", True),
+    ("http://0251.0376.0251.0376/", True), ("http://169.254.43518/", True), ("http://10.0.0.1./", True),
+    ("http://metadata.monitoring:9090", False), ("http://instance-data.example.com/", False),
+    ("http://0xcafe.example.com/", False), ("http://10.0.0.100:9090/prom", False), ("http://0.0.0.0:9090", False),
+    ("http://prometheus-0.monitoring:9090", False), ("http://127.0.0.1:17449", False),
+])
+def test_the_crd_rules_refuse_metadata_and_numeric_spellings_but_not_names_that_start_alike(url: str,
+                                                                                           refused: bool) -> None:
+    """The CEL rules read with Python's re (RE2 agrees on these constructs; the integration test asks the API
+    server for a few): a Service named metadata.monitoring is not the metadata service."""
+    import re
+
+    from csibench.api.collect import PROMETHEUS_URL_RULES
+
+    def holds(rule: str) -> bool:  # the rules are !m(a) or !m(a) || m(b)
+        found = re.findall(r"matches\('([^']*)'\)", rule)
+        matched = {pattern: re.search(pattern, url) is not None for pattern in found}
+        patterns = list(matched)
+        if rule.startswith("!") and "||" in rule:
+            return not matched[patterns[0]] or matched[patterns[1]]
+        return not matched[patterns[0]]
+    assert (not all(holds(rule) for rule, _ in PROMETHEUS_URL_RULES)) == refused
+
+
+def test_a_port_out_of_range_is_refused_by_the_models() -> None:
+    for url in ("http://prometheus:99999", "http://prometheus:0"):
+        with pytest.raises(ValidationError, match="port"):
+            CollectSpec.model_validate({"prometheusUrl": url})
+
+
+@pytest.mark.parametrize("address", ["fd20:ce::254", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "::ffff:a9fe:a9fe",
+                                     "fe80::1"])
+def test_metadata_addresses_inside_ipv6_are_refused(address: str) -> None:
+    from csibench.api.collect import forbidden_address
+
+    assert forbidden_address(address)
+    assert not forbidden_address("2001:db8::1") and not forbidden_address("64:ff9b::a00:1")

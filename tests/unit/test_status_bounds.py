@@ -98,3 +98,36 @@ def test_a_status_over_its_own_budget_is_shortened_before_the_server_refuses_it(
     asyncio.run(go())
     assert shortened_condition(fake)["reason"] == "StatusTooLarge"
     assert not [patch for patch in fake.status_patches if len(str(patch)) > status_module.MAX_STATUS_BYTES]
+
+
+def test_the_condition_says_when_nothing_is_cut_any_more_and_names_the_cut_at_every_level() -> None:
+    fake, status = recorder()
+    status.status.message = "m" * 5000
+
+    async def go() -> None:
+        fake.loop = asyncio.get_running_loop()
+        await status.write()
+        status.status.message = "Succeeded"
+        await status.write()
+
+    asyncio.run(go())
+    condition = shortened_condition(fake)
+    assert (condition["status"], condition["reason"]) == ("False", "NothingCut")
+    assert written(fake)["message"] == "Succeeded"
+
+
+def test_past_the_first_level_the_condition_still_names_what_was_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(status_module, "MAX_STATUS_BYTES", 10**9)
+    fake, status = recorder()
+    status.status.message = "why the run ended"
+    status.status.collection = [Finding(check="QueryRefused", severity=Severity.WARNING, message="m",
+                                        facts={f"fact{n}": "v" * 4000 for n in range(500)})]
+
+    async def go() -> None:
+        fake.loop = asyncio.get_running_loop()
+        await status.write()
+
+    asyncio.run(go())
+    condition = shortened_condition(fake)
+    assert "status.collection[0].facts.fact0 (4,000 characters)" in condition["message"], condition
+    assert written(fake)["message"] == "why the run ended"

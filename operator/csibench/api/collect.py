@@ -40,13 +40,21 @@ PROMETHEUS_URL_PATTERN = r"^https?://[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9]
 # run may not point the operator there (a confused deputy reading the node's credentials); numeric hosts in the
 # resolver's legacy forms (2852039166, 0xa9fea9fe, 0251.0376.0251.0376) are refused at admission as a whole, and
 # read as the address they are by the models. The client checks the address it connects to as well.
-METADATA_ADDRESSES = frozenset({"100.100.100.200", "168.63.129.16", "fd00:ec2::254"})
+METADATA_ADDRESSES = frozenset({"100.100.100.200", "168.63.129.16", "fd00:ec2::254", "fd20:ce::254"})
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"})
-PROMETHEUS_URL_RULE = (
-    "!self.matches('^https?://((169[.]254|100[.]100[.]100[.]200|168[.]63[.]129[.]16|metadata[.]google[.]internal"
-    "|metadata|instance-data)([.:/]|$)|0x|[0-9]+([:/]|$)|([0-9]+[.])*0[0-9])')",
-    "prometheusUrl may not name a link-local or cloud metadata address, nor an IPv4 address in a numeric form "
-    "other than dotted decimal")
+# Admission refuses the metadata names and addresses as written, and numeric hosts in any form but canonical dotted
+# decimal (a number whose labels are all digits or 0x-hex must be four decimal octets without leading zeros).
+_NUMERIC_HOST = "^https?://(0[xX][0-9a-fA-F]*|[0-9]+)([.](0[xX][0-9a-fA-F]*|[0-9]+))*[.]?([:/]|$)"
+_DOTTED_DECIMAL = "^https?://(0|[1-9][0-9]{0,2})([.](0|[1-9][0-9]{0,2})){3}([:/]|$)"
+_METADATA_HOST = ("^https?://(169[.]254[.][0-9]+[.][0-9]+|100[.]100[.]100[.]200|168[.]63[.]129[.]16|"
+                  "(?i:metadata|metadata[.]google[.]internal|instance-data|instance-data[.]ec2[.]internal)[.]?)"
+                  "([:/]|$)")
+PROMETHEUS_URL_RULES = (
+    (f"!self.matches('{_METADATA_HOST}')",
+     "prometheusUrl may not name a link-local or cloud metadata address"),
+    (f"!self.matches('{_NUMERIC_HOST}') || self.matches('{_DOTTED_DECIMAL}')",
+     "prometheusUrl may name an IPv4 address only in dotted decimal (no 2852039166, 0xa9fea9fe, 0251.0.0.1)"),
+)
 PLACEHOLDERS = ("run", "namespace", "storageClass", "machinery")
 PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # Containers of the CSI machinery costed by default (as sidecar images name their containers), besides what the
@@ -80,21 +88,37 @@ def placeholder_problems(query: str) -> list[str]:
             for name in PLACEHOLDER.findall(query) if name not in PLACEHOLDERS]
 
 
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
 def forbidden_address(address: str) -> bool:
     """A link-local address (169.254.0.0/16, fe80::/10) or a known metadata service's address (pure)."""
     try:
         parsed = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
-        parsed = parsed.ipv4_mapped
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if str(parsed) in METADATA_ADDRESSES or parsed.is_link_local:
+            return True
+        # An IPv4 address inside an IPv6 one: mapped, 6to4 (2002::/16) or NAT64 (64:ff9b::/96) reach it as well.
+        embedded = parsed.ipv4_mapped or parsed.sixtofour or (
+            ipaddress.IPv4Address(int(parsed) & 0xFFFFFFFF) if parsed in NAT64 else None)
+        if embedded is None:
+            return False
+        parsed = embedded
     return parsed.is_link_local or str(parsed) in METADATA_ADDRESSES
 
 
 def forbidden_prometheus_host(url: str) -> str | None:
-    """Why a Prometheus URL's host may not be asked (a metadata service's name, or an address that is link-local
-    or a metadata service's in any numeric form the resolver accepts), or None (pure: no lookup)."""
-    host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".").lower()
+    """Why a Prometheus URL may not be asked (a port out of range, a metadata service's name, or an address that is
+    link-local or a metadata service's in any numeric form the resolver accepts), or None (pure: no lookup)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        if parts.port == 0:
+            return "port 0 is no port"
+    except ValueError:  # urllib: "Port out of range 0-65535"
+        return "its port is not a port (1-65535)"
+    host = (parts.hostname or "").rstrip(".").lower()
     if host in METADATA_HOSTS:
         return f"{host} is a cloud metadata service's name"
     try:
@@ -146,8 +170,8 @@ class CollectSpec(_Model):
 
     prometheusUrl: str | None = Field(
         None, max_length=256, pattern=PROMETHEUS_URL_PATTERN,
-        json_schema_extra={"x-kubernetes-validations": [{"rule": PROMETHEUS_URL_RULE[0],
-                                                         "message": PROMETHEUS_URL_RULE[1]}]},
+        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}
+                                                        for rule, message in PROMETHEUS_URL_RULES]},
         description="Prometheus to ask, e.g. http://prometheus.monitoring:9090 (default: the operator's "
                     "--prometheus-url). Link-local and cloud metadata addresses are refused.")
     profile: CollectProfile = Field(

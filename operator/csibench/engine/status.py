@@ -49,6 +49,7 @@ MINIMAL_FIELDS = ("phase", "message", "conditions", "currentStep", "progress", "
                   "completionTime")
 MAX_STATUS_BYTES = 512 * 1024  # far under etcd's 1.5 MiB per object, which holds the spec and metadata too
 MAX_EVENT_MESSAGE = 1024
+OWN_TEXT = 1024  # the run's message and conditions, at every level
 
 
 def too_large(error: ApiError) -> bool:
@@ -124,14 +125,24 @@ class StatusRecorder:
             if self._level >= len(TEXT_LIMITS):
                 status = {name: value for name, value in status.items() if name in MINIMAL_FIELDS}
             limit = TEXT_LIMITS[min(self._level, len(TEXT_LIMITS) - 1)]
+            # The run's own words (its message, its conditions: this one says what was cut) keep OWN_TEXT at
+            # every level; everything else is cut to the level's limit.
+            own = {name: status.pop(name) for name in ("message", "conditions") if name in status}
             bounded, cut = bound_document(status, limit)
-            assert isinstance(bounded, dict)
+            own_bounded, own_cut = bound_document(own, OWN_TEXT)
+            assert isinstance(bounded, dict) and isinstance(own_bounded, dict)
+            bounded.update(own_bounded)
+            cut += own_cut
             if (self._level, len(cut)) != self._said and (cut or self._level):
                 self._said = (self._level, len(cut))
                 self._cut = cut
                 self.condition(SHORTENED, "True", "StatusTooLarge" if self._level else "LongTextCut",
                                self._shortened_message())
                 continue  # the condition is part of the status: dump again
+            if not cut and not self._level and self._said != (0, 0):  # what was cut is no longer there
+                self._said, self._cut = (0, 0), []
+                self.condition(SHORTENED, "False", "NothingCut", "no text in the status is cut now")
+                continue
             if len(json.dumps(bounded, separators=(",", ":"))) > MAX_STATUS_BYTES and self._level < len(TEXT_LIMITS):
                 self._level += 1
                 continue

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from csibench.api.collect import MAX_COLLECTED_VALUES, Aggregation, CollectedValue, StepCollection
 from csibench.api.models import MAX_FINDINGS, Finding, Severity
 from csibench.api.text import shorten
-from csibench.observe.prometheus import Prometheus, PrometheusError, Series
+from csibench.observe.prometheus import MAX_LABEL_NAME, MAX_LABEL_VALUE, SLOW, Prometheus, PrometheusError
 from csibench.observe.queries import Query
 from csibench.observe.window import highest, increase, latest, readings
 
@@ -34,7 +34,7 @@ SETTLE_POLL_SECONDS = 0.25
 QUERY_ALLOWANCE_SECONDS = 60.0  # the queries of one step together, after the settle wait
 MAX_FINDING_MESSAGE = 600
 MAX_FACT = 256
-MAX_RANGE_POINTS = 10000
+MAX_RANGE_POINTS = 2000  # Max: a step over 2,000 s is read on a coarser grid than 1 s
 SCRAPED_SINCE = "min(timestamp(up))"
 
 
@@ -66,6 +66,18 @@ class Findings:
         return list(self.found.values())
 
 
+@dataclass
+class QueryReading:
+    """One query's answer over the window as status keeps it, read in a worker thread (an answer may hold many
+    series: building and sorting them never blocks the event loop), with what was left out or cut."""
+
+    values: list[CollectedValue]
+    series: int  # finite readings there were (status keeps the largest)
+    missing_at_start: int = 0  # Increase/Rate: series without a value at the window's start
+    labels_cut: int = 0  # series whose label names or values were shortened
+    non_finite: list[float] = field(default_factory=list)  # readings left out: infinite or NaN
+
+
 class StepCollector:
     def __init__(self, prometheus: Prometheus, queries: list[Query], settle_timeout: float,
                  query_allowance: float | None = None) -> None:
@@ -75,7 +87,6 @@ class StepCollector:
         self.query_allowance = QUERY_ALLOWANCE_SECONDS if query_allowance is None else query_allowance
         self.findings = Findings()
         self.enabled = True  # False: nothing to ask (no URL); the finding says so
-        self._missing: list[tuple[str, int]] = []  # (query, series without a value at the window's start)
 
     @property
     def budget(self) -> float:
@@ -101,9 +112,13 @@ class StepCollector:
                 break
             try:
                 # The thread ends by itself at ``until`` (the client's watchdog); the wait is bounded all the same.
-                found = await asyncio.wait_for(asyncio.to_thread(self._evaluate, query, start, end, until),
-                                               max(until - time.monotonic(), 0.0) + 5.0)
-            except PrometheusError as error:
+                read = await asyncio.wait_for(asyncio.to_thread(self._evaluate, query, start, end, stop - start,
+                                                                until),
+                                              max(until - time.monotonic(), 0.0) + 5.0)
+            except (PrometheusError, TimeoutError) as error:
+                if isinstance(error, TimeoutError):  # the thread outlived its deadline (a name lookup that hangs)
+                    error = PrometheusError(f"{self.prometheus.url} sent no whole answer within the step's "
+                                            "collection budget", SLOW)
                 self.findings.add(error.check, Severity.WARNING, query.name, step,
                                   f"Prometheus did not answer ({error}); the run goes on without its readings"
                                   if error.unreachable else f"{query.name}: {error}")
@@ -115,40 +130,34 @@ class StepCollector:
                 self.findings.add("CollectionFailed", Severity.WARNING, query.name, step,
                                   f"{query.name}: {type(error).__name__}: {error}")
                 continue
-            values += self._read(step, query, found, stop - start)
+            self._say(step, query, read)
+            values += read.values
         return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(end), values=values[:MAX_COLLECTED_VALUES])
 
-    def _read(self, step: str, query: Query, found: list[tuple[dict[str, str], float, int]],
-              seconds: float) -> list[CollectedValue]:
-        """The readings of one query's answer, its share of status; what was left out or cut is a finding."""
-        for name, count in self._missing:
+    def _say(self, step: str, query: Query, read: QueryReading) -> None:
+        """The findings of one query's reading: what was left out or cut."""
+        name = query.name
+        if read.missing_at_start:
             self.findings.add("SeriesMissingAtStart", Severity.INFO, name, step,
-                              f"{name}: {count} series had no value at the window's start (a failed scrape, or "
-                              "begun during the step); left out rather than counted from zero")
-        self._missing.clear()
-        if not found:
-            self.findings.add("QueryEmpty", Severity.INFO, query.name, step,
-                              f"{query.name}: no series over the window (is the metric scraped, and are its labels "
-                              "as the query expects?)")
-        cut = sum(1 for _, _, labels_cut in found if labels_cut)
-        if cut:
-            self.findings.add("LabelsCut", Severity.INFO, query.name, step,
-                              f"{query.name}: {cut} series had label names or values longer than status keeps "
-                              "(128 and 256 characters); they are shortened")
-        infinite = [value for _, value, _ in found if not math.isfinite(value)]
-        if infinite:
-            self.findings.add("NonFiniteValue", Severity.WARNING, query.name, step,
-                              f"{query.name}: {len(infinite)} series read {', '.join(sorted(set(map(str, infinite))))}"
-                              " over the window (a counter that overflowed, or a division by zero); left out of "
-                              "the readings")
-        finite = [(labels, value) for labels, value, _ in found if math.isfinite(value)]
-        read = readings(query.name, query.unit, query.aggregation, finite, seconds)
-        room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
-        if len(read) > room:
-            self.findings.add("TooManySeries", Severity.INFO, query.name, step,
-                              f"{query.name}: {len(read)} series over the window; status keeps the largest {room} "
-                              "(aggregate with sum by (...) to keep fewer)")
-        return read[:room]
+                              f"{name}: {read.missing_at_start} series had no value at the window's start (a failed "
+                              "scrape, or begun during the step); left out rather than counted from zero")
+        if not read.series and not read.non_finite:
+            self.findings.add("QueryEmpty", Severity.INFO, name, step,
+                              f"{name}: no series over the window (is the metric scraped, and are its labels as the "
+                              "query expects?)")
+        if read.labels_cut:
+            self.findings.add("LabelsCut", Severity.INFO, name, step,
+                              f"{name}: {read.labels_cut} series had label names or values longer than status keeps "
+                              f"({MAX_LABEL_NAME} and {MAX_LABEL_VALUE} characters); they are shortened")
+        if read.non_finite:
+            shown = ", ".join(sorted({str(value) for value in read.non_finite}))
+            self.findings.add("NonFiniteValue", Severity.WARNING, name, step,
+                              f"{name}: {len(read.non_finite)} series read {shown} over the window (a counter that "
+                              "overflowed, or a division by zero); left out of the readings")
+        if read.series > len(read.values):
+            self.findings.add("TooManySeries", Severity.INFO, name, step,
+                              f"{name}: {read.series} series over the window; status keeps the largest "
+                              f"{len(read.values)} (aggregate with sum by (...) to keep fewer)")
 
     async def _settle(self, step: str, stop: float, until: float) -> float:
         """Wait until Prometheus scraped every target after ``stop``; the window's end (now, or ``stop`` when
@@ -173,27 +182,22 @@ class StepCollector:
                 return now
             await asyncio.sleep(SETTLE_POLL_SECONDS)
 
-    def _evaluate(self, query: Query, start: float, end: float,
-                  until: float) -> list[tuple[dict[str, str], float, int]]:
-        """(labels, reading, labels cut) per series of one query over the window."""
-        ask = self.prometheus
+    def _evaluate(self, query: Query, start: float, end: float, seconds: float, until: float) -> QueryReading:
+        """One query over the window, read as status keeps it (in a worker thread)."""
+        ask, missing = self.prometheus, 0
         if query.aggregation in (Aggregation.INCREASE, Aggregation.RATE):
-            at_start, at_end = ask.instant(query.promql, start, until), ask.instant(query.promql, end, until)
-            found, missing = increase(at_start, at_end)
-            if missing:
-                self._missing.append((query.name, missing))
-            return _with_cuts(found, at_end)
-        if query.aggregation == Aggregation.MAX:
+            answer = ask.instant(query.promql, end, until)
+            found, missing = increase(ask.instant(query.promql, start, until), answer)
+        elif query.aggregation == Aggregation.MAX:
             step = max(1.0, (end - start) / MAX_RANGE_POINTS)
             # The range is evaluated on a grid from start; the end (the scrape after the stop) is read too.
-            over: list[Series] = [*ask.range(query.promql, start, end, step, until),
-                                  *ask.instant(query.promql, end, until)]
-            return _with_cuts(highest(over), over)
-        at_end = ask.instant(query.promql, end, until)
-        return _with_cuts(latest(at_end), at_end)
-
-
-def _with_cuts(found: list[tuple[dict[str, str], float]], answer: list[Series]) -> list[tuple[dict[str, str], float,
-                                                                                                 int]]:
-    cut = {series.key(): series.labels_cut for series in answer}
-    return [(labels, value, cut.get(tuple(sorted(labels.items())), 0)) for labels, value in found]
+            answer = [*ask.range(query.promql, start, end, step, until), *ask.instant(query.promql, end, until)]
+            found = highest(answer)
+        else:
+            answer = ask.instant(query.promql, end, until)
+            found = latest(answer)
+        room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
+        values, series, non_finite = readings(query.name, query.unit, query.aggregation, found, seconds, room)
+        cut = {item.key() for item in answer if item.labels_cut}
+        labels_cut = sum(1 for labels, _ in found if tuple(sorted(labels.items())) in cut)
+        return QueryReading(values, series, missing, labels_cut, non_finite)

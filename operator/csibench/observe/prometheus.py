@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import math
 import socket
 import ssl
 import threading
@@ -35,7 +34,9 @@ from csibench.api.text import shorten
 
 TIMEOUT_SECONDS = 10.0  # one connect or read
 QUERY_DEADLINE_SECONDS = 30.0  # one whole request: connect, head and body
-MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a cut answer is not JSON: a finding, not an operator out of memory
+# Parsed JSON takes about 30 times its bytes in memory: 4 MiB stays far under the operator's limit (512 Mi), and
+# holds the profile's range queries (a dozen containers x 2,000 points) many times over.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_ERROR_TEXT = 300
 MAX_LABEL_NAME = 128
 MAX_LABEL_VALUE = 256
@@ -44,6 +45,7 @@ UNREACHABLE = "PrometheusUnreachable"
 SLOW = "PrometheusTooSlow"
 REFUSED = "QueryRefused"
 MALFORMED = "AnswerMalformed"
+TOO_LARGE = "AnswerTooLarge"
 ADDRESS_REFUSED = "AddressRefused"
 
 
@@ -85,7 +87,7 @@ def _number(value: object, where: str) -> float:
         raise _Malformed(f"{where} is {_kind(value)}, not a number")
     try:
         return float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
         raise _Malformed(f"{where} is {shorten(repr(value), 40)}, not a number") from None
 
 
@@ -165,10 +167,6 @@ def parse_answer(body: bytes) -> list[Series]:
         raise PrometheusError(shorten(f"an answer that is not JSON: {error}", MAX_ERROR_TEXT), MALFORMED) from None
 
 
-def finite(samples: list[tuple[float, float]]) -> bool:
-    return all(math.isfinite(value) for _, value in samples)
-
-
 class Prometheus:
     def __init__(self, url: str, timeout: float = TIMEOUT_SECONDS, deadline: float | None = None,
                  allow_link_local: bool = False) -> None:
@@ -186,9 +184,12 @@ class Prometheus:
                                                  "step": f"{step:.3f}"}, until)
 
     def _get(self, path: str, params: dict[str, str], until: float | None) -> list[Series]:
-        deadline = time.monotonic() + self.deadline
+        began = time.monotonic()
+        deadline = began + self.deadline
         if until is not None:
             deadline = min(deadline, until)
+        slow = f"{self.url} sent no whole answer within {deadline - began:.1f} s (the query's deadline or what was " \
+               "left of the step's collection budget)"
         parts = urllib.parse.urlsplit(self.url)
         target = f"{parts.path.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
         expired = threading.Event()
@@ -207,14 +208,13 @@ class Prometheus:
             watchdog.start()
             connection.request("GET", target, headers={"Accept": "application/json"})
             response = connection.getresponse()
-            body = response.read(MAX_ANSWER_BYTES + 1)[:MAX_ANSWER_BYTES]
+            body = response.read(MAX_ANSWER_BYTES + 1)
             code = response.status
         except PrometheusError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as error:
             if expired.is_set() or time.monotonic() >= deadline:
-                raise PrometheusError(f"{self.url} sent no whole answer within {self.deadline:.0f} s (or the "
-                                      "step's collection budget)", SLOW) from None
+                raise PrometheusError(slow, SLOW) from None
             reason = getattr(error, "reason", None) or str(error) or type(error).__name__
             raise PrometheusError(shorten(f"{self.url} unreachable: {reason}", MAX_ERROR_TEXT), UNREACHABLE) \
                 from None
@@ -223,7 +223,10 @@ class Prometheus:
             if connection is not None:
                 connection.close()
         if expired.is_set():
-            raise PrometheusError(f"{self.url} sent no whole answer within {self.deadline:.0f} s", SLOW)
+            raise PrometheusError(slow, SLOW)
+        if len(body) > MAX_ANSWER_BYTES:
+            raise PrometheusError(f"an answer larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB (aggregate the "
+                                  "query, e.g. sum by (...), to ask for fewer series)", TOO_LARGE)
         if code == 200:
             return parse_answer(body)
         if code in (400, 422):
@@ -247,16 +250,24 @@ class Prometheus:
             raise PrometheusError(f"{host} is a link-local or metadata address ({addresses[0][4][0]}); the operator "
                                   "asks such an address only when started with --allow-link-local-prometheus",
                                   ADDRESS_REFUSED)
-        family, kind, proto, _, address = allowed[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(address)
-            if https:
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
-        except BaseException:
-            sock.close()
-            raise
+        failure: OSError | None = None
+        for family, kind, proto, _, address in allowed:  # as socket.create_connection does: each in turn
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(max(min(timeout, deadline - time.monotonic()), 0.001))
+                sock.connect(address)
+                if https:
+                    sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+                break
+            except OSError as error:
+                sock.close()
+                failure = error
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            assert failure is not None
+            raise failure
         connection = _Connection(host, port, timeout=self.timeout)
         connection.sock = connection.raw_socket = sock  # used as given: it connects only when it has no socket
         return connection

@@ -50,12 +50,20 @@ def latest(at_end: list[Series]) -> list[tuple[dict[str, str], float]]:
 
 
 def readings(name: str, unit: str | None, aggregation: Aggregation, found: list[tuple[dict[str, str], float]],
-             seconds: float) -> list[CollectedValue]:
-    """CollectedValues for one query, largest first (Rate: per second of step time)."""
-    values = []
+             seconds: float, limit: int) -> tuple[list[CollectedValue], int, list[float]]:
+    """The largest ``limit`` readings of one query as CollectedValues, largest first (Rate: per second of step
+    time); how many finite readings there were; and the values left out for being infinite or NaN (checked after
+    the division: a finite increase over a short step can still overflow)."""
+    rated: list[tuple[dict[str, str], float]] = []
+    left_out: list[float] = []
     for labels, value in found:
         if aggregation == Aggregation.RATE:
             value = value / seconds if seconds > 0 else 0.0
-        kept = dict(sorted(labels.items())[:MAX_SERIES_LABELS])
-        values.append(CollectedValue(query=name, labels=kept, value=round(value, 6), unit=unit))
-    return sorted(values, key=lambda item: (-item.value, sorted(item.labels.items())))
+        if math.isfinite(value):
+            rated.append((labels, value))
+        else:
+            left_out.append(value)
+    rated.sort(key=lambda item: (-item[1], sorted(item[0].items())))
+    values = [CollectedValue(query=name, labels=dict(sorted(labels.items())[:MAX_SERIES_LABELS]),
+                             value=round(value, 6), unit=unit) for labels, value in rated[:limit]]
+    return values, len(rated), left_out
