@@ -61,7 +61,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
     if any(step.name == StepName.EXPAND_VOLUME for step in plan):
         _check_expansion(spec, storage_class, binding_mode, [step.name for step in plan])
     if any(step.needs_snapshot_class for step in plan):
-        await _check_snapshots(spec, client, binding_mode, [step.name for step in plan])
+        await _check_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
     if any(step.needs_group_snapshots for step in plan):
         await _check_group_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
     nodes, node_limits = await _placement_nodes(spec, client, storage_class, binding_mode,
@@ -165,14 +165,19 @@ def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], bind
                         "are only provisioned when a pod uses them, so expandVolume needs the publish step")
 
 
-async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, binding_mode: str, steps: list[str]) -> None:
+async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
+                           binding_mode: str, steps: list[str]) -> None:
+    """The snapshot API, a class of the class's driver, and volumes that exist when the snapshots are taken."""
     if await client.get(r.SNAPSHOT_API) is None:
         raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, "the run has snapshot steps but the cluster "
                         "does not serve snapshot.storage.k8s.io/v1 (install the external-snapshotter CRDs)")
     assert spec.volumeSnapshotClassName is not None
-    if await client.get(r.SNAPSHOT_CLASSES.path(name=spec.volumeSnapshotClassName)) is None:
+    snapshot_class = await client.get(r.SNAPSHOT_CLASSES.path(name=spec.volumeSnapshotClassName))
+    if snapshot_class is None:
         raise PlanError(ConditionReason.VOLUME_SNAPSHOT_CLASS_NOT_FOUND,
                         f"VolumeSnapshotClass {spec.volumeSnapshotClassName!r} does not exist")
+    _check_class_driver("VolumeSnapshotClass", spec.volumeSnapshotClassName, snapshot_class, spec, storage_class,
+                        "its snapshots would never be taken, and nothing would ever delete them")
     if binding_mode == WFFC and "publish" not in steps:
         raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
                         "are only provisioned when a pod uses them, so snapshot steps need the publish step")
@@ -191,14 +196,21 @@ async def _check_group_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storag
     if group_class is None:
         raise PlanError(ConditionReason.VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND,
                         f"VolumeGroupSnapshotClass {name!r} does not exist")
-    driver, provisioner = group_class.get("driver"), storage_class.get("provisioner")
-    if driver != provisioner:
-        raise PlanError(ConditionReason.INVALID_SPEC, f"VolumeGroupSnapshotClass {name!r} "
-                        f"is for driver {driver!r}, not {provisioner!r} (the provisioner of StorageClass "
-                        f"{spec.storageClassName!r}): its groups would never be taken")
+    _check_class_driver("VolumeGroupSnapshotClass", name, group_class, spec, storage_class,
+                        "its groups would never be taken")
     if binding_mode == WFFC and StepName.PUBLISH not in steps:
         raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
                         "are only provisioned when a pod uses them, so group snapshot steps need the publish step")
+
+
+def _check_class_driver(kind: str, name: str, found: dict[str, Any], spec: BenchmarkRunSpec,
+                        storage_class: dict[str, Any], consequence: str) -> None:
+    """A snapshot or group snapshot class serves the StorageClass's driver: a class of another driver hands the
+    run's objects to a driver (or no driver at all) that never answers, and to a cleanup that cannot finish."""
+    driver, provisioner = found.get("driver"), storage_class.get("provisioner")
+    if driver != provisioner:
+        raise PlanError(ConditionReason.INVALID_SPEC, f"{kind} {name!r} is for driver {driver!r}, not {provisioner!r} "
+                        f"(the provisioner of StorageClass {spec.storageClassName!r}): {consequence}")
 
 
 async def _environment(client: KubeApi, storage_class: dict[str, Any], binding_mode: str) -> Environment:
