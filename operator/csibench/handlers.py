@@ -27,9 +27,8 @@ from csibench.api.models import (
 )
 from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
 from csibench.api.text import validation_problems
-from csibench.engine.cleanup import cleanup
-from csibench.engine.context import RunRef, scope_of
-from csibench.engine.errors import PlanError
+from csibench.engine.context import RunRef
+from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
 from csibench.engine.resume import resume
@@ -137,15 +136,9 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: 
     if not status.get("targetNamespace"):
         return  # never got past its preconditions: nothing was created
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"])
-    try:
-        scope = scope_of(ref, status.get("targetNamespace"))
-    except PlanError as error:
-        log.warning("run %s/%s deleted: %s; nothing to clean up", ref.namespace, ref.name, error)
-        return
     client = await _client_for(ClientSettings())
     try:
-        result = await cleanup(client, None, scope, deadline_seconds=DELETE_CLEANUP_SECONDS)
-        log.info("run %s/%s deleted: %s", ref.namespace, ref.name, result.describe())
+        await clean_up_deleted_run(client, ref, plain(status), DELETE_CLEANUP_SECONDS)
     except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
         log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)
     except (ApiError, TimeoutError) as error:

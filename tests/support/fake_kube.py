@@ -53,6 +53,9 @@ class Behaviour:
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
     snapshots_served: bool = True
+    # Plurals whose finalizers nothing removes (a snapshot of a driver no sidecar serves): a delete of such an
+    # object with finalizers only marks it deleted, and it stays
+    finalizers_kept: frozenset[str] = frozenset()
     group_snapshots_served: bool = True
     # Run-to-completion pods (restartPolicy Never, the data path's): (exit code, log) for a pod, as its container
     # would have ended. Default: fio's JSON for the pod's --rw, with made-up numbers.
@@ -689,6 +692,12 @@ class FakeKube:
             self._update(plural, namespace, name, terminating)
             uid = self.objects[(plural, namespace, name)]["metadata"]["uid"]
             self._later(self.behaviour.pod_termination, lambda: self.remove(plural, namespace, name, uid))
+            return
+        kept = self.objects.get((plural, namespace, name))
+        if plural in self.behaviour.finalizers_kept and kept is not None and kept["metadata"].get("finalizers"):
+            def marked(obj: Json) -> None:
+                obj["metadata"].setdefault("deletionTimestamp", "2026-12-01T00:00:01Z")
+            self._update(plural, namespace, name, marked)
             return
         obj = self.remove(plural, namespace, name)
         if obj is None:

@@ -1,4 +1,5 @@
-"""Cleanup's one unlabelled deletion: snapshot contents the snapshot-controller left without their snapshots."""
+"""Cleanup's one unlabelled deletion: snapshot contents the snapshot-controller left without their snapshots; and
+what a cleanup that cannot finish says of the objects it leaves."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from csibench.engine.cleanup import BEING_DELETED, cleanup
+from csibench.api.models import BenchmarkRunStatus
+from csibench.engine.cleanup import BEING_DELETED, CleanupResult, cleanup
+from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER, Observed
 from csibench.kube.ownership import RunScope
 from csibench.kube.watch import WatchEvent
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.support.fake_runs import NAMES, REF, run, spec
 
 PREFIX = "run-abcde"
 SNAPSHOT = f"{PREFIX}-s00000"
@@ -130,3 +134,47 @@ def test_cleanup_marks_and_deletes_an_orphaned_content_by_its_uid_and_nothing_el
         assert "deleted 1 snapshot content the snapshot-controller had left" in result.describe()
 
     asyncio.run(scenario())
+
+
+STUCK_STEPS = ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]
+
+
+def test_a_cleanup_that_cannot_finish_names_what_is_left_and_why_in_status_and_a_warning() -> None:
+    """Snapshots whose finalizer nothing removes (a driver no sidecar serves) outlive cleanup's deadline: the
+    run's status (status.cleanup and the CleanedUp condition) and a Warning Event name each of them, why it is
+    left, and how many more there are; deleting the run then says so again before its finalizer goes."""
+    fake = FakeKube(Behaviour(finalizers_kept=frozenset({"volumesnapshots"})))
+    run_spec = spec(volumeSnapshotClassName="snap", steps=["createVolume", "createSnapshot"],
+                    timeouts={"cleanup": 1})
+    status = run(fake, run_spec)
+    assert status.phase is not None and status.phase.value == "Failed", status.message
+    snapshots = sorted(fake.named("volumesnapshots", NAMES.namespace))
+    assert len(snapshots) == 6
+    condition = next(c for c in status.conditions if c.type == "CleanedUp")
+    assert (condition.status, condition.reason) == ("False", "CleanupIncomplete")
+    for name in snapshots:
+        assert f"VolumeSnapshot {NAMES.namespace}/{name} (deleting since" in condition.message, condition.message
+    assert "held by finalizer snapshot.storage.kubernetes.io/volumesnapshot-bound-protection" in condition.message
+    assert "VolumeSnapshotContent snapcontent-" in condition.message and " and 2 more" in condition.message
+    assert f"not being deleted; bound to VolumeSnapshot {NAMES.namespace}/{snapshots[0]}" in condition.message
+    assert status.cleanup == condition.message
+    warnings = [e["message"] for e in fake.named("events", REF.namespace).values()
+                if e["reason"] == "CleanupIncomplete" and e["type"] == "Warning"]
+    assert warnings[0] == condition.message  # then the run's end, whose message quotes it
+
+    deleted = asyncio.run(_delete_run(fake, status))
+    assert deleted is not None and not deleted.complete
+    stored = fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"]
+    after = next(c for c in stored["conditions"] if c["type"] == "CleanedUp")
+    assert after["message"].startswith("after the run was deleted: cleanup incomplete") and snapshots[0] in \
+        after["message"]
+    assert stored["cleanup"] == after["message"] and stored["phase"] == "Failed"
+    assert any(e["message"] == after["message"] and e["type"] == "Warning"
+               for e in fake.named("events", REF.namespace).values())
+
+
+async def _delete_run(fake: FakeKube, status: BenchmarkRunStatus) -> CleanupResult | None:
+    fake.loop = asyncio.get_running_loop()
+    recorded = status.model_dump(mode="json", exclude_none=True)
+    fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"] = recorded
+    return await clean_up_deleted_run(fake, REF, recorded, deadline_seconds=1.0)

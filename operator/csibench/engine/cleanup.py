@@ -8,7 +8,9 @@ watched, not assumed: pods, snapshots and claims must be gone, and so must the P
 pointed at them (no leaked volumes). The namespace is deleted as soon as nothing of the run is left in it, so a
 slow cluster-scoped object does not also leave the namespace behind ("nothing left": none of the run's pods,
 snapshots or claims, as its watches see them). What is still there at the deadline is
-reported, never silently dropped.
+reported, never silently dropped: counted per kind, and the first ``MAX_NAMED`` objects named with why each is
+still there, from a fresh read (being deleted and the finalizers holding it, the driver it waits for, its status
+error, the last Warning said against it), so a user can finish by hand what cleanup could not.
 
 Orphaned snapshot contents are the one kind cleanup removes without a label. A snapshot deleted while the
 snapshot-controller was binding it (an operator restart's redo, or a cleanup mid-createSnapshot, does that) can
@@ -31,7 +33,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from csibench.api.text import shorten
 from csibench.engine.judges import group_settled
+from csibench.engine.kinds.claim import CLAIM
+from csibench.engine.kinds.group_snapshot import GROUP_SNAPSHOT
+from csibench.engine.kinds.pod import POD
+from csibench.engine.kinds.snapshot import SNAPSHOT
 from csibench.engine.observed import ContentRef, Observed
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -41,6 +48,30 @@ from csibench.kube.ownership import RunScope
 
 REDELETE_SECONDS = 5.0
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"  # external-snapshotter's own
+MAX_NAMED = 10  # objects an incomplete cleanup names (with why); the rest are counted
+WHY_LENGTH = 240  # characters of why one object is left, and of each quoted part of it
+# plural (as cleanup.remaining and Observed.left say) -> the resource and the kind as a user reads it
+_LEFT_KINDS = {
+    "pods": (r.PODS, "Pod", POD), "volumesnapshots": (r.SNAPSHOTS, "VolumeSnapshot", SNAPSHOT),
+    "persistentvolumeclaims": (r.PVCS, "PersistentVolumeClaim", CLAIM),
+    "volumegroupsnapshots": (r.GROUP_SNAPSHOTS, "VolumeGroupSnapshot", GROUP_SNAPSHOT),
+    "persistentvolumes": (r.PVS, "PersistentVolume", None),
+    "volumesnapshotcontents": (r.SNAPSHOT_CONTENTS, "VolumeSnapshotContent", None),
+    "volumegroupsnapshotcontents": (r.GROUP_SNAPSHOT_CONTENTS, "VolumeGroupSnapshotContent", None),
+    "namespaces": (r.NAMESPACES, "Namespace", None),
+}
+
+
+@dataclass(frozen=True)
+class LeftObject:
+    """One object an incomplete cleanup left, and why it is still there."""
+
+    kind: str  # "VolumeSnapshot"
+    name: str  # "namespace/name", or the name of a cluster-scoped object
+    why: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name} ({self.why})"
 
 
 @dataclass(frozen=True)
@@ -51,13 +82,22 @@ class CleanupResult:
     refused: str | None = None  # what cleanup would not delete because the run could not prove it owned it
     reclaimed: tuple[str, ...] = ()  # orphaned snapshot contents cleanup deleted (see the module docstring)
     reclaim_error: str | None = None  # why an orphaned content could not be deleted: the first failure
+    left: tuple[LeftObject, ...] = ()  # when incomplete: the first MAX_NAMED objects left, each with why
+    unnamed: int = 0  # objects left beyond those named
 
     def describe(self) -> str:
         notes = "".join(f"; {note}" for note in (self._reclaimed(), self.reclaim_error, self.refused) if note)
         if self.complete:
             return f"removed every object the run created in {self.seconds:.1f}s{notes}"
         left = ", ".join(f"{count} {kind}" for kind, count in self.remaining.items() if count)
-        return f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}{notes}"
+        return f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}{self.named()}{notes}"
+
+    def named(self) -> str:
+        """'; left: Kind ns/name (why), ... and N more', or nothing when no object could be named."""
+        if not self.left:
+            return ""
+        more = f" and {self.unnamed} more" if self.unnamed else ""
+        return "; left: " + ", ".join(left.describe() for left in self.left) + more
 
     def _reclaimed(self) -> str | None:
         if not self.reclaimed:
@@ -82,6 +122,63 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
     if namespace_left:
         counts["namespaces"] = 1
     return counts
+
+
+async def name_what_is_left(client: KubeApi, observed: Observed, scope: RunScope,
+                            namespace_left: bool) -> tuple[tuple[LeftObject, ...], int]:
+    """The first ``MAX_NAMED`` objects cleanup left, each with why from a fresh read, and how many more."""
+    names = observed.left()
+    if namespace_left and scope.owned_namespace is not None:
+        names["namespaces"] = [scope.owned_namespace]
+    listed = [(plural, name) for plural, items in names.items() for name in items]
+    said = {kind: observed.complaints(kind) for kind in (POD, SNAPSHOT, CLAIM, GROUP_SNAPSHOT)}
+    named = []
+    for plural, name in listed[:MAX_NAMED]:
+        resource, kind, observed_kind = _LEFT_KINDS[plural]
+        namespace = scope.namespace if resource.namespaced else None
+        complaint = said[observed_kind].get(name) if observed_kind is not None else None
+        why = await _why_left(client, resource, namespace, name, complaint)
+        named.append(LeftObject(kind, f"{namespace}/{name}" if namespace else name, why))
+    return tuple(named), len(listed) - len(named)
+
+
+async def _why_left(client: KubeApi, resource: r.Resource, namespace: str | None, name: str,
+                    complaint: str | None) -> str:
+    """Why one object is still there, as a fresh read shows it (a list by name: the operator may list, not get,
+    most kinds), and the last thing said against it."""
+    try:
+        if resource is r.NAMESPACES:
+            found = await client.get(resource.path(name=name))
+        else:
+            listing = await client.get(resource.path(namespace), query={"fieldSelector": f"metadata.name={name}"})
+            found = next(iter((listing or {}).get("items") or []), None)
+    except ApiError as error:
+        return shorten(f"could not read it: {error}", WHY_LENGTH)
+    if found is None:
+        return "gone just after the deadline"
+    metadata, spec, status = found.get("metadata") or {}, found.get("spec") or {}, found.get("status") or {}
+    finalizers = [str(f) for f in metadata.get("finalizers") or []]
+    if metadata.get("deletionTimestamp"):
+        held = f", held by finalizer{'s' if len(finalizers) > 1 else ''} {', '.join(finalizers)}" if finalizers \
+            else ""
+        parts = [f"deleting since {metadata['deletionTimestamp']}{held}"]
+    else:
+        parts = ["not being deleted" + (f", finalizers {', '.join(finalizers)}" if finalizers else "")]
+    bound = spec.get("volumeSnapshotRef") or spec.get("claimRef") or spec.get("volumeGroupSnapshotRef") or {}
+    if bound.get("name") and not metadata.get("deletionTimestamp"):
+        bound_kind = {"volumeSnapshotRef": "VolumeSnapshot", "claimRef": "PersistentVolumeClaim",
+                      "volumeGroupSnapshotRef": "VolumeGroupSnapshot"}
+        kind = next(k for key, k in bound_kind.items() if spec.get(key) is bound)
+        parts.append(f"bound to {kind} {bound.get('namespace')}/{bound['name']}")
+    driver = spec.get("driver") or (spec.get("csi") or {}).get("driver")
+    if driver:
+        parts.append(f"driver {driver}")
+    status_error = status.get("error")
+    if complaint:
+        parts.append(complaint)
+    elif isinstance(status_error, dict) and status_error.get("message"):
+        parts.append(f"status.error: {status_error['message']}")
+    return shorten("; ".join(shorten(str(part), WHY_LENGTH) for part in parts), WHY_LENGTH)
 
 
 async def _snapshot_api_present(client: KubeApi) -> bool:
@@ -217,8 +314,11 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
                     objects_left["namespaces"] = 1
                     break
                 await asyncio.sleep(0.5)
-        return CleanupResult(not any(objects_left.values()), objects_left, time.monotonic() - started, refused,
-                             tuple(reclaim.reclaimed), reclaim.error)
+        seconds, complete = time.monotonic() - started, not any(objects_left.values())
+        named, unnamed = ((), 0) if complete else await name_what_is_left(
+            client, observed, scope, namespace_left=bool(objects_left.get("namespaces")))
+        return CleanupResult(complete, objects_left, seconds, refused, tuple(reclaim.reclaimed), reclaim.error,
+                             named, unnamed)
     finally:
         if watches is not None:
             watches.stop()

@@ -429,6 +429,23 @@ class Observed:
         """Contents of the run's groups' member snapshots that exist."""
         return sum(1 for member in self.member_contents if member in self.member_group)
 
+    def left(self) -> dict[str, list[str]]:
+        """Cleanup's leftovers by name, per plural (the member snapshots in the run's namespace; PVs and contents
+        cluster-scoped): the same objects ``cleanup.remaining`` counts, so that what is left can be named."""
+        groups_content = [name for name, uid in self._group_content_uid.items() if uid in self._by_uid]
+        return {
+            "pods": sorted(name for name, state in self.pods.items() if state.exists),
+            "volumesnapshots": sorted(name for name, state in self.snapshots.items() if state.exists)
+            + sorted(name for name, member in self.members.items() if member.exists),
+            "persistentvolumeclaims": sorted(name for name, state in self.claims.items() if state.exists),
+            "volumegroupsnapshots": sorted(name for name, state in self.groups.items() if state.exists),
+            "persistentvolumes": sorted(pv for pv, uid in self._pv_claim_uid.items() if uid in self._by_uid),
+            "volumesnapshotcontents": sorted(name for name, ref in self._content_refs.items()
+                                             if ref.snapshot_uid in self._by_uid)
+            + sorted(content for member, content in self.member_contents.items() if member in self.member_group),
+            "volumegroupsnapshotcontents": sorted(groups_content),
+        }
+
     def existing(self, kind: str) -> set[str]:
         """The run's objects of one kind that exist as last seen."""
         return {name for name, state in self._states(kind).items() if state.exists}

@@ -41,6 +41,8 @@ from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)
+CLEANUP_CONDITION = "CleanedUp"  # set (False) only when cleanup could not finish: what is left, and why
+CLEANUP_MESSAGE_LENGTH = 4000  # status.cleanup, the condition and the Event: already bounded, kept so here too
 
 SHORTENED = "StatusShortened"
 # Characters per string at each level of shortening; past the last, only the fields in MINIMAL_FIELDS are written.
@@ -178,6 +180,24 @@ class StatusRecorder:
             await self.client.create(r.EVENTS.path(self.ref.namespace), body)
         except ApiError as error:
             log.warning("could not record event %s: %s", reason, error)
+
+    async def cleanup_incomplete(self, described: str, patch_now: bool = False) -> None:
+        """Cleanup could not finish: ``status.cleanup`` and the CleanedUp condition (False) name what is left and
+        why, and a Warning Event says the same, before anything lets the run go (its finalizer, the next
+        iteration). ``patch_now``: written at once, those two fields only (a deleted run's status is otherwise
+        left as its run wrote it)."""
+        message = shorten(described, CLEANUP_MESSAGE_LENGTH)
+        self.status.cleanup = message
+        self.condition(CLEANUP_CONDITION, "False", ConditionReason.CLEANUP_INCOMPLETE.value, message)
+        if patch_now:
+            conditions = [c.model_dump(mode="json", exclude_none=True) for c in self.status.conditions]
+            self._written = None  # the next full write sends everything again
+            try:
+                await self.client.merge_patch(self.ref.status_path, {"status": {"cleanup": message,
+                                                                               "conditions": conditions}})
+            except ApiError as error:
+                log.warning("run %s: could not record the incomplete cleanup in status: %s", self.ref.label, error)
+        await self.event(ConditionReason.CLEANUP_INCOMPLETE.value, message, warning=True)
 
     async def finish(self, verdict: RunVerdict, judged: Judgement | None = None) -> BenchmarkRunStatus:
         """Write the run's end: phase, message, completion time, Ready condition, and one Event; with thresholds

@@ -1,0 +1,43 @@
+"""A deleted run's cleanup, behind csibench's finalizer: what its status says it created is removed (every delete
+still limited to objects carrying the run's uid label), and what cannot be is named, with why, in the run's
+status and a Warning Event before the finalizer goes, so no object is left without a word said about it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from csibench.api.models import BenchmarkRunStatus
+from csibench.engine.cleanup import CleanupResult, cleanup
+from csibench.engine.context import RunRef, scope_of
+from csibench.engine.errors import PlanError
+from csibench.engine.status import StatusRecorder
+from csibench.kube.api import KubeApi
+
+log = logging.getLogger(__name__)
+
+
+async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, Any],
+                               deadline_seconds: float) -> CleanupResult | None:
+    """Clean up after a deleted run; None when it never got past its preconditions (nothing was created) or its
+    status names no namespace the run can own."""
+    if not status.get("targetNamespace"):
+        return None
+    try:
+        scope = scope_of(ref, status.get("targetNamespace"))
+    except PlanError as error:
+        log.warning("run %s deleted: %s; nothing to clean up", ref.label, error)
+        return None
+    result = await cleanup(client, None, scope, deadline_seconds=deadline_seconds)
+    if result.complete:
+        log.info("run %s deleted: %s", ref.label, result.describe())
+        return result
+    try:
+        recorded = BenchmarkRunStatus.model_validate(status)
+    except ValidationError:  # a status written by another version: its conditions are started afresh
+        recorded = BenchmarkRunStatus()
+    recorder = StatusRecorder(ref, client, recorded)
+    await recorder.cleanup_incomplete(f"after the run was deleted: {result.describe()}", patch_now=True)
+    return result
