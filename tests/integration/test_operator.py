@@ -161,6 +161,29 @@ def test_clones_without_snapshots_fail_clearly_and_create_nothing(kube: Kube, na
                                    "cloneFromSnapshot needs step createSnapshot")
 
 
+def test_a_snapshot_class_of_another_driver_fails_naming_both_drivers_and_creates_nothing(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Issue 41: its snapshots would never be taken and nothing would delete them (the run sat in CleaningUp)."""
+    foreign = "csibench-foreign-snapclass"
+    kube.custom.create_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", {
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass", "metadata": {"name": foreign},
+        "driver": "other.example.com", "deletionPolicy": "Delete"})
+    try:
+        create_run(kube, namespace, benchmark_run("foreign", storageClassName="csibench-sim", volumes=2,
+                                                  volumeSnapshotClassName=foreign,
+                                                  steps=["createVolume", "createSnapshot", "deleteSnapshot",
+                                                         "deleteVolume"]))
+        assert_failed_without_objects(kube, namespace, "foreign", "InvalidSpec",
+                                       f"VolumeSnapshotClass '{foreign}' is for driver 'other.example.com', not "
+                                       "'sim.csibench.io'")
+        run = get_run(kube, namespace, "foreign")
+        snapshots = kube.custom.list_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshots",
+                                                           label_selector=f"csibench.io/run-uid={run['metadata']['uid']}")
+        assert snapshots["items"] == []
+    finally:
+        kube.custom.delete_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", foreign)
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ({"volumes": 0}, "spec.volumes in body should be greater than or equal to 1"),
     ({"size": "abc"}, "spec.size in body should match"),
