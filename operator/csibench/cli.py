@@ -192,7 +192,9 @@ def _compare(args: argparse.Namespace) -> int:
 
     comparison = compare_with_baseline(run_a, run_b, args.max_regression, alpha=args.alpha,
                                        fail_on_slower=args.fail_on_slower)
-    lines = [f"regression check, B against A: {comparison.change}", *[f"  {row.message}" for row in comparison.rows]]
+    lines = [f"regression check, B against A: {comparison.change}",
+             *([f"  shapes differ: {', '.join(comparison.shapeDifferences)}"] if comparison.shapeDifferences else []),
+             *[f"  {row.message}" for row in comparison.rows]]
     if not comparison.rows:
         lines.append(f"  {comparison.message}")
     (sys.stderr if args.output == "html" else sys.stdout).write("\n".join(lines) + "\n")

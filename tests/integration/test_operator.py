@@ -15,7 +15,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from csibench.api.stored_report import object_names
-from localcluster.kube import Kube, present, wait_until
+from localcluster.kube import Kube, items, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
@@ -176,10 +176,10 @@ def test_a_snapshot_class_of_another_driver_fails_naming_both_drivers_and_create
         assert_failed_without_objects(kube, namespace, "foreign", "InvalidSpec",
                                        f"VolumeSnapshotClass '{foreign}' is for driver 'other.example.com', not "
                                        "'sim.csibench.io'")
-        run = get_run(kube, namespace, "foreign")
-        snapshots = kube.custom.list_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshots",
-                                                           label_selector=f"csibench.io/run-uid={run['metadata']['uid']}")
-        assert snapshots["items"] == []
+        uid = present(get_run(kube, namespace, "foreign"))["metadata"]["uid"]
+        snapshots = items(kube.custom.list_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshots",
+                                                                 label_selector=f"csibench.io/run-uid={uid}"))
+        assert snapshots == []
     finally:
         kube.custom.delete_cluster_custom_object("snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", foreign)
 

@@ -170,6 +170,16 @@ def test_compare_with_max_regression_exits_with_the_judgement(monkeypatch: pytes
     assert f"regression check, B against A: {verdict}" in capsys.readouterr().out
 
 
+def test_compare_says_when_the_two_runs_differ_in_shape(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {"a": _repeated_run("a", [10.0, 12.0, 9.0]), "b": _repeated_run("b", [0.6, 0.7, 0.65])}
+    runs["a"]["spec"] = {"storageClassName": "slow", "volumes": 2}
+    runs["b"]["spec"] = {"storageClassName": "fast", "volumes": 12}
+    monkeypatch.setattr(cli, "_fetch", lambda args, *names: [runs[n.rpartition("/")[2]] for n in names])
+    assert cli.main(["compare", "bench/a", "bench/b", "--max-regression", "10%"]) == EXIT_BROKEN
+    assert '  shapes differ: storageClassName "slow" vs "fast", volumes 2 vs 12\n' in capsys.readouterr().out
+
+
 def test_gate_with_a_baseline_compares_on_the_client(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     runs = {"r1": _repeated_run("r1", [0.6, 0.7, 0.65]), "base": _repeated_run("base", [10.0, 12.0, 9.0])}

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from csibench.api.baseline import compare_with_baseline, measures_of
+from csibench.api.baseline import SHARED_ANNOTATION, compare_with_baseline, measures_of, shared_with
+from csibench.api.models import BenchmarkRunSpec
 from csibench.api.regression import Change, iterations_for_power, judge_change, judge_changes, power, run_tests
+from csibench.api.shape import shape_differences
 from csibench.api.stats import ratio_interval, welch
 
 TIGHT_A = [100.0, 104.0, 97.0, 101.0, 99.0]
@@ -205,3 +207,39 @@ def test_holm_treats_a_p_that_is_not_a_number_as_untested() -> None:
     assert holm([math.nan, 2e-12]) == [1.0, 2e-12]
     compared = compare_samples([([1.0, 2.0, math.nan], [1.0, 2.0, 3.0]), ([100.0, 101.0, 99.0], [50.0, 50.5, 49.5])])
     assert compared[0].p is None and compared[1].p is not None and compared[1].p < 0.001
+
+
+@pytest.mark.parametrize(("annotation", "reader", "allowed"), [
+    (None, "bench", True),  # the baseline's own namespace: no sharing needed
+    (None, "team-a", False),
+    ("", "team-a", False),
+    ("team-a", "team-a", True),
+    (" team-b , team-a ", "team-a", True),
+    ("team-b", "team-a", False),
+    ("team-a-staging", "team-a", False),  # a namespace is named whole, never by prefix
+    ("*", "team-a", True),
+    ("true", "team-a", False),  # not a namespace list: shares with nobody rather than everybody
+])
+def test_a_baseline_is_shared_with_another_namespace_only_by_its_annotation(annotation: str | None, reader: str,
+                                                                            allowed: bool) -> None:
+    baseline = _repeated("a", SLOW_A, TIGHT_A)
+    if annotation is not None:
+        baseline["metadata"]["annotations"] = {SHARED_ANNOTATION: annotation}
+    assert shared_with(baseline, "bench", reader) is allowed
+
+
+def test_shape_differences_name_each_part_and_ignore_a_default_spelled_out() -> None:
+    slow = {**_repeated("a", SLOW_A, TIGHT_A), "spec": {"storageClassName": "slow", "volumes": 2}}
+    fast = {**_repeated("b", SLOW_B, TIGHT_B), "spec": {"storageClassName": "fast", "volumes": 12,
+                                                         "pvcsPerPod": 3, "size": "2Gi"}}
+    assert shape_differences(slow, fast) == ['storageClassName "slow" vs "fast"', "volumes 2 vs 12",
+                                             "pvcsPerPod 1 vs 3", 'size "1Gi" vs "2Gi"']
+    defaulted = BenchmarkRunSpec.model_validate({"storageClassName": "slow", "volumes": 2}).model_dump(mode="json")
+    assert shape_differences(slow, {**slow, "spec": defaulted}) == []
+    assert shape_differences(slow, _repeated("b", SLOW_B, TIGHT_B)) == []  # no spec on a side: nothing to say
+    comparison = compare_with_baseline(slow, fast, 10)
+    assert comparison.change == "Regression" and comparison.shapeDifferences == shape_differences(slow, fast)
+    assert comparison.message.startswith('shapes differ (storageClassName "slow" vs "fast", volumes 2 vs 12, ')
+    refused = compare_with_baseline(slow, fast, 10, require_same_shape=True)
+    assert (refused.change, refused.rows) == ("Inconclusive", [])
+    assert "not compared: spec.baselineRequireSameShape asks for an equal shape" in refused.message

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from csibench.api.baseline import SHARED_ANNOTATION, not_shared
 from csibench.api.models import (
     BenchmarkRunSpec,
     BenchmarkRunStatus,
@@ -257,9 +258,70 @@ def test_a_missing_baseline_is_inconclusive_and_the_verdict_unknown() -> None:
     fake = FakeKube()
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], baseline="other-ns/gone"))
     assert status.phase == Phase.SUCCEEDED and status.verdict == Verdict.UNKNOWN
-    assert status.baseline is not None and status.baseline.message == "baseline other-ns/gone not found"
+    assert status.baseline is not None and status.baseline.message == not_shared("other-ns/gone", REF.namespace)
     condition = next(c for c in status.conditions if c.type == "NoRegression")
     assert (condition.status, condition.reason) == ("Unknown", "Inconclusive")
+    same_namespace = run(FakeKube(), spec(steps=["createVolume", "deleteVolume"], baseline="gone"))
+    assert same_namespace.baseline is not None
+    assert same_namespace.baseline.message == f"baseline {REF.namespace}/gone not found"
+
+
+def _elsewhere(shared: str | None) -> dict[str, Any]:
+    """A fast baseline in namespace 'other', shared (annotation value) or not (None)."""
+    baseline = _baseline_run("fast", [1e7, 1.1e7, 0.9e7])
+    baseline["metadata"]["namespace"] = "other"
+    if shared is not None:
+        baseline["metadata"]["annotations"] = {SHARED_ANNOTATION: shared}
+    return baseline
+
+
+def test_a_baseline_in_another_namespace_is_compared_only_when_shared_there_and_says_nothing_else() -> None:
+    """Issue 41: the operator reads the baseline with its own rights; a run must not learn another namespace's
+    numbers, or which runs exist there, unless the baseline's owner shared it with the run's namespace."""
+    run_spec = spec(repeat=3, steps=["createVolume", "deleteVolume"], baseline="other/fast")
+    messages = {}
+    for case, shared in (("missing", None), ("unshared", None), ("elsewhere", "team-a, team-b")):
+        fake = FakeKube()
+        if case != "missing":
+            fake.put("benchmarkruns", "other", _elsewhere(shared))
+        status = run(fake, run_spec)
+        assert status.phase == Phase.SUCCEEDED and status.verdict == Verdict.UNKNOWN, (case, status.baseline)
+        assert status.baseline is not None and status.baseline.rows == [], case
+        messages[case] = status.baseline.message
+    assert set(messages.values()) == {not_shared("other/fast", REF.namespace)}, messages
+    for shared in (f"team-a,{REF.namespace}", "*"):
+        fake = FakeKube()
+        fake.put("benchmarkruns", "other", _elsewhere(shared))
+        status = run(fake, run_spec)
+        assert status.baseline is not None and status.verdict == Verdict.FAIL, (shared, status.baseline)
+        assert [(row.subject, row.change) for row in status.baseline.rows] == [("createVolume", "Regression")]
+
+
+def test_a_baseline_of_another_shape_is_said_and_refused_when_the_run_requires_an_equal_shape() -> None:
+    baseline = _baseline_run("fast", [1e7, 1.1e7, 0.9e7])
+    baseline["spec"] = {"storageClassName": "fast-class", "volumes": 12, "pvcsPerPod": 2,
+                        "steps": ["createVolume", "deleteVolume"]}
+    fake = FakeKube()
+    fake.put("benchmarkruns", REF.namespace, baseline)
+    compared = run(fake, spec(repeat=3, steps=["createVolume", "deleteVolume"], baseline="fast"))
+    assert compared.baseline is not None and compared.verdict == Verdict.FAIL
+    assert compared.baseline.shapeDifferences == ['storageClassName "fast-class" vs "sim"', "volumes 12 vs 6"]
+    assert compared.baseline.message.startswith('shapes differ (storageClassName "fast-class" vs "sim", volumes 12 '
+                                                'vs 6): against')
+    refused = run(fake, spec(repeat=3, steps=["createVolume", "deleteVolume"], baseline="fast",
+                             baselineRequireSameShape=True))
+    assert refused.baseline is not None and refused.verdict == Verdict.UNKNOWN and refused.baseline.rows == []
+    assert refused.baseline.change == "Inconclusive"
+    assert "baselineRequireSameShape" in refused.baseline.message and "volumes 12 vs 6" in refused.baseline.message
+    condition = next(c for c in refused.conditions if c.type == "NoRegression")
+    assert (condition.status, condition.reason) == ("Unknown", "Inconclusive") and "volumes 12 vs 6" in \
+        condition.message
+    baseline["spec"] = {"storageClassName": "sim", "volumes": 6, "pvcsPerPod": 2,
+                        "steps": ["createVolume", "deleteVolume"]}
+    fake.put("benchmarkruns", REF.namespace, baseline)
+    same = run(fake, spec(repeat=3, steps=["createVolume", "deleteVolume"], baseline="fast",
+                          baselineRequireSameShape=True))
+    assert same.baseline is not None and same.baseline.shapeDifferences == [] and same.verdict == Verdict.FAIL
 
 
 @pytest.mark.parametrize("baseline", ["Bad_Name", "a/b/c", "ns/", "x" * 41, "ns/" + "x" * 41])

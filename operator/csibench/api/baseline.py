@@ -7,6 +7,14 @@ a measure's values are the iterations' (``status.aggregates``, ``status.dataPath
 value, which can never be more than Inconclusive. The database's runs are not compared: the database cannot repeat
 yet, so its rows could only ever be Inconclusive, and a verdict that can never pass is no gate (``compare`` shows
 their TPS side by side).
+
+A baseline in another namespace than the run's is read with the operator's rights, not the user's: it is compared
+only when someone who can write BenchmarkRuns there shared it on purpose, with the annotation
+``csibench.io/shared-as-baseline`` on the baseline run listing the namespaces allowed to compare against it
+(comma-separated) or ``*`` for every namespace. Otherwise, whether the run exists or not, the run says the same
+"not found or not shared" (``not_shared``), so the answer tells nothing about the other namespace. Shapes: a
+comparison names the parts of the two runs' shapes that differ (``api/shape.py``) and, when the run requires an equal
+shape, refuses to judge across shapes.
 """
 
 from __future__ import annotations
@@ -15,12 +23,31 @@ from typing import Any
 
 from csibench.api.models import MAX_BASELINE_ROWS, BaselineComparison, BaselineRow
 from csibench.api.regression import Change, judge_changes
+from csibench.api.shape import shape_differences
 from csibench.api.stats import ALPHA
 from csibench.api.steps import has_own_table
 from csibench.api.text import shorten
 
 Measure = tuple[str, str]  # (subject, metric)
 MESSAGE_MAX = 2000  # the NoRegression condition's and its Event's message; every row is in status.baseline.rows
+SHARED_ANNOTATION = "csibench.io/shared-as-baseline"  # on a baseline run: namespaces that may compare against it
+
+
+def shared_with(baseline: dict[str, Any], baseline_namespace: str, reader_namespace: str) -> bool:
+    """Whether a run in ``reader_namespace`` may compare against ``baseline`` (read from ``baseline_namespace``):
+    always in its own namespace; from another only when the baseline's annotation lists the reader's namespace or
+    is ``*``."""
+    if baseline_namespace == reader_namespace:
+        return True
+    annotations = (baseline.get("metadata") or {}).get("annotations") or {}
+    allowed = {part.strip() for part in str(annotations.get(SHARED_ANNOTATION, "")).split(",")}
+    return "*" in allowed or reader_namespace in allowed
+
+
+def not_shared(shown: str, reader_namespace: str) -> str:
+    """The one answer for a baseline in another namespace that is missing, unreadable or not shared."""
+    return (f"baseline {shown} not found or not shared with namespace {reader_namespace} (its owner shares it with "
+            f"the annotation {SHARED_ANNOTATION})")
 
 
 def run_name(run: dict[str, Any]) -> str:
@@ -78,10 +105,27 @@ def fails(change: str | None, fail_on_slower: bool) -> bool | None:
 
 
 def compare_with_baseline(baseline: dict[str, Any], current: dict[str, Any], threshold_percent: float,
-                          alpha: float = ALPHA, fail_on_slower: bool = False) -> BaselineComparison:
-    """``current`` against ``baseline``, both finished and Succeeded (else Inconclusive, saying why)."""
+                          alpha: float = ALPHA, fail_on_slower: bool = False,
+                          require_same_shape: bool = False) -> BaselineComparison:
+    """``current`` against ``baseline``, both finished and Succeeded (else Inconclusive, saying why), with what
+    differs in their shapes named; ``require_same_shape``: Inconclusive, nothing judged, when they differ."""
+    differences = shape_differences(baseline, current)
+    comparison = _compare(baseline, current, threshold_percent, alpha, fail_on_slower, differences,
+                          require_same_shape)
+    if not differences:
+        return comparison
+    said = f"shapes differ ({', '.join(differences)})"
+    return comparison.model_copy(update={"shapeDifferences": differences,
+                                         "message": shorten(f"{said}: {comparison.message}", MESSAGE_MAX)})
+
+
+def _compare(baseline: dict[str, Any], current: dict[str, Any], threshold_percent: float, alpha: float,
+             fail_on_slower: bool, differences: list[str], require_same_shape: bool) -> BaselineComparison:
     name = run_name(baseline)
     policy = {"thresholdPercent": threshold_percent, "failOnSlower": fail_on_slower}
+    if differences and require_same_shape:
+        return BaselineComparison(run=name, change=Change.INCONCLUSIVE, **policy,
+                                  message="not compared: spec.baselineRequireSameShape asks for an equal shape")
     for which, run in (("baseline", baseline), ("run", current)):
         phase = (run.get("status") or {}).get("phase")
         if phase != "Succeeded":

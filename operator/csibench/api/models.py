@@ -734,6 +734,7 @@ SECONDS_METRICS = frozenset({M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M
                              M.READ_P99, M.WRITE_P99})  # shown in µs / ms / s
 MAX_THRESHOLDS = 32
 MAX_BASELINE_ROWS = 64
+MAX_SHAPE_DIFFERENCES = 15  # one per shape field (api/shape.py)
 # NAMESPACE/ (a DNS label) then a run's name (a DNS label of at most MAX_RUN_NAME characters)
 BASELINE_PATTERN = (f"^([a-z0-9]([-a-z0-9]{{0,{v.DNS_LABEL_MAX - 2}}}[a-z0-9])?/)?"
                     f"[a-z0-9]([-a-z0-9]{{0,{MAX_RUN_NAME - 2}}}[a-z0-9])?$")
@@ -959,9 +960,15 @@ class BenchmarkRunSpec(_Model):
                                              "run ends Failed with RestartLimitReached.")
     baseline: str | None = Field(
         None, max_length=v.DNS_LABEL_MAX + 1 + MAX_RUN_NAME, pattern=BASELINE_PATTERN,
-        description="An earlier finished run to compare with at the end: NAME (this namespace) or NAMESPACE/NAME. "
-                    "Per step, workload and database row the run records Regression, Improvement, Equivalent or "
-                    "Inconclusive (status.baseline); a regression fails the verdict.")
+        description="An earlier finished run to compare with at the end: NAME (this namespace) or NAMESPACE/NAME "
+                    "(a run in another namespace only when its annotation csibench.io/shared-as-baseline lists this "
+                    "namespace or is '*'). Per step, workload and database row the run records Regression, "
+                    "Improvement, Equivalent or Inconclusive (status.baseline); a regression fails the verdict.")
+    baselineRequireSameShape: bool = Field(
+        False, description="With baseline: refuse to compare (Inconclusive, verdict Unknown, the differences named) "
+                           "when the baseline's shape differs from this run's (class, volumes, pvcsPerPod, size, "
+                           "access and volume mode, steps, pod, client, workload parts). Without it a comparison "
+                           "across shapes is made and status.baseline.shapeDifferences names what differs.")
     regressionThresholdPercent: float = Field(
         10.0, ge=1, le=1000, description="With baseline (1-1000): a slowdown counts as a regression only when the "
                                          "data show it larger than this (a one-sided test, Holm-adjusted); "
@@ -1547,6 +1554,10 @@ class BaselineComparison(_Model):
     rows: list[BaselineRow] = Field(default_factory=list, max_length=MAX_BASELINE_ROWS,
                                     description="One per measure both runs have.")
     message: str = Field("", description="Why, in words (the regressions named first).")
+    shapeDifferences: list[str] = Field(default_factory=list, max_length=MAX_SHAPE_DIFFERENCES,
+                                        description="What differs between the baseline's shape and this run's, "
+                                                    "'volumes 2 vs 12' (the baseline's first): a comparison across "
+                                                    "shapes is not one of the storage alone.")
 
 
 class BenchmarkRunStatus(_Model):

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 
-from csibench.api.baseline import compare_with_baseline
+from csibench.api.baseline import compare_with_baseline, not_shared, shared_with
 from csibench.api.models import (
     MAX_FINDINGS,
     BaselineComparison,
@@ -176,7 +176,9 @@ class RunEngine:
 
     async def _compare_with_baseline(self, verdict: RunVerdict) -> BaselineComparison:
         """spec.baseline read from the API (this run's namespace unless it names one) and compared; a baseline
-        that cannot be read, or a run that did not measure, is Inconclusive and says why."""
+        that cannot be read, or a run that did not measure, is Inconclusive and says why. The operator reads with
+        its own rights: a baseline in another namespace is compared only when shared with this run's namespace
+        (``api/baseline.shared_with``), and missing, unreadable or not shared all read the same there."""
         namespace, name = self._baseline_ref()
         threshold = self.spec.regressionThresholdPercent
         shown = f"{namespace}/{name}"
@@ -184,20 +186,25 @@ class RunEngine:
             return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
                                       failOnSlower=self.spec.failOnSlower,
                                       message=f"this run failed to measure ({verdict.reason}): nothing to compare")
+        foreign = namespace != self.ref.namespace
         try:
             found = await self.client.get(r.BENCHMARK_RUNS.path(namespace, name))
         except ApiError as error:
             found, problem = None, f"baseline {shown} could not be read: {error}"
         else:
             problem = f"baseline {shown} not found"
+        if found is not None and not shared_with(found, namespace, self.ref.namespace):
+            found = None
         if found is None:
             return BaselineComparison(run=shown, change=Change.INCONCLUSIVE, thresholdPercent=threshold,
                                       failOnSlower=self.spec.failOnSlower,
-                                      message=problem)
+                                      message=not_shared(shown, self.ref.namespace) if foreign else problem)
         current = {"metadata": {"namespace": self.ref.namespace, "name": self.ref.name},
+                   "spec": self.spec.model_dump(mode="json"),
                    "status": self.status.model_dump(mode="json", exclude_none=True)}
         current["status"]["phase"] = verdict.phase.value
-        return compare_with_baseline(found, current, threshold, fail_on_slower=self.spec.failOnSlower)
+        return compare_with_baseline(found, current, threshold, fail_on_slower=self.spec.failOnSlower,
+                                     require_same_shape=self.spec.baselineRequireSameShape)
 
     # -- iterations (spec.repeat) --------------------------------------------------------------------------------
     def count_iterations(self, context: RunContext) -> None:

@@ -20,16 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.regression import Change, judge_changes
+from csibench.api.shape import shape_of
 from csibench.api.steps import has_own_table, title_and_unit
 
-SHAPE_FIELDS = ("storageClassName", "volumes", "pvcsPerPod", "size", "accessModes", "volumeMode", "steps", "pod",
-                "client", "dataPath", "database", "density", "move", "expand", "groupSnapshot")
 SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def shape_of(run: dict[str, Any]) -> dict[str, Any]:
-    spec = run.get("spec") or {}
-    return {field: spec.get(field) for field in SHAPE_FIELDS}
 
 
 def _finished_at(run: dict[str, Any]) -> str:
