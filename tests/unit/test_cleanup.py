@@ -156,7 +156,7 @@ def test_a_cleanup_that_cannot_finish_names_what_is_left_and_why_in_status_and_a
         assert f"VolumeSnapshot {NAMES.namespace}/{name} (deleting since" in condition.message, condition.message
     assert "held by finalizer snapshot.storage.kubernetes.io/volumesnapshot-bound-protection" in condition.message
     assert "VolumeSnapshotContent snapcontent-" in condition.message and " and 2 more" in condition.message
-    assert f"not being deleted; bound to VolumeSnapshot {NAMES.namespace}/{snapshots[0]}" in condition.message
+    assert f"(not being deleted; bound to VolumeSnapshot {NAMES.namespace}/{NAMES.prefix}-s0000" in condition.message
     assert status.cleanup == condition.message
     warnings = [e["message"] for e in fake.named("events", REF.namespace).values()
                 if e["reason"] == "CleanupIncomplete" and e["type"] == "Warning"]
