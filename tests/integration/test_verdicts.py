@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from localcluster.kube import Kube, present
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import TERMINAL, benchmark_run, create_run, leftovers, wait_for_phase
+from localcluster.runs import GROUP, PLURAL, TERMINAL, VERSION, benchmark_run, create_run, leftovers, wait_for_phase
 from tests.support.cluster import cli
 
 pytestmark = pytest.mark.integration
@@ -167,3 +167,43 @@ def test_the_api_servers_reading_of_which_steps_run_is_the_operators(kube: Kube,
             assert "a threshold names a step this run does not run" in json.loads(present(error.body))["message"]
             admitted[str(step)] = False
     assert admitted == expected
+
+
+def test_a_baseline_in_another_namespace_is_compared_only_once_shared_there(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Issue 41 (confused deputy): the operator reads the baseline with its own rights, so a run compares against
+    another namespace's run only once that run's annotation shares it with the run's namespace; before that the run
+    says the same whether the baseline exists or not."""
+    other = f"{namespace[:55]}-base"
+    kube.core.create_namespace({"metadata": {"name": other, "labels": {"csibench.io/test": "true"}}})  # type: ignore[arg-type]  # the client validates a dict body
+    shape = {"storageClassName": "csibench-sim", "volumes": 2, "steps": ["createVolume", "deleteVolume"]}
+    try:
+        create_run(kube, namespace, benchmark_run("before", baseline=f"{other}/base", **shape))
+        before = wait_for_phase(kube, namespace, "before", TERMINAL, 120)["status"]
+        create_run(kube, other, benchmark_run("base", **shape))
+        assert wait_for_phase(kube, other, "base", TERMINAL, 120)["status"]["phase"] == "Succeeded", operator.log()
+        create_run(kube, namespace, benchmark_run("unshared", baseline=f"{other}/base", **shape))
+        unshared = wait_for_phase(kube, namespace, "unshared", TERMINAL, 120)["status"]
+        for status in (before, unshared):
+            assert status["phase"] == "Succeeded" and status["verdict"] == "Unknown", (status, operator.log())
+            assert status["baseline"]["change"] == "Inconclusive" and not status["baseline"].get("rows")
+        assert before["baseline"]["message"] == unshared["baseline"]["message"], (before, unshared)
+        assert "not found or not shared with namespace" in unshared["baseline"]["message"]
+
+        kube.custom.patch_namespaced_custom_object(GROUP, VERSION, other, PLURAL, "base", {"metadata": {
+            "annotations": {"csibench.io/shared-as-baseline": f"someone-else,{namespace}"}}})
+        create_run(kube, namespace, benchmark_run("shared", baseline=f"{other}/base", **shape))
+        shared = wait_for_phase(kube, namespace, "shared", TERMINAL, 120)["status"]
+        assert shared["phase"] == "Succeeded", (shared, operator.log())
+        subjects = {row["subject"] for row in shared["baseline"]["rows"]}
+        assert subjects == {"createVolume", "deleteVolume"}, shared["baseline"]
+        assert not shared["baseline"].get("shapeDifferences"), shared["baseline"]
+        # the same baseline against a run of another shape that requires an equal one: refused, the part named
+        create_run(kube, namespace, benchmark_run("wider", baseline=f"{other}/base", baselineRequireSameShape=True,
+                                                  **{**shape, "volumes": 3}))
+        wider = wait_for_phase(kube, namespace, "wider", TERMINAL, 120)["status"]
+        assert wider["phase"] == "Succeeded" and wider["verdict"] == "Unknown", (wider, operator.log())
+        assert wider["baseline"]["shapeDifferences"] == ["volumes 2 vs 3"] and not wider["baseline"].get("rows")
+        assert "baselineRequireSameShape" in wider["baseline"]["message"], wider["baseline"]
+    finally:
+        kube.core.delete_namespace(other)
