@@ -233,6 +233,33 @@ def test_cleanup_never_leaves_objects_and_says_where(kube: Kube, namespace: str,
     wait_until_nothing_left(kube, run, 60, "objects removed once the run is deleted")
 
 
+def test_a_deleted_run_whose_cleanup_cannot_finish_names_what_is_left_in_a_warning(
+        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """Issue 41: a claim someone holds with a finalizer outlives the deleted run's cleanup (50 s); before the
+    finalizer goes, a Warning Event names it, why it is left (the finalizer), and its volume."""
+    run = run_to_end(kube, namespace, benchmark_run("held", storageClassName="csibench-sim", volumes=2,
+                                                    steps=["createVolume"], cleanup="Never"))
+    target, selector = run["status"]["targetNamespace"], run["status"]["objectSelector"]
+    claims = kube.core.list_namespaced_persistent_volume_claim(target, label_selector=selector).items
+    held = present(present(claims[0].metadata).name)
+    hold = {"metadata": {"finalizers": ["kubernetes.io/pvc-protection", "csibench.io/test-hold"]}}
+    kube.core.patch_namespaced_persistent_volume_claim(held, target, hold)
+    try:
+        kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "held")
+
+        def warned() -> str | None:
+            events = kube.core.list_namespaced_event(namespace, field_selector="reason=CleanupIncomplete").items
+            return next((e.message for e in events if e.type == "Warning"), None)
+        message = wait_until(warned, 120, "a CleanupIncomplete Warning for the deleted run")
+        assert message.startswith("after the run was deleted: cleanup incomplete after"), message
+        assert f"PersistentVolumeClaim {target}/{held} (deleting since " in message, message
+        assert "csibench.io/test-hold" in message and "PersistentVolume pvc-" in message, message
+        wait_until(lambda: get_run(kube, namespace, "held") is None, 60, "the run gone once it said so")
+    finally:
+        kube.core.patch_namespaced_persistent_volume_claim(held, target, {"metadata": {"finalizers": None}})
+    wait_until_nothing_left(kube, run, 60, "the claim gone once released")
+
+
 def test_wait_for_first_consumer_provisions_during_publish(kube: Kube, namespace: str, operator: OperatorProcess,
                                                            storage_class: Any) -> None:
     late = storage_class("WaitForFirstConsumer")
