@@ -61,6 +61,9 @@ _LEFT_KINDS = {
     "namespaces": (r.NAMESPACES, "Namespace", None),
 }
 
+_BOUND_TO = (("claimRef", "PersistentVolumeClaim"), ("volumeSnapshotRef", "VolumeSnapshot"),
+             ("volumeGroupSnapshotRef", "VolumeGroupSnapshot"))
+
 
 @dataclass(frozen=True)
 class LeftObject:
@@ -164,12 +167,11 @@ async def _why_left(client: KubeApi, resource: r.Resource, namespace: str | None
         parts = [f"deleting since {metadata['deletionTimestamp']}{held}"]
     else:
         parts = ["not being deleted" + (f", finalizers {', '.join(finalizers)}" if finalizers else "")]
-    bound = spec.get("volumeSnapshotRef") or spec.get("claimRef") or spec.get("volumeGroupSnapshotRef") or {}
-    if bound.get("name") and not metadata.get("deletionTimestamp"):
-        bound_kind = {"volumeSnapshotRef": "VolumeSnapshot", "claimRef": "PersistentVolumeClaim",
-                      "volumeGroupSnapshotRef": "VolumeGroupSnapshot"}
-        kind = next(k for key, k in bound_kind.items() if spec.get(key) is bound)
-        parts.append(f"bound to {kind} {bound.get('namespace')}/{bound['name']}")
+    for key, kind in _BOUND_TO:  # a volume or content waits for what it is bound to
+        ref = spec.get(key) or {}
+        if ref.get("name") and not metadata.get("deletionTimestamp"):
+            parts.append(f"bound to {kind} {ref.get('namespace')}/{ref['name']}")
+            break
     driver = spec.get("driver") or (spec.get("csi") or {}).get("driver")
     if driver:
         parts.append(f"driver {driver}")
