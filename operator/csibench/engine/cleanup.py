@@ -88,19 +88,26 @@ class CleanupResult:
     left: tuple[LeftObject, ...] = ()  # when incomplete: the first MAX_NAMED objects left, each with why
     unnamed: int = 0  # objects left beyond those named
 
-    def describe(self) -> str:
+    def describe(self, limit: int | None = None) -> str:
+        """What cleanup did; when incomplete, what is left, named with why as far as ``limit`` characters allow
+        (an Event's message is shorter than status), the rest counted."""
         notes = "".join(f"; {note}" for note in (self._reclaimed(), self.reclaim_error, self.refused) if note)
         if self.complete:
             return f"removed every object the run created in {self.seconds:.1f}s{notes}"
         left = ", ".join(f"{count} {kind}" for kind, count in self.remaining.items() if count)
-        return f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}{self.named()}{notes}"
+        head = f"cleanup incomplete after {self.seconds:.0f}s: still present: {left}"
+        return head + self.named(None if limit is None else limit - len(head) - len(notes)) + notes
 
-    def named(self) -> str:
-        """'; left: Kind ns/name (why), ... and N more', or nothing when no object could be named."""
-        if not self.left:
-            return ""
-        more = f" and {self.unnamed} more" if self.unnamed else ""
-        return "; left: " + ", ".join(left.describe() for left in self.left) + more
+    def named(self, room: int | None = None) -> str:
+        """'; left: Kind ns/name (why), ... and N more' within ``room`` characters (as many objects as fit), or
+        nothing when no object could be named."""
+        for shown in range(len(self.left), 0, -1):
+            hidden = self.unnamed + len(self.left) - shown
+            text = "; left: " + ", ".join(left.describe() for left in self.left[:shown]) + \
+                (f" and {hidden} more" if hidden else "")
+            if room is None or len(text) <= room:
+                return text
+        return ""
 
     def _reclaimed(self) -> str | None:
         if not self.reclaimed:

@@ -39,5 +39,5 @@ async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, A
     except ValidationError:  # a status written by another version: its conditions are started afresh
         recorded = BenchmarkRunStatus()
     recorder = StatusRecorder(ref, client, recorded)
-    await recorder.cleanup_incomplete(f"after the run was deleted: {result.describe()}", patch_now=True)
+    await recorder.cleanup_incomplete(result, when="after the run was deleted: ", patch_now=True)
     return result

@@ -246,7 +246,7 @@ class RunEngine:
         result = await cleanup(self.client, observed, context.scope, float(self.spec.timeouts.cleanup),
                                keep_namespace=True)
         if not result.complete:
-            await self.recorder.cleanup_incomplete(f"before iteration {context.iteration}: {result.describe()}")
+            await self.recorder.cleanup_incomplete(result, when=f"before iteration {context.iteration}: ")
             raise RunAborted(ConditionReason.CLEANUP_INCOMPLETE, f"before iteration {context.iteration}: "
                              f"{result.describe()}; the next iteration would run beside them, so the run stops")
 
@@ -300,10 +300,10 @@ class RunEngine:
         await self.recorder.write()
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup))
-        described = result.describe() + (" (resumed after an operator restart)" if resumed else "")
+        note = " (resumed after an operator restart)" if resumed else ""
         if result.complete:
-            log.info("run %s: %s", self.ref.label, described)
-            self.status.cleanup = described
+            log.info("run %s: %s", self.ref.label, result.describe())
+            self.status.cleanup = result.describe() + note
         else:
-            await self.recorder.cleanup_incomplete(described)
+            await self.recorder.cleanup_incomplete(result, note=note)
         return result.complete

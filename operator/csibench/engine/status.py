@@ -30,6 +30,7 @@ from typing import Any
 from csibench.api.conditions import READY, set_condition
 from csibench.api.models import BenchmarkRunStatus, ClientUsed, ConditionReason, Phase
 from csibench.api.text import bound_document, shorten
+from csibench.engine.cleanup import CleanupResult
 from csibench.engine.context import RunRef
 from csibench.engine.judgement import BASELINE_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
@@ -181,12 +182,15 @@ class StatusRecorder:
         except ApiError as error:
             log.warning("could not record event %s: %s", reason, error)
 
-    async def cleanup_incomplete(self, described: str, patch_now: bool = False) -> None:
+    async def cleanup_incomplete(self, result: CleanupResult, when: str = "", note: str = "",
+                                 patch_now: bool = False) -> None:
         """Cleanup could not finish: ``status.cleanup`` and the CleanedUp condition (False) name what is left and
-        why, and a Warning Event says the same, before anything lets the run go (its finalizer, the next
-        iteration). ``patch_now``: written at once, those two fields only (a deleted run's status is otherwise
-        left as its run wrote it)."""
-        message = shorten(described, CLEANUP_MESSAGE_LENGTH)
+        why, and a Warning Event names as many as its message holds and counts the rest, before anything lets the
+        run go (its finalizer, the next iteration). ``when`` and ``note`` go before and after the description.
+        ``patch_now``: written at once, those two fields only (a deleted run's status is otherwise left as its run
+        wrote it)."""
+        message = shorten(when + result.describe(CLEANUP_MESSAGE_LENGTH - len(when) - len(note)) + note,
+                          CLEANUP_MESSAGE_LENGTH)
         self.status.cleanup = message
         self.condition(CLEANUP_CONDITION, "False", ConditionReason.CLEANUP_INCOMPLETE.value, message)
         if patch_now:
@@ -197,7 +201,8 @@ class StatusRecorder:
                                                                                "conditions": conditions}})
             except ApiError as error:
                 log.warning("run %s: could not record the incomplete cleanup in status: %s", self.ref.label, error)
-        await self.event(ConditionReason.CLEANUP_INCOMPLETE.value, message, warning=True)
+        said = when + result.describe(MAX_EVENT_MESSAGE - len(when) - len(note)) + note
+        await self.event(ConditionReason.CLEANUP_INCOMPLETE.value, said, warning=True)
 
     async def finish(self, verdict: RunVerdict, judged: Judgement | None = None) -> BenchmarkRunStatus:
         """Write the run's end: phase, message, completion time, Ready condition, and one Event; with thresholds
