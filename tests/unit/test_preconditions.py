@@ -3,20 +3,24 @@ driver than the StorageClass's provisioner (its snapshots would never be taken a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_runs import NAMES, owned_left, run, spec
 
 
-@pytest.mark.parametrize("steps", [
-    ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
-    ["createVolume", "createSnapshot", "cloneFromSnapshot", "deleteClone", "deleteSnapshot", "deleteVolume"],
-])
-def test_a_snapshot_class_of_another_driver_fails_before_anything_is_created(steps: list[str]) -> None:
+@pytest.mark.parametrize("fields", [
+    {"steps": ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]},
+    {"steps": ["createVolume", "createSnapshot", "cloneFromSnapshot", "deleteClone", "deleteSnapshot",
+               "deleteVolume"]},
+    {"dataPath": {"verify": True}},  # verifyClone: checksums of clones from snapshots
+], ids=["snapshots", "clones", "dataPath.verify"])
+def test_a_snapshot_class_of_another_driver_fails_before_anything_is_created(fields: dict[str, Any]) -> None:
     fake = FakeKube()
     fake.put("volumesnapshotclasses", "", {"metadata": {"name": "foreign"}, "driver": "other.example.com"})
-    status = run(fake, spec(volumeSnapshotClassName="foreign", steps=steps))
+    status = run(fake, spec(volumeSnapshotClassName="foreign", **fields))
     assert status.phase is not None and status.phase.value == "Failed", status.message
     assert status.conditions[0].reason == "InvalidSpec", status.conditions
     message = status.message or ""
