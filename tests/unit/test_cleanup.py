@@ -4,8 +4,12 @@ what a cleanup that cannot finish says of the objects it leaves."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
+
+import pytest
+from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus
 from csibench.engine.cleanup import BEING_DELETED, CleanupResult, cleanup
@@ -183,3 +187,23 @@ async def _delete_run(fake: FakeKube, status: BenchmarkRunStatus) -> CleanupResu
     recorded = status.model_dump(mode="json", exclude_none=True)
     fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"] = recorded
     return await clean_up_deleted_run(fake, REF, recorded, deadline_seconds=1.0)
+
+
+def test_a_deleted_runs_status_another_version_wrote_keeps_its_conditions_beside_cleaned_up() -> None:
+    fake = FakeKube(Behaviour(finalizers_kept=frozenset({"volumesnapshots"})))
+    status = run(fake, spec(volumeSnapshotClassName="snap", steps=["createVolume", "createSnapshot"],
+                            timeouts={"cleanup": 1}))
+    recorded = status.model_dump(mode="json", exclude_none=True)
+    recorded["fieldOfANewerVersion"] = {"x": 1}
+    with pytest.raises(ValidationError):  # so the status is not this version's
+        BenchmarkRunStatus.model_validate(recorded)
+    recorded["conditions"] = [c for c in recorded["conditions"] if c["type"] != "CleanedUp"]
+    kept = [c["type"] for c in recorded["conditions"]]
+
+    async def deleted() -> CleanupResult | None:
+        fake.loop = asyncio.get_running_loop()
+        fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"] = json.loads(json.dumps(recorded))
+        return await clean_up_deleted_run(fake, REF, recorded, deadline_seconds=0.5)
+    assert asyncio.run(deleted()) is not None
+    stored = fake.objects[("benchmarkruns", REF.namespace, REF.name)]["status"]
+    assert "Ready" in kept and [c["type"] for c in stored["conditions"]] == [*kept, "CleanedUp"], stored

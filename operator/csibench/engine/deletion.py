@@ -4,12 +4,13 @@ status and a Warning Event before the finalizer goes, so no object is left witho
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
 from pydantic import ValidationError
 
-from csibench.api.models import BenchmarkRunStatus
+from csibench.api.models import BenchmarkRunStatus, Condition
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.context import RunRef, scope_of
 from csibench.engine.errors import PlanError
@@ -36,8 +37,16 @@ async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, A
         return result
     try:
         recorded = BenchmarkRunStatus.model_validate(status)
-    except ValidationError:  # a status written by another version: its conditions are started afresh
-        recorded = BenchmarkRunStatus()
+    except ValidationError:  # a status another version wrote: keep what conditions it has (the patch replaces them)
+        recorded = BenchmarkRunStatus(conditions=_conditions(status.get("conditions")))
     recorder = StatusRecorder(ref, client, recorded)
     await recorder.cleanup_incomplete(result, when="after the run was deleted: ", patch_now=True)
     return result
+
+
+def _conditions(raw: Any) -> list[Condition]:
+    kept = []
+    for item in raw if isinstance(raw, list) else []:
+        with contextlib.suppress(ValidationError):
+            kept.append(Condition.model_validate(item))
+    return kept
