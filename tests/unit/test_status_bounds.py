@@ -37,6 +37,23 @@ def recorder() -> tuple[FakeKube, StatusRecorder]:
     return fake, StatusRecorder(REF, fake)
 
 
+def write(fake: FakeKube, status: StatusRecorder, *messages: str) -> None:
+    """Write the status once, then once more after setting each of ``messages`` as the run's message."""
+    async def go() -> None:
+        fake.loop = asyncio.get_running_loop()
+        await status.write()
+        for message in messages:
+            status.status.message = message
+            await status.write()
+    asyncio.run(go())
+
+
+def big_finding(facts: int) -> list[Finding]:
+    """A finding whose facts are each within the first bound (4,000 characters) but ``facts`` of them together."""
+    return [Finding(check="QueryRefused", severity=Severity.WARNING, message="m",
+                    facts={f"fact{n}": "v" * 4000 for n in range(facts)})]
+
+
 def shortened_condition(fake: FakeKube) -> dict[str, str]:
     conditions = written(fake)["conditions"]
     assert isinstance(conditions, list)
@@ -51,13 +68,7 @@ def warnings(fake: FakeKube) -> list[str]:
 def test_a_message_of_two_megabytes_is_written_cut_and_the_cut_is_said() -> None:
     fake, status = recorder()
     status.status.message = "etcdserver said: " + "x" * 2_000_000
-
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        await status.write()
-        await status.write()  # said once, not once per write
-
-    asyncio.run(go())
+    write(fake, status, status.status.message)  # said once, not once per write
     message = written(fake)["message"]
     assert isinstance(message, str) and message.startswith("etcdserver said:") and len(message) <= 4096
     condition = shortened_condition(fake)
@@ -70,14 +81,9 @@ def test_a_write_refused_as_too_large_is_sent_again_shortened_never_raised(monke
     and writes again (before, the refusal left the run's daemon and kopf retried it for ever)."""
     monkeypatch.setattr(status_module, "MAX_STATUS_BYTES", 10**9)  # let the server be the one to refuse
     fake, status = recorder()
-    status.status.collection = [Finding(check="QueryRefused", severity=Severity.WARNING, message="m",
-                                        facts={f"fact{n}": "v" * 4000 for n in range(500)})]
+    status.status.collection = big_finding(500)
 
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        await status.write()
-
-    asyncio.run(go())
+    write(fake, status)
     stored = written(fake)
     collection = stored["collection"]
     assert isinstance(collection, list) and len(collection[0]["facts"]["fact0"]) <= 256
@@ -88,14 +94,9 @@ def test_a_write_refused_as_too_large_is_sent_again_shortened_never_raised(monke
 
 def test_a_status_over_its_own_budget_is_shortened_before_the_server_refuses_it() -> None:
     fake, status = recorder()
-    status.status.collection = [Finding(check="QueryRefused", severity=Severity.WARNING, message="m",
-                                        facts={f"fact{n}": "v" * 4000 for n in range(200)})]  # 800 KB
+    status.status.collection = big_finding(200)  # 800 KB
 
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        await status.write()
-
-    asyncio.run(go())
+    write(fake, status)
     assert shortened_condition(fake)["reason"] == "StatusTooLarge"
     assert not [patch for patch in fake.status_patches if len(str(patch)) > status_module.MAX_STATUS_BYTES]
 
@@ -103,14 +104,7 @@ def test_a_status_over_its_own_budget_is_shortened_before_the_server_refuses_it(
 def test_the_condition_says_when_nothing_is_cut_any_more_and_names_the_cut_at_every_level() -> None:
     fake, status = recorder()
     status.status.message = "m" * 5000
-
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        await status.write()
-        status.status.message = "Succeeded"
-        await status.write()
-
-    asyncio.run(go())
+    write(fake, status, "Succeeded")
     condition = shortened_condition(fake)
     assert (condition["status"], condition["reason"]) == ("False", "NothingCut")
     assert written(fake)["message"] == "Succeeded"
@@ -120,14 +114,9 @@ def test_past_the_first_level_the_condition_still_names_what_was_cut(monkeypatch
     monkeypatch.setattr(status_module, "MAX_STATUS_BYTES", 10**9)
     fake, status = recorder()
     status.status.message = "why the run ended"
-    status.status.collection = [Finding(check="QueryRefused", severity=Severity.WARNING, message="m",
-                                        facts={f"fact{n}": "v" * 4000 for n in range(500)})]
+    status.status.collection = big_finding(500)
 
-    async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
-        await status.write()
-
-    asyncio.run(go())
+    write(fake, status)
     condition = shortened_condition(fake)
     assert "status.collection[0].facts.fact0 (4,000 characters)" in condition["message"], condition
     assert written(fake)["message"] == "why the run ended"
