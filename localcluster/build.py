@@ -15,6 +15,9 @@ module@version`` refuses them, and a wrapper module that requires the sidecar mo
 builds them. external-snapshotter replaces its ``client/v8`` with ``./client``, a path inside its repository;
 the wrapper pins the published ``client/v8`` of the same version instead.
 
+csi-sanity (the CSI community's conformance suite, ``github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity``) is
+built by the same wrapper-module recipe, so tests can check the simulated driver against the CSI spec.
+
 Prometheus is built from its module too (``github.com/prometheus/prometheus/cmd/prometheus``, with upstream's
 build tags that keep only its Kubernetes service discovery): Debian's package has none, and the local cluster's
 Prometheus finds the machinery's pods through the API server as it would on a real cluster.
@@ -63,6 +66,7 @@ class Binaries:
     snapshot_controller: Path
     csi_resizer: Path
     prometheus: Path
+    csi_sanity: Path  # not run by the cluster: the conformance suite tests run against the simulated driver
 
     @property
     def snapshot_crd_dir(self) -> Path:
@@ -105,6 +109,7 @@ def expected_binaries() -> Binaries:
         snapshot_controller=snapshotter / "snapshot-controller",
         csi_resizer=sidecar_bin_dir(versions.RESIZER) / "csi-resizer",
         prometheus=prometheus_bin_dir() / "prometheus",
+        csi_sanity=sidecar_bin_dir(versions.CSI_TEST) / "csi-sanity",
     )
 
 
@@ -281,13 +286,13 @@ def ensure_binaries() -> Binaries:
     k8s = [binaries.kube_apiserver, binaries.kube_controller_manager, binaries.kube_scheduler, binaries.kubectl]
     if not all(path.exists() for path in k8s):
         _build_kubernetes()
-    for sidecar in versions.SIDECAR_MODULES:
+    for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST):
         if not all((sidecar_bin_dir(sidecar) / command).exists() for command in sidecar.commands):
             _build_sidecar(sidecar)
     if not binaries.prometheus.exists():
         _build_prometheus()
-    missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars(), binaries.prometheus)
-               if not path.exists()]
+    missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars(), binaries.prometheus,
+                                      binaries.csi_sanity) if not path.exists()]
     if missing:
         raise BuildError(f"build finished but binaries are missing: {missing}")
     return binaries
@@ -300,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_dir:
         print(kubernetes_bin_dir())
         print(etcd_bin_dir())
-        for sidecar in versions.SIDECAR_MODULES:
+        for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST):
             print(sidecar_bin_dir(sidecar))
         print(prometheus_bin_dir())
         return 0

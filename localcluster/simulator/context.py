@@ -49,6 +49,14 @@ class Context:
         self._backends[storage_class] = (fingerprint, backend)
         return backend
 
+    async def storage_class_of_claim(self, namespace: str, name: str) -> str | None:
+        """The class a claim names (from the informer, or the API server when the informer has not seen it)."""
+        claim = self.informers.pvcs.get(f"{namespace}/{name}")
+        if claim is None:
+            claim = await self.client.get(api.PVC.path(namespace, name))
+        storage_class = (claim or {}).get("spec", {}).get("storageClassName")
+        return str(storage_class) if storage_class else None
+
     async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True,
                     field_path: str | None = None) -> None:
         """A core/v1 Event on ``obj``, as the sidecar or kubelet would record it (``field_path``: the part of it the

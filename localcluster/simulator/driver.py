@@ -33,17 +33,16 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from localcluster.csi import csi_pb2 as csi
 from localcluster.csi import csi_pb2_grpc as csi_grpc
-from localcluster.simulator import api, volumes
-from localcluster.simulator.backend import InjectedFailure
+from localcluster.simulator import volumes
+from localcluster.simulator.backend import Backend, InjectedFailure
 from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle, pv_name_of_handle, volume_handle
-from localcluster.simulator.context import Context
 
 log = logging.getLogger("simulator.driver")
 VENDOR_VERSION = "0.1.0"
@@ -58,6 +57,7 @@ SNAPSHOT_NAMESPACE = "csi.storage.k8s.io/volumesnapshot/namespace"
 @dataclass(frozen=True)
 class VolumeRecord:
     volume_id: str
+    name: str  # the CreateVolume name (external-provisioner's PV name, ``pvc-<claim uid>``)
     capacity: int
     source_snapshot: str | None
 
@@ -75,17 +75,31 @@ def snapshot_id_of(name: str, storage_class: str) -> str:
     return f"{name}@{storage_class}"
 
 
+class ArrayContext(Protocol):
+    """What the driver needs from around it: the array behind a class, and a claim's class (the simulator's
+    ``Context`` reads it from the cluster; the standalone driver has no cluster)."""
+
+    def backend(self, storage_class: str) -> Backend: ...
+
+    async def storage_class_of_claim(self, namespace: str, name: str) -> str | None: ...
+
+
 class Driver:
     """What the array and the driver remember between calls, and the operations that change it."""
 
-    def __init__(self, ctx: Context, data_dir: Path, max_volumes_per_node: int = 128) -> None:
+    def __init__(self, ctx: ArrayContext, data_dir: Path, max_volumes_per_node: int = 128,
+                 default_class: str | None = None) -> None:
         self.ctx = ctx
         self.data_dir = data_dir
         # What each node plugin reports in NodeGetInfo (CSINode allocatable.count; the scheduler honours it), and
         # how many volumes it stages at most: one more is refused, as a driver out of slots on the node would.
         self.max_volumes_per_node = max_volumes_per_node
+        # The class of a CreateVolume that names no claim (the standalone driver's one class); None: refused.
+        self.default_class = default_class
+        self.nodes: set[str] = set()  # node IDs with a node plugin (serve() fills it): attach elsewhere is NOT_FOUND
         self.attaching: dict[str, set[str]] = {}  # node ID -> volume IDs whose ControllerPublishVolume is running
-        self.volumes: dict[str, VolumeRecord] = {}  # by CreateVolume name
+        self.volumes: dict[str, VolumeRecord] = {}  # by volume ID: the array's own records
+        self.volume_names: dict[str, str] = {}  # CreateVolume name -> volume ID
         self.deleted_volumes: set[str] = set()  # volume IDs
         self.snapshots: dict[str, SnapshotRecord] = {}  # by snapshot ID
         self.snapshot_names: dict[str, str] = {}  # CreateSnapshot name -> snapshot ID
@@ -93,7 +107,20 @@ class Driver:
         self.groups: dict[str, GroupSnapshotRecord] = {}  # by group snapshot ID
         self.published: set[tuple[str, str]] = set()  # (volume ID, node ID)
         self.staged: set[tuple[str, str]] = set()  # (volume ID, node ID)
+        self.staging_paths: dict[tuple[str, str], str] = {}  # (volume ID, node ID) -> staging target path
+        # (volume ID, node ID) -> target path -> the access mode it was published with
+        self.targets: dict[tuple[str, str], dict[str, int]] = {}
         self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
+
+    def volume_named(self, name: str) -> VolumeRecord | None:
+        volume_id = self.volume_names.get(name)
+        return self.volumes.get(volume_id) if volume_id else None
+
+    def name_of(self, volume_id: str) -> str:
+        """The name a volume goes by in the ground truth: its CreateVolume name, or the PV name its handle implies
+        when the array has no record of it."""
+        record = self.volumes.get(volume_id)
+        return record.name if record else pv_name_of_handle(volume_id)
 
     async def perform(self, operation: Operation, key: tuple[str, ...], storage_class: str, obj: str,
                       done: Callable[[], None], io: Callable[[], object] | None = None, extra_delay: float = 0.0,
@@ -133,13 +160,6 @@ class Driver:
     def snapshot_dir(self, snapshot_id: str) -> Path:
         return self.data_dir / "snapshots" / snapshot_id
 
-    async def storage_class_of_claim(self, namespace: str, name: str) -> str | None:
-        claim = self.ctx.informers.pvcs.get(f"{namespace}/{name}")
-        if claim is None:
-            claim = await self.ctx.client.get(api.PVC.path(namespace, name))
-        storage_class = (claim or {}).get("spec", {}).get("storageClassName")
-        return str(storage_class) if storage_class else None
-
 
 async def _fail(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
     await context.abort(code, message)
@@ -161,17 +181,59 @@ def _array_errors(handler: Handler) -> Handler:
     return cast(Handler, wrapped)
 
 
+async def _require(context: grpc.aio.ServicerContext, **present: bool) -> None:
+    """Refuse a request that lacks a required field (INVALID_ARGUMENT), before any lookup or array operation, as
+    the CSI spec asks; the fields are named in the message."""
+    missing = [name for name, given in present.items() if not given]
+    if missing:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{', '.join(missing)} missing in request")
+
+
+def _unsupported_capability(capability: Any) -> str | None:
+    """Why the array cannot serve a volume capability, or None when it can (pure): it takes every access mode
+    (a directory or an image is shared as the kubelet asks), mount (no fs_type, or ext4) and block."""
+    if capability.access_mode.mode == csi.VolumeCapability.AccessMode.UNKNOWN:
+        return "access mode missing"
+    if capability.HasField("mount"):
+        try:
+            volumes.check_fs_type(capability.mount.fs_type)
+        except volumes.UnsupportedFsType as error:
+            return str(error)
+        return None
+    return None if capability.HasField("block") else "access type (mount or block) missing"
+
+
+def _page(entries: list[Any], starting_token: str, max_entries: int) -> tuple[list[Any], str] | None:
+    """One page of a listing: the token is the index of the page's first entry; None for a token that is not
+    one (the caller answers ABORTED, as the CSI spec asks) (pure)."""
+    start = int(starting_token) if starting_token.isdigit() else (0 if not starting_token else -1)
+    if not 0 <= start <= len(entries):
+        return None
+    end = len(entries) if max_entries <= 0 else min(len(entries), start + max_entries)
+    return entries[start:end], (str(end) if end < len(entries) else "")
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+# What the array holds in all (GetCapacity): the simulator's arrays have no real limit; this is what they report.
+ARRAY_CAPACITY = 1 << 50
+
+
 class Identity(csi_grpc.IdentityServicer):
-    def __init__(self, controller: bool) -> None:
-        self._controller = controller
+    """The plugin's identity, the same on the controller's socket and every node's, as a driver that runs one
+    binary in both roles answers: the plugin offers a controller and a group controller service (on the
+    controller's socket) and volume expansion."""
 
     async def GetPluginInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return csi.GetPluginInfoResponse(name=DRIVER_NAME, vendor_version=VENDOR_VERSION)
 
     async def GetPluginCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         services = [csi.PluginCapability(service=csi.PluginCapability.Service(type=kind)) for kind in (
-            csi.PluginCapability.Service.CONTROLLER_SERVICE, csi.PluginCapability.Service.GROUP_CONTROLLER_SERVICE)
-        ] if self._controller else []
+            csi.PluginCapability.Service.CONTROLLER_SERVICE, csi.PluginCapability.Service.GROUP_CONTROLLER_SERVICE)]
         # Volumes grow while pods use them, where the host lets a mounted ext4 filesystem grow (volumes.py).
         expansion = (csi.PluginCapability.VolumeExpansion.ONLINE if volumes.can_resize_online()
                      else csi.PluginCapability.VolumeExpansion.OFFLINE)
@@ -184,15 +246,22 @@ class Identity(csi_grpc.IdentityServicer):
         return response
 
 
+_RPC = csi.ControllerServiceCapability.RPC
+# GET_CAPACITY is answered, but storage capacity tracking stays off in the local cluster (no --enable-capacity on
+# the provisioner, no storageCapacity on the CSIDriver): the arrays have no limit worth scheduling around.
 CONTROLLER_CAPABILITIES = (
-    csi.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME,
-    csi.ControllerServiceCapability.RPC.PUBLISH_UNPUBLISH_VOLUME,
-    csi.ControllerServiceCapability.RPC.CREATE_DELETE_SNAPSHOT,
-    csi.ControllerServiceCapability.RPC.EXPAND_VOLUME,
+    _RPC.CREATE_DELETE_VOLUME, _RPC.PUBLISH_UNPUBLISH_VOLUME, _RPC.CREATE_DELETE_SNAPSHOT, _RPC.EXPAND_VOLUME,
+    _RPC.LIST_VOLUMES, _RPC.LIST_VOLUMES_PUBLISHED_NODES, _RPC.GET_VOLUME, _RPC.VOLUME_CONDITION,
+    _RPC.LIST_SNAPSHOTS, _RPC.GET_SNAPSHOT, _RPC.GET_CAPACITY, _RPC.SINGLE_NODE_MULTI_WRITER,
 )
 
 
 class Controller(csi_grpc.ControllerServicer):
+    """The controller plugin. Every call checks its required fields and the objects it names first: a refused
+    call (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS) performs no array operation, so the ground truth counts
+    only what the array did. Reads (List*, Get*, ValidateVolumeCapabilities) answer from the array's records and
+    cost no operation."""
+
     def __init__(self, driver: Driver) -> None:
         self.driver = driver
 
@@ -202,23 +271,55 @@ class Controller(csi_grpc.ControllerServicer):
             for kind in CONTROLLER_CAPABILITIES])
 
     async def ValidateVolumeCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _require(context, volume_id=bool(request.volume_id),
+                       volume_capabilities=bool(request.volume_capabilities))
+        if request.volume_id not in self.driver.volumes:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        reasons = [reason for reason in map(_unsupported_capability, request.volume_capabilities) if reason]
+        if reasons:
+            return csi.ValidateVolumeCapabilitiesResponse(message="; ".join(reasons))
         return csi.ValidateVolumeCapabilitiesResponse(confirmed=csi.ValidateVolumeCapabilitiesResponse.Confirmed(
-            volume_capabilities=request.volume_capabilities))
+            volume_context=request.volume_context, volume_capabilities=request.volume_capabilities,
+            parameters=request.parameters))
+
+    def _described(self, record: VolumeRecord) -> Any:
+        volume = csi.Volume(volume_id=record.volume_id, capacity_bytes=record.capacity)
+        if record.source_snapshot:
+            volume.content_source.snapshot.snapshot_id = record.source_snapshot
+        return volume
+
+    def _status(self, volume_id: str) -> Any:
+        """Where a volume is attached, and whether the array still holds its data (its condition)."""
+        present = self.driver.volume_dir(volume_id).is_dir()
+        condition = csi.VolumeCondition(abnormal=not present, message="the array holds the volume's data" if present
+                                        else "the volume's data directory is missing on the array")
+        nodes = sorted(node for volume, node in self.driver.published if volume == volume_id)
+        return nodes, condition
 
     @_array_errors
     async def CreateVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver = self.driver
-        if not request.name:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume name missing in request")
+        await _require(context, name=bool(request.name), volume_capabilities=bool(request.volume_capabilities))
+        reasons = [reason for reason in map(_unsupported_capability, request.volume_capabilities) if reason]
+        if reasons:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(reasons))
+        required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
+        if required < 0 or limit < 0 or (limit and required > limit):
+            return await _fail(context, grpc.StatusCode.OUT_OF_RANGE,
+                               f"capacity range {required}-{limit or 'unlimited'} bytes cannot be met")
         params = dict(request.parameters)
         namespace, claim = params.get(PVC_NAMESPACE), params.get(PVC_NAME)
-        if not namespace or not claim:
+        if namespace and claim:
+            storage_class = await driver.ctx.storage_class_of_claim(namespace, claim)
+            if not storage_class:
+                return await _fail(context, grpc.StatusCode.NOT_FOUND, f"claim {namespace}/{claim} not found")
+            obj = f"{namespace}/{claim}"
+        elif driver.default_class:
+            storage_class, claim, obj = driver.default_class, "", request.name
+        else:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT,
                                f"{PVC_NAMESPACE} and {PVC_NAME} missing: run csi-provisioner with "
                                "--extra-create-metadata")
-        storage_class = await driver.storage_class_of_claim(namespace, claim)
-        if not storage_class:
-            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"claim {namespace}/{claim} not found")
         source = request.volume_content_source
         snapshot: SnapshotRecord | None = None
         if source.HasField("volume"):
@@ -230,23 +331,35 @@ class Controller(csi_grpc.ControllerServicer):
                                    f"snapshot {source.snapshot.snapshot_id} not found")
         fs_type = next((c.mount.fs_type for c in request.volume_capabilities if c.HasField("mount")), "")
         try:
-            volumes.check_fs_type(fs_type)
             if snapshot is not None:
                 volumes.check_restore(driver.snapshot_dir(snapshot.snapshot_id), fs_type)
         except volumes.UnsupportedFsType as error:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        capacity = max(request.capacity_range.required_bytes or DEFAULT_CAPACITY, snapshot.size if snapshot else 0)
-        volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
-        existing = driver.volumes.get(request.name)
-        if existing is None:
-            record = VolumeRecord(volume_id, capacity, snapshot.snapshot_id if snapshot else None)
+        wanted = required or (min(DEFAULT_CAPACITY, limit) if limit else DEFAULT_CAPACITY)
+        capacity = max(wanted, snapshot.size if snapshot else 0)
+        if limit and capacity > limit:
+            return await _fail(context, grpc.StatusCode.OUT_OF_RANGE, f"the snapshot holds {capacity} bytes, more "
+                               f"than the limit of {limit}")
+        source_id = snapshot.snapshot_id if snapshot else None
 
+        def conflict(record: VolumeRecord) -> str | None:
+            if record.capacity < required or (limit and record.capacity > limit):
+                return f"{record.capacity} bytes, asked {required}-{limit or 'unlimited'}"
+            if record.source_snapshot != source_id:
+                return f"content source {record.source_snapshot or 'none'}, asked {source_id or 'none'}"
+            return None
+
+        existing = driver.volume_named(request.name)
+        if existing is None:
+            volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
+            record = VolumeRecord(volume_id, request.name, capacity, source_id)
             target = driver.volume_dir(volume_id)
             restored = driver.snapshot_dir(snapshot.snapshot_id) if snapshot else None
 
             def created() -> None:
                 target.mkdir(parents=True, exist_ok=True)
-                driver.volumes[request.name] = record
+                driver.volumes[volume_id] = record
+                driver.volume_names[request.name] = volume_id
                 driver.deleted_volumes.discard(volume_id)
 
             operation = Operation.CLONE_VOLUME if snapshot else Operation.CREATE_VOLUME
@@ -256,35 +369,40 @@ class Controller(csi_grpc.ControllerServicer):
             suffix = driver.ctx.backend(storage_class).model.corrupt_clone_suffix
             corrupting = restore is not None and bool(suffix) and claim.endswith(suffix) and not fs_type
             if suffix and claim.endswith(suffix) and fs_type:
-                log.warning("clone %s/%s: corruptCloneSuffix applies to directory volumes only; this one holds an "
-                            "%s image and is left as it is", namespace, claim, fs_type)
+                log.warning("clone %s: corruptCloneSuffix applies to directory volumes only; this one holds an "
+                            "%s image and is left as it is", obj, fs_type)
             if restore is not None and corrupting:
                 copy = restore
 
                 def corrupt() -> None:  # the array's bug on purpose: the clone is not its snapshot
                     copy()
-                    log.warning("clone %s/%s: corrupted %s on purpose (corruptCloneSuffix)", namespace, claim,
+                    log.warning("clone %s: corrupted %s on purpose (corruptCloneSuffix)", obj,
                                 volumes.corrupt_one_byte(target))
                 restore = corrupt
-            await driver.perform(operation, ("volume", request.name), storage_class, f"{namespace}/{claim}", created,
+            await driver.perform(operation, ("volume", request.name), storage_class, obj, created,
                                  io=restore, volume=request.name, **({"corrupted": True} if corrupting else {}))
-            existing = driver.volumes[request.name]
-        volume = csi.Volume(volume_id=existing.volume_id, capacity_bytes=existing.capacity)
-        if existing.source_snapshot:
-            volume.content_source.snapshot.snapshot_id = existing.source_snapshot
-        return csi.CreateVolumeResponse(volume=volume)
+            existing = driver.volume_named(request.name)
+            assert existing is not None
+        clash = conflict(existing)
+        if clash:
+            return await _fail(context, grpc.StatusCode.ALREADY_EXISTS,
+                               f"volume {request.name} exists with {clash}")
+        return csi.CreateVolumeResponse(volume=self._described(existing))
 
     @_array_errors
     async def DeleteVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, volume_id = self.driver, request.volume_id
+        await _require(context, volume_id=bool(volume_id))
         storage_class = class_of_handle(volume_id)
-        name = pv_name_of_handle(volume_id)
+        name = driver.name_of(volume_id)
         await driver.settle(("volume", name))
         if not storage_class or volume_id in driver.deleted_volumes:
             return csi.DeleteVolumeResponse()
 
         def deleted() -> None:
-            driver.volumes.pop(name, None)
+            record = driver.volumes.pop(volume_id, None)
+            if record is not None:
+                driver.volume_names.pop(record.name, None)
             driver.deleted_volumes.add(volume_id)
             shutil.rmtree(driver.volume_dir(volume_id), ignore_errors=True)  # what is left: an empty directory
 
@@ -295,9 +413,14 @@ class Controller(csi_grpc.ControllerServicer):
     @_array_errors
     async def ControllerPublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, pair = self.driver, (request.volume_id, request.node_id)
+        await _require(context, volume_id=bool(request.volume_id), node_id=bool(request.node_id),
+                       volume_capability=request.HasField("volume_capability"))
         storage_class = class_of_handle(request.volume_id)
-        if not storage_class:
+        if not storage_class or request.volume_id not in driver.volumes:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        if request.node_id not in driver.nodes:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"node {request.node_id} not found")
+        name = driver.name_of(request.volume_id)
         if pair not in driver.published:
             # The array's attach slows as the node fills: per volume of this array attached there or being
             # attached (counted when the call starts, so the i-th of a batch sees i - 1, however many calls run
@@ -311,33 +434,40 @@ class Controller(csi_grpc.ControllerServicer):
             attaching.add(request.volume_id)
             try:
                 await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
-                                     f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
-                                     lambda: driver.published.add(pair), io=None,
+                                     f"{name}:{request.node_id}", lambda: driver.published.add(pair), io=None,
                                      extra_delay=before * per_volume + slow_node,
                                      **({"attachedBefore": before} if per_volume else {}))
             finally:
                 attaching.discard(request.volume_id)
-        return csi.ControllerPublishVolumeResponse(
-            publish_context={"devicePath": f"/dev/sim/{pv_name_of_handle(request.volume_id)}"})
+        return csi.ControllerPublishVolumeResponse(publish_context={"devicePath": f"/dev/sim/{name}"})
 
     @_array_errors
     async def ControllerUnpublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        driver, pair = self.driver, (request.volume_id, request.node_id)
-        await driver.settle(("attach", *pair))
-        if pair in driver.published:
-            await driver.perform(Operation.DETACH, ("detach", *pair), class_of_handle(request.volume_id),
-                                 f"{pv_name_of_handle(request.volume_id)}:{request.node_id}",
-                                 lambda: driver.published.discard(pair))
+        """Detach from the node named, or from every node when none is (CSI: an empty node ID means all); a
+        volume or node the array does not know is detached already."""
+        driver = self.driver
+        await _require(context, volume_id=bool(request.volume_id))
+        nodes = [request.node_id] if request.node_id else sorted(
+            {node for volume, node in driver.published if volume == request.volume_id}
+            | {node for node, attaching in driver.attaching.items() if request.volume_id in attaching})
+        for node in nodes:
+            pair = (request.volume_id, node)
+            await driver.settle(("attach", *pair))
+            if pair in driver.published:
+                await driver.perform(Operation.DETACH, ("detach", *pair), class_of_handle(request.volume_id),
+                                     f"{driver.name_of(request.volume_id)}:{node}",
+                                     functools.partial(driver.published.discard, pair))
         return csi.ControllerUnpublishVolumeResponse()
 
     @_array_errors
     async def ControllerExpandVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """The array grows the volume (an image file grows as a device would); a filesystem on it (the ext4 class)
-        still needs the node's NodeExpandVolume, a plain directory has nothing more to grow."""
+        still needs the node's NodeExpandVolume, a plain directory has nothing more to grow. The volume is found
+        in the array's own records, whatever Kubernetes has (or has not) made of it."""
         driver, volume_id = self.driver, request.volume_id
-        name = pv_name_of_handle(volume_id)
-        record = driver.volumes.get(name)
-        if record is None or record.volume_id != volume_id or volume_id in driver.deleted_volumes:
+        await _require(context, volume_id=bool(volume_id), capacity_range=request.HasField("capacity_range"))
+        record = driver.volumes.get(volume_id)
+        if record is None:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {volume_id} not found")
         required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
         if required <= 0 or (limit and limit < required):
@@ -347,32 +477,61 @@ class Controller(csi_grpc.ControllerServicer):
         filesystem = capability.HasField("mount") and bool(capability.mount.fs_type)
         if required > record.capacity:
             def expanded() -> None:
-                current = driver.volumes.get(name)
+                current = driver.volumes.get(volume_id)
                 if current is not None and current.capacity < required:
-                    driver.volumes[name] = replace(current, capacity=required)
+                    driver.volumes[volume_id] = replace(current, capacity=required)
 
             grow = functools.partial(volumes.grow_device, driver.volume_dir(volume_id), required)
             await driver.perform(Operation.EXPAND_VOLUME, ("expand", volume_id, str(required)),
-                                 class_of_handle(volume_id), name, expanded, io=grow)
-        capacity = driver.volumes[name].capacity if name in driver.volumes else required
+                                 class_of_handle(volume_id), record.name, expanded, io=grow)
+        current = driver.volumes.get(volume_id)
+        capacity = current.capacity if current is not None else required
         return csi.ControllerExpandVolumeResponse(capacity_bytes=capacity, node_expansion_required=filesystem)
+
+    async def ListVolumes(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.max_entries < 0:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "max_entries must not be negative")
+        records = [self.driver.volumes[volume_id] for volume_id in sorted(self.driver.volumes)]
+        page = _page(records, request.starting_token, request.max_entries)
+        if page is None:
+            return await _fail(context, grpc.StatusCode.ABORTED, f"starting token {request.starting_token!r} is "
+                               "not one this driver gave")
+        entries = []
+        for record in page[0]:
+            nodes, condition = self._status(record.volume_id)
+            entries.append(csi.ListVolumesResponse.Entry(
+                volume=self._described(record),
+                status=csi.ListVolumesResponse.VolumeStatus(published_node_ids=nodes, volume_condition=condition)))
+        return csi.ListVolumesResponse(entries=entries, next_token=page[1])
+
+    async def ControllerGetVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _require(context, volume_id=bool(request.volume_id))
+        record = self.driver.volumes.get(request.volume_id)
+        if record is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        nodes, condition = self._status(record.volume_id)
+        return csi.ControllerGetVolumeResponse(volume=self._described(record), status=(
+            csi.ControllerGetVolumeResponse.VolumeStatus(published_node_ids=nodes, volume_condition=condition)))
+
+    async def GetCapacity(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        used = sum(record.capacity for record in self.driver.volumes.values())
+        return csi.GetCapacityResponse(available_capacity=max(0, ARRAY_CAPACITY - used))
 
     @_array_errors
     async def CreateSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver = self.driver
+        await _require(context, name=bool(request.name), source_volume_id=bool(request.source_volume_id))
         storage_class = class_of_handle(request.source_volume_id)
-        if not request.name:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "snapshot name missing in request")
-        if not storage_class:
-            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.source_volume_id} not found")
         snapshot_id = driver.snapshot_names.get(request.name)
         if snapshot_id is None:
+            source = driver.volumes.get(request.source_volume_id)
+            if not storage_class or source is None:
+                return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.source_volume_id} not found")
             params = dict(request.parameters)
             obj = (f"{params[SNAPSHOT_NAMESPACE]}/{params[SNAPSHOT_NAME]}" if SNAPSHOT_NAME in params
                    else request.name)
             new_id = snapshot_id_of(request.name, storage_class)
-            source = next((v for v in driver.volumes.values() if v.volume_id == request.source_volume_id), None)
-            record = SnapshotRecord(new_id, request.source_volume_id, source.capacity if source else 0, time.time())
+            record = SnapshotRecord(new_id, request.source_volume_id, source.capacity, time.time())
 
             volume_dir = driver.volume_dir(request.source_volume_id)
 
@@ -387,15 +546,41 @@ class Controller(csi_grpc.ControllerServicer):
                                  io=copy)
             snapshot_id = driver.snapshot_names[request.name]
         record = driver.snapshots[snapshot_id]
-        created = Timestamp()
-        created.FromNanoseconds(int(record.created * 1e9))
-        return csi.CreateSnapshotResponse(snapshot=csi.Snapshot(
-            size_bytes=record.size, snapshot_id=record.snapshot_id, source_volume_id=record.source_volume_id,
-            creation_time=created, ready_to_use=True))
+        if record.source_volume_id != request.source_volume_id:
+            return await _fail(context, grpc.StatusCode.ALREADY_EXISTS, f"snapshot {request.name} exists, of "
+                               f"volume {record.source_volume_id}, not {request.source_volume_id}")
+        return csi.CreateSnapshotResponse(snapshot=self._snapshot(record))
+
+    def _snapshot(self, record: SnapshotRecord) -> Any:
+        group = next((g.group_id for g in self.driver.groups.values() if record.snapshot_id in g.snapshot_ids), "")
+        return csi.Snapshot(size_bytes=record.size, snapshot_id=record.snapshot_id,
+                            source_volume_id=record.source_volume_id, creation_time=_timestamp(record.created),
+                            ready_to_use=True, group_snapshot_id=group)
+
+    async def ListSnapshots(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.max_entries < 0:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "max_entries must not be negative")
+        records = [self.driver.snapshots[snapshot_id] for snapshot_id in sorted(self.driver.snapshots)
+                   if request.snapshot_id in ("", snapshot_id)]
+        records = [r for r in records if request.source_volume_id in ("", r.source_volume_id)]
+        page = _page(records, request.starting_token, request.max_entries)
+        if page is None:
+            return await _fail(context, grpc.StatusCode.ABORTED, f"starting token {request.starting_token!r} is "
+                               "not one this driver gave")
+        return csi.ListSnapshotsResponse(entries=[csi.ListSnapshotsResponse.Entry(snapshot=self._snapshot(record))
+                                                  for record in page[0]], next_token=page[1])
+
+    async def GetSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _require(context, snapshot_id=bool(request.snapshot_id))
+        record = self.driver.snapshots.get(request.snapshot_id)
+        if record is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"snapshot {request.snapshot_id} not found")
+        return csi.GetSnapshotResponse(snapshot=self._snapshot(record))
 
     @_array_errors
     async def DeleteSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, snapshot_id = self.driver, request.snapshot_id
+        await _require(context, snapshot_id=bool(snapshot_id))
         storage_class = class_of_handle(snapshot_id)
         await driver.settle(("snapshot", snapshot_id.rpartition("@")[0]))
         if not storage_class or snapshot_id in driver.deleted_snapshots:
@@ -444,8 +629,7 @@ class GroupController(csi_grpc.GroupControllerServicer):
     @_array_errors
     async def CreateVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver = self.driver
-        if not request.name or not request.source_volume_ids:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "group snapshot name or volumes missing")
+        await _require(context, name=bool(request.name), source_volume_ids=bool(request.source_volume_ids))
         classes = {class_of_handle(volume_id) for volume_id in request.source_volume_ids}
         if len(classes) != 1 or "" in classes:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "a group snapshot's volumes must all be "
@@ -493,6 +677,7 @@ class GroupController(csi_grpc.GroupControllerServicer):
 
     @_array_errors
     async def GetVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _require(context, group_snapshot_id=bool(request.group_snapshot_id))
         group = self.driver.groups.get(request.group_snapshot_id)
         if group is None:
             return await _fail(context, grpc.StatusCode.NOT_FOUND,
@@ -502,6 +687,7 @@ class GroupController(csi_grpc.GroupControllerServicer):
     @_array_errors
     async def DeleteVolumeGroupSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, group_id = self.driver, request.group_snapshot_id
+        await _require(context, group_snapshot_id=bool(group_id))
         storage_class = class_of_handle(group_id)
         await driver.settle(("group-snapshot", group_id.rpartition("@")[0]))
         group = driver.groups.get(group_id)
@@ -546,9 +732,15 @@ def _unlink(path: str) -> None:
         shutil.rmtree(link, ignore_errors=True)
 
 
+_NODE_RPC = csi.NodeServiceCapability.RPC
+NODE_CAPABILITIES = (_NODE_RPC.STAGE_UNSTAGE_VOLUME, _NODE_RPC.EXPAND_VOLUME, _NODE_RPC.GET_VOLUME_STATS,
+                     _NODE_RPC.VOLUME_CONDITION, _NODE_RPC.SINGLE_NODE_MULTI_WRITER)
+
+
 class Node(csi_grpc.NodeServicer):
     """The node plugin of one simulated node. Staging is where the array works (MOUNT: log in, map, format and
-    mount the device); publishing bind-mounts the staged volume into the pod, which costs the array nothing."""
+    mount the device); publishing bind-mounts the staged volume into the pod, which costs the array nothing.
+    Required fields are checked first and a refused call performs no array operation, as on the controller."""
 
     def __init__(self, driver: Driver, node_id: str) -> None:
         self.driver = driver
@@ -559,19 +751,21 @@ class Node(csi_grpc.NodeServicer):
 
     async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return csi.NodeGetCapabilitiesResponse(capabilities=[
-            csi.NodeServiceCapability(rpc=csi.NodeServiceCapability.RPC(type=kind)) for kind in (
-                csi.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME, csi.NodeServiceCapability.RPC.EXPAND_VOLUME)])
+            csi.NodeServiceCapability(rpc=csi.NodeServiceCapability.RPC(type=kind)) for kind in NODE_CAPABILITIES])
 
     @_array_errors
     async def NodeStageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, pair = self.driver, (request.volume_id, self.node_id)
-        if not request.staging_target_path:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "staging target path missing")
+        await _require(context, volume_id=bool(request.volume_id),
+                       staging_target_path=bool(request.staging_target_path),
+                       volume_capability=request.HasField("volume_capability"))
+        unsupported = _unsupported_capability(request.volume_capability)
+        if unsupported:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, unsupported)
+        record = driver.volumes.get(request.volume_id)
+        if record is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         fs_type = request.volume_capability.mount.fs_type if request.volume_capability.HasField("mount") else ""
-        try:
-            volumes.check_fs_type(fs_type)
-        except volumes.UnsupportedFsType as error:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         staged_here = sum(1 for _, node in driver.staged if node == self.node_id)
         if pair not in driver.staged and staged_here >= driver.max_volumes_per_node:
             return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, (
@@ -579,27 +773,27 @@ class Node(csi_grpc.NodeServicer):
                 f"{driver.max_volumes_per_node}"))
         if pair not in driver.staged:
             volume_dir = driver.volume_dir(request.volume_id)
-            record = driver.volumes.get(pv_name_of_handle(request.volume_id))
             data = volumes.image_of(volume_dir) if fs_type else volume_dir
 
             def staged() -> None:
                 _link(request.staging_target_path, data)
                 driver.staged.add(pair)
+                driver.staging_paths[pair] = request.staging_target_path
 
-            formatted = (functools.partial(volumes.prepare_filesystem, volume_dir, record.capacity if record else None,
+            formatted = (functools.partial(volumes.prepare_filesystem, volume_dir, record.capacity,
                                            DEFAULT_CAPACITY) if fs_type else None)
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
-                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", staged, io=formatted)
+                                 f"{record.name}:{self.node_id}", staged, io=formatted)
         return csi.NodeStageVolumeResponse()
 
     @_array_errors
     async def NodeExpandVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        """Grow the filesystem on a volume the controller grew (the ext4 class); a plain directory has none."""
+        """Grow the filesystem on a volume the controller grew (the ext4 class); a plain directory has none. The
+        volume is found in the array's own records."""
         driver = self.driver
-        if not request.volume_path:
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume path missing")
-        record = driver.volumes.get(pv_name_of_handle(request.volume_id))
-        if record is None or record.volume_id != request.volume_id:
+        await _require(context, volume_id=bool(request.volume_id), volume_path=bool(request.volume_path))
+        record = driver.volumes.get(request.volume_id)
+        if record is None:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         capacity = max(request.capacity_range.required_bytes, record.capacity)
         capability = request.volume_capability
@@ -611,38 +805,80 @@ class Node(csi_grpc.NodeServicer):
         return csi.NodeExpandVolumeResponse(capacity_bytes=capacity)
 
     async def NodePublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if (request.volume_id, self.node_id) not in self.driver.staged:
+        """Link the pod's target path to the staged volume. A volume published SINGLE_NODE_SINGLE_WRITER (a
+        ReadWriteOncePod claim) is published at one target path at most (FAILED_PRECONDITION otherwise)."""
+        driver, pair = self.driver, (request.volume_id, self.node_id)
+        await _require(context, volume_id=bool(request.volume_id), target_path=bool(request.target_path),
+                       volume_capability=request.HasField("volume_capability"))
+        if pair not in driver.staged:
             return await _fail(context, grpc.StatusCode.FAILED_PRECONDITION,
                                f"volume {request.volume_id} is not staged on {self.node_id}")
-        _link(request.target_path, Path(request.staging_target_path))
+        mode = request.volume_capability.access_mode.mode
+        single = csi.VolumeCapability.AccessMode.SINGLE_NODE_SINGLE_WRITER
+        others = {path: m for path, m in driver.targets.get(pair, {}).items() if path != request.target_path}
+        if others and (mode == single or single in others.values()):
+            return await _fail(context, grpc.StatusCode.FAILED_PRECONDITION, f"volume {request.volume_id} is "
+                               f"published at {min(others)} already, and single-writer allows one target path")
+        _link(request.target_path, Path(request.staging_target_path or driver.staging_paths[pair]))
+        driver.targets.setdefault(pair, {})[request.target_path] = mode
         return csi.NodePublishVolumeResponse()
 
     async def NodeUnpublishVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _require(context, volume_id=bool(request.volume_id), target_path=bool(request.target_path))
         _unlink(request.target_path)
+        pair = (request.volume_id, self.node_id)
+        targets = self.driver.targets.get(pair, {})
+        targets.pop(request.target_path, None)
+        if not targets:
+            self.driver.targets.pop(pair, None)
         return csi.NodeUnpublishVolumeResponse()
 
     @_array_errors
     async def NodeUnstageVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         driver, pair = self.driver, (request.volume_id, self.node_id)
+        await _require(context, volume_id=bool(request.volume_id),
+                       staging_target_path=bool(request.staging_target_path))
         await driver.settle(("stage", *pair))
         if pair in driver.staged:
             def unstaged() -> None:
                 _unlink(request.staging_target_path)
                 driver.staged.discard(pair)
+                driver.staging_paths.pop(pair, None)
 
             await driver.perform(Operation.UNMOUNT, ("unstage", *pair), class_of_handle(request.volume_id),
-                                 f"{pv_name_of_handle(request.volume_id)}:{self.node_id}", unstaged)
+                                 f"{driver.name_of(request.volume_id)}:{self.node_id}", unstaged)
         return csi.NodeUnstageVolumeResponse()
+
+    async def NodeGetVolumeStats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Usage of a volume where it is published or staged on this node: its capacity, what its data takes on
+        the host, and its condition (abnormal when the array lost its data directory). A read: no operation."""
+        driver, pair = self.driver, (request.volume_id, self.node_id)
+        await _require(context, volume_id=bool(request.volume_id), volume_path=bool(request.volume_path))
+        record = driver.volumes.get(request.volume_id)
+        if record is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
+        if request.volume_path not in {*driver.targets.get(pair, {}), driver.staging_paths.get(pair)}:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND,
+                               f"volume {request.volume_id} is not published or staged at {request.volume_path}")
+        volume_dir = driver.volume_dir(request.volume_id)
+        used = min(await asyncio.to_thread(volumes.used_bytes, volume_dir), record.capacity)
+        present = volume_dir.is_dir()
+        condition = csi.VolumeCondition(abnormal=not present, message="the array holds the volume's data" if present
+                                        else "the volume's data directory is missing on the array")
+        usage = csi.VolumeUsage(unit=csi.VolumeUsage.BYTES, total=record.capacity, used=used,
+                                available=record.capacity - used)
+        return csi.NodeGetVolumeStatsResponse(usage=[usage], volume_condition=condition)
 
 
 async def serve(driver: Driver, controller_socket: Path, node_sockets: dict[str, Path]) -> list[grpc.aio.Server]:
     """Start the controller plugin's server and one node plugin server per node; return them (running)."""
     servers = []
+    driver.nodes.update(node_sockets)
     for node_id, socket in [(None, controller_socket), *node_sockets.items()]:
         socket.parent.mkdir(parents=True, exist_ok=True)
         socket.unlink(missing_ok=True)
         server = grpc.aio.server()
-        csi_grpc.add_IdentityServicer_to_server(Identity(controller=node_id is None), server)
+        csi_grpc.add_IdentityServicer_to_server(Identity(), server)
         if node_id is None:
             csi_grpc.add_ControllerServicer_to_server(Controller(driver), server)
             csi_grpc.add_GroupControllerServicer_to_server(GroupController(driver), server)

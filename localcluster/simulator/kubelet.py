@@ -86,13 +86,14 @@ def target_path(root: Path, pod_uid: str, pv_name: str) -> str:
 
 def volume_capability(pv: api.Obj) -> Any:
     """The capability a kubelet sends for a PV: block or mount (with the PV's fsType), and the access mode
-    (pure)."""
+    (pure). The node plugin advertises SINGLE_NODE_MULTI_WRITER, so, as the kubelet then does, ReadWriteOnce is
+    SINGLE_NODE_MULTI_WRITER (pods on the node share it) and ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER."""
     modes = pv["spec"].get("accessModes") or ["ReadWriteOnce"]
     mode = csi.VolumeCapability.AccessMode
     access = (mode.MULTI_NODE_MULTI_WRITER if "ReadWriteMany" in modes
               else mode.MULTI_NODE_READER_ONLY if "ReadOnlyMany" in modes
               else mode.SINGLE_NODE_SINGLE_WRITER if "ReadWriteOncePod" in modes
-              else mode.SINGLE_NODE_WRITER)
+              else mode.SINGLE_NODE_MULTI_WRITER)
     capability = csi.VolumeCapability(access_mode=mode(mode=access))
     if pv["spec"].get("volumeMode") == "Block":
         capability.block.SetInParent()

@@ -248,3 +248,16 @@ def copy_data(source: Path, target: Path) -> None:
     driver runs it in a thread."""
     target.mkdir(parents=True, exist_ok=True)
     run_tool("cp", "-a", "--sparse=always", f"{source}/.", str(target))
+
+
+def used_bytes(directory: Path) -> int:
+    """Bytes a volume's data takes on the host (allocated blocks, so an image's holes count for nothing): what
+    NodeGetVolumeStats reports as used. Blocking: the driver runs it in a thread."""
+    used = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            try:
+                used += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:  # removed while walking: it no longer counts
+                continue
+    return used

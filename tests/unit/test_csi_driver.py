@@ -4,55 +4,15 @@ sidecars and the kubelet can rely on (idempotent calls, one array operation per 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import grpc
 import pytest
 
 from localcluster.csi import csi_pb2 as csi
-from localcluster.csi import csi_pb2_grpc as csi_grpc
-from localcluster.simulator.backend import Backend, GroundTruth
 from localcluster.simulator.config import ParameterError, parse_backend_model
-from localcluster.simulator.driver import Driver, serve
-
-CLAIM = {"csi.storage.k8s.io/pvc/namespace": "ns", "csi.storage.k8s.io/pvc/name": "data"}
-
-
-class Array:
-    """The parts of the simulator's context the driver uses: one class, its backend, one claim."""
-
-    def __init__(self, truth: Path, **parameters: str) -> None:
-        self.truth = GroundTruth(truth)
-        self._backend = Backend("gold", parse_backend_model(parameters), self.truth)
-        claims = {"ns/data": {"spec": {"storageClassName": "gold"}}}
-        self.informers = SimpleNamespace(pvcs=SimpleNamespace(get=claims.get))
-
-    def backend(self, storage_class: str) -> Backend:
-        assert storage_class == "gold"
-        return self._backend
-
-
-async def _stubs(tmp_path: Path, max_volumes_per_node: int = 128, **parameters: str) -> AsyncIterator[Any]:
-    ctx: Any = Array(tmp_path / "truth.jsonl", **parameters)
-    sockets = {"node-a": tmp_path / "node-a.sock"}
-    servers = await serve(Driver(ctx, tmp_path / "data", max_volumes_per_node), tmp_path / "controller.sock",
-                          sockets)
-    async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel, \
-            grpc.aio.insecure_channel(f"unix://{tmp_path}/node-a.sock") as node_channel:
-        yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
-                              group=csi_grpc.GroupControllerStub(channel), node=csi_grpc.NodeStub(node_channel))
-    for server in servers:
-        await server.stop(None)
-    ctx.truth.close()
-
-
-def _records(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "truth.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+from tests.support.csi_driver import CLAIM, MOUNT, driver_stubs, records
 
 
 def _run(coroutine: Any) -> Any:
@@ -61,7 +21,7 @@ def _run(coroutine: Any) -> Any:
 
 def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path):
+        async for stubs in driver_stubs(tmp_path):
             info = await stubs.identity.GetPluginInfo(csi.GetPluginInfoRequest())
             assert info.name == "sim.csibench.io"
             assert (await stubs.identity.Probe(csi.ProbeRequest())).ready.value
@@ -69,10 +29,14 @@ def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -
             kinds = {c.rpc.type for c in capabilities.capabilities}
             rpc = csi.ControllerServiceCapability.RPC
             assert kinds == {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.CREATE_DELETE_SNAPSHOT,
-                             rpc.EXPAND_VOLUME}
+                             rpc.EXPAND_VOLUME, rpc.LIST_VOLUMES, rpc.LIST_VOLUMES_PUBLISHED_NODES, rpc.GET_VOLUME,
+                             rpc.VOLUME_CONDITION, rpc.LIST_SNAPSHOTS, rpc.GET_SNAPSHOT, rpc.GET_CAPACITY,
+                             rpc.SINGLE_NODE_MULTI_WRITER}
             node = await stubs.node.NodeGetCapabilities(csi.NodeGetCapabilitiesRequest())
             node_rpc = csi.NodeServiceCapability.RPC
-            assert {c.rpc.type for c in node.capabilities} == {node_rpc.STAGE_UNSTAGE_VOLUME, node_rpc.EXPAND_VOLUME}
+            assert {c.rpc.type for c in node.capabilities} == {
+                node_rpc.STAGE_UNSTAGE_VOLUME, node_rpc.EXPAND_VOLUME, node_rpc.GET_VOLUME_STATS,
+                node_rpc.VOLUME_CONDITION, node_rpc.SINGLE_NODE_MULTI_WRITER}
             info = await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())
             assert (info.node_id, info.max_volumes_per_node) == ("node-a", 128)
 
@@ -81,30 +45,32 @@ def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -
 
 def test_full_lifecycle_performs_each_array_operation_once(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, latency="50ms"):
-            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM)
+        async for stubs in driver_stubs(tmp_path, latency="50ms"):
+            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM, volume_capabilities=[MOUNT])
             # Two sidecar attempts at once (a retry after a timeout) join one operation.
             first, second = await asyncio.gather(stubs.controller.CreateVolume(request),
                                                  stubs.controller.CreateVolume(request))
             volume_id = first.volume.volume_id
             assert volume_id == second.volume.volume_id == "u1@gold"
             await stubs.controller.CreateVolume(request)  # already exists: answered at once
-            attach = csi.ControllerPublishVolumeRequest(volume_id=volume_id, node_id="node-a")
+            attach = csi.ControllerPublishVolumeRequest(volume_id=volume_id, node_id="node-a",
+                                                        volume_capability=MOUNT)
             await stubs.controller.ControllerPublishVolume(attach)
             await stubs.controller.ControllerPublishVolume(attach)
             staging = str(tmp_path / "kubelet" / "globalmount")
             target = str(tmp_path / "kubelet" / "pod" / "mount")
-            await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(volume_id=volume_id,
-                                                                        staging_target_path=staging))
+            await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
+                volume_id=volume_id, staging_target_path=staging, volume_capability=MOUNT))
             await stubs.node.NodePublishVolume(csi.NodePublishVolumeRequest(
-                volume_id=volume_id, staging_target_path=staging, target_path=target))
+                volume_id=volume_id, staging_target_path=staging, target_path=target, volume_capability=MOUNT))
             (Path(target) / "file").write_text("data")  # lands in the volume's data directory
             snapshot = await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
                 source_volume_id=volume_id, name="snapshot-s1"))
             assert snapshot.snapshot.ready_to_use and snapshot.snapshot.size_bytes == 1 << 30
             restored = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                name="pvc-u2", parameters=CLAIM, volume_content_source=csi.VolumeContentSource(
-                    snapshot=csi.VolumeContentSource.SnapshotSource(snapshot_id=snapshot.snapshot.snapshot_id))))
+                name="pvc-u2", parameters=CLAIM, volume_capabilities=[MOUNT],
+                volume_content_source=csi.VolumeContentSource(snapshot=csi.VolumeContentSource.SnapshotSource(
+                    snapshot_id=snapshot.snapshot.snapshot_id))))
             assert restored.volume.content_source.snapshot.snapshot_id == snapshot.snapshot.snapshot_id
             assert (tmp_path / "data" / "volumes" / restored.volume.volume_id / "file").read_text() == "data"
             await stubs.node.NodeUnpublishVolume(csi.NodeUnpublishVolumeRequest(volume_id=volume_id,
@@ -121,17 +87,17 @@ def test_full_lifecycle_performs_each_array_operation_once(tmp_path: Path) -> No
             assert not Path(target).exists() and not (tmp_path / "data" / "volumes" / volume_id).exists()
 
     _run(scenario())
-    operations = sorted(r["op"] for r in _records(tmp_path))
+    operations = sorted(r["op"] for r in records(tmp_path))
     assert operations == sorted(["createVolume", "attach", "mount", "createSnapshot", "cloneVolume", "unmount",
                                  "detach", "deleteSnapshot", "deleteVolume", "deleteVolume"])
-    assert all(r["result"] == "ok" for r in _records(tmp_path))
-    assert next(r for r in _records(tmp_path) if r["op"] == "createVolume")["object"] == "ns/data"
+    assert all(r["result"] == "ok" for r in records(tmp_path))
+    assert next(r for r in records(tmp_path) if r["op"] == "createVolume")["object"] == "ns/data"
 
 
 def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, failureRate="1", failureOperations="createVolume"):
-            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM)
+        async for stubs in driver_stubs(tmp_path, failureRate="1", failureOperations="createVolume"):
+            request = csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM, volume_capabilities=[MOUNT])
             for _ in range(2):
                 with pytest.raises(grpc.aio.AioRpcError) as failure:
                     await stubs.controller.CreateVolume(request)
@@ -139,14 +105,15 @@ def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tm
                 assert "injected failure of createVolume on array gold" in str(failure.value.details())
 
     _run(scenario())
-    assert [r["result"] for r in _records(tmp_path)] == ["error", "error"]
+    assert [r["result"] for r in records(tmp_path)] == ["error", "error"]
 
 
 def test_without_the_claim_metadata_create_volume_is_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path):
+        async for stubs in driver_stubs(tmp_path):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1"))
+                await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1",
+                                                                            volume_capabilities=[MOUNT]))
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "--extra-create-metadata" in str(refused.value.details())
 
@@ -159,17 +126,19 @@ def test_an_undo_waits_for_its_do_still_in_flight(tmp_path: Path) -> None:
     async def scenario() -> None:
         # The stage is given 300 ms to reach the array before the kubelet gives up (50 ms was not always enough
         # under two CPU burners: the stage never started, and nothing was left to undo), and takes 1 s there.
-        async for stubs in _stubs(tmp_path, mountLatency="1s"):
+        async for stubs in driver_stubs(tmp_path, mountLatency="1s"):
+            await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM,
+                                                                        volume_capabilities=[MOUNT]))
             staging = str(tmp_path / "globalmount")
             stage = asyncio.ensure_future(stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
-                volume_id="u1@gold", staging_target_path=staging)))
+                volume_id="u1@gold", staging_target_path=staging, volume_capability=MOUNT)))
             await asyncio.sleep(0.3)
             stage.cancel()  # the kubelet gave up on the pod; the array goes on
             await stubs.node.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(volume_id="u1@gold",
                                                                             staging_target_path=staging))
 
     _run(scenario())
-    assert [r["op"] for r in _records(tmp_path)] == ["mount", "unmount"]
+    assert [r["op"] for r in records(tmp_path)] == ["createVolume", "mount", "unmount"]
 
 
 def test_expansion_grows_the_volume_once_and_says_whether_the_node_must_grow_a_filesystem(tmp_path: Path) -> None:
@@ -182,8 +151,9 @@ def test_expansion_grows_the_volume_once_and_says_whether_the_node_must_grow_a_f
                                                  capacity_range=csi.CapacityRange(required_bytes=size))
 
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, expandLatency="50ms"):
-            created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name="pvc-u1", parameters=CLAIM))
+        async for stubs in driver_stubs(tmp_path, expandLatency="50ms"):
+            created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                name="pvc-u1", parameters=CLAIM, volume_capabilities=[MOUNT]))
             volume_id = created.volume.volume_id
             grown = await stubs.controller.ControllerExpandVolume(expand(volume_id, 2 << 30))
             assert (grown.capacity_bytes, grown.node_expansion_required) == (2 << 30, False)
@@ -198,7 +168,7 @@ def test_expansion_grows_the_volume_once_and_says_whether_the_node_must_grow_a_f
             assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
     _run(scenario())
-    expansions = [r for r in _records(tmp_path) if r["op"] == "expandVolume"]
+    expansions = [r for r in records(tmp_path) if r["op"] == "expandVolume"]
     assert len(expansions) == 1 and expansions[0]["object"] == "pvc-u1"
     assert expansions[0]["finish"] - expansions[0]["start"] >= 0.05
 
@@ -208,7 +178,7 @@ def test_a_group_snapshot_is_one_array_operation_over_its_members_and_each_membe
     group to a retry without a second operation, and each member is a snapshot a volume can be restored from;
     DeleteVolumeGroupSnapshot removes every member in one operation too."""
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, latency="20ms"):
+        async for stubs in driver_stubs(tmp_path, latency="20ms"):
             plugin = await stubs.identity.GetPluginCapabilities(csi.GetPluginCapabilitiesRequest())
             service = csi.PluginCapability.Service
             assert service.GROUP_CONTROLLER_SERVICE in {c.service.type for c in plugin.capabilities}
@@ -217,8 +187,8 @@ def test_a_group_snapshot_is_one_array_operation_over_its_members_and_each_membe
             assert [c.rpc.type for c in offered.capabilities] == [group_rpc.CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT]
             volume_ids = []
             for uid in ("u1", "u2", "u3"):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-{uid}",
-                                                                                      parameters=CLAIM))
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                    name=f"pvc-{uid}", parameters=CLAIM, volume_capabilities=[MOUNT]))
                 volume_ids.append(created.volume.volume_id)
             (tmp_path / "data" / "volumes" / volume_ids[0] / "row").write_text("before")
             request = csi.CreateVolumeGroupSnapshotRequest(name="groupsnapshot-g1", source_volume_ids=volume_ids,
@@ -237,8 +207,9 @@ def test_a_group_snapshot_is_one_array_operation_over_its_members_and_each_membe
             assert got.group_snapshot == group
             (tmp_path / "data" / "volumes" / volume_ids[0] / "row").write_text("after")  # not in the snapshot
             restored = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                name="pvc-u9", parameters=CLAIM, volume_content_source=csi.VolumeContentSource(
-                    snapshot=csi.VolumeContentSource.SnapshotSource(snapshot_id=group.snapshots[0].snapshot_id))))
+                name="pvc-u9", parameters=CLAIM, volume_capabilities=[MOUNT],
+                volume_content_source=csi.VolumeContentSource(snapshot=csi.VolumeContentSource.SnapshotSource(
+                    snapshot_id=group.snapshots[0].snapshot_id))))
             assert (tmp_path / "data" / "volumes" / restored.volume.volume_id / "row").read_text() == "before"
             for _ in range(2):  # the second delete finds nothing left and performs nothing
                 await stubs.group.DeleteVolumeGroupSnapshot(csi.DeleteVolumeGroupSnapshotRequest(
@@ -251,16 +222,16 @@ def test_a_group_snapshot_is_one_array_operation_over_its_members_and_each_membe
             assert gone.value.code() == grpc.StatusCode.NOT_FOUND
 
     _run(scenario())
-    (taken,) = [r for r in _records(tmp_path) if r["op"] == "createGroupSnapshot"]
+    (taken,) = [r for r in records(tmp_path) if r["op"] == "createGroupSnapshot"]
     assert taken["object"] == "ns/db" and taken["members"] == ["pvc-u1", "pvc-u2", "pvc-u3"]
     assert taken["result"] == "ok" and taken["groupSnapshotId"] == "groupsnapshot-g1@gold"
-    (deleted,) = [r for r in _records(tmp_path) if r["op"] == "deleteGroupSnapshot"]
+    (deleted,) = [r for r in records(tmp_path) if r["op"] == "deleteGroupSnapshot"]
     assert deleted["object"] == "groupsnapshot-g1@gold" and len(deleted["members"]) == 3
 
 
 def test_a_group_across_two_arrays_is_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path):
+        async for stubs in driver_stubs(tmp_path):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stubs.group.CreateVolumeGroupSnapshot(csi.CreateVolumeGroupSnapshotRequest(
                     name="g", source_volume_ids=["a@gold", "b@silver"]))
@@ -275,18 +246,19 @@ def test_attach_slows_with_the_volumes_attached_to_the_node_and_staging_stops_at
     (counted when its call starts), so its latency is the base plus i - 1 steps; another node starts from 0. A node
     stages at most max_volumes_per_node volumes: one more is refused, RESOURCE_EXHAUSTED with the limit named."""
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, max_volumes_per_node=2, attachLatency="20ms",
+        async for stubs in driver_stubs(tmp_path, max_volumes_per_node=2, attachLatency="20ms",
                                   attachLatencyPerAttached="40ms"):
             ids = []
             for index in range(4):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-u{index}",
-                                                                                      parameters=CLAIM))
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                    name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
                 ids.append(created.volume.volume_id)
             await asyncio.gather(*(stubs.controller.ControllerPublishVolume(
-                csi.ControllerPublishVolumeRequest(volume_id=volume, node_id="node-a")) for volume in ids[:3]))
-            await stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(volume_id=ids[3],
-                                                                                              node_id="node-b"))
-            attaches = [r for r in _records(tmp_path) if r["op"] == "attach"]
+                csi.ControllerPublishVolumeRequest(volume_id=volume, node_id="node-a", volume_capability=MOUNT))
+                for volume in ids[:3]))
+            await stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(
+                volume_id=ids[3], node_id="node-b", volume_capability=MOUNT))
+            attaches = [r for r in records(tmp_path) if r["op"] == "attach"]
             on_a = sorted((r for r in attaches if r["object"].endswith(":node-a")), key=lambda r: r["attachedBefore"])
             assert [r["attachedBefore"] for r in on_a] == [0, 1, 2]
             for record in on_a:
@@ -295,10 +267,10 @@ def test_attach_slows_with_the_volumes_attached_to_the_node_and_staging_stops_at
             assert [r["attachedBefore"] for r in attaches if r["object"].endswith(":node-b")] == [0]
             for index, volume in enumerate(ids[:2]):
                 await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
-                    volume_id=volume, staging_target_path=str(tmp_path / f"stage-{index}")))
+                    volume_id=volume, staging_target_path=str(tmp_path / f"stage-{index}"), volume_capability=MOUNT))
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stubs.node.NodeStageVolume(csi.NodeStageVolumeRequest(
-                    volume_id=ids[2], staging_target_path=str(tmp_path / "stage-2")))
+                    volume_id=ids[2], staging_target_path=str(tmp_path / "stage-2"), volume_capability=MOUNT))
             assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "its limit (max_volumes_per_node) is 2" in (refused.value.details() or "")
 
@@ -309,16 +281,17 @@ def test_one_slow_node_attaches_later_than_the_others(tmp_path: Path) -> None:
     """nodeAttachLatency adds its duration to attaches on that node only (a node held back, for tests that need
     one late pod)."""
     async def scenario() -> None:
-        async for stubs in _stubs(tmp_path, attachLatency="10ms", nodeAttachLatency="node-b=300ms"):
+        async for stubs in driver_stubs(tmp_path, attachLatency="10ms", nodeAttachLatency="node-b=300ms"):
             ids = []
             for index in range(2):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(name=f"pvc-s{index}",
-                                                                                      parameters=CLAIM))
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                    name=f"pvc-s{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
                 ids.append(created.volume.volume_id)
             await asyncio.gather(*(stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(
-                volume_id=volume, node_id=node)) for volume, node in zip(ids, ["node-a", "node-b"], strict=True)))
+                volume_id=volume, node_id=node, volume_capability=MOUNT))
+                for volume, node in zip(ids, ["node-a", "node-b"], strict=True)))
             took = {r["object"].rsplit(":", 1)[1]: r["finish"] - r["start"]
-                    for r in _records(tmp_path) if r["op"] == "attach"}
+                    for r in records(tmp_path) if r["op"] == "attach"}
             assert took["node-b"] >= 0.3 and took["node-b"] - took["node-a"] >= 0.25, took
 
     _run(scenario())

@@ -159,7 +159,8 @@ def test_kubelet_requests_name_paths_and_capabilities_like_a_kubelet() -> None:
     block = kubelet.volume_capability({"spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Block"}})
     assert block.HasField("block") and block.access_mode.mode == csi.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER
     mount = kubelet.volume_capability({"spec": {}})
-    assert mount.HasField("mount") and mount.access_mode.mode == csi.VolumeCapability.AccessMode.SINGLE_NODE_WRITER
+    assert mount.HasField("mount")
+    assert mount.access_mode.mode == csi.VolumeCapability.AccessMode.SINGLE_NODE_MULTI_WRITER
     assert mount.mount.fs_type == ""  # no fsType: the driver keeps an unlimited directory
     ext4 = kubelet.volume_capability({"spec": {"csi": {"driver": "sim.csibench.io", "fsType": "ext4"}}})
     assert ext4.mount.fs_type == "ext4"
