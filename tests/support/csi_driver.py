@@ -51,7 +51,7 @@ class Array:
 
 async def driver_stubs(tmp_path: Path, max_volumes_per_node: int = 128, **parameters: str) -> AsyncIterator[Any]:
     """Serve the driver (controller socket, one node socket per node of ``NODES``) and yield its stubs: identity,
-    controller, group, node (node-a's) and nodes (by node ID)."""
+    controller, group, node and node_identity (node-a's) and nodes (by node ID)."""
     ctx: Any = Array(tmp_path / "truth.jsonl", **parameters)
     sockets = {node: tmp_path / f"{node}.sock" for node in NODES}
     servers = await serve(Driver(ctx, tmp_path / "data", max_volumes_per_node), tmp_path / "controller.sock",
@@ -60,7 +60,8 @@ async def driver_stubs(tmp_path: Path, max_volumes_per_node: int = 128, **parame
     async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel:
         nodes = {node: csi_grpc.NodeStub(node_channel) for node, node_channel in channels.items()}
         yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
-                              group=csi_grpc.GroupControllerStub(channel), node=nodes["node-a"], nodes=nodes)
+                              group=csi_grpc.GroupControllerStub(channel), node=nodes["node-a"], nodes=nodes,
+                              node_identity=csi_grpc.IdentityStub(channels["node-a"]))
     for node_channel in channels.values():
         await node_channel.close()
     for server in servers:
