@@ -22,7 +22,7 @@ NODES = ("node-a", "node-b")
 _MODE = csi.VolumeCapability.AccessMode
 
 
-def capability(mode: int = _MODE.SINGLE_NODE_WRITER, fs_type: str = "") -> Any:
+def capability(mode: Any = _MODE.SINGLE_NODE_WRITER, fs_type: str = "") -> Any:
     """A mount capability, as the sidecars and the kubelet send one."""
     return csi.VolumeCapability(access_mode=_MODE(mode=mode), mount=csi.VolumeCapability.MountVolume(
         fs_type=fs_type))
