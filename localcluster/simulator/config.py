@@ -34,7 +34,7 @@ class Operation(StrEnum):
     """Backend operations, named after the CSI calls they stand for."""
 
     CREATE_VOLUME = "createVolume"  # CreateVolume
-    CLONE_VOLUME = "cloneVolume"  # CreateVolume with a snapshot content source
+    CLONE_VOLUME = "cloneVolume"  # CreateVolume with a snapshot (or volume) content source
     DELETE_VOLUME = "deleteVolume"  # DeleteVolume
     ATTACH = "attach"  # ControllerPublishVolume
     DETACH = "detach"  # ControllerUnpublishVolume
@@ -45,6 +45,7 @@ class Operation(StrEnum):
     EXPAND_VOLUME = "expandVolume"  # ControllerExpandVolume
     CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"  # CreateVolumeGroupSnapshot: every member at one instant
     DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"  # DeleteVolumeGroupSnapshot
+    MODIFY_VOLUME = "modifyVolume"  # ControllerModifyVolume (a VolumeAttributesClass change)
 
 
 # Latency parameters named other than ``<operation>Latency``.

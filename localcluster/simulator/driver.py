@@ -60,6 +60,8 @@ class VolumeRecord:
     name: str  # the CreateVolume name (external-provisioner's PV name, ``pvc-<claim uid>``)
     capacity: int
     source_snapshot: str | None
+    source_volume: str | None = None  # the volume it was cloned from
+    mutable: tuple[tuple[str, str], ...] = ()  # its mutable parameters (a VolumeAttributesClass's), sorted
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Driver:
         self.deleted_snapshots: set[str] = set()
         self.groups: dict[str, GroupSnapshotRecord] = {}  # by group snapshot ID
         self.published: set[tuple[str, str]] = set()  # (volume ID, node ID)
+        self.read_only: set[tuple[str, str]] = set()  # (volume ID, node ID) published read-only
         self.staged: set[tuple[str, str]] = set()  # (volume ID, node ID)
         self.staging_paths: dict[tuple[str, str], str] = {}  # (volume ID, node ID) -> staging target path
         # (volume ID, node ID) -> target path -> the access mode it was published with
@@ -219,6 +222,20 @@ def _timestamp(seconds: float) -> Timestamp:
     return stamp
 
 
+# The mutable parameters (VolumeAttributesClass) the array takes: a QoS policy's name, which it records (the
+# simulated latencies stay the class's); a change is one array operation (modifyVolume), timed like the others.
+MUTABLE_PARAMETERS = frozenset({"qosPolicy"})
+
+
+def _unsupported_mutable(parameters: Any) -> str | None:
+    """Why the array refuses these mutable parameters, or None (pure)."""
+    unknown = sorted(set(parameters) - MUTABLE_PARAMETERS)
+    if unknown:
+        return f"mutable parameters {unknown} not supported (supported: {sorted(MUTABLE_PARAMETERS)})"
+    empty = sorted(key for key, value in parameters.items() if not value)
+    return f"mutable parameters {empty} have no value" if empty else None
+
+
 # What the array holds in all (GetCapacity): the simulator's arrays have no real limit; this is what they report.
 ARRAY_CAPACITY = 1 << 50
 
@@ -252,7 +269,8 @@ _RPC = csi.ControllerServiceCapability.RPC
 CONTROLLER_CAPABILITIES = (
     _RPC.CREATE_DELETE_VOLUME, _RPC.PUBLISH_UNPUBLISH_VOLUME, _RPC.CREATE_DELETE_SNAPSHOT, _RPC.EXPAND_VOLUME,
     _RPC.LIST_VOLUMES, _RPC.LIST_VOLUMES_PUBLISHED_NODES, _RPC.GET_VOLUME, _RPC.VOLUME_CONDITION,
-    _RPC.LIST_SNAPSHOTS, _RPC.GET_SNAPSHOT, _RPC.GET_CAPACITY, _RPC.SINGLE_NODE_MULTI_WRITER,
+    _RPC.LIST_SNAPSHOTS, _RPC.GET_SNAPSHOT, _RPC.GET_CAPACITY, _RPC.SINGLE_NODE_MULTI_WRITER, _RPC.MODIFY_VOLUME,
+    _RPC.CLONE_VOLUME, _RPC.PUBLISH_READONLY,
 )
 
 
@@ -286,6 +304,8 @@ class Controller(csi_grpc.ControllerServicer):
         volume = csi.Volume(volume_id=record.volume_id, capacity_bytes=record.capacity)
         if record.source_snapshot:
             volume.content_source.snapshot.snapshot_id = record.source_snapshot
+        if record.source_volume:
+            volume.content_source.volume.volume_id = record.source_volume
         return volume
 
     def _status(self, volume_id: str) -> Any:
@@ -301,6 +321,7 @@ class Controller(csi_grpc.ControllerServicer):
         driver = self.driver
         await _require(context, name=bool(request.name), volume_capabilities=bool(request.volume_capabilities))
         reasons = [reason for reason in map(_unsupported_capability, request.volume_capabilities) if reason]
+        reasons += filter(None, [_unsupported_mutable(request.mutable_parameters)])
         if reasons:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(reasons))
         required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
@@ -322,39 +343,46 @@ class Controller(csi_grpc.ControllerServicer):
                                "--extra-create-metadata")
         source = request.volume_content_source
         snapshot: SnapshotRecord | None = None
+        origin: VolumeRecord | None = None  # the volume a clone copies
         if source.HasField("volume"):
-            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "volume cloning is not supported")
+            origin = driver.volumes.get(source.volume.volume_id)
+            if origin is None:
+                return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {source.volume.volume_id} not found")
         if source.HasField("snapshot"):
             snapshot = driver.snapshots.get(source.snapshot.snapshot_id)
             if snapshot is None:
                 return await _fail(context, grpc.StatusCode.NOT_FOUND,
                                    f"snapshot {source.snapshot.snapshot_id} not found")
         fs_type = next((c.mount.fs_type for c in request.volume_capabilities if c.HasField("mount")), "")
+        restored = (driver.snapshot_dir(snapshot.snapshot_id) if snapshot
+                    else driver.volume_dir(origin.volume_id) if origin else None)
         try:
-            if snapshot is not None:
-                volumes.check_restore(driver.snapshot_dir(snapshot.snapshot_id), fs_type)
+            if restored is not None:
+                volumes.check_restore(restored, fs_type)
         except volumes.UnsupportedFsType as error:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         wanted = required or (min(DEFAULT_CAPACITY, limit) if limit else DEFAULT_CAPACITY)
-        capacity = max(wanted, snapshot.size if snapshot else 0)
+        capacity = max(wanted, snapshot.size if snapshot else 0, origin.capacity if origin else 0)
         if limit and capacity > limit:
-            return await _fail(context, grpc.StatusCode.OUT_OF_RANGE, f"the snapshot holds {capacity} bytes, more "
+            return await _fail(context, grpc.StatusCode.OUT_OF_RANGE, f"the source holds {capacity} bytes, more "
                                f"than the limit of {limit}")
         source_id = snapshot.snapshot_id if snapshot else None
+        origin_id = origin.volume_id if origin else None
 
         def conflict(record: VolumeRecord) -> str | None:
             if record.capacity < required or (limit and record.capacity > limit):
                 return f"{record.capacity} bytes, asked {required}-{limit or 'unlimited'}"
-            if record.source_snapshot != source_id:
-                return f"content source {record.source_snapshot or 'none'}, asked {source_id or 'none'}"
+            if (record.source_snapshot, record.source_volume) != (source_id, origin_id):
+                return (f"content source {record.source_snapshot or record.source_volume or 'none'}, asked "
+                        f"{source_id or origin_id or 'none'}")
             return None
 
         existing = driver.volume_named(request.name)
         if existing is None:
             volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
-            record = VolumeRecord(volume_id, request.name, capacity, source_id)
+            record = VolumeRecord(volume_id, request.name, capacity, source_id, origin_id,
+                                  tuple(sorted(request.mutable_parameters.items())))
             target = driver.volume_dir(volume_id)
-            restored = driver.snapshot_dir(snapshot.snapshot_id) if snapshot else None
 
             def created() -> None:
                 target.mkdir(parents=True, exist_ok=True)
@@ -362,7 +390,7 @@ class Controller(csi_grpc.ControllerServicer):
                 driver.volume_names[request.name] = volume_id
                 driver.deleted_volumes.discard(volume_id)
 
-            operation = Operation.CLONE_VOLUME if snapshot else Operation.CREATE_VOLUME
+            operation = Operation.CLONE_VOLUME if restored is not None else Operation.CREATE_VOLUME
             restore: Callable[[], object] | None = (
                 functools.partial(volumes.copy_data, restored, target)
                 if restored is not None and volumes.holds_data(restored) else None)
@@ -379,8 +407,11 @@ class Controller(csi_grpc.ControllerServicer):
                     log.warning("clone %s: corrupted %s on purpose (corruptCloneSuffix)", obj,
                                 volumes.corrupt_one_byte(target))
                 restore = corrupt
-            await driver.perform(operation, ("volume", request.name), storage_class, obj, created,
-                                 io=restore, volume=request.name, **({"corrupted": True} if corrupting else {}))
+            facts: dict[str, object] = {"volume": request.name}
+            facts.update({"corrupted": True} if corrupting else {})
+            facts.update({"sourceVolume": origin_id} if origin_id else {})
+            await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
+                                 **facts)
             existing = driver.volume_named(request.name)
             assert existing is not None
         clash = conflict(existing)
@@ -421,6 +452,9 @@ class Controller(csi_grpc.ControllerServicer):
         if request.node_id not in driver.nodes:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"node {request.node_id} not found")
         name = driver.name_of(request.volume_id)
+        if pair in driver.published and (pair in driver.read_only) != request.readonly:
+            return await _fail(context, grpc.StatusCode.ALREADY_EXISTS, f"volume {request.volume_id} is published "
+                               f"to {request.node_id} {'read-only' if pair in driver.read_only else 'read-write'}")
         if pair not in driver.published:
             # The array's attach slows as the node fills: per volume of this array attached there or being
             # attached (counted when the call starts, so the i-th of a batch sees i - 1, however many calls run
@@ -433,8 +467,13 @@ class Controller(csi_grpc.ControllerServicer):
             slow_node = model.node_attach_latency.get(request.node_id, 0.0)
             attaching.add(request.volume_id)
             try:
+                def attached() -> None:
+                    driver.published.add(pair)
+                    if request.readonly:
+                        driver.read_only.add(pair)
+
                 await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
-                                     f"{name}:{request.node_id}", lambda: driver.published.add(pair), io=None,
+                                     f"{name}:{request.node_id}", attached, io=None,
                                      extra_delay=before * per_volume + slow_node,
                                      **({"attachedBefore": before} if per_volume else {}))
             finally:
@@ -454,9 +493,12 @@ class Controller(csi_grpc.ControllerServicer):
             pair = (request.volume_id, node)
             await driver.settle(("attach", *pair))
             if pair in driver.published:
+                def detached(pair: tuple[str, str] = pair) -> None:
+                    driver.published.discard(pair)
+                    driver.read_only.discard(pair)
+
                 await driver.perform(Operation.DETACH, ("detach", *pair), class_of_handle(request.volume_id),
-                                     f"{driver.name_of(request.volume_id)}:{node}",
-                                     functools.partial(driver.published.discard, pair))
+                                     f"{driver.name_of(request.volume_id)}:{node}", detached)
         return csi.ControllerUnpublishVolumeResponse()
 
     @_array_errors
@@ -487,6 +529,29 @@ class Controller(csi_grpc.ControllerServicer):
         current = driver.volumes.get(volume_id)
         capacity = current.capacity if current is not None else required
         return csi.ControllerExpandVolumeResponse(capacity_bytes=capacity, node_expansion_required=filesystem)
+
+    @_array_errors
+    async def ControllerModifyVolume(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Apply a VolumeAttributesClass's mutable parameters (``qosPolicy``): one array operation when they
+        change what the volume has, none when it has them already."""
+        driver, volume_id = self.driver, request.volume_id
+        await _require(context, volume_id=bool(volume_id), mutable_parameters=bool(request.mutable_parameters))
+        unsupported = _unsupported_mutable(request.mutable_parameters)
+        if unsupported:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, unsupported)
+        record = driver.volumes.get(volume_id)
+        if record is None:
+            return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {volume_id} not found")
+        wanted = tuple(sorted({**dict(record.mutable), **dict(request.mutable_parameters)}.items()))
+        if wanted != record.mutable:
+            def modified() -> None:
+                current = driver.volumes.get(volume_id)
+                if current is not None:
+                    driver.volumes[volume_id] = replace(current, mutable=wanted)
+
+            await driver.perform(Operation.MODIFY_VOLUME, ("modify", volume_id, repr(wanted)),
+                                 class_of_handle(volume_id), record.name, modified, parameters=dict(wanted))
+        return csi.ControllerModifyVolumeResponse()
 
     async def ListVolumes(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.max_entries < 0:

@@ -31,7 +31,7 @@ def test_identity_and_capabilities_are_what_the_sidecars_probe(tmp_path: Path) -
             assert kinds == {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.CREATE_DELETE_SNAPSHOT,
                              rpc.EXPAND_VOLUME, rpc.LIST_VOLUMES, rpc.LIST_VOLUMES_PUBLISHED_NODES, rpc.GET_VOLUME,
                              rpc.VOLUME_CONDITION, rpc.LIST_SNAPSHOTS, rpc.GET_SNAPSHOT, rpc.GET_CAPACITY,
-                             rpc.SINGLE_NODE_MULTI_WRITER}
+                             rpc.SINGLE_NODE_MULTI_WRITER, rpc.MODIFY_VOLUME, rpc.CLONE_VOLUME, rpc.PUBLISH_READONLY}
             node = await stubs.node.NodeGetCapabilities(csi.NodeGetCapabilitiesRequest())
             node_rpc = csi.NodeServiceCapability.RPC
             assert {c.rpc.type for c in node.capabilities} == {

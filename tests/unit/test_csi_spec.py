@@ -323,3 +323,59 @@ def test_the_standalone_driver_puts_a_volume_without_claim_metadata_on_its_one_c
     assert created["finish"] - created["start"] >= 0.03
     with pytest.raises(ValueError, match="not key=value"):
         parse_parameters(["latency"])
+
+
+def test_mutable_parameters_are_checked_and_a_change_is_one_array_operation(tmp_path: Path) -> None:
+    """The array takes one mutable parameter (qosPolicy, a VolumeAttributesClass's): CreateVolume and
+    ControllerModifyVolume refuse others (INVALID_ARGUMENT, nothing done); a change is one modifyVolume
+    operation, and asking for what the volume has already is none."""
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path):
+            controller = stubs.controller
+            assert await _code(controller.CreateVolume(_create("pvc-u0", mutable_parameters={"XXX": "y"}))) == (
+                grpc.StatusCode.INVALID_ARGUMENT)
+            volume_id = (await controller.CreateVolume(_create("pvc-u1", mutable_parameters={"qosPolicy": "gold"}))
+                         ).volume.volume_id
+            modify = csi.ControllerModifyVolumeRequest(volume_id=volume_id, mutable_parameters={"qosPolicy": "gold"})
+            await controller.ControllerModifyVolume(modify)  # what it has: nothing to do
+            modify.mutable_parameters["qosPolicy"] = "bronze"
+            await controller.ControllerModifyVolume(modify)
+            refused = [
+                csi.ControllerModifyVolumeRequest(volume_id=volume_id, mutable_parameters={"XXX": "y"}),
+                csi.ControllerModifyVolumeRequest(volume_id=volume_id),
+                csi.ControllerModifyVolumeRequest(mutable_parameters={"qosPolicy": "x"}),
+            ]
+            assert [await _code(controller.ControllerModifyVolume(r)) for r in refused] == (
+                [grpc.StatusCode.INVALID_ARGUMENT] * 3)
+            assert await _code(controller.ControllerModifyVolume(csi.ControllerModifyVolumeRequest(
+                volume_id="nope@gold", mutable_parameters={"qosPolicy": "x"}))) == grpc.StatusCode.NOT_FOUND
+
+    _run(scenario())
+    operations = [(r["op"], r.get("parameters")) for r in records(tmp_path)]
+    assert operations == [("createVolume", None), ("modifyVolume", {"qosPolicy": "bronze"})]
+
+
+def test_a_volume_clones_with_its_data_and_a_publish_read_only_clash_is_already_exists(tmp_path: Path) -> None:
+    """CLONE_VOLUME: a clone of a volume holds its data, at least its capacity, is one cloneVolume operation
+    naming its source; an unknown source is NOT_FOUND. PUBLISH_READONLY: publishing a volume to a node read-only
+    where it is published read-write (or the reverse) is ALREADY_EXISTS, with no operation."""
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path):
+            controller = stubs.controller
+            source = (await controller.CreateVolume(_create("pvc-u1", 2 * GiB))).volume.volume_id
+            (tmp_path / "data" / "volumes" / source / "file").write_text("data")
+            of = csi.VolumeContentSource(volume=csi.VolumeContentSource.VolumeSource(volume_id=source))
+            clone = (await controller.CreateVolume(_create("pvc-u2", GiB, volume_content_source=of))).volume
+            assert clone.capacity_bytes == 2 * GiB and clone.content_source.volume.volume_id == source
+            assert (tmp_path / "data" / "volumes" / clone.volume_id / "file").read_text() == "data"
+            missing = csi.VolumeContentSource(volume=csi.VolumeContentSource.VolumeSource(volume_id="nope@gold"))
+            assert await _code(controller.CreateVolume(_create("pvc-u3", volume_content_source=missing))) == (
+                grpc.StatusCode.NOT_FOUND)
+            publish = csi.ControllerPublishVolumeRequest(volume_id=source, node_id="node-a", volume_capability=MOUNT)
+            await controller.ControllerPublishVolume(publish)
+            publish.readonly = True
+            assert await _code(controller.ControllerPublishVolume(publish)) == grpc.StatusCode.ALREADY_EXISTS
+
+    _run(scenario())
+    operations = [(r["op"], r.get("sourceVolume")) for r in records(tmp_path)]
+    assert operations == [("createVolume", None), ("cloneVolume", "u1@gold"), ("attach", None)]
