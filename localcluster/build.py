@@ -262,8 +262,8 @@ def _build_sidecar(sidecar: versions.SidecarModule) -> None:
     )
     _log(f"building {', '.join(sidecar.commands)} {sidecar.version} (first build takes minutes)")
     packages = [f"{sidecar.module}/cmd/{command}" for command in sidecar.commands]
-    _go_build(workdir, sidecar_bin_dir(sidecar), packages, f"-s -w -X main.version={sidecar.version}",
-              f"{sidecar.name} {sidecar.version}")
+    ldflags = f"-s -w -X main.{sidecar.version_variable}={sidecar.version}"
+    _go_build(workdir, sidecar_bin_dir(sidecar), packages, ldflags, f"{sidecar.name} {sidecar.version}")
 
 
 def _build_prometheus() -> None:

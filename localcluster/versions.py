@@ -27,6 +27,7 @@ class SidecarModule:
     module: str
     version: str
     commands: tuple[str, ...]
+    version_variable: str = "version"  # the main package's variable the build stamps with the version
 
 
 PROVISIONER: Final = SidecarModule(
@@ -42,7 +43,7 @@ RESIZER: Final = SidecarModule(
 SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER, RESIZER)
 # The CSI community's conformance suite (csi-sanity), run against the simulated driver; built like a sidecar. The
 # Go module proxy served v5.4.0 and v5.6.0 on 2026-12-04.
-CSI_TEST = SidecarModule("csi-test", "github.com/kubernetes-csi/csi-test/v5", "v5.6.0", ("csi-sanity",))
+CSI_TEST = SidecarModule("csi-test", "github.com/kubernetes-csi/csi-test/v5", "v5.6.0", ("csi-sanity",), "VERSION")
 # external-snapshotter replaces its client module with ./client; the build pins the published one instead.
 SNAPSHOTTER_CLIENT_MODULE: Final = "github.com/kubernetes-csi/external-snapshotter/client/v8"
 
