@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 
@@ -32,3 +33,22 @@ class Outline(HTMLParser):
             self.rows[self.table] = self.rows.get(self.table, 0) + 1
         if found.get("src") or (tag == "link" and found.get("href")):
             self.external.append(str(found))
+
+
+def plot_svgs(page: str) -> list[str]:
+    """Every plot's SVG in a page, in order."""
+    return re.findall(r'<div class="plot[^"]*">(<svg.*?</svg>)', page, flags=re.DOTALL)
+
+
+def drawn_series(svg: str) -> list[str]:
+    """The path of every line matplotlib drew on the axes (grid lines, data lines and the legend's samples; tick
+    marks and markers are <use> elements): two series drawn over each other have equal paths."""
+    groups = re.findall(r'<g id="line2d_\d+">\s*<path d="([^"]*)"', svg)
+    return [re.sub(r"\s+", " ", path).strip() for path in groups]
+
+
+def coinciding_without_a_note(svg: str) -> list[str]:
+    """Paths drawn more than once in one plot while its legend says nothing is identical to anything."""
+    paths = drawn_series(svg)
+    twice = sorted({path[:60] for path in paths if paths.count(path) > 1})
+    return [] if "identical to" in svg else twice

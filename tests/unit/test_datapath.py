@@ -395,6 +395,7 @@ def test_the_html_report_draws_each_workloads_merged_completion_latency() -> Non
     page = build_run_html(base, report)
     section = page[page.index("<h2>Data path: completion latency</h2>"):]
     assert section.count('<div class="plot completion"><svg') == 5 and "Sequential read: completion latency" in page
+    assert section.count('<div class="plot completion-tail"><svg') == 5 and "n=300 I/Os" in section  # its tail beside
     assert build_run_html(base, None).count("completion latency") == 0  # drawn only from the stored histograms
 
 

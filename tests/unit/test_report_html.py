@@ -15,7 +15,7 @@ from csibench.report.plots import PlottingUnavailable
 from tests.support.browser import assert_run_page_drawn, render
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import REF, run, spec, stored_report
-from tests.support.report_page import Outline
+from tests.support.report_page import Outline, coinciding_without_a_note, plot_svgs
 
 PLAN = ["createVolume", "publish", "unpublish", "deleteVolume"]
 
@@ -41,6 +41,9 @@ def test_the_page_has_the_table_and_two_plots_per_step_and_loads_nothing(
     assert outline.external == [] and not re.search(r'href="http|url\((?!#)|@import', page)
     assert "iteration 1 (n=8)" in page and "iteration 2 (n=8)" in page  # one distribution line per iteration
     assert "<h2>Preflight</h2>" in page and "sim.csibench.io" in page
+    drawn = plot_svgs(page)
+    assert len(drawn) == 2 * len(PLAN) and all("(n=" in svg and "seconds" in svg for svg in drawn)  # counts, units
+    assert all(coinciding_without_a_note(svg) == [] for svg in drawn)
 
 
 def test_the_timeline_is_each_objects_request_to_its_terminal_event() -> None:

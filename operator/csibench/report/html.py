@@ -146,10 +146,13 @@ def _density_section(ramp: tuple[list[str], list[list[str]]] | None, curves: lis
 def _density_curves(run: dict[str, Any], label: str = "") -> list[plots.Curve]:
     rows = [row for row in density.rows_of(run) if row.get("latency")]
     prefix = f"{label} " if label else ""
-    return [plots.Curve(f"{prefix}ready p50", [(row["volumesPerNode"], row["latency"]["p50"]) for row in rows]),
-            plots.Curve(f"{prefix}ready p99", [(row["volumesPerNode"], row["latency"]["p99"]) for row in rows]),
+    pods = f"n={sum(int(row.get('pods') or 0) for row in rows)} pods over {len(rows)} levels"
+    return [plots.Curve(f"{prefix}ready p50", [(row["volumesPerNode"], row["latency"]["p50"]) for row in rows],
+                        pods),
+            plots.Curve(f"{prefix}ready p99", [(row["volumesPerNode"], row["latency"]["p99"]) for row in rows],
+                        pods),
             plots.Curve(f"{prefix}attach p50", [(row["volumesPerNode"], row["attach"]["p50"]) for row in rows
-                                                 if row.get("attach")])]
+                                                 if row.get("attach")], pods)]
 
 
 def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
@@ -168,7 +171,7 @@ def _levels_section(run: dict[str, Any]) -> list[str]:
     levels = datapath.level_table(run)
     if levels is None:
         return []
-    curves = [plots.Curve(label, points) for label, points in datapath.level_curves(run)]
+    curves = [plots.Curve(label, points, f"n={len(points)} fio runs") for label, points in datapath.level_curves(run)]
     drawn = plots.curve("Latency under load", "IOPS achieved", "clat p99 (ms)", curves)
     return ["<h2>Data path under load (rate levels)</h2>", _table(*levels, "datapath-levels"),
             f'<div class="plots"><div class="plot levels">{drawn}</div></div>']
@@ -187,19 +190,29 @@ def _completion_section(by_step: dict[str, list[tuple[int, dict[str, Any]]]]) ->
     workloads = datapath.merged_histograms(record)
 
     def curve(label: str, bins: histogram.Histogram) -> plots.Curve:
-        return plots.Curve(label, [(ns / 1e6, share) for ns, share in histogram.cumulative(bins)])
+        count = sum(bins.values())
+        return plots.Curve(label, [(ns / 1e6, share) for ns, share in histogram.cumulative(bins)],
+                           f"n={count:,} I/Os", count)
     drawn = []
     for name, directions in workloads.items():
         nodes = datapath.node_histograms(record, name)
         per_node = [curve(f"{node} {direction}", bins) for node, found in nodes.items()
                     for direction, bins in found.items()] if 1 < len(nodes) <= NODE_LINES else []
-        drawn.append(plots.completion_cdf(WORKLOAD_TITLES.get(name, name),
-                                          [curve(f"all {direction}" if per_node else direction, bins)
-                                           for direction, bins in directions.items()] + per_node))
+        curves = [curve(f"all {direction}" if per_node else direction, bins)
+                  for direction, bins in directions.items()] + per_node
+        title = WORKLOAD_TITLES.get(name, name)
+        drawn.append(f'<div class="plot completion">{plots.completion_cdf(title, curves)}</div>'
+                     f'<div class="plot completion-tail">{plots.completion_tail(title, curves)}</div>')
     if not drawn:
         return []
     return ["<h2>Data path: completion latency</h2>",
-            '<div class="plots">' + "".join(f'<div class="plot completion">{svg}</div>' for svg in drawn) + "</div>"]
+            f'<p class="muted">{_e(TAIL_NOTE)}</p>',
+            '<div class="plots">' + "".join(drawn) + "</div>"]
+
+
+TAIL_NOTE = ("Per workload, the distribution of every I/O completion (fio's histograms of all pods merged; n is the "
+             "I/Os counted) twice: as a CDF, and as its tail, latency against percentile with p90, p99, p99.9 and "
+             "p99.99 a decade apart each, drawn as far as the count reaches (n=1,000 I/Os reach p99.9).")
 
 
 def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
@@ -272,9 +285,10 @@ def build_history_html(series: history.Series, window: int = 3, threshold: float
             *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
     for item in history.step_histories(series, window, threshold):
         title, unit = title_and_unit(item.step)
-        throughput = plots.Curve("throughput", [(float(i + 1), v) for i, v in enumerate(item.throughputs)
-                                                if v is not None])
-        p99 = plots.Curve("p99", [(float(i + 1), v) for i, v in enumerate(item.p99s) if v is not None])
+        runs = [(float(i + 1), v) for i, v in enumerate(item.throughputs) if v is not None]
+        throughput = plots.Curve("throughput", runs, f"n={len(runs)} runs")
+        tails = [(float(i + 1), v) for i, v in enumerate(item.p99s) if v is not None]
+        p99 = plots.Curve("p99", tails, f"n={len(tails)} runs")
         body.append(f'<section class="step" id="history-{_e(item.step)}"><h2>{_e(title)}</h2><div class="plots">'
                     f'<div class="plot">{plots.curve(title, "run (oldest first)", f"{unit}/s", [throughput])}</div>'
                     f'<div class="plot">{plots.curve(title, "run (oldest first)", "p99 s", [p99])}</div>'

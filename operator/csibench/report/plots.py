@@ -40,6 +40,31 @@ class Span:
 class Curve:
     label: str
     points: list[tuple[float, float]]  # (x, y), in x order
+    samples: str = ""  # what the line is drawn from, said in its legend: "n=40 pods", "n=12,000 I/Os"
+    count: int | None = None  # a distribution's sample count: how far into the tail it reaches
+
+
+def legend_labels(curves: Sequence[Curve]) -> list[str]:
+    """Each curve's legend entry: its label, its sample count, and, where its points are exactly an earlier
+    curve's (the density ramp's ready p50 can be its attach p50), that it is drawn under that one."""
+    labels = []
+    for index, item in enumerate(curves):
+        label = f"{item.label} ({item.samples})" if item.samples else item.label
+        same = next((other for other in curves[:index] if other.points and other.points == item.points), None)
+        labels.append(f"{label}, identical to {same.label}" if same is not None and item.points else label)
+    return labels
+
+
+def _coincides(curves: Sequence[Curve], index: int) -> bool:
+    return bool(curves[index].points) and any(o.points == curves[index].points for o in curves[:index])
+
+
+def _legend_outside(axes: Any) -> None:
+    """Legends go right of the plot, never over its data (bbox_inches="tight" keeps them in the picture)."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, frameon=False)
+
+
+ONE_POINT = "one point per line: a single {x} was measured, so there is no curve to draw"
 
 
 def _pyplot() -> Any:
@@ -79,22 +104,25 @@ def latency_cdf(title: str, series: Sequence[Series]) -> str:
     axes.set_ylim(0, 1.02)
     axes.grid(alpha=0.3)
     if any(item.latencies_s for item in series):
-        axes.legend(loc="lower right", fontsize=7)
+        _legend_outside(axes)
     return _svg(plt, figure)
 
 
-def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> str:
-    """One line per curve, titled and labelled (title, x, y): drawn as steps (a distribution, on a log x axis, its
-    share axis 0 to 1) or as points joined (a curve from 0 up)."""
+def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> Any:
+    """The figure of ``_lines`` (tests measure its legend against its data)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(5.2, 3.0))
-    for item in curves:
+    names = legend_labels(curves)
+    for index, item in enumerate(curves):
         if item.points:
             xs, ys = [x for x, _ in item.points], [y for _, y in item.points]
+            # A line with an earlier one's very points is drawn dashed with hollow, larger markers, so both show.
+            again = {"linestyle": "--", "markerfacecolor": "none", "markersize": 9} if _coincides(curves, index) else {}
             if steps:
-                axes.step(xs, ys, where="post", linewidth=1.4, label=item.label)
+                axes.step(xs, ys, where="post", linewidth=1.4, label=names[index],
+                          **{k: v for k, v in again.items() if k == "linestyle"})
             else:
-                axes.plot(xs, ys, marker="o", linewidth=1.4, label=item.label)
+                axes.plot(xs, ys, marker="o", linewidth=1.4, label=names[index], **again)
     title, x_label, y_label = labels
     axes.set_title(title)
     axes.set_xlabel(x_label)
@@ -104,8 +132,18 @@ def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -
     if any(item.points for item in curves):
         if steps:
             axes.set_xscale("log")
-        axes.legend(loc="lower right" if steps else "upper left", fontsize=7)
-    return _svg(plt, figure)
+        elif max(len(item.points) for item in curves) == 1:
+            axes.text(0.5, 0.5, ONE_POINT.format(x=x_label), transform=axes.transAxes, ha="center", va="center",
+                      fontsize=7, color="#666666", wrap=True)
+        _legend_outside(axes)
+    return figure
+
+
+def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> str:
+    """One line per curve, titled and labelled (title, x, y): drawn as steps (a distribution, on a log x axis, its
+    share axis 0 to 1) or as points joined (a curve from 0 up)."""
+    figure = draw_lines(labels, curves, steps)
+    return _svg(_pyplot(), figure)
 
 
 def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> str:
@@ -118,6 +156,64 @@ def completion_cdf(title: str, curves: Sequence[Curve]) -> str:
     pods' fio histograms merged); a log x axis, so the tail stays readable."""
     return _lines((f"{title}: completion latency", "milliseconds (fio clat, log scale)", "share of I/Os completed"),
                   curves, steps=True)
+
+
+TAIL_TICKS = ((2.0, "p50"), (10.0, "p90"), (100.0, "p99"), (1000.0, "p99.9"), (10000.0, "p99.99"),
+              (100000.0, "p99.999"))
+
+
+def tail_points(item: Curve) -> list[tuple[float, float]]:
+    """A cumulative distribution (x, share) as the tail view draws it: (1 / (1 - percentile), x). The last
+    completion sits at the percentile its count reaches, 1 - 1/n (n=1,000: p99.9); without a count it is left out.
+    Drawn as steps to the left: every percentile up to a bin's share reads that bin's latency, as fio reads it."""
+    points = [(1.0, item.points[0][0])] if item.points else []  # from p0: the fastest bin
+    for x, share in item.points:
+        if share < 1.0:
+            points.append((1.0 / (1.0 - share), x))
+        elif item.count:
+            points.append((float(item.count), x))
+    return points
+
+
+def tail_ticks(curves: Sequence[Curve]) -> list[str]:
+    """The percentile ticks the tail view's axis shows: up to the deepest percentile any line reaches."""
+    reach = max((x for item in curves for x, _ in tail_points(item)), default=1.0)
+    return [label for at, label in TAIL_TICKS if at <= reach * 1.0001]
+
+
+def completion_tail(title: str, curves: Sequence[Curve]) -> str:
+    """The same completions as ``completion_cdf`` read as fio and latency tools print them: latency against
+    percentile, the percentile axis stretched by 1 / (1 - p) so p99, p99.9 and p99.99 each get a decade."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(5.2, 3.0))
+    names = legend_labels(curves)
+    drawn = False
+    for index, item in enumerate(curves):
+        points = tail_points(item)
+        if points:
+            drawn = True
+            style = {"linestyle": "--"} if _coincides(curves, index) else {}
+            axes.step([x for x, _ in points], [y for _, y in points], where="pre", linewidth=1.4,
+                      label=names[index], **style)
+    axes.set_title(f"{title}: completion latency, tail")
+    axes.set_xlabel("percentile of I/Os (axis: 1 / (1 - p), log)")
+    axes.set_ylabel("milliseconds (fio clat, log scale)")
+    axes.grid(alpha=0.3, which="both")
+    if drawn:
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        reach = max(x for item in curves for x, _ in tail_points(item))
+        axes.set_xlim(1.0, max(reach * 1.3, 2.5))
+        shown = [(at, label) for at, label in TAIL_TICKS if at <= reach * 1.0001]
+        axes.set_xticks([at for at, _ in shown], [label for _, label in shown])
+        axes.xaxis.set_minor_locator(_null_locator())
+        _legend_outside(axes)
+    return _svg(plt, figure)
+
+
+def _null_locator() -> Any:
+    from matplotlib.ticker import NullLocator
+    return NullLocator()
 
 
 def timeline(title: str, spans: Sequence[Span]) -> str:
@@ -139,9 +235,9 @@ def timeline(title: str, spans: Sequence[Span]) -> str:
     axes.set_xlim(0, max(ends + starts + [0.001]) * 1.03)
     axes.set_ylim(-1, max(len(spans), 1))
     axes.invert_yaxis()
-    axes.set_title(f"{title}: timeline")
+    axes.set_title(f"{title}: timeline (n={len(spans)} objects)")
     axes.set_xlabel("seconds since the step's clock started")
     axes.set_ylabel("object (index)")
     axes.grid(alpha=0.3)
-    axes.legend(loc="lower right", fontsize=7)
+    _legend_outside(axes)
     return _svg(plt, figure)
