@@ -21,7 +21,7 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import cost, database, datapath, density, history, plots, verdicts
+from csibench.report import cost, database, datapath, density, history, parts, plots, verdicts
 from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -223,6 +223,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     body = [f"<h1>{_e(context.title)}</h1>",
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.facts, *context.iterations]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
+            *[f'<p class="muted parts">{_e(line)}</p>' for line in parts.legend_lines(run)],
             *_density_section(density.table(run), _density_curves(run)),
             *_workload_sections(datapath.table(run), database.table(run)),
             *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]

@@ -12,7 +12,7 @@ from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import cost, database, datapath, density, verdicts
+from csibench.report import cost, database, datapath, density, parts, verdicts
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -140,6 +140,8 @@ def render_markdown(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     lines = [f"### {header[0]}", "", *[f"{line}  " for line in header[1:]], "",
              *markdown_table(_headers(run), _rows(run))]
+    legend = parts.legend_lines(run)
+    lines += ["", *[f"{line}  " for line in legend]] if legend else []
     for title, table in workload_tables(run):
         lines += ["", f"#### {title}", "", *markdown_table(*table)]
     notes = [f"- {line}" for line in trailer if line]
@@ -154,7 +156,8 @@ def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
 def render_table(run: dict[str, Any]) -> str:
     header, trailer = _context(run)
     tables = [line for title, table in workload_tables(run) for line in ("", title, *align(*table))]
-    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *tables, *trailer]) + "\n"
+    return "\n".join([*header, "", *align(_headers(run), _rows(run)), *parts.legend_lines(run), *tables,
+                      *trailer]) + "\n"
 
 
 def iteration_lines(status: dict[str, Any]) -> list[str]:
