@@ -34,7 +34,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .plots { display: flex; flex-wrap: wrap; gap: 12px; } .plot { flex: 0 0 auto; }
-.plot svg { max-width: 560px; height: auto; } .muted { color: #666; font-size: 0.85em; }
+.plot svg { max-width: 640px; height: auto; } .muted { color: #666; font-size: 0.85em; }
 .warning { color: #9a4d00; }
 """
 
@@ -139,7 +139,7 @@ def _density_section(ramp: tuple[list[str], list[list[str]]] | None, curves: lis
     parts = ["<h2>Density (volumes per node)</h2>", _table(*ramp, "density")]
     if any(curve.points for curve in curves):
         drawn = plots.curve("Attach as a node fills", "volumes per node", "seconds", curves)
-        parts.append(f'<div class="plots">{drawn}</div>')
+        parts.append(f'<div class="plots"><div class="plot density">{drawn}</div></div>')
     return parts
 
 

@@ -44,12 +44,20 @@ class Curve:
     count: int | None = None  # a distribution's sample count: how far into the tail it reaches
 
 
+def shared_samples(curves: Sequence[Curve]) -> str:
+    """The sample count every drawn line shares (said once, in the title, rather than in each legend entry)."""
+    found = {item.samples for item in curves if item.points}
+    return found.pop() if len(found) == 1 and len([c for c in curves if c.points]) > 1 else ""
+
+
 def legend_labels(curves: Sequence[Curve]) -> list[str]:
-    """Each curve's legend entry: its label, its sample count, and, where its points are exactly an earlier
-    curve's (the density ramp's ready p50 can be its attach p50), that it is drawn under that one."""
+    """Each curve's legend entry: its label, its sample count (unless all lines share it), and, where its points
+    are exactly an earlier curve's (the density ramp's ready p50 can be its attach p50), that it is drawn under
+    that one."""
     labels = []
+    shared = shared_samples(curves)
     for index, item in enumerate(curves):
-        label = f"{item.label} ({item.samples})" if item.samples else item.label
+        label = f"{item.label} ({item.samples})" if item.samples and not shared else item.label
         same = next((other for other in curves[:index] if other.points and other.points == item.points), None)
         labels.append(f"{label}, identical to {same.label}" if same is not None and item.points else label)
     return labels
@@ -124,7 +132,8 @@ def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: boo
             else:
                 axes.plot(xs, ys, marker="o", linewidth=1.4, label=names[index], **again)
     title, x_label, y_label = labels
-    axes.set_title(title)
+    shared = shared_samples(curves)
+    axes.set_title(f"{title} ({shared})" if shared else title)
     axes.set_xlabel(x_label)
     axes.set_ylabel(y_label)
     axes.set_ylim(*((0, 1.02) if steps else (0, None)))
@@ -195,7 +204,8 @@ def completion_tail(title: str, curves: Sequence[Curve]) -> str:
             style = {"linestyle": "--"} if _coincides(curves, index) else {}
             axes.step([x for x, _ in points], [y for _, y in points], where="pre", linewidth=1.4,
                       label=names[index], **style)
-    axes.set_title(f"{title}: completion latency, tail")
+    shared = shared_samples(curves)
+    axes.set_title(f"{title}: completion latency, tail" + (f" ({shared})" if shared else ""))
     axes.set_xlabel("percentile of I/Os (axis: 1 / (1 - p), log)")
     axes.set_ylabel("milliseconds (fio clat, log scale)")
     axes.grid(alpha=0.3, which="both")
