@@ -258,6 +258,7 @@ def test_the_page_draws_a_scaling_curve_per_step() -> None:
     assert outline.rows["suite-runs"] == 1 + 12 and outline.rows["scaling"] == len(STEPS) * (1 + 6)
     assert outline.rows["suite-compare"] == 1 + (3 + 2 * 2) * len(STEPS)  # class: 3 pairs; volumes: 2 per class
     assert outline.external == [] and "storageClassName=fast" in page and "volumes (batch size)" in page
+    assert page.count("(n=3 cells)") == len(STEPS)  # each curve says what it is drawn from, once: its lines share it
     single = build_suite_html(*measured({"storageClassName": ["slow", "fast"]}, 1, fast_class_twice_as_fast))
     outline = Outline()
     outline.feed(single)

@@ -312,7 +312,7 @@ def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
     for step in suites.scaling_steps(view):
         title, unit = title_and_unit(step)
         x_label, lines = suites.scaling_lines(view, step)
-        curves = [plots.Curve(label, points) for label, points in lines]
+        curves = [plots.Curve(label, points, f"n={len(points)} cells") for label, points in lines]
         drawn = (f'<div class="plots"><div class="plot scaling">'
                  f'{plots.curve(f"{title}: scaling", x_label, f"{unit}/s (median over rounds)", curves)}</div></div>'
                  if any(c.points for c in curves) else '<p class="muted">not measured yet</p>')
