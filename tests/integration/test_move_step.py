@@ -68,7 +68,7 @@ def test_the_move_example_hands_each_volume_to_another_node_once(
     table = cli(cluster, "report", "move", "-n", namespace)
     assert "Move Volume" in table and "└ gone" in table and "└ ready" in table, table
     if retried:
-        assert "retried, not failures (moveVolume): " in table and "× FailedAttachVolume: Multi-Attach" in table
+        assert "retried, not failures (moveVolume): " in table and "× FailedAttachVolume (MultiAttach) on " in table
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     volumes = _attach_history(cluster, status["targetNamespace"], prefix)
     left = [va.to_dict() for va in kube.storage.list_volume_attachment().items

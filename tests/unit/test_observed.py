@@ -79,9 +79,9 @@ def test_a_multi_attach_warning_is_transient_but_an_attach_failure_is_not() -> N
     assert judge("run-abcde-p00000", 1.0) is None
     # Counted as retried, with the Event's repeats (the recorder bumps one Event's count), once per Event.
     observed.apply(_event("events", "MODIFIED", {**warning, "metadata": {"name": "e1"}, "count": 3}, at=2.5))
-    retried = observed.retried_since(POD, ["run-abcde-p00000"], 1.0)
-    assert [(w.reason, w.count) for w in retried] == [("FailedAttachVolume", 3)]
-    assert observed.retried_since(POD, ["run-abcde-p00000"], 2.6) == []  # none since
+    retried = observed.retried_since(POD, ["run-abcde-p00000"], 1.0)["run-abcde-p00000"]
+    assert [(w.reason, w.cause, w.count) for w in retried] == [("FailedAttachVolume", "MultiAttach", 3)]
+    assert observed.retried_since(POD, ["run-abcde-p00000"], 2.6) == {}  # none since
     observed.apply(_event("events", "ADDED", {**warning, "message": "rpc error: code = Internal"}, at=3.0))
     verdict = judge("run-abcde-p00000", 1.0)
     assert verdict is not None and not verdict.ok and verdict.reason == "FailedAttachVolume"

@@ -937,6 +937,14 @@ class BenchmarkRunSpec(_Model):
                           "groups of volumesPerGroup (a label the run sets on its claims), one VolumeGroupSnapshot "
                           "per group, ready when it and every member snapshot are ready to use.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
+    failAfterWarnings: int | None = Field(
+        None, ge=1, le=1000,
+        description="Fail an object once this many Warnings that Kubernetes retries past were seen for it (1: fail "
+                    "on the first). Unset: such Warnings (a CSI call past its sidecar's --timeout, the attach/detach "
+                    "controller's wait for the attacher running out, ...) are counted in status.steps[]."
+                    "retriedWarnings and an object fails only at its step's timeout or on a cause no retry fixes "
+                    "(InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, Unimplemented, Internal, a "
+                    "volume limit the scheduler reports).")
     client: ClientSettings = Field(default_factory=ClientSettings, description="API client rate limits of this run.")
     cleanup: CleanupPolicy = Field(CleanupPolicy.ALWAYS,
                                    description="Remove the run's objects: Always, OnSuccess or Never.")
@@ -1188,6 +1196,30 @@ class FailureReason(_Model):
     message: str = Field("", description="One example message.")
 
 
+class RetriedWarnings(_Model):
+    """Warnings of one reason and cause that Kubernetes retried past during a step (not failures)."""
+
+    reason: str = Field(..., description="Event reason, e.g. ProvisioningFailed or FailedAttachVolume.")
+    cause: str = Field("", description="Why a retry may succeed: the gRPC code (DeadlineExceeded, Unavailable, "
+                                       "Aborted, Canceled), WaitTimedOut, MultiAttach, Conflict or ClaimNotSaved.")
+    count: int = Field(..., description="Events counted with their repeats.")
+    objects: int | None = Field(None, description="Objects of the step they were about.")
+    firstTime: str | None = Field(None, description="When the first was seen (RFC 3339).")
+    lastTime: str | None = Field(None, description="When the last was seen (RFC 3339).")
+    message: str = Field("", description="One example message.")
+
+
+class RetryCost(_Model):
+    """What Kubernetes' retries cost a step, from its watch events."""
+
+    warnings: int = Field(..., description="Retried Warnings of the step, counted with their repeats.")
+    objects: int = Field(..., description="Objects that had at least one.")
+    tailSeconds: float = Field(..., description="Step time after the last retried Warning: the retries' backoff "
+                                                "before their next tries, unless the storage was still working "
+                                                "without a try running out.")
+    message: str = Field("", description="The finding: counts, the components' per-try bounds, the tail.")
+
+
 class StepStatus(_Model):
     """Aggregates of one step."""
 
@@ -1208,11 +1240,13 @@ class StepStatus(_Model):
                                                 "(expandVolume: controller, then node).")
     failureReasons: list[FailureReason] = Field(default_factory=list,
                                                 description=f"Top {MAX_FAILURE_REASONS} failure reasons.")
-    retriedWarnings: list[FailureReason] = Field(
+    retriedWarnings: list[RetriedWarnings] = Field(
         default_factory=list, max_length=MAX_FAILURE_REASONS,
-        description="Warnings the control plane retried past during the step, not failures (moveVolume: "
-                    "Multi-Attach errors while a volume was still attached to its old node): Events counted with "
-                    "their repeats, one example message each.")
+        description="Warnings Kubernetes retried past during the step, not failures (a CSI call past its "
+                    "sidecar's --timeout, the attach/detach controller's wait running out, moveVolume's "
+                    "Multi-Attach errors), by reason and cause: Events counted with their repeats, objects, first "
+                    "and last time, one example message each.")
+    retries: RetryCost | None = Field(None, description="What those retries cost the step (absent: none seen).")
     note: str | None = Field(None, description="How to read this step's numbers, e.g. WaitForFirstConsumer.")
     attempts: int | None = Field(None, description="How many times the step was started (more than 1 after an "
                                                    "operator restart interrupted it and it was redone).")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import MAX_FAILURE_REASONS, ConditionReason, FailureReason
+from csibench.api.models import ConditionReason, Machinery
 from csibench.api.steps import WFFC
 from csibench.api.text import human_duration, shorten
 from csibench.engine.catalog import step_named as catalog_step
@@ -25,8 +25,9 @@ from csibench.engine.collection import record_metrics as record_collection_metri
 from csibench.engine.context import RunContext
 from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
-from csibench.engine.observed import POD, Key, Observed, RetriedWarning
+from csibench.engine.observed import POD, Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
+from csibench.engine.retries import RETRIED_BY
 from csibench.engine.status import StatusRecorder
 from csibench.engine.step import JudgeFactory, StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
@@ -34,20 +35,24 @@ from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
+from csibench.preflight.components import call_timeout_flag, effective
 
 log = logging.getLogger(__name__)
+RETRYING_COMPONENTS = frozenset(component for component, _ in RETRIED_BY.values())
 PROGRESS_INTERVAL_SECONDS = 2.0
 
 
-def retried_reasons(warnings: list[RetriedWarning]) -> list[FailureReason]:
-    """Retried warnings by reason, Events counted with their repeats, most frequent first (pure)."""
-    counts: dict[str, int] = {}
-    example: dict[str, str] = {}
-    for warning in warnings:
-        counts[warning.reason] = counts.get(warning.reason, 0) + warning.count
-        example.setdefault(warning.reason, shorten(warning.message, 300))
-    return [FailureReason(reason=reason, count=count, message=example[reason])
-            for reason, count in sorted(counts.items(), key=lambda item: -item[1])][:MAX_FAILURE_REASONS]
+def retry_flags(machinery: Machinery | None) -> dict[str, str]:
+    """component -> '--timeout=10s': the flag bounding each try of the components that retry a step's Warnings,
+    as the preflight read them (empty: no preflight, or none found)."""
+    flags: dict[str, str] = {}
+    for component in machinery.components if machinery else []:
+        if component.kind in RETRYING_COMPONENTS and component.kind not in flags:
+            flag = call_timeout_flag(component)
+            value = effective(component, flag)
+            if value:
+                flags[component.kind] = f"--{flag}={value}"
+    return flags
 
 
 def build_trackers(context: RunContext, run_label: str) -> dict[str, StepTracker]:
@@ -241,7 +246,8 @@ class StepRunner:
                 task.cancel()
             progress.cancel()
             assert tracker.started is not None
-            tracker.retried = retried_reasons(self.observed.retried_since(kind, tracker.active, tracker.started))
+            tracker.note_retries(self.observed.retried_since(kind, tracker.active, tracker.started),
+                                 retry_flags(self.context.environment.machinery))
             self.publish()
             self._current = None
 

@@ -25,6 +25,7 @@ from csibench.engine.observed import (
     Observed,
     SnapshotState,
 )
+from csibench.engine.retries import is_transient
 
 
 @dataclass(frozen=True)
@@ -36,41 +37,6 @@ class Verdict:
 
 DONE = Verdict(True)
 Judge = Callable[[str, float], Verdict | None]
-
-
-# Warnings of the control plane's own bookkeeping, not of the storage, each retried by the controller that said it:
-# - the attach/detach controller, while a volume's previous attachment is still being torn down (a pod moved to
-#   another node);
-# - the PV controller (ProvisioningFailed), when its write of the claim's provisioner annotation failed, before
-#   any provisioner saw the claim (an API server that was briefly away: "connection refused"); it retries at its
-#   next sync.
-TRANSIENT_WARNINGS = ("Multi-Attach error", "Error saving claim: ")
-# The gRPC codes with which a CSI call may still be in progress on the storage: the sidecar that made it calls
-# again (external-provisioner's checkError calls these "ProvisioningInBackground"), and a storage that is merely
-# slower than the sidecar's --timeout finishes on a later call. Any other code (Internal, InvalidArgument,
-# ResourceExhausted, ...) means the call failed and is not in progress.
-# (ResourceExhausted is final here although csi-snapshotter calls again on it: the CSI spec gives it to a storage
-# out of space or of snapshots, which a benchmark reports as a failure.)
-IN_PROGRESS_CODES = frozenset({"Canceled", "DeadlineExceeded", "Unavailable", "Aborted"})
-# grpc-go's status text; only the outermost code counts (an Internal error may quote another call's Unavailable).
-_GRPC_CODE = re.compile(r"rpc error: code = (\w+) desc = ")
-
-
-# An optimistic-concurrency conflict (HTTP 409) a controller met writing an object; it writes again on its next sync.
-# csi-snapshotter copies one into a group snapshot content's status.error (and the controller into the group's)
-# when its status update raced the snapshot-controller's: "... failed to update groupsnapcontent-... on API server:
-# Operation cannot be fulfilled on ...: the object has been modified; please apply your changes to the latest
-# version and try again".
-CONFLICT = "the object has been modified; please apply your changes to the latest version"
-
-
-def is_transient(message: str) -> bool:
-    """A failure message that does not end the object: control-plane bookkeeping that is retried, or a CSI call
-    that may still be in progress. Such an object is only failed by its step's timeout, quoting the message."""
-    if message.startswith(TRANSIENT_WARNINGS) or CONFLICT in message:
-        return True
-    code = _GRPC_CODE.search(message)
-    return code is not None and code.group(1) in IN_PROGRESS_CODES
 
 
 # The scheduler's refusal of a pod because the driver's per-node volume limit (CSINode allocatable.count) is reached
@@ -104,8 +70,15 @@ def _warning_verdict(observed: Observed, terminal: frozenset[str], key: Key, sub
     Other warnings (e.g. FailedScheduling for want of CPU, a Multi-Attach error, a CSI call that timed out) may
     resolve themselves and are only quoted if the object then times out."""
     warning = observed.warnings.get(key)
-    if warning and warning.at >= submitted and _terminal_key(warning.reason, warning.message) in terminal \
-            and not is_transient(warning.message):
+    if not warning or warning.at < submitted:
+        return None
+    if is_transient(warning.message):  # retried by Kubernetes: counted; fails only past spec.failAfterWarnings
+        limit, seen = observed.fail_after, observed.retried_count(key, submitted)
+        if limit is not None and seen >= limit and _terminal_key(warning.reason, warning.message) in terminal:
+            return Verdict(False, warning.reason, f"{seen} retried Warnings "
+                           f"(spec.failAfterWarnings: {limit}); the last: {warning.message}")
+        return None
+    if _terminal_key(warning.reason, warning.message) in terminal:
         return Verdict(False, warning.reason, warning.message)
     return None
 

@@ -25,6 +25,7 @@ from csibench.engine.kinds.pod import POD as POD
 from csibench.engine.kinds.pod import PodState as PodState
 from csibench.engine.kinds.snapshot import SNAPSHOT as SNAPSHOT
 from csibench.engine.kinds.snapshot import SnapshotState as SnapshotState
+from csibench.engine.retries import RetriedWarning, retry_cause
 from csibench.kube.watch import WatchEvent
 
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
@@ -39,6 +40,7 @@ Key = tuple[str, str]  # (kind, name) of one of the run's objects
 S = TypeVar("S", ClaimState, PodState, SnapshotState, GroupSnapshotState)
 States = dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState] | dict[str, GroupSnapshotState]
 
+MAX_EVENTS_PER_OBJECT = 20  # distinct retried Events kept per object (a repeat updates its own)
 EARLY_WARNINGS = 1000  # uids whose Warnings wait for the object itself (a bound, not a queue per object)
 
 @dataclass(frozen=True)
@@ -65,19 +67,6 @@ class WarningEvent:
     at: float
 
 
-@dataclass(frozen=True)
-class RetriedWarning:
-    reason: str
-    message: str
-    count: int
-    at: float  # arrival of its latest line
-
-
-# Warnings of the control plane's own bookkeeping that it retries (the attach/detach controller's, while a moved
-# volume is still attached to its previous node): counted per step and quoted, never a failure.
-RETRIED_WARNINGS = ("Multi-Attach error",)
-
-
 class Observed:
     def __init__(self, namespace: str, prefix: str) -> None:
         self.namespace = namespace
@@ -95,9 +84,11 @@ class Observed:
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
         self._content_refs: dict[str, ContentRef] = {}  # existing snapshot content -> what it says of itself
         self.warnings: dict[Key, WarningEvent] = {}
-        # Warnings the control plane retries past (is_transient: a Multi-Attach error), per object and Event name:
-        # the Event's count (a repeated Event is one object whose count grows), as last seen.
+        # Warnings Kubernetes retries past (retries.retry_cause: a CSI call past its --timeout, a Multi-Attach
+        # error, ...), per object and Event name: the Event's count (a repeated Event is one object whose count
+        # grows), as last seen. Bounded by the run's objects times the distinct Events about each.
         self.retried: dict[Key, dict[str, RetriedWarning]] = defaultdict(dict)
+        self.fail_after: int | None = None  # spec.failAfterWarnings: an object fails at this many retried Warnings
         self.groups: dict[str, GroupSnapshotState] = {}
         # A group's members: the controller's VolumeSnapshots owned by it (unlabelled, named snapshot-<hash>).
         self.members: dict[str, SnapshotState] = {}  # member snapshot -> its state
@@ -259,10 +250,15 @@ class Observed:
         if state is None or state.uid != uid:  # about a namesake a restore deleted: not about the object now
             return []
         reason, message = event.obj.get("reason", ""), event.obj.get("message", "")
-        if message.startswith(RETRIED_WARNINGS):
+        cause = retry_cause(message)
+        if cause is not None:
             count = int(event.obj.get("count") or (event.obj.get("series") or {}).get("count") or 1)
             event_name = (event.obj.get("metadata") or {}).get("name", "")
-            self.retried[key][event_name] = RetriedWarning(reason, message, count, event.at)
+            seen = self.retried[key].get(event_name)
+            if seen is not None or len(self.retried[key]) < MAX_EVENTS_PER_OBJECT:
+                self.retried[key][event_name] = RetriedWarning(
+                    reason, cause, shorten(message, 300), max(count, seen.count if seen else 0),
+                    seen.first if seen else event.at, event.at)
         self.warnings[key] = WarningEvent(reason, message, event.at)
         return [key]
 
@@ -477,7 +473,13 @@ class Observed:
             if pair is not None:
                 self.attached_done[pair] -= 1
 
-    def retried_since(self, kind: str, names: Iterable[str], since: float) -> list[RetriedWarning]:
-        """The retried warnings of these objects whose latest line came at or after ``since``."""
-        return [warning for name in names for warning in self.retried.get((kind, name), {}).values()
-                if warning.at >= since]
+    def retried_since(self, kind: str, names: Iterable[str], since: float) -> dict[str, list[RetriedWarning]]:
+        """Per object, its retried warnings whose latest line came at or after ``since`` (objects with none left
+        out)."""
+        found = {name: [warning for warning in self.retried.get((kind, name), {}).values() if warning.at >= since]
+                 for name in names}
+        return {name: warnings for name, warnings in found.items() if warnings}
+
+    def retried_count(self, key: Key, since: float) -> int:
+        """The object's retried Warnings whose latest line came at or after ``since``, counted with repeats."""
+        return sum(warning.count for warning in self.retried.get(key, {}).values() if warning.at >= since)

@@ -117,6 +117,7 @@ class RunEngine:
         the report, clean up per policy and end with the verdict."""
         status = self.status
         observed = Observed(context.target_namespace, context.names.prefix)
+        observed.fail_after = self.spec.failAfterWarnings
         runner = StepRunner(self.client, context, self.recorder, observed)
         context.collector = build_collector(self.spec, self.ref.label, context.target_namespace, context.environment,
                                             status.collection)

@@ -16,9 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.api.collect import StepCollection
-from csibench.api.models import MAX_FAILURE_REASONS, FailureReason, StepPhase, StepState, StepStatus
+from csibench.api.models import (
+    MAX_FAILURE_REASONS,
+    FailureReason,
+    RetriedWarnings,
+    RetryCost,
+    StepPhase,
+    StepState,
+    StepStatus,
+)
 from csibench.api.text import shorten
 from csibench.engine.judges import Verdict
+from csibench.engine.retries import RetriedWarning, retried_warnings, retry_cost
 from csibench.engine.timing import Anchor, rfc3339, summarize
 
 
@@ -55,7 +64,9 @@ class StepTracker:
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
-    retried: list[FailureReason] = field(default_factory=list)  # warnings retried past during the step (counted)
+    retried: list[RetriedWarnings] = field(default_factory=list)  # warnings retried past during the step (counted)
+    retry_cost: RetryCost | None = None  # what they cost the step
+    retries_of: dict[str, int] = field(default_factory=dict)  # per object: its retried Warnings, with repeats
     _all_done: asyncio.Event = field(default_factory=asyncio.Event)
     _waiting: dict[tuple[str, int], asyncio.Event] = field(default_factory=dict)  # (name, boundary) awaited
     _active: list[str] | None = None
@@ -181,6 +192,17 @@ class StepTracker:
         return [FailureReason(reason=r, count=c, message=example[r]) for r, c in counter.most_common(
             MAX_FAILURE_REASONS)]
 
+    def note_retries(self, per_object: dict[str, list[RetriedWarning]], flags: dict[str, str]) -> None:
+        """The Warnings Kubernetes retried past during the step (per object, as the watch saw them): counted per
+        object, aggregated by reason and cause, and what they cost the step (``retries.retry_cost``)."""
+        if self.anchor is None:
+            return
+        anchor = self.anchor
+        self.retries_of = {name: sum(w.count for w in warnings) for name, warnings in per_object.items()}
+        self.retried = retried_warnings(per_object, lambda mono: rfc3339(anchor.wall_of(mono)))
+        end = self.stopped if self.stopped is not None else time.monotonic()
+        self.retry_cost = retry_cost(self.name, per_object, end, flags)
+
     def progress(self) -> str:
         return f"{len(self.outcomes)}/{len(self.active)}"
 
@@ -193,7 +215,7 @@ class StepTracker:
         tracker.anchor = Anchor(origin, origin)
         tracker.started = origin
         tracker.stopped = origin + (saved.durationSeconds or 0.0)
-        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result", "phaseMs")
+        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result", "phaseMs", "retries")
                                  if key in record}
         tracker.extra = record.get("extra")
         for name, sent_ms, latency_ms, result in zip(objects, record["submitMs"], record["latencyMs"],
@@ -216,7 +238,8 @@ class StepTracker:
         # A finished step's status is built once (its latency summary sorts every object's latency), not at
         # every status write of the steps after it; anything that could change it is part of the key.
         key = (len(self.outcomes), self.stopped, self.interrupted, self.restored, self.restored_objects,
-               self.note, self.attempt, len(self.skipped), self.announced, len(self.retried), id(self.collection))
+               self.note, self.attempt, len(self.skipped), self.announced, len(self.retried), id(self.retry_cost),
+               id(self.collection))
         if self._final is not None and self._final[0] == key:
             return self._final[1].model_copy()
         status = self._build_status()
@@ -250,6 +273,7 @@ class StepTracker:
             phases=self.phases() if finished else [],
             failureReasons=self.failure_reasons(),
             retriedWarnings=list(self.retried),
+            retries=self.retry_cost,
             note=self.note,
             attempts=self.attempt if self.announced or self.started is not None else None,
             restored=self.restored,
@@ -277,6 +301,8 @@ class StepTracker:
             else:
                 result.append("ok" if outcome.ok else outcome.reason)
         record: dict[str, Any] = {"submitMs": submit_ms, "latencyMs": latency_ms, "result": result}
+        if self.retries_of:  # per object, the Warnings Kubernetes retried past for it (counted with repeats)
+            record["retries"] = [self.retries_of.get(name, 0) for name in self.objects]
         if self.phase_names is not None:  # each succeeded object's parts, in ms (they add up to its latency)
             record["phaseMs"] = [[round(length * 1000, 1) for length, _ in self.parts_of(name)]
                                  if name in self.outcomes and self.outcomes[name].ok else None

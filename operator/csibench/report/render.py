@@ -219,9 +219,13 @@ def context_of(run: dict[str, Any]) -> ReportContext:
                                                         for r in s["failureReasons"])
                 for s in status.get("steps", []) if s.get("failureReasons")]
     retried = [f"retried, not failures ({s['name']}): " + "; ".join(
-        f"{r['count']}× {r['reason']}: {r.get('message', '')}" for r in s["retriedWarnings"])
+        f"{r['count']}× {r['reason']}" + (f" ({r['cause']})" if r.get("cause") else "")
+        + (f" on {r['objects']} objects" if r.get("objects") is not None else "") + f": {r.get('message', '')}"
+        for r in s["retriedWarnings"])
         for s in status.get("steps", []) if s.get("retriedWarnings")]
     notes += retried
+    notes += [f"retries ({s['name']}): {s['retries']['message']}" for s in status.get("steps", [])
+              if (s.get("retries") or {}).get("message")]
     notes += density.notes(run)
     notes += datapath.notes(run)
     notes += database.notes(run)
