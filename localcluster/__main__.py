@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="COMPONENT:FLAG=VALUE[,FLAG=VALUE]",
                         help=f"flags for one of {', '.join(sidecars.SIDECAR_NAMES)}, e.g. "
                              "snapshot-controller:kube-api-qps=100,kube-api-burst=200 (repeatable)")
+    parser.add_argument("--sidecar-timeout", metavar="DURATION|PROFILE",
+                        help="--timeout of every sidecar that makes CSI calls (csi-provisioner, csi-attacher, "
+                             "csi-snapshotter, csi-resizer), e.g. 600s, or a vendor's deployment: "
+                             f"{', '.join(f'{k} ({v})' for k, v in sidecars.VENDOR_PROFILES.items())}; a --sidecar "
+                             "option that sets a component's timeout wins")
     parser.add_argument("--upstream-sidecar-defaults", action="store_true",
                         help="start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the "
                              "raised 500/1000")
@@ -43,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     sidecar_flags: dict[str, dict[str, str]] = {}
     for component, flags in args.sidecar:
         sidecar_flags.setdefault(component, {}).update(flags)
+    if args.sidecar_timeout:
+        try:
+            sidecar_flags = sidecars.timeout_flags(args.sidecar_timeout, sidecar_flags)
+        except ValueError as error:
+            parser.error(str(error))
     if args.command == "build":
         build.main([])
         return 0

@@ -20,6 +20,7 @@ ships them (client QPS 5 / burst 10, the pools and timeouts of each binary).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,26 @@ def command_args(sidecar: Sidecar, kubeconfig: Path, csi_socket: Path | None, fl
     chosen.update(flags)
     args += [f"--{name.removeprefix('--')}={value}" for name, value in chosen.items()]
     return args
+
+
+# The sidecars whose --timeout bounds each CSI call (csi-resizer's overrides its --resize-timeout when set), and
+# what vendors deploy them with: Trident runs its provisioner with --timeout=600s, so an array slower than the
+# upstream 10-15 s is waited out in one call instead of retried. ``--sidecar-timeout`` gives them all one value.
+CALL_TIMEOUT_SIDECARS = ("csi-provisioner", "csi-attacher", "csi-snapshotter", "csi-resizer")
+VENDOR_PROFILES: Mapping[str, str] = {"trident": "600s"}
+
+
+def timeout_flags(timeout: str, flags: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, dict[str, str]]:
+    """``flags`` with ``--timeout=<timeout>`` for every sidecar that makes CSI calls, unless ``flags`` already sets
+    one for it (a ``--sidecar`` option is the more specific) (pure). ``timeout`` is a Go duration ("600s", "10m")
+    or a vendor profile's name ("trident")."""
+    value = VENDOR_PROFILES.get(timeout, timeout)
+    if not re.fullmatch(r"(\d+(\.\d+)?(ms|s|m|h))+", value):
+        raise ValueError(f"{timeout!r}: a Go duration such as 600s or 10m, or one of {', '.join(VENDOR_PROFILES)}")
+    merged = {component: dict(values) for component, values in (flags or {}).items()}
+    for component in CALL_TIMEOUT_SIDECARS:
+        merged.setdefault(component, {}).setdefault("timeout", value)
+    return merged
 
 
 def parse_sidecar_option(text: str) -> tuple[str, dict[str, str]]:

@@ -92,6 +92,21 @@ def test_sidecar_options_from_the_command_line() -> None:
             sidecars.parse_sidecar_option(bad)
 
 
+def test_a_vendors_sidecar_timeout_reaches_every_sidecar_that_makes_csi_calls() -> None:
+    """--sidecar-timeout 600s (or the profile trident) sets --timeout on the four sidecars that call CSI, not on
+    snapshot-controller; a --sidecar option's own timeout for one component wins."""
+    flags = sidecars.timeout_flags("trident", {"csi-attacher": {"timeout": "30s", "worker-threads": "20"}})
+    assert flags == {"csi-provisioner": {"timeout": "600s"}, "csi-snapshotter": {"timeout": "600s"},
+                     "csi-resizer": {"timeout": "600s"}, "csi-attacher": {"timeout": "30s", "worker-threads": "20"}}
+    provisioner = next(s for s in sidecars.SIDECARS if s.name == "csi-provisioner")
+    args = sidecars.command_args(provisioner, Path("/k"), Path("/s.sock"), sidecars.timeout_flags("10m")[
+        "csi-provisioner"])
+    assert args[-1] == "--timeout=10m"
+    for bad in ("600", "ten minutes", ""):
+        with pytest.raises(ValueError):
+            sidecars.timeout_flags(bad)
+
+
 def test_upstream_rbac_moves_to_kube_system() -> None:
     manifest = """
 apiVersion: v1
