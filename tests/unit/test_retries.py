@@ -116,6 +116,33 @@ def test_a_step_counts_retried_warnings_per_object_and_by_reason_and_cause_and_s
     assert (status.retries.warnings, status.retries.objects) == (4, 3)
     assert status.retries.tailSeconds == pytest.approx(40.0)
     assert "csi-provisioner --timeout=10s" in status.retries.message
-    assert "40.0s past its last retried Warning" in status.retries.message
+    assert "40.0s past the storage's last sign of work (its last retried Warning)" in status.retries.message
     assert tracker.per_object()["retries"] == [2, 1, 1]
     assert (status.succeeded, status.failed) == (3, 0)
+
+
+def test_a_volume_attached_after_the_last_retried_warning_is_the_storage_at_work_not_backoff() -> None:
+    """publish of one pod whose attach (125 s) outlasts the attach/detach controller's 2 m wait: its Warning comes
+    at 120 s, the VolumeAttachment says attached at 125 s, the pod is Ready at 125.2 s. The 5 s after the Warning
+    were the array attaching: only the 0.2 s after the attach count as the step's time past the storage's work."""
+    observed = Observed("ns", "run-abcde")
+    claim = {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}, "spec": {"volumeName": "pv-1"},
+             "status": {"phase": "Bound"}}
+    observed.apply(_event("claims", "ADDED", claim))
+    observed.apply(_event("pvs", "ADDED", {"metadata": {"name": "pv-1"}, "spec": {"claimRef": {
+        "namespace": "ns", "name": "run-abcde-v00000", "uid": "c1"}}}))
+    attachment = {"metadata": {"name": "va-1"}, "spec": {"source": {"persistentVolumeName": "pv-1"},
+                                                          "nodeName": "n1"}, "status": {"attached": False}}
+    observed.apply(_event("attachments", "ADDED", attachment, at=0.5))
+    assert observed.last_attached_at is None
+    observed.apply(_event("attachments", "MODIFIED", {**attachment, "status": {"attached": True}}, at=125.0))
+    assert observed.last_attached_at == 125.0
+
+    from csibench.engine.retries import RetriedWarning, retry_cost
+    waited = {"run-abcde-p00000": [RetriedWarning("FailedAttachVolume", "WaitTimedOut", ATTACH_WAIT, 1, 120.0,
+                                                  120.0)]}
+    cost = retry_cost("publish", waited, 125.2, {"csi-attacher": "--timeout=300s"}, progress=125.0)
+    assert cost is not None and cost.tailSeconds == pytest.approx(0.2)
+    assert "fixed 2m wait" in cost.message and "csi-attacher --timeout=300s" in cost.message
+    without = retry_cost("publish", waited, 125.2, {})
+    assert without is not None and without.tailSeconds == pytest.approx(5.2)

@@ -247,7 +247,7 @@ class StepRunner:
             progress.cancel()
             assert tracker.started is not None
             tracker.note_retries(self.observed.retried_since(kind, tracker.active, tracker.started),
-                                 retry_flags(self.context.environment.machinery))
+                                 retry_flags(self.context.environment.machinery), self.observed.last_attached_at)
             self.publish()
             self._current = None
 

@@ -81,6 +81,7 @@ class Observed:
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
         self._attach_done: set[str] = set()  # existing VolumeAttachments whose status says attached
         self.attached_done: Counter[tuple[str, str]] = Counter()  # (PV, node) -> those of them
+        self.last_attached_at: float | None = None  # arrival of the latest line that said a volume attached
         self.contents: dict[str, str] = {}  # existing snapshot content -> snapshot (by name, like pv_claim)
         self._content_refs: dict[str, ContentRef] = {}  # existing snapshot content -> what it says of itself
         self.warnings: dict[Key, WarningEvent] = {}
@@ -313,7 +314,8 @@ class Observed:
             if name not in self.attachments:
                 self.attachments[name] = (pv, spec.get("nodeName", ""))
                 self.attached[self.attachments[name]] += 1
-            self._set_attach_done(name, self.attachments[name], (event.obj.get("status") or {}).get("attached") is True)
+            self._set_attach_done(name, self.attachments[name], (event.obj.get("status") or {}).get("attached") is True,
+                                  event.at)
         claim = claim or self._claim_of_volume(pv)
         return [(POD, pod) for pod in self._pods_of_claim.get(claim or "", ())]
 
@@ -464,10 +466,12 @@ class Observed:
         ControllerPublishVolume answered); O(1), as every lookup a judge makes on an event."""
         return bool(pv and node and self.attached_done[(pv, node)] > 0)
 
-    def _set_attach_done(self, name: str, pair: tuple[str, str] | None, done: bool) -> None:
+    def _set_attach_done(self, name: str, pair: tuple[str, str] | None, done: bool, at: float | None = None) -> None:
         if done and name not in self._attach_done and pair is not None:
             self._attach_done.add(name)
             self.attached_done[pair] += 1
+            if at is not None:
+                self.last_attached_at = max(at, self.last_attached_at or at)
         elif not done and name in self._attach_done:
             self._attach_done.discard(name)
             if pair is not None:

@@ -126,20 +126,21 @@ def retried_warnings(per_object: Mapping[str, Iterable[RetriedWarning]],
 
 
 def retry_cost(step: str, per_object: Mapping[str, Iterable[RetriedWarning]], end: float,
-               flags: Mapping[str, str], unit: str = "objects") -> RetryCost | None:
+               flags: Mapping[str, str], progress: float | None = None, unit: str = "objects") -> RetryCost | None:
     """What the retries cost the step, from its watch events alone (pure): how many Warnings on how many objects,
-    and the step's time after its last retried Warning (``tailSeconds``). A retried Warning says a try of some
-    object was still waiting at that moment (on the storage, or on a sidecar's queue); after the last one, no try
-    ran out, so the step's remaining time is the retries' backoff before their next, successful, tries — unless
-    the storage was still working without any try running out meanwhile (an upper bound, then, off by at most one
-    try's timeout where tries are dense). ``flags``: component -> '--timeout=10s' of the components that retried,
-    as the preflight read them."""
+    and the step's time after the last sign of the storage at work (``tailSeconds``): its last retried Warning
+    (a try of some object was still waiting at that moment, on the storage or on a sidecar's queue) or
+    ``progress``, the last storage completion the events show during the step (a VolumeAttachment turning
+    attached). After that no try ran out and nothing was seen done, so the step's remaining time is the retries'
+    backoff before their next, successful, tries — unless the storage was still working unseen meanwhile (an upper
+    bound, then, off by at most one try's timeout where tries are dense). ``flags``: component -> '--timeout=10s'
+    of the components that retried, as the preflight read them."""
     warnings = [warning for found in per_object.values() for warning in found]
     if not warnings:
         return None
     objects = sum(1 for found in per_object.values() if list(found))
     count = sum(warning.count for warning in warnings)
-    last = max(warning.at for warning in warnings)
+    last = max([warning.at for warning in warnings] + ([progress] if progress is not None else []))
     tail = max(0.0, end - last)
     reasons = aggregate(per_object)
     said = ", ".join(f"{group.count}× {reason} ({cause})" for reason, cause, group in reasons)
@@ -150,6 +151,7 @@ def retry_cost(step: str, per_object: Mapping[str, Iterable[RetriedWarning]], en
     knobs = "; ".join(bounds)
     message = (f"{step}: {count} retried Warnings on {objects} {unit} ({said})"
                + (f", each try bounded by {knobs}" if knobs else "")
-               + f"; the step ran {tail:.1f}s past its last retried Warning: retry backoff before the next tries, "
-                 "unless the storage was still working with no try running out")
+               + f"; the step ran {tail:.1f}s past the storage's last sign of work (its last retried Warning"
+               + (" or volume attached" if progress is not None else "") + "): retry backoff before the next "
+                 "tries, unless the storage was still working unseen")
     return RetryCost(warnings=count, objects=objects, tailSeconds=round(tail, 3), message=shorten(message, 600))

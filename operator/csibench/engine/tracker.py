@@ -192,16 +192,19 @@ class StepTracker:
         return [FailureReason(reason=r, count=c, message=example[r]) for r, c in counter.most_common(
             MAX_FAILURE_REASONS)]
 
-    def note_retries(self, per_object: dict[str, list[RetriedWarning]], flags: dict[str, str]) -> None:
+    def note_retries(self, per_object: dict[str, list[RetriedWarning]], flags: dict[str, str],
+                     progress: float | None = None) -> None:
         """The Warnings Kubernetes retried past during the step (per object, as the watch saw them): counted per
-        object, aggregated by reason and cause, and what they cost the step (``retries.retry_cost``)."""
+        object, aggregated by reason and cause, and what they cost the step (``retries.retry_cost``; ``progress``:
+        the last storage completion seen during the step, e.g. a volume attached)."""
         if self.anchor is None:
             return
         anchor = self.anchor
         self.retries_of = {name: sum(w.count for w in warnings) for name, warnings in per_object.items()}
         self.retried = retried_warnings(per_object, lambda mono: rfc3339(anchor.wall_of(mono)))
         end = self.stopped if self.stopped is not None else time.monotonic()
-        self.retry_cost = retry_cost(self.name, per_object, end, flags)
+        seen = progress if progress is not None and self.started is not None and progress >= self.started else None
+        self.retry_cost = retry_cost(self.name, per_object, end, flags, seen)
 
     def progress(self) -> str:
         return f"{len(self.outcomes)}/{len(self.active)}"
