@@ -1214,9 +1214,9 @@ class RetryCost(_Model):
 
     warnings: int = Field(..., description="Retried Warnings of the step, counted with their repeats.")
     objects: int = Field(..., description="Objects that had at least one.")
-    tailSeconds: float = Field(..., description="Step time after the last retried Warning: the retries' backoff "
-                                                "before their next tries, unless the storage was still working "
-                                                "without a try running out.")
+    tailSeconds: float = Field(..., description="Step time after the storage's last sign of work (the last "
+                                                "retried Warning, or a volume attached): at most that much was "
+                                                "retry backoff after the storage was done.")
     message: str = Field("", description="The finding: counts, the components' per-try bounds, the tail.")
 
 

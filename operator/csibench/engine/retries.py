@@ -132,8 +132,9 @@ def retry_cost(step: str, per_object: Mapping[str, Iterable[RetriedWarning]], en
     (a try of some object was still waiting at that moment, on the storage or on a sidecar's queue) or
     ``progress``, the last storage completion the events show during the step (a VolumeAttachment turning
     attached). After that no try ran out and nothing was seen done, so the step's remaining time is the retries'
-    backoff before their next, successful, tries — unless the storage was still working unseen meanwhile (an upper
-    bound, then, off by at most one try's timeout where tries are dense). ``flags``: component -> '--timeout=10s'
+    backoff before their next, successful, tries, or storage work that no try ran out on: an upper bound on the
+    time the retries added after the storage was done (the storage was not done at its last sign of work), close
+    where tries are dense (within one try's timeout), loose where they are sparse. ``flags``: component -> '--timeout=10s'
     of the components that retried, as the preflight read them."""
     warnings = [warning for found in per_object.values() for warning in found]
     if not warnings:
@@ -152,6 +153,6 @@ def retry_cost(step: str, per_object: Mapping[str, Iterable[RetriedWarning]], en
     message = (f"{step}: {count} retried Warnings on {objects} {unit} ({said})"
                + (f", each try bounded by {knobs}" if knobs else "")
                + f"; the step ran {tail:.1f}s past the storage's last sign of work (its last retried Warning"
-               + (" or volume attached" if progress is not None else "") + "): retry backoff before the next "
-                 "tries, unless the storage was still working unseen")
+               + (" or volume attached" if progress is not None else "") + "): at most that much was retry "
+                 "backoff after the storage was done")
     return RetryCost(warnings=count, objects=objects, tailSeconds=round(tail, 3), message=shorten(message, 600))
