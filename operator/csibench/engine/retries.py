@@ -134,8 +134,8 @@ def retry_cost(step: str, per_object: Mapping[str, Iterable[RetriedWarning]], en
     attached). After that no try ran out and nothing was seen done, so the step's remaining time is the retries'
     backoff before their next, successful, tries, or storage work that no try ran out on: an upper bound on the
     time the retries added after the storage was done (the storage was not done at its last sign of work), close
-    where tries are dense (within one try's timeout), loose where they are sparse. ``flags``: component -> '--timeout=10s'
-    of the components that retried, as the preflight read them."""
+    where tries are dense (within one try's timeout), loose where they are sparse. ``flags``: component ->
+    '--timeout=10s' of the components that retried, as the preflight read them."""
     warnings = [warning for found in per_object.values() for warning in found]
     if not warnings:
         return None
