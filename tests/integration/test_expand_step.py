@@ -60,7 +60,8 @@ def test_an_array_failing_expansions_fails_each_claim_with_the_resizers_warning(
     and every ControllerExpandVolume fails on the array, which the resizer says in a VolumeResizeFailed Warning."""
     array = storage_class(failureRate="1", failureOperations="expandVolume")
     body = benchmark_run("nogrow", storageClassName=array, volumes=3, size="64Mi", expand={"by": "64Mi"},
-                         steps=["createVolume", "expandVolume", "deleteVolume"], timeouts={"expandVolume": 60})
+                         steps=["createVolume", "expandVolume", "deleteVolume"], timeouts={"expandVolume": 60},
+                         failAfterWarnings=1)  # the resizer retries Internal: fail on its first Warning
     run = run_to_end(kube, namespace, body)
     grow = step(run, "expandVolume")
     assert grow["note"].startswith("offline") and (grow["state"], grow["failed"]) == ("Failed", 3), grow

@@ -99,7 +99,7 @@ def test_the_pv_controllers_failed_claim_write_is_transient_but_a_provisioning_e
                           '/run-abcde-v00000": dial tcp 127.0.0.1:18443: connect: connection refused'}
     observed.apply(_event("events", "ADDED", warning, at=2.0))
     assert judge("run-abcde-v00000", 1.0) is None
-    refused = 'failed to provision volume with StorageClass "sim": rpc error: code = Internal desc = injected failure'
+    refused = 'failed to provision volume with StorageClass "sim": rpc error: code = InvalidArgument desc = bad fstype'
     observed.apply(_event("events", "ADDED", {**warning, "message": refused}, at=3.0))
     verdict = judge("run-abcde-v00000", 1.0)
     assert verdict is not None and not verdict.ok and verdict.message == refused
@@ -107,17 +107,18 @@ def test_the_pv_controllers_failed_claim_write_is_transient_but_a_provisioning_e
 
 def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> None:
     """A storage slower than the sidecar's --timeout: external-provisioner says ProvisioningFailed with
-    DeadlineExceeded and calls again, and the volume comes; Internal is a failure of the call, and final."""
+    DeadlineExceeded and calls again, and the volume comes (likewise after Internal and ResourceExhausted: a later
+    call may succeed); FailedPrecondition is a failure no retry fixes, and final."""
     from csibench.engine.judges import claim_bound, snapshot_ready
     observed = Observed("ns", "run-abcde")
     observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}))
     judge = claim_bound(observed, frozenset({"ProvisioningFailed"}))
     prefix = 'failed to provision volume with StorageClass "sim": rpc error: code = '
     warning = {"type": "Warning", "reason": "ProvisioningFailed", "involvedObject": {"uid": "c1"}}
-    for code in ("DeadlineExceeded", "Canceled", "Unavailable", "Aborted"):
+    for code in ("DeadlineExceeded", "Canceled", "Unavailable", "Aborted", "Internal", "ResourceExhausted"):
         observed.apply(_event("events", "ADDED", {**warning, "message": f"{prefix}{code} desc = slow"}, at=2.0))
         assert judge("run-abcde-v00000", 1.0) is None, code
-    nested = f"{prefix}Internal desc = backend: rpc error: code = Unavailable desc = gone"  # the outer code counts
+    nested = f"{prefix}FailedPrecondition desc = backend: rpc error: code = Unavailable desc = gone"  # the outer one
     observed.apply(_event("events", "ADDED", {**warning, "message": nested}, at=3.0))
     verdict = judge("run-abcde-v00000", 1.0)
     assert verdict is not None and verdict.reason == "ProvisioningFailed"
@@ -131,7 +132,7 @@ def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> 
     assert ready("run-abcde-s00000", 0.5) is None
     assert observed.complaints("snapshot") == {  # quoted if it times out: no Warning event says it
         "run-abcde-s00000": "status.error: " + snapshot["status"]["error"]["message"][:186]}
-    snapshot["status"]["error"]["message"] = "rpc error: code = Internal desc = injected failure"
+    snapshot["status"]["error"]["message"] = "rpc error: code = FailedPrecondition desc = volume in use"
     observed.apply(_event("snapshots", "MODIFIED", snapshot))
     verdict = ready("run-abcde-s00000", 0.5)
     assert verdict is not None and verdict.reason == "SnapshotError"
@@ -215,7 +216,7 @@ def test_a_groups_update_conflict_is_transient_but_a_failed_group_snapshot_is_no
     observed.apply(_event("groups", "ADDED", group))
     judge = group_snapshot_ready(observed, frozenset())
     assert judge("run-abcde-x00000", 0.0) is None
-    failed = "Failed to create group snapshot: rpc error: code = Internal desc = injected failure"
+    failed = "Failed to create group snapshot: rpc error: code = FailedPrecondition desc = members differ"
     observed.apply(_event("groups", "MODIFIED", {**group, "status": {"error": {"message": failed}}}))
     verdict = judge("run-abcde-x00000", 0.0)
     assert verdict is not None and (verdict.reason, verdict.message) == ("GroupSnapshotError", failed)

@@ -50,7 +50,7 @@ def test_the_attach_detach_controllers_wait_running_out_does_not_fail_the_pod_an
 
 
 @pytest.mark.parametrize("code", ["InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
-                                  "Unimplemented", "Internal"])
+                                  "Unimplemented", "PermissionDenied"])
 def test_a_cause_no_retry_fixes_fails_the_object_at_once(code: str) -> None:
     observed = Observed("ns", "run-abcde")
     (name,) = _claims(observed, 1)

@@ -25,14 +25,16 @@ from csibench.api.text import shorten
 #   any provisioner saw the claim (an API server that was briefly away: "connection refused"); it retries at its
 #   next sync.
 BOOKKEEPING = {"Multi-Attach error": "MultiAttach", "Error saving claim: ": "ClaimNotSaved"}
-# The gRPC codes with which a CSI call may still be in progress on the storage: the sidecar that made it calls
-# again (external-provisioner's checkError calls these "ProvisioningInBackground"), and a storage that is merely
-# slower than the sidecar's --timeout finishes on a later call. Any other code (Internal, InvalidArgument,
-# ResourceExhausted, ...) means the call failed and is not in progress.
-# (ResourceExhausted is final here although csi-snapshotter calls again on it: the CSI spec gives it to a storage
-# out of space or of snapshots, which a benchmark reports as a failure. Internal is what the local cluster's
-# injected failures answer, reported as failures.)
-IN_PROGRESS_CODES = frozenset({"Canceled", "DeadlineExceeded", "Unavailable", "Aborted"})
+# The gRPC codes after which Kubernetes calls again and a later call may succeed: the call may still be in progress
+# on the storage (Canceled, DeadlineExceeded, Unavailable, Aborted: external-provisioner's checkError calls these
+# "ProvisioningInBackground"), or it failed in a way the storage may get over (Internal: a hiccup of the array;
+# ResourceExhausted: out of something for now). The sidecars retry them with backoff and, in the user's cluster, the
+# object gets there on a later try, so a run counts them and waits. Any other code (InvalidArgument, NotFound,
+# AlreadyExists, FailedPrecondition, Unimplemented, ...) is one no retry fixes: the object fails at once. A run that
+# wants a storage's first Internal to count as a failure (the local cluster's injected failures answer Internal) sets
+# spec.failAfterWarnings: 1.
+IN_PROGRESS_CODES = frozenset({"Canceled", "DeadlineExceeded", "Unavailable", "Aborted", "Internal",
+                               "ResourceExhausted"})
 # grpc-go's status text; only the outermost code counts (an Internal error may quote another call's Unavailable).
 _GRPC_CODE = re.compile(r"rpc error: code = (\w+) desc = ")
 # A wait that ran out without a gRPC code: the attach/detach controller's for the attacher (csiTimeout, 2 min:
