@@ -53,6 +53,10 @@ def test_the_move_example_hands_each_volume_to_another_node_once(
     record = next(s for s in read_report(kube, run)["steps"] if s["status"]["name"] == "moveVolume")
     for latency, parts in zip(record["latencyMs"], record["phaseMs"], strict=True):
         assert parts is not None and abs(sum(parts) - latency) <= WATCH_RESOLUTION_MS, (parts, latency)
+    # Each pod's old and new node is kept (the HTML report counts them): always two different simulated nodes.
+    assert len(record["notes"]) == 6 and all(
+        old != new and old.startswith("sim-node-") and new.startswith("sim-node-")
+        for old, new in (note.split(" → ") for note in record["notes"])), record["notes"]
     # The array's ground truth: per volume, attached on its first node (publish), detached there and attached on
     # another (the move: once each), detached from that one (unpublish).
     prefix = f"{run['metadata']['name']}-{run['metadata']['uid'][:5]}-"

@@ -58,6 +58,12 @@ def test_every_moved_pod_is_made_again_on_another_node_and_its_parts_add_up() ->
         # The fake attaches as soon as the detach is done, so under load both may be seen on one event: the
         # attach part can be 0, never negative.
         assert parts[0] > 0 and parts[2] >= 0
+    # Each pod's old and new node is kept per object, and the HTML report counts them.
+    assert record["notes"] == ["node-0 → node-1", "node-0 → node-2"] * 3
+    from csibench.report.parts import notes_table
+    assert notes_table(stored_report(fake)) == (["Step", "Moved from → to", "Pods"],
+                                                [["Move Volume", "node-0 → node-1", "3"],
+                                                 ["Move Volume", "node-0 → node-2", "3"]])
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
 
 

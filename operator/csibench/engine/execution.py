@@ -94,6 +94,8 @@ class StepRunner:
             verdict = judge(name, submitted)
             if verdict is not None:
                 tracker.record(name, verdict, at)
+                if verdict.ok and tracker.note_object is not None and (said := tracker.note_object(name)):
+                    tracker.object_notes[name] = said
 
     def publish(self) -> None:
         """Copy the trackers' aggregates into the status model (not yet written)."""
@@ -121,6 +123,7 @@ class StepRunner:
         tracker.note = step.note_in(step_context)
         tracker.phase_names = step.phases.names if step.phases is not None else None
         boundaries = step.phases.boundaries(self.observed) if step.phases is not None else ()
+        tracker.note_object = step.object_note(self.observed) if step.object_note is not None else None
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
         recorder.status.progress = f"0/{len(tracker.active)}"

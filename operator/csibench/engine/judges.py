@@ -311,6 +311,17 @@ def group_delete_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
     return [content_gone, group_gone]
 
 
+def move_nodes(observed: Observed) -> Callable[[str], str | None]:
+    """What the report keeps of each moved pod: the node it left and the node its successor runs on,
+    'sim-node-0 → sim-node-2'."""
+    before = _placed(observed)
+
+    def said(name: str) -> str | None:
+        state, old_node = observed.pods.get(name), before.get(name, ("", None))[1]
+        return f"{old_node} → {state.node}" if state is not None and old_node and state.node else None
+    return said
+
+
 def snapshot_ready(observed: Observed, terminal: frozenset[str]) -> Judge:
     return _ready_with(observed, terminal, SNAPSHOT, observed.snapshots.get, lambda snapshot: snapshot.ready,
                        lambda snapshot: Verdict(False, "SnapshotError", snapshot.error)

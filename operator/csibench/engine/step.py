@@ -138,6 +138,8 @@ class StepSpec:
     companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
     results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
     phases: Phases | None = None  # the parts of its per-object latency, where events tell them apart
+    # what the report keeps about each succeeded object (made when the step starts, like the boundaries)
+    object_note: Callable[[Observed], Callable[[str], str | None]] | None = None
     holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
     note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
     spec_part: str | None = None  # the part of the spec that enables it, when not spec.<its name>

@@ -64,6 +64,10 @@ class StepTracker:
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
     extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
+    # What the report keeps about each succeeded object besides its times (moveVolume: "node-0 → node-2"), and how
+    # the step says it (StepSpec.object_note, called when an object succeeds)
+    object_notes: dict[str, str] = field(default_factory=dict)
+    note_object: Callable[[str], str | None] | None = None
     retried: list[RetriedWarnings] = field(default_factory=list)  # warnings retried past during the step (counted)
     retry_cost: RetryCost | None = None  # what they cost the step
     retries_of: dict[str, int] = field(default_factory=dict)  # per object: its retried Warnings, with repeats
@@ -218,7 +222,8 @@ class StepTracker:
         tracker.anchor = Anchor(origin, origin)
         tracker.started = origin
         tracker.stopped = origin + (saved.durationSeconds or 0.0)
-        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result", "phaseMs", "retries")
+        tracker.saved_objects = {key: record[key] for key in ("submitMs", "latencyMs", "result", "phaseMs", "retries",
+                                                              "notes")
                                  if key in record}
         tracker.extra = record.get("extra")
         for name, sent_ms, latency_ms, result in zip(objects, record["submitMs"], record["latencyMs"],
@@ -310,4 +315,6 @@ class StepTracker:
             record["phaseMs"] = [[round(length * 1000, 1) for length, _ in self.parts_of(name)]
                                  if name in self.outcomes and self.outcomes[name].ok else None
                                  for name in self.objects]
+        if self.object_notes:
+            record["notes"] = [self.object_notes.get(name) for name in self.objects]
         return record

@@ -224,6 +224,8 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.facts, *context.iterations]],
             "<h2>Steps</h2>", _table(headers, rows, "steps"),
             *[f'<p class="muted parts">{_e(line)}</p>' for line in parts.legend_lines(run)],
+            *(["<h2>Where each pod moved</h2>", _table(*moved, "moves")]
+              if (moved := parts.notes_table(report)) is not None else []),
             *_density_section(density.table(run), _density_curves(run)),
             *_workload_sections(datapath.table(run), database.table(run)),
             *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]

@@ -57,3 +57,18 @@ def legend_lines(run: dict[str, Any]) -> list[str]:
         if spans:
             lines.append(f"└ parts of {title_and_unit(step['name'])[0]}: " + "; ".join(spans))
     return [*lines, f"└ {ADDING_UP}"] if lines else []
+
+
+def notes_table(report: dict[str, Any] | None) -> tuple[list[str], list[list[str]]] | None:
+    """From the stored report, what steps noted about their objects (moveVolume: each pod's old and new node),
+    counted: ``(["Step", "Moved from → to", "Pods"], rows)``, or None when no step noted anything."""
+    counted: dict[tuple[str, str], int] = {}
+    for record in (report or {}).get("steps") or []:
+        name = (record.get("status") or {}).get("name", "")
+        for note in record.get("notes") or []:
+            if isinstance(note, str):
+                counted[(name, note)] = counted.get((name, note), 0) + 1
+    if not counted:
+        return None
+    rows = [[title_and_unit(step)[0], note, str(count)] for (step, note), count in sorted(counted.items())]
+    return ["Step", "Moved from → to", "Pods"], rows
