@@ -112,6 +112,13 @@ def _report(args: argparse.Namespace) -> int:
         from csibench.report.verdicts import junit
 
         sys.stdout.write(junit(run))
+    elif args.output == "csv":
+        from csibench.report.csv_tables import RUN_TABLES, run_table, to_csv
+
+        table = args.table or "steps"
+        if table not in RUN_TABLES:
+            raise CliError(f"--table {table} is a suite's; a run's tables are {', '.join(RUN_TABLES)}")
+        sys.stdout.write(to_csv(*run_table(run, table)))
     else:
         sys.stdout.write(render_table(run))
     return 0
@@ -132,6 +139,12 @@ def _report_suite(args: argparse.Namespace, name: str, sought: str = "BenchmarkS
         raise CliError("-o junit is a run's; a suite's report is table, markdown, json or html")
     if args.output == "html":
         sys.stdout.write(_html(lambda html: html.build_suite_html(suite, runs, percent, alpha)))
+    elif args.output == "csv":
+        from csibench.report.csv_tables import cells_table, to_csv
+
+        if (args.table or "cells") != "cells":
+            raise CliError(f"--table {args.table} is a run's; a suite's CSV table is cells")
+        sys.stdout.write(to_csv(*cells_table(suite_json(suite, runs, alpha=alpha, max_regression_percent=percent))))
     elif args.output == "json":
         body = suite_json(suite, runs, alpha=alpha, max_regression_percent=percent)
         sys.stdout.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
@@ -436,9 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--suite", default=None, metavar="NAME",
                         help="report a BenchmarkSuite (NAME or NAMESPACE/NAME): its runs, per step a table and curve "
                              "of the cells' medians over the rounds, and the cells compared along each axis")
-    report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html", "junit"], default="table",
+    report.add_argument("-o", "--output", choices=["table", "json", "markdown", "html", "junit", "csv"],
+                        default="table",
                         help="html: one self-contained page with plots (needs csibench[report]); junit: a testcase "
-                             "per step, workload, database run and threshold (runs only)")
+                             "per step, workload, database run and threshold (runs only); csv: one table (--table)")
+    report.add_argument("--table", choices=["steps", "datapath", "database", "baseline", "cells"], default=None,
+                        help="with -o csv: which table (a run's steps (default), datapath, database or baseline; "
+                             "a suite's cells)")
     report.add_argument("--max-regression", type=_percent, default=10.0,
                         help="a suite's comparisons: a change beyond this, e.g. 10%%, and significant is a "
                              "Regression or Improvement (default 10%%)")
