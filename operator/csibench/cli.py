@@ -4,7 +4,8 @@
 (``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``);
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
-a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models. Runs are named
+a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models; ``schema``
+the JSON Schema of the result (``api/report_schema.py``). Runs are named
 ``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
 """
 
@@ -181,7 +182,17 @@ def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any
         finally:
             await client.close()
 
-    return asyncio.run(load())
+    return _readable(asyncio.run(load()), f"the report of {run['metadata']['namespace']}/{run['metadata']['name']}")
+
+
+def _readable(report: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
+    """A report of a version this csibench reads; a newer one is a clear error (exit 1), not a misreading."""
+    from csibench.api.stored_report import ReportTooNew, readable
+
+    try:
+        return None if report is None else readable(report, what)
+    except ReportTooNew as error:
+        raise CliError(str(error)) from None
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -422,6 +433,17 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    from csibench.api.report_schema import render_report_schema
+
+    text = render_report_schema()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _prometheus_url(text: str) -> str:
     from csibench.api.collect import PROMETHEUS_URL_PATTERN
 
@@ -541,6 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
     crd.add_argument("--kind", choices=["BenchmarkRun", "BenchmarkSuite"], default="BenchmarkRun")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
     crd.set_defaults(func=_crd)
+    schema = commands.add_parser("schema", help="print the JSON Schema of the result (report -o json and the "
+                                                "stored report), generated from the models")
+    schema.add_argument("-o", "--output", help="write to this file instead of stdout")
+    schema.set_defaults(func=_schema)
     return parser
 
 

@@ -26,7 +26,7 @@ def test_a_10000_volume_report_fits_one_configmap_and_round_trips() -> None:
     assert len(configmaps) == 1
     assert len(json.dumps(configmaps[0])) < 1024 * 1024  # the API server's object size limit
     encoded = base64.b64decode(configmaps[0]["binaryData"]["report.json.gz"])
-    assert decode_report(encoded) == {"format": "csibench.io/report-v1", **report}
+    assert decode_report(encoded) == {"format": "csibench.io/report-v2", "schemaVersion": 2, **report}
     assert object_names(report["steps"][0])[9999] == "run-abcde-v09999"
 
 

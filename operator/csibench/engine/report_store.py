@@ -18,7 +18,7 @@ from typing import Any
 from csibench.api.baseline import fails
 from csibench.api.collect import StepCollection
 from csibench.api.models import GROUP, KIND, VERSION
-from csibench.api.stored_report import REPORT_FORMAT, iteration_records
+from csibench.api.stored_report import REPORT_FORMAT, SCHEMA_VERSION, iteration_records
 from csibench.engine.catalog import STEPS
 from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.kube import resources as r
@@ -46,7 +46,7 @@ def chunk_name(name: str, index: int) -> str:
 
 def build_report_configmaps(name: str, run_name: str, run_uid: str, report: dict[str, Any]) -> list[dict[str, Any]]:
     """One ConfigMap per 700 KiB of compressed report; the first names how many there are."""
-    data = encode_report({"format": REPORT_FORMAT, **report})
+    data = encode_report({"format": REPORT_FORMAT, "schemaVersion": SCHEMA_VERSION, **report})
     chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
     return [{
         "apiVersion": "v1", "kind": "ConfigMap",

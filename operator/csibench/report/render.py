@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.steps import has_own_table, title_and_unit
+from csibench.api.stored_report import SCHEMA_VERSION
 from csibench.api.text import human_duration
 from csibench.report import cost, database, datapath, density, parts, verdicts
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -149,8 +150,10 @@ def render_markdown(run: dict[str, Any]) -> str:
 
 
 def render_json(run: dict[str, Any], report: dict[str, Any] | None) -> str:
-    """Everything: the run as the API returns it and the stored full report (per-object data included)."""
-    return json.dumps({"run": run, "report": report}, indent=2, sort_keys=True) + "\n"
+    """Everything: the run as the API returns it and the stored full report (per-object data included), with the
+    schema version (``api/report_schema.py``)."""
+    return json.dumps({"schemaVersion": SCHEMA_VERSION, "run": run, "report": report}, indent=2,
+                      sort_keys=True) + "\n"
 
 
 def render_table(run: dict[str, Any]) -> str:
