@@ -1,7 +1,8 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
 ``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster
-(``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``);
+(``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``), or with ``--from DIR`` from
+what ``export`` wrote (``report/archive.py``);
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
 a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models; ``schema``
@@ -42,7 +43,10 @@ def _split(run: str, namespace: str) -> tuple[str, str]:
 
 
 def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:
-    """Read runs through the same rate-limited client the operator uses (in its threads, not on a loop)."""
+    """Read runs through the same rate-limited client the operator uses (in its threads, not on a loop); with
+    ``--from DIR``, from an export instead (``report/archive.py``)."""
+    if getattr(args, "from_dir", None):
+        return [_archived(args, run).run for run in runs]
     from csibench.kube.client import KubeClient, load_configuration
     from csibench.kube.resources import BENCHMARK_RUNS
 
@@ -59,6 +63,15 @@ def _fetch(args: argparse.Namespace, *runs: str) -> list[dict[str, Any]]:
         names = ", ".join("/".join(_split(run, args.namespace)) for run in missing)
         raise CliError(f"BenchmarkRun {names} not found", EXIT_NOT_FOUND)
     return [obj for obj in found if obj is not None]
+
+
+def _archived(args: argparse.Namespace, run: str) -> Any:
+    from csibench.report.archive import ArchiveError, find_run
+
+    try:
+        return find_run(Path(args.from_dir), *_split(run, args.namespace))
+    except ArchiveError as error:
+        raise CliError(str(error), EXIT_NOT_FOUND) from None
 
 
 def _fetch_suite(args: argparse.Namespace, suite: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -95,12 +108,14 @@ def _report(args: argparse.Namespace) -> int:
 
     if (args.suite is None) == (args.run is None):
         raise CliError("name one run or suite: csibench report NAME, or csibench report --suite NAME")
+    if args.suite is not None and args.from_dir:
+        raise CliError("--from reads exported runs; a suite's report reads the cluster")
     if args.suite is not None:
         return _report_suite(args, args.suite)
     try:
         (run,) = _fetch(args, args.run)
     except CliError as error:  # no run of that name: a suite's, perhaps
-        if error.code != EXIT_NOT_FOUND:
+        if error.code != EXIT_NOT_FOUND or args.from_dir:
             raise
         return _report_suite(args, args.run, "BenchmarkRun or BenchmarkSuite")
     if args.output == "html":
@@ -171,6 +186,15 @@ def _load_report(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, Any
     from csibench.engine.report_store import load_report
     from csibench.kube.client import KubeClient, load_configuration
 
+    if getattr(args, "from_dir", None):
+        from csibench.api.stored_report import ReportTooNew
+
+        meta = run["metadata"]
+        try:
+            report: dict[str, Any] | None = _archived(args, f"{meta['namespace']}/{meta['name']}").report()
+        except ReportTooNew as error:
+            raise CliError(str(error)) from None
+        return report
     name = (run.get("status") or {}).get("reportConfigMap")
     if not name:
         return None
@@ -198,6 +222,8 @@ def _readable(report: dict[str, Any] | None, what: str) -> dict[str, Any] | None
 def _compare(args: argparse.Namespace) -> int:
     from csibench.report.compare import CompareError, render_compare
 
+    if args.suite is not None and args.from_dir:
+        raise CliError("--from reads exported runs; comparing a suite's cells reads the cluster")
     try:
         run_a, run_b = _suite_cells(args) if args.suite is not None else _fetch(args, args.run_a, args.run_b)
         if args.output == "html" and args.suite is not None:  # a cell is its rounds: no one stored report
@@ -258,21 +284,19 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     """Finished runs matching a label selector, of the latest one's shape, oldest first (``report/history.py``)."""
-    from csibench.kube.client import KubeClient, load_configuration
-    from csibench.kube.resources import BENCHMARK_RUNS
-    from csibench.preflight.discovery import list_all
     from csibench.report import history
     from csibench.report.render import align, markdown_table
 
-    async def fetch() -> list[dict[str, Any]]:
-        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
-        try:
-            return await list_all(client, BENCHMARK_RUNS.path(None if args.all_namespaces else args.namespace),
-                                  {"labelSelector": args.selector})
-        finally:
-            await client.close()
+    if args.from_dir:
+        from csibench.report.archive import ArchiveError, select_runs
 
-    series = history.select(asyncio.run(fetch()))
+        try:
+            found = select_runs(Path(args.from_dir), args.selector, None if args.all_namespaces else args.namespace)
+        except ArchiveError as error:
+            raise CliError(str(error)) from None
+    else:
+        found = _list_runs(args, args.selector)
+    series = history.select(found)
     threshold = args.max_regression / 100.0
     if args.output == "html":
         sys.stdout.write(_html(lambda html: html.build_history_html(series, args.window, threshold)))
@@ -281,6 +305,52 @@ def _history(args: argparse.Namespace) -> int:
     lines = markdown_table(headers, rows) if args.output == "markdown" else align(headers, rows)
     sys.stdout.write("\n".join([*lines, "", *notes]) + "\n")
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Each run's stored report, run object, JUnit, CSV tables and (with the plotting extra) HTML page into
+    DIR/<completionTime>-<namespace>-<name>/ (``report/archive.py``)."""
+    from csibench.report.archive import write_run
+    from csibench.report.plots import PlottingUnavailable
+
+    *names, directory = args.targets
+    if bool(names) == bool(args.selector):
+        raise CliError("name the runs or a selector: csibench export RUN [RUN...] DIR, or csibench export -l "
+                       "SELECTOR DIR")
+    runs = _fetch(args, *names) if names else _list_runs(args, args.selector)
+    if not runs:
+        raise CliError(f"no BenchmarkRun matches {args.selector}", EXIT_NOT_FOUND)
+    no_html = ""
+    for run in runs:
+        report = _load_report(args, run)
+        html = None
+        if not no_html:
+            from csibench.report import html as html_report
+
+            try:
+                html = html_report.build_run_html(run, report)
+            except PlottingUnavailable as error:
+                no_html = str(error)
+        print(write_run(Path(directory), run, report, html))
+    if no_html:
+        print(f"csibench: no report.html: {no_html}", file=sys.stderr)
+    return 0
+
+
+def _list_runs(args: argparse.Namespace, selector: str) -> list[dict[str, Any]]:
+    from csibench.kube.client import KubeClient, load_configuration
+    from csibench.kube.resources import BENCHMARK_RUNS
+    from csibench.preflight.discovery import list_all
+
+    async def fetch() -> list[dict[str, Any]]:
+        client = KubeClient(load_configuration(args.kubeconfig), qps=20, burst=40, max_in_flight=2)
+        try:
+            return await list_all(client, BENCHMARK_RUNS.path(None if args.all_namespaces else args.namespace),
+                                  {"labelSelector": selector})
+        finally:
+            await client.close()
+
+    return asyncio.run(fetch())
 
 
 def _window(text: str) -> int:
@@ -483,6 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "Regression or Improvement (default 10%%)")
     report.add_argument("--alpha", type=float, default=0.05,
                         help="a suite's comparisons: the significance level (default 0.05)")
+    report.add_argument("--from", dest="from_dir", default=None, metavar="DIR",
+                        help="read the run from a directory csibench export wrote, not the cluster")
     report.set_defaults(func=_report)
     compare = reader("compare", "two finished runs (or two cells of a suite) side by side, with the per-step "
                                 "speed-up of B over A")
@@ -501,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--fail-on-slower", action="store_true",
                          help="with --max-regression: exit 1 also when B is significantly slower but not shown "
                               "beyond the threshold (Slower)")
+    compare.add_argument("--from", dest="from_dir", default=None, metavar="DIR",
+                         help="read both runs from a directory csibench export wrote, not the cluster")
     compare.set_defaults(func=_compare)
     watch = reader("watch", "live progress per step until the run ends")
     watch.add_argument("run", help="NAME or NAMESPACE/NAME")
@@ -531,7 +605,16 @@ def build_parser() -> argparse.ArgumentParser:
     history_parser.add_argument("--max-regression", type=_percent, default=10.0,
                                 help="a change smaller than this is not marked (default 10%%)")
     history_parser.add_argument("-o", "--output", choices=["table", "markdown", "html"], default="table")
+    history_parser.add_argument("--from", dest="from_dir", default=None, metavar="DIR",
+                                help="read the runs from a directory csibench export wrote, not the cluster")
     history_parser.set_defaults(func=_history)
+    export = reader("export", "write runs' stored reports, run objects, JUnit, CSV and HTML into "
+                              "DIR/<completionTime>-<namespace>-<name>/, to keep them beyond the cluster")
+    export.add_argument("targets", nargs="+", metavar="RUN... DIR",
+                        help="runs (NAME or NAMESPACE/NAME), then the directory; with -l, only the directory")
+    export.add_argument("-l", "--selector", default=None, help="export the runs matching this label selector")
+    export.add_argument("-A", "--all-namespaces", action="store_true", help="with -l: runs in every namespace")
+    export.set_defaults(func=_export, from_dir=None)
 
     preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "
                                                       "(exit 4 when a Warning finding exists)")
