@@ -11,10 +11,18 @@ import pytest
 
 from csibench import cli
 from csibench.report.archive import ArchiveError, folder_name, matches
-from tests.unit.test_history import _run
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 V1_OUTPUT = json.loads((GOLDEN / "report-v1-output.json").read_text())
+
+
+def _run(name: str, at: str, create: float) -> dict[str, Any]:
+    return {"metadata": {"namespace": "bench", "name": name, "creationTimestamp": at},
+            "spec": {"storageClassName": "sim", "volumes": 10, "steps": ["createVolume", "deleteVolume"]},
+            "status": {"phase": "Succeeded", "completionTime": at, "steps": [
+                {"name": "createVolume", "state": "Succeeded", "throughput": create, "objects": 10, "succeeded": 10,
+                 "latency": {"p50": 0.1, "p90": 0.2, "p99": 1 / create, "max": 1.0, "mean": 0.1}},
+                {"name": "deleteVolume", "state": "Succeeded", "throughput": 5.0 + create / 100}]}}
 
 
 def _runs() -> list[dict[str, Any]]:
