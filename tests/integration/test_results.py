@@ -121,3 +121,35 @@ def test_cli_messages_for_missing_runs_and_runs_in_progress(kube: Kube, namespac
     assert watched.returncode == 0, watched.stderr
     assert "Create Volume" in watched.stdout and "run still in progress" in watched.stdout
     assert watched.stdout.rstrip().splitlines()[-1].startswith("cleanup:")  # the final table, after the end
+
+
+def test_export_keeps_the_history_after_the_runs_are_deleted(kube: Kube, namespace: str, operator: OperatorProcess,
+                                                             cluster: LocalCluster, storage_class: Any,
+                                                             tmp_path: Any) -> None:
+    import json
+
+    storage = storage_class(latency="20ms", concurrency="4")
+    env = {**os.environ, "KUBECONFIG": str(cluster.config.kubeconfig)}
+
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "csibench", *args], capture_output=True, text=True, env=env,
+                              cwd=REPO_ROOT, check=True, timeout=120).stdout
+
+    for name in ("kept-1", "kept-2"):
+        body = benchmark_run(name, storageClassName=storage, volumes=2, steps=["createVolume", "deleteVolume"])
+        body["metadata"]["labels"] = {"pipeline": "archive"}
+        create_run(kube, namespace, body)
+        run = wait_for_phase(kube, namespace, name, TERMINAL, 120)
+        assert run["status"]["phase"] == "Succeeded", run["status"]
+    before = cli("history", "-n", namespace, "-l", "pipeline=archive")
+    assert "Create Volume" in before and "2 runs" in before, before
+    folders = cli("export", "-n", namespace, "-l", "pipeline=archive", str(tmp_path)).splitlines()
+    assert len(folders) == 2 and all(f"-{namespace}-kept-" in folder for folder in folders), folders
+    report = json.loads((tmp_path / folders[0].rsplit("/", 1)[-1] / "report.json").read_text())
+    assert report["schemaVersion"] == 2 and report["format"] == "csibench.io/report-v2"  # as the operator stored it
+    for name in ("kept-1", "kept-2"):
+        kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", name)
+    wait_until(lambda: get_run(kube, namespace, "kept-1") is None and get_run(kube, namespace, "kept-2") is None,
+               60, "runs deleted")
+    assert cli("history", "-n", namespace, "-l", "pipeline=archive", "--from", str(tmp_path)) == before
+    assert "Create Volume" in cli("report", f"{namespace}/kept-2", "--from", str(tmp_path))
