@@ -246,6 +246,25 @@ def test_report_reads_a_suite_by_flag_or_when_no_run_has_the_name(capsys: pytest
     assert cli.main(["report", "--suite", "bench/sweep", "-o", "junit"]) == 1
 
 
+@pytest.mark.usefixtures("cluster")
+def test_the_cells_csv_read_back_equals_the_suite_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+
+    assert cli.main(["report", "--suite", "bench/sweep", "-o", "json"]) == 0
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert cli.main(["report", "--suite", "bench/sweep", "-o", "csv", "--table", "cells"]) == 0
+    header, *rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert header == ["cell", "storageClassName", "step", "rounds", "throughput median (objects/s)",
+                      "p99 median (s)", "durationSeconds median (s)"]
+    expected = [(c["id"], c["values"]["storageClassName"], step, s["rounds"], s["throughput"], s["p99"],
+                 s["durationSeconds"]) for c in cells for step, s in c["steps"].items()]
+    assert [(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), float(r[6])) for r in rows] == expected
+    assert len(rows) == 4  # 2 cells x 2 steps
+    assert cli.main(["report", "--suite", "bench/sweep", "-o", "csv", "--table", "steps"]) == 1
+    assert "a suite's CSV table is cells" in capsys.readouterr().err
+
+
 def test_the_page_draws_a_scaling_curve_per_step() -> None:
     pytest.importorskip("matplotlib")
     from csibench.report.html import build_suite_html
