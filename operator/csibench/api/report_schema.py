@@ -88,8 +88,7 @@ class ReportDocument(_Open):
 
 def report_json_schema() -> dict[str, Any]:
     schema = ReportDocument.model_json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"https://csibench.io/schemas/report-v{SCHEMA_VERSION}.json", **schema}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def render_report_schema() -> str:
