@@ -314,12 +314,18 @@ def _export(args: argparse.Namespace) -> int:
     from csibench.report.plots import PlottingUnavailable
 
     *names, directory = args.targets
-    if bool(names) == bool(args.selector):
-        raise CliError("name the runs or a selector: csibench export RUN [RUN...] DIR, or csibench export -l "
-                       "SELECTOR DIR")
-    runs = _fetch(args, *names) if names else _list_runs(args, args.selector)
+    if sum((bool(names), bool(args.selector), bool(args.suite))) != 1:
+        raise CliError("name the runs, a selector or a suite: csibench export RUN [RUN...] DIR, csibench export -l "
+                       "SELECTOR DIR, or csibench export --suite NAME DIR")
+    if args.suite:
+        found = _fetch_suite(args, args.suite)
+        if found is None:
+            raise CliError(f"BenchmarkSuite {'/'.join(_split(args.suite, args.namespace))} not found", EXIT_NOT_FOUND)
+        runs = found[1]
+    else:
+        runs = _fetch(args, *names) if names else _list_runs(args, args.selector)
     if not runs:
-        raise CliError(f"no BenchmarkRun matches {args.selector}", EXIT_NOT_FOUND)
+        raise CliError(f"no BenchmarkRun matches {args.selector or args.suite}", EXIT_NOT_FOUND)
     no_html = ""
     for run in runs:
         report = _load_report(args, run)
@@ -614,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="runs (NAME or NAMESPACE/NAME), then the directory; with -l, only the directory")
     export.add_argument("-l", "--selector", default=None, help="export the runs matching this label selector")
     export.add_argument("-A", "--all-namespaces", action="store_true", help="with -l: runs in every namespace")
+    export.add_argument("--suite", default=None, metavar="NAME", help="export this BenchmarkSuite's runs")
     export.set_defaults(func=_export, from_dir=None)
 
     preflight = commands.add_parser("preflight", help="check the CSI machinery serving a class without a run "

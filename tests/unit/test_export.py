@@ -117,3 +117,16 @@ def test_without_the_plotting_extra_export_writes_everything_but_the_page(monkey
     assert "no report.html: the HTML report needs matplotlib" in capsys.readouterr().err
     (folder,) = tmp_path.iterdir()
     assert {p.name for p in folder.iterdir()} == {"run.json", "junit.xml", "steps.csv"}
+
+
+def test_export_of_a_suites_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                 tmp_path: Path) -> None:
+    runs = _runs()
+    _serve(monkeypatch, runs, None)
+    monkeypatch.setattr(cli, "_fetch_suite", lambda args, name: ({"metadata": {"name": "sweep"}}, runs[:2])
+                        if name == "bench/sweep" else None)
+    assert [Path(p).name for p in _out(capsys, "export", "--suite", "bench/sweep", str(tmp_path)).split()] == \
+        [folder_name(r) for r in runs[:2]]
+    assert cli.main(["export", "--suite", "bench/other", str(tmp_path)]) == cli.EXIT_NOT_FOUND
+    assert "BenchmarkSuite bench/other not found" in capsys.readouterr().err
+    assert cli.main(["export", "--suite", "bench/sweep", "-l", "a=b", str(tmp_path)]) == 1
