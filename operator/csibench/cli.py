@@ -2,7 +2,7 @@
 
 ``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster
 (``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``), or with ``--from DIR`` from
-what ``export`` wrote (``report/archive.py``);
+what ``export`` wrote (``report/archive.py``: runs, a selector's or a suite's, kept as files);
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
 a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models; ``schema``
