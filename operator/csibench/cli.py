@@ -1,7 +1,8 @@
 """The ``csibench`` command (also a kubectl plugin: ``kubectl csibench ...``).
 
 ``operator`` runs the operator; ``report``, ``compare``, ``watch`` and ``history`` read runs from the cluster
-(``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``), or with ``--from DIR`` from
+(``report --suite`` and ``compare --suite`` a BenchmarkSuite's: ``report/suite.py``); ``report``, ``compare`` and
+``history`` with ``--from DIR`` read instead
 what ``export`` wrote (``report/archive.py``: runs, a selector's or a suite's, kept as files);
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
