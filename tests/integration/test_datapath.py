@@ -21,10 +21,8 @@ from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,
-    create_run,
     get_run,
     read_report,
-    run_to_end,
     step,
     wait_for_phase,
     wait_until_nothing_left,
@@ -32,6 +30,7 @@ from localcluster.runs import (
 from tests.support.cluster import cli, create_pod, pod_gone, wait_pod_phase
 from tests.support.datapath import SIM, TINY, assert_host_clean, assert_latency_is_the_merge_of_the_pods
 from tests.support.metrics import samples
+from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
 WORKLOADS = ["seqRead", "seqWrite", "randRead", "randWrite", "randReadWrite"]
@@ -97,7 +96,8 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
     create_run(kube, namespace, benchmark_run("logs", volumes=1, steps=["createVolume", "dataPath", "deleteVolume"],
                                               dataPath={**TINY, "runtimeSeconds": 4, "workloads": workloads,
                                                         "direct": False},
-                                              storageClassName="csibench-sim", size="64Mi"))
+                                              storageClassName="csibench-sim", size="64Mi"),
+               own_namespace=True)  # the run's own namespace is the one labelled "restricted"
 
     def running_pod() -> Any:
         pods = kube.core.list_pod_for_all_namespaces(label_selector="csibench.io/workload=seqWrite").items
@@ -179,7 +179,7 @@ def test_operator_killed_inside_the_data_path_redoes_it_honestly_and_leaves_noth
     create_run(kube, namespace, benchmark_run("killed", volumes=2, steps=["createVolume", "dataPath",
                                                                           "deleteVolume"],
                                               storageClassName="csibench-sim", size="64Mi",
-                                              dataPath={**TINY, "runtimeSeconds": 2}))
+                                              dataPath={**TINY, "runtimeSeconds": 2}), own_namespace=True)
 
     def second_workload_running() -> bool:
         run = get_run(kube, namespace, "killed") or {}

@@ -13,9 +13,10 @@ import pytest
 from localcluster.kube import Kube, present
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import benchmark_run, read_report, run_to_end, wait_until_nothing_left
+from localcluster.runs import benchmark_run, read_report, wait_until_nothing_left
 from tests.support.cluster import StorageClassFactory, cli
 from tests.support.datapath import SIM, TINY, assert_host_clean, assert_latency_is_the_merge_of_the_pods
+from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
 RUNTIME = 5  # seconds of fio: long enough that a tenth of it (the skew bound) is more than a busy machine's jitter

@@ -16,16 +16,10 @@ import yaml
 from localcluster.kube import Kube
 from localcluster.launcher import DENSITY_PARAMETERS, DENSITY_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import (
-    assert_failed_without_objects,
-    benchmark_run,
-    create_run,
-    run_to_end,
-    step,
-    wait_until_nothing_left,
-)
+from localcluster.runs import assert_failed_without_objects, benchmark_run, step, wait_until_nothing_left
 from localcluster.simulator.config import parse_duration
 from tests.support.cluster import cli
+from tests.support.runs import create_run, run_to_end
 
 BASE = parse_duration(DENSITY_PARAMETERS["attachLatency"])
 PER_ATTACHED = parse_duration(DENSITY_PARAMETERS["attachLatencyPerAttached"])

@@ -21,12 +21,11 @@ from localcluster.runs import (
     VERSION,
     assert_failed_without_objects,
     benchmark_run,
-    create_run,
-    run_to_end,
     step,
     wait_until_nothing_left,
 )
 from tests.support.cluster import cli
+from tests.support.runs import create_run, run_to_end
 
 
 def test_the_expand_example_grows_ext4_volumes_online_then_files_larger_than_the_old_size_fit(

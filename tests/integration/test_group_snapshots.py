@@ -17,8 +17,9 @@ from localcluster import manifests
 from localcluster.kube import GROUP_SNAPSHOT_GROUP, SNAPSHOT_GROUP, Kube, items, wait_until
 from localcluster.launcher import FILESYSTEM_STORAGE_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import read_report, run_to_end, step, wait_until_nothing_left
+from localcluster.runs import read_report, step, wait_until_nothing_left
 from tests.support.cluster import bound_claims, cli, create_pod, phase, pod_gone
+from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
 GROUPS, PER_GROUP = 4, 5

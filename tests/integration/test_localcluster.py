@@ -19,9 +19,10 @@ from localcluster import manifests, sidecars
 from localcluster.kube import SNAPSHOT_GROUP, Kube, json_object, present, wait_until
 from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import benchmark_run, run_to_end
+from localcluster.runs import benchmark_run
 from localcluster.simulator.config import DRIVER_NAME, Operation
 from tests.support.cluster import bound_claims, create_claims, create_pod, prometheus_query
+from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
 # A second cluster for the start-up test, clear of the session cluster's thirteen ports (18443-18455 by default).

@@ -14,8 +14,9 @@ import yaml
 from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import read_report, run_to_end, step, wait_until_nothing_left
+from localcluster.runs import read_report, step, wait_until_nothing_left
 from tests.support.cluster import cli
+from tests.support.runs import run_to_end
 
 WATCH_RESOLUTION_MS = 1.0  # each part is rounded to 0.1 ms in the record; the sum of four stays within this
 

@@ -22,11 +22,9 @@ from localcluster.runs import (
     TERMINAL,
     assert_failed_without_objects,
     benchmark_run,
-    create_run,
     get_run,
     leftovers,
     read_report,
-    run_to_end,
     step,
     unique,
     wait_for_phase,
@@ -34,6 +32,7 @@ from localcluster.runs import (
 )
 from tests.support.browser import assert_run_page_drawn, render
 from tests.support.cluster import cli
+from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
 ALL_STEPS = ["createVolume", "publish", "unpublish", "createSnapshot", "cloneFromSnapshot", "deleteClone",
@@ -54,7 +53,7 @@ def assert_percentiles_ordered(step_status: dict[str, Any]) -> None:
 
 def test_quickstart_runs_all_eight_steps_and_leaves_nothing(kube: Kube, namespace: str,
                                                            operator: OperatorProcess) -> None:
-    run = run_to_end(kube, namespace, quickstart("quickstart"))
+    run = run_to_end(kube, namespace, quickstart("quickstart"), own_namespace=True)  # the default path, whole
     status = run["status"]
     assert status["phase"] == "Succeeded", (status, operator.log())
     assert [s["name"] for s in status["steps"]] == ALL_STEPS
@@ -202,7 +201,7 @@ def test_deleting_a_run_mid_step_removes_everything_within_60s(kube: Kube, names
     slow = storage_class(latency="300ms", concurrency="1")
     name = unique("doomed")
     create_run(kube, namespace, benchmark_run(name, storageClassName=slow, volumes=60,
-                                              steps=["createVolume", "deleteVolume"]))
+                                              steps=["createVolume", "deleteVolume"]), own_namespace=True)
 
     def midway() -> dict[str, Any] | None:
         run = get_run(kube, namespace, name)
@@ -238,7 +237,7 @@ def test_a_deleted_run_whose_cleanup_cannot_finish_names_what_is_left_in_a_warni
     """Issue 41: a claim someone holds with a finalizer outlives the deleted run's cleanup (50 s); before the
     finalizer goes, a Warning Event names it, why it is left (the finalizer), and its volume."""
     run = run_to_end(kube, namespace, benchmark_run("held", storageClassName="csibench-sim", volumes=2,
-                                                    steps=["createVolume"], cleanup="Never"))
+                                                    steps=["createVolume"], cleanup="Never"), own_namespace=True)
     target, selector = run["status"]["targetNamespace"], run["status"]["objectSelector"]
     claims = kube.core.list_namespaced_persistent_volume_claim(target, label_selector=selector).items
     held = present(present(claims[0].metadata).name)

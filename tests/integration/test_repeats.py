@@ -11,18 +11,11 @@ import pytest
 from localcluster.kube import Kube
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import (
-    TERMINAL,
-    benchmark_run,
-    create_run,
-    read_report,
-    run_to_end,
-    wait_for_phase,
-    wait_until_nothing_left,
-)
+from localcluster.runs import TERMINAL, benchmark_run, read_report, wait_for_phase, wait_until_nothing_left
 from tests.support.browser import render
 from tests.support.cluster import cli
 from tests.support.report_page import Outline
+from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
 

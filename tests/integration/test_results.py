@@ -13,8 +13,9 @@ import pytest
 from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import TERMINAL, benchmark_run, create_run, get_run, step, wait_for_phase
+from localcluster.runs import TERMINAL, benchmark_run, get_run, step, wait_for_phase
 from tests.support.metrics import samples
+from tests.support.runs import create_run
 
 pytestmark = pytest.mark.integration
 

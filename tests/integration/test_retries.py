@@ -15,9 +15,10 @@ import pytest
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import benchmark_run, leftovers, read_report, run_to_end, step
+from localcluster.runs import benchmark_run, leftovers, read_report, step
 from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
 from tests.support.cluster import cli
+from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
 VOLUMES, CREATE_SECONDS = 4, 3.0

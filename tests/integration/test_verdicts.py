@@ -18,8 +18,9 @@ from kubernetes.client.exceptions import ApiException
 from localcluster.kube import Kube, present
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import GROUP, PLURAL, TERMINAL, VERSION, benchmark_run, create_run, leftovers, wait_for_phase
+from localcluster.runs import GROUP, PLURAL, TERMINAL, VERSION, benchmark_run, leftovers, wait_for_phase
 from tests.support.cluster import cli
+from tests.support.runs import create_run
 
 pytestmark = pytest.mark.integration
 BOUND = {"step": "createVolume", "metric": "latencyP50", "max": 1.5}
