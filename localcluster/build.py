@@ -16,7 +16,8 @@ builds them. external-snapshotter replaces its ``client/v8`` with ``./client``, 
 the wrapper pins the published ``client/v8`` of the same version instead.
 
 csi-sanity (the CSI community's conformance suite, ``github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity``) is
-built by the same wrapper-module recipe, so tests can check the simulated driver against the CSI spec.
+built by the same wrapper-module recipe, so tests can check the simulated driver against the CSI spec. So is helm
+(``helm.sh/helm/v4/cmd/helm``, stamped through its ``internal/version`` package), which the chart's tests run.
 
 Prometheus is built from its module too (``github.com/prometheus/prometheus/cmd/prometheus``, with upstream's
 build tags that keep only its Kubernetes service discovery): Debian's package has none, and the local cluster's
@@ -67,6 +68,7 @@ class Binaries:
     csi_resizer: Path
     prometheus: Path
     csi_sanity: Path  # not run by the cluster: the conformance suite tests run against the simulated driver
+    helm: Path  # not run by the cluster: the chart's tests (charts/csibench) lint, render and install with it
 
     @property
     def snapshot_crd_dir(self) -> Path:
@@ -110,6 +112,7 @@ def expected_binaries() -> Binaries:
         csi_resizer=sidecar_bin_dir(versions.RESIZER) / "csi-resizer",
         prometheus=prometheus_bin_dir() / "prometheus",
         csi_sanity=sidecar_bin_dir(versions.CSI_TEST) / "csi-sanity",
+        helm=sidecar_bin_dir(versions.HELM) / "helm",
     )
 
 
@@ -262,7 +265,7 @@ def _build_sidecar(sidecar: versions.SidecarModule) -> None:
     )
     _log(f"building {', '.join(sidecar.commands)} {sidecar.version} (first build takes minutes)")
     packages = [f"{sidecar.module}/cmd/{command}" for command in sidecar.commands]
-    ldflags = f"-s -w -X main.{sidecar.version_variable}={sidecar.version}"
+    ldflags = f"-s -w -X {sidecar.version_package}.{sidecar.version_variable}={sidecar.version}"
     _go_build(workdir, sidecar_bin_dir(sidecar), packages, ldflags, f"{sidecar.name} {sidecar.version}")
 
 
@@ -286,13 +289,13 @@ def ensure_binaries() -> Binaries:
     k8s = [binaries.kube_apiserver, binaries.kube_controller_manager, binaries.kube_scheduler, binaries.kubectl]
     if not all(path.exists() for path in k8s):
         _build_kubernetes()
-    for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST):
+    for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST, versions.HELM):
         if not all((sidecar_bin_dir(sidecar) / command).exists() for command in sidecar.commands):
             _build_sidecar(sidecar)
     if not binaries.prometheus.exists():
         _build_prometheus()
     missing = [str(path) for path in (binaries.etcd, *k8s, *binaries.sidecars(), binaries.prometheus,
-                                      binaries.csi_sanity) if not path.exists()]
+                                      binaries.csi_sanity, binaries.helm) if not path.exists()]
     if missing:
         raise BuildError(f"build finished but binaries are missing: {missing}")
     return binaries
@@ -305,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_dir:
         print(kubernetes_bin_dir())
         print(etcd_bin_dir())
-        for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST):
+        for sidecar in (*versions.SIDECAR_MODULES, versions.CSI_TEST, versions.HELM):
             print(sidecar_bin_dir(sidecar))
         print(prometheus_bin_dir())
         return 0

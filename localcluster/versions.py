@@ -27,7 +27,8 @@ class SidecarModule:
     module: str
     version: str
     commands: tuple[str, ...]
-    version_variable: str = "version"  # the main package's variable the build stamps with the version
+    version_variable: str = "version"  # the variable the build stamps with the version
+    version_package: str = "main"  # the package that declares it
 
 
 PROVISIONER: Final = SidecarModule(
@@ -44,6 +45,9 @@ SIDECAR_MODULES: Final = (PROVISIONER, ATTACHER, SNAPSHOTTER, RESIZER)
 # The CSI community's conformance suite (csi-sanity), run against the simulated driver; built like a sidecar. The
 # Go module proxy served v5.4.0 and v5.6.0 on 2026-12-04.
 CSI_TEST = SidecarModule("csi-test", "github.com/kubernetes-csi/csi-test/v5", "v5.6.0", ("csi-sanity",), "VERSION")
+# Helm, for the chart's tests (charts/csibench: lint, template against deploy/, install into the local cluster); built
+# like a sidecar (its module has no replaces). The Go module proxy served v4.3.2 (and v3.21.4) on 2026-12-04.
+HELM = SidecarModule("helm", "helm.sh/helm/v4", "v4.3.2", ("helm",), "version", "helm.sh/helm/v4/internal/version")
 # external-snapshotter replaces its client module with ./client; the build pins the published one instead.
 SNAPSHOTTER_CLIENT_MODULE: Final = "github.com/kubernetes-csi/external-snapshotter/client/v8"
 
