@@ -119,7 +119,8 @@ def _crd(kind: str, plural: str, short_names: list[str], versions: list[Schema])
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
+        # deploy/'s label on everything it installs; written here too because Helm installs crds/ unrendered.
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "csibench"}},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
