@@ -1,4 +1,5 @@
-"""Issue 31's acceptance: the install path users take, observed by a real Prometheus.
+"""Issue 31's acceptance: the install path users take, observed by a real Prometheus; and issue 49's: the Helm
+chart installs, upgrades and uninstalls the same operator (last, as it hands the pod back to deploy/ afterwards).
 
 The operator runs as a pod of the local cluster from ``deploy/overlays/local`` (in-cluster configuration from the
 projected ServiceAccount token the simulated kubelet writes, its probes run, its pod IP reaches its ports), the
@@ -16,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from localcluster.kube import Kube, wait_until
 from localcluster.launcher import REPO_ROOT, ClusterState, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, create_run, describe_stuck_run, get_run, step, wait_for_phase
+from tests.support.chart import CHART, RELEASE, helm, local_values, value_args
 from tests.support.cluster import StorageClassFactory, prometheus_query
 from tests.support.datapath import TINY
 
@@ -285,3 +288,69 @@ def test_a_bad_query_and_a_prometheus_that_is_down_are_findings_and_the_runs_suc
     assert bad["QueryEmpty"]["facts"]["steps"] == "2" and "parse error" in bad["QueryRefused"]["message"]
     down = (get_run(kube, namespace, "prom-down") or {})["status"]["collection"]
     assert [f["check"] for f in down] == ["PrometheusUnreachable"], down
+
+
+# -- the Helm chart (last: it replaces deploy/overlays/local's install, then puts it back) ------------------------
+CLUSTER_SCOPED_OF_THE_CHART = [
+    ("clusterrole", "csibench-operator"), ("clusterrole", "csibench-discovery"),
+    ("clusterrolebinding", "csibench-operator"), ("clusterrolebinding", "csibench-discovery"),
+    *[(kind, name) for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding")
+      for name in ("csibench-operator-owns-what-it-touches", "csibench-operator-reclaims-only-orphaned-contents",
+                   "csibench-operator-creates-runs-only-for-suites")]]
+
+
+def exists(cluster: LocalCluster, *args: str) -> bool:
+    return bool(cluster.kubectl("get", *args, "-o", "name", "--ignore-not-found").strip())
+
+
+def test_the_helm_chart_installs_a_working_operator_upgrades_it_and_uninstalls_it(
+        cluster: LocalCluster, kube: Kube, namespace: str, operator_pod: str, tmp_path: Path) -> None:
+    kubeconfig = cluster.config.kubeconfig
+    values = value_args(local_values(cluster.prometheus_url), tmp_path)
+    # deploy/overlays/local's Deployment steps aside; the chart makes its own and adopts the rest of what kubectl
+    # applied (--take-ownership: how a kustomize install moves to Helm). The release record lives in "default":
+    # the chart creates csibench-system itself, with its Pod Security labels.
+    cluster.kubectl("delete", DEPLOYMENT, "-n", SYSTEM)
+    wait_until(lambda: not operator_pods(cluster), 60, "deploy/'s operator pods gone", interval=0.5)
+    try:
+        helm("install", RELEASE, str(CHART), "--namespace=default", "--take-ownership", *values,
+             kubeconfig=kubeconfig)
+        try:
+            pod = wait_until(lambda: ready_pod(cluster), 120, "the chart's operator pod Ready", interval=0.5)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{pod_story(cluster)}") from None
+        deployment = json.loads(cluster.kubectl("get", DEPLOYMENT, "-n", SYSTEM, "-o", "json"))
+        assert deployment["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+        assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        owner = pod["metadata"]["ownerReferences"][0]["name"]  # the ReplicaSet of the chart's Deployment
+        assert owner.startswith("csibench-operator-"), pod["metadata"]["ownerReferences"]
+        create_run(kube, namespace, benchmark_run("through-helm", storageClassName="csibench-sim", volumes=2,
+                                                  steps=["createVolume", "deleteVolume"]))
+        run = ended(cluster, kube, namespace, "through-helm", 120, pods=True)
+        assert run["status"]["phase"] == "Succeeded", (run["status"].get("message"), current_logs(cluster))
+        assert "through-helm" in logs(cluster, pod["metadata"]["name"], 400)
+
+        helm("upgrade", RELEASE, str(CHART), "--namespace=default", *values,
+             "--set", "workloadImage=registry.example/workload:upgraded", kubeconfig=kubeconfig)
+        container = json.loads(cluster.kubectl("get", DEPLOYMENT, "-n", SYSTEM, "-o", "json"))[
+            "spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["CSIBENCH_WORKLOAD_IMAGE"] == "registry.example/workload:upgraded", env
+        assert "2" in helm("history", RELEASE, "--namespace=default", "-o", "json", kubeconfig=kubeconfig)
+
+        helm("uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+        gone = [(kind, name) for kind, name in CLUSTER_SCOPED_OF_THE_CHART if exists(cluster, kind, name)]
+        assert not gone, gone
+        wait_until(lambda: not exists(cluster, "namespace", SYSTEM), 90, f"namespace {SYSTEM} deleted", interval=0.5)
+        assert helm("list", "--namespace=default", "-q", kubeconfig=kubeconfig).strip() == ""
+        # Helm never deletes what it installed from a chart's crds/: the CRDs stay, and with them every run.
+        assert exists(cluster, "crd", "benchmarkruns.csibench.io") and exists(cluster, "crd",
+                                                                              "benchmarksuites.csibench.io")
+        assert get_run(kube, namespace, "through-helm") is not None
+    finally:
+        # deploy/overlays/local back, as operator_pod expects (it scales it down and restarts the host process).
+        helm("uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig, check=False)
+        wait_until(lambda: not exists(cluster, "namespace", SYSTEM)
+                   or "deletionTimestamp" not in cluster.kubectl("get", "namespace", SYSTEM, "-o", "json"),
+                   90, f"namespace {SYSTEM} deleted or not deleting", interval=0.5)
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
