@@ -308,12 +308,15 @@ def test_the_helm_chart_installs_a_working_operator_upgrades_it_and_uninstalls_i
     kubeconfig = cluster.config.kubeconfig
     values = value_args(local_values(cluster.prometheus_url), tmp_path)
     # deploy/overlays/local's Deployment steps aside; the chart makes its own and adopts the rest of what kubectl
-    # applied (--take-ownership: how a kustomize install moves to Helm). The release record lives in "default":
-    # the chart creates csibench-system itself, with its Pod Security labels.
+    # applied (--take-ownership: how a kustomize install moves to Helm; --force-conflicts: Helm's server-side apply
+    # takes the fields kubectl's apply managed, which it refuses for the admission policies' matchConstraints
+    # otherwise). The release record lives in "default": the chart creates csibench-system itself, with its Pod
+    # Security labels.
     cluster.kubectl("delete", DEPLOYMENT, "-n", SYSTEM)
     wait_until(lambda: not operator_pods(cluster), 60, "deploy/'s operator pods gone", interval=0.5)
     try:
-        helm("install", RELEASE, str(CHART), "--namespace=default", "--take-ownership", *values,
+        helm("install", RELEASE, str(CHART), "--namespace=default", "--take-ownership", "--force-conflicts",
+             *values,
              kubeconfig=kubeconfig)
         try:
             pod = wait_until(lambda: ready_pod(cluster), 120, "the chart's operator pod Ready", interval=0.5)
