@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from localcluster import versions
 from tests.support.chart import CHART, DEPLOY, by_key, differences, helm, local_values, render_chart, render_kustomize
 
 OPTIONAL_PARTS: list[tuple[dict[str, Any], list[str]]] = [
@@ -93,3 +94,8 @@ def test_image_and_command_values_reach_the_container(tmp_path: Path) -> None:
 def test_helm_lint_passes_strictly(values: list[str]) -> None:
     output = helm("lint", "--strict", str(CHART), *values)
     assert "0 chart(s) failed" in output and "[ERROR]" not in output and "[WARNING]" not in output, output
+
+
+def test_the_helm_binary_is_the_pinned_build() -> None:
+    # The build stamps the version into helm's internal/version package (an unstamped build says "v4.3").
+    assert helm("version", "--template={{ .Version }}") == versions.HELM.version
