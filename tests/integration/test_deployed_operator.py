@@ -29,6 +29,7 @@ from localcluster.runs import benchmark_run, create_run, describe_stuck_run, get
 from tests.support.chart import CHART, RELEASE, helm, local_values, value_args
 from tests.support.cluster import StorageClassFactory, prometheus_query
 from tests.support.datapath import TINY
+from tests.support.runs import in_test_namespace
 
 pytestmark = pytest.mark.integration
 OVERLAY = REPO_ROOT / "deploy" / "overlays" / "local"
@@ -327,8 +328,8 @@ def test_the_helm_chart_installs_a_working_operator_upgrades_it_and_uninstalls_i
         assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
         owner = pod["metadata"]["ownerReferences"][0]["name"]  # the ReplicaSet of the chart's Deployment
         assert owner.startswith("csibench-operator-"), pod["metadata"]["ownerReferences"]
-        create_run(kube, namespace, benchmark_run("through-helm", storageClassName="csibench-sim", volumes=2,
-                                                  steps=["createVolume", "deleteVolume"]))
+        create_run(kube, namespace, in_test_namespace(namespace, benchmark_run(
+            "through-helm", storageClassName="csibench-sim", volumes=2, steps=["createVolume", "deleteVolume"])))
         run = ended(cluster, kube, namespace, "through-helm", 120, pods=True)
         assert run["status"]["phase"] == "Succeeded", (run["status"].get("message"), current_logs(cluster))
         assert "through-helm" in logs(cluster, pod["metadata"]["name"], 400)
