@@ -7,7 +7,8 @@ what ``export`` wrote (``report/archive.py``: runs, a selector's or a suite's, k
 ``gate`` waits for a run's end and exits with its verdict (0 pass, 1 a threshold broken or a regression, 2 not
 measured, 3 inconclusive: ``report/verdicts.py``); ``preflight`` checks the CSI machinery serving a class without
 a run (exit 4 on a Warning, to gate a pipeline); ``crd`` prints the CRD generated from the models; ``schema``
-the JSON Schema of the result (``api/report_schema.py``). Runs are named
+the JSON Schema of the result (``api/report_schema.py``); ``docs-reference`` writes the documentation site's
+reference pages (``reference.py``, from the models, reasons, metrics and this parser). Runs are named
 ``NAME`` (with ``-n NAMESPACE``) or ``NAMESPACE/NAME``.
 """
 
@@ -29,6 +30,28 @@ from csibench.engine.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 EXIT_NOT_FOUND = 2
 EXIT_NOT_READY = 3
 EXIT_PREFLIGHT_WARNINGS = 4
+_ERROR = "an error, said on stderr (e.g. a report written by a newer csibench, -o html without csibench[report])"
+# What each command's exit codes mean: the reference's command pages are generated from this and the parser
+# (csibench docs-reference), and every command must be here.
+EXIT_CODES: dict[str, dict[int, str]] = {
+    "report": {0: "printed", 1: _ERROR, EXIT_NOT_FOUND: "no run (or suite) of that name, or none in --from DIR"},
+    "compare": {0: "printed; with --max-regression: equivalent, better or only Slower",
+                1: "with --max-regression: a regression (or Slower with --fail-on-slower); else " + _ERROR,
+                EXIT_NOT_FOUND: "a run, suite or cell not found; with --max-regression: nothing measured to judge",
+                EXIT_NOT_READY: "a run has not finished; with --max-regression: inconclusive"},
+    "watch": {0: "the run ended (Succeeded or Failed)", EXIT_NOT_FOUND: "no run of that name"},
+    "gate": {0: "pass", 1: "a threshold broken or a regression (or Slower with failOnSlower)",
+             2: "the run failed to measure, cannot be read, or did not end within --timeout", 3: "inconclusive"},
+    "history": {0: "printed", 1: _ERROR},
+    "export": {0: "written", 1: _ERROR, EXIT_NOT_FOUND: "no run matches (or the suite is not found)"},
+    "preflight": {0: "no Warning finding", EXIT_NOT_FOUND: "the StorageClass does not exist",
+                  EXIT_PREFLIGHT_WARNINGS: "a Warning finding exists"},
+    "operator": {0: "stopped", 2: "--prometheus-url is a link-local or metadata address without "
+                                  "--allow-link-local-prometheus"},
+    "crd": {0: "written"},
+    "schema": {0: "written"},
+    "docs-reference": {0: "written"},
+}
 
 
 class CliError(Exception):
@@ -521,6 +544,16 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs_reference(args: argparse.Namespace) -> int:
+    from csibench.reference import render_reference
+
+    directory = Path(args.output)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in render_reference(build_parser(), EXIT_CODES).items():
+        (directory / name).write_text(text)
+    return 0
+
+
 def _prometheus_url(text: str) -> str:
     from csibench.api.collect import PROMETHEUS_URL_PATTERN
 
@@ -658,6 +691,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "stored report), generated from the models")
     schema.add_argument("-o", "--output", help="write to this file instead of stdout")
     schema.set_defaults(func=_schema)
+    reference = commands.add_parser("docs-reference", help="write the documentation site's reference pages (fields, "
+                                                           "conditions, metrics, commands), generated from the code")
+    reference.add_argument("-o", "--output", required=True, metavar="DIR", help="directory, e.g. docs/reference")
+    reference.set_defaults(func=_docs_reference)
     return parser
 
 
