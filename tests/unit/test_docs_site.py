@@ -1,0 +1,42 @@
+"""The documentation site builds in strict mode, and strict mode really fails a broken link or an unlisted page
+(scripts/test runs the same build; mkdocs.yml)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from localcluster.launcher import REPO_ROOT
+
+MKDOCS = REPO_ROOT / ".venv" / "bin" / "mkdocs"
+
+
+def build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MKDOCS), "build", "--strict", "--site-dir", str(site)], cwd=root,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    built = build(REPO_ROOT, tmp_path / "site")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert (tmp_path / "site" / "reference" / "benchmarkrun" / "index.html").exists()
+
+
+@pytest.mark.parametrize(("page", "text", "complaint"), [
+    ("guides/suites.md", "\nSee [nowhere](no-such-page.md).\n", "no-such-page.md"),
+    ("guides/suites.md", "\nSee [a missing section](data-path.md#no-such-anchor).\n", "no-such-anchor"),
+    ("orphan.md", "# Not in the navigation\n", "orphan.md"),
+])
+def test_a_broken_link_or_an_unlisted_page_fails_the_build(tmp_path: Path, page: str, text: str,
+                                                            complaint: str) -> None:
+    root = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "docs", root / "docs")
+    shutil.copy(REPO_ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    with (root / "docs" / page).open("a") as out:
+        out.write(text)
+    built = build(root, tmp_path / "site")
+    assert built.returncode != 0 and complaint in built.stdout + built.stderr, built.stdout + built.stderr
