@@ -276,7 +276,8 @@ def _conditions_page() -> str:
              "also the phase's cause in `kubectl describe`, the Events and the logs.", ""]
     for doc in conditions():
         lines += [f"## {doc.kind}: {doc.type}", "", doc.what, "",
-                  *_table(["reason", "meaning"], [[f"`{reason}`", _cell(text)] for reason, text in doc.reasons.items()]),
+                  *_table(["reason", "meaning"],
+                          [[f"`{reason}`", _cell(text)] for reason, text in doc.reasons.items()]),
                   ""]
     return HEADER + "\n".join(lines).rstrip() + "\n"
 
@@ -302,7 +303,7 @@ def metric_docs() -> list[MetricDoc]:
         if isinstance(value, MetricWrapperBase):
             name = value._name + ("_total" if value._type == "counter" else "")
             buckets = tuple(b for b in getattr(value, "_upper_bounds", ()) if b != float("inf"))
-            found.append(MetricDoc(name, value._type, value._documentation, tuple(value._labelnames), buckets))
+            found.append(MetricDoc(name, str(value._type), value._documentation, tuple(value._labelnames), buckets))
     return found
 
 

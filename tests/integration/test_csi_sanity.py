@@ -1,8 +1,8 @@
 """The simulated driver is a CSI driver by the spec: the CSI community's conformance suite, csi-sanity (built from
 its pinned Go module like the sidecars), runs against a freshly started standalone driver (its own sockets and
 data directory, no cluster) and every spec that runs passes. The specs it skips are the capabilities the array
-does not offer; each is named with its reason in docs/local-cluster.md, and there are at most 15. csi-sanity's JUnit report
-is kept (``build/csi-sanity/junit.xml``) and its summary line printed.
+does not offer; each is named with its reason in docs/local-cluster.md, and there are at most 15. csi-sanity's JUnit
+report is kept (``build/csi-sanity/junit.xml``) and its summary line printed.
 
 The ground truth stays exact through all of it: the suite's refused calls cost the array nothing, and everything
 the suite made, attached or staged it also removed, so every operation has its undo, once."""

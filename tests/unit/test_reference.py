@@ -50,8 +50,8 @@ def _paths(schema: dict[str, Any], path: str) -> Iterator[str]:
     for name, sub in (schema.get("properties") or {}).items():
         here = f"{path}.{name}"
         yield here
-        while sub.get("type") == "array" and isinstance(sub.get("items"), dict) or \
-                "properties" not in sub and isinstance(sub.get("additionalProperties"), dict):
+        while (sub.get("type") == "array" and isinstance(sub.get("items"), dict)) or \
+                ("properties" not in sub and isinstance(sub.get("additionalProperties"), dict)):
             if sub.get("type") == "array":
                 sub, here = sub["items"], f"{here}[]"
             else:
