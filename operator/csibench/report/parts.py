@@ -2,7 +2,8 @@
 snapshot steps), said under the step table of every report, with what the parts' percentiles are not.
 
 The parts are cut at watch events (``engine/catalog.py`` names them per step; a unit test holds that each has a
-meaning here); the words follow the README's tables. Pure, over the run's status as the API returns it.
+meaning here); the words follow the tables of docs/guides/lifecycle-steps.md. Pure, over the run's status as the API
+returns it.
 """
 
 from __future__ import annotations
