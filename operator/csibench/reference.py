@@ -78,6 +78,31 @@ READY_REASONS: Mapping[str, str] = {
 }
 
 
+# The preflight's findings (status.preflight[].check, Events Preflight<check>): severity and what each says. A unit
+# test reads every check="..." the package sets and fails when one is missing here.
+PREFLIGHT_CHECKS: Mapping[str, tuple[str, str]] = {
+    "ClientThrottling": ("Warning (Info from 1 s)", "a CSI component's own API client needs 5 s or more for one "
+                         "step at its --kube-api-qps / --kube-api-burst: the step would measure the client"),
+    "SchedulableNodes": ("Warning", "no Ready, uncordoned node matches the publish pods' nodeSelector and "
+                         "tolerations, or they allow fewer pods than publish runs"),
+    "WorkerThreads": ("Info", "a sidecar's worker pool is smaller than the batch: the array sees at most that many "
+                      "operations at once"),
+    "OperationTimeout": ("Info", "a sidecar's --timeout is under 30 s: slower operations are cancelled and retried"),
+    "DataPathCache": ("Warning", "the data path may read a cache, not the storage (page cache without direct I/O, "
+                      "or a working set smaller than dataPath.arrayCacheBytes)"),
+    "DataPathShortRuntime": ("Warning", "dataPath.runtimeSeconds is shorter than rampSeconds"),
+    "GroupSnapshotGate": ("Warning", "the snapshot-controller or csi-snapshotter will ignore group snapshots "
+                          "(CSIVolumeGroupSnapshot off, or older than v8.7.0 without it on)"),
+    "FeatureGates": ("Info", "which feature gates a component sets"),
+    "WaitForFirstConsumer": ("Info", "the class binds on first consumer: createVolume times submission only"),
+    "CSIDriverNotFound": ("Info", "no CSIDriver object for the class's provisioner: what could not be checked"),
+    "ComponentNotFound": ("Info", "a sidecar or controller the steps need was not found: what could not be checked"),
+    "MachineryNotVisible": ("Info", "the CSI machinery could not be seen (no discovery rights)"),
+    "NotACSIDriver": ("Info", "the class's provisioner is not a CSI driver (kubernetes.io/no-provisioner, "
+                      "rancher.io/local-path): not looked for"),
+}
+
+
 @dataclass(frozen=True)
 class ConditionDoc:
     type: str
@@ -279,6 +304,13 @@ def _conditions_page() -> str:
                   *_table(["reason", "meaning"],
                           [[f"`{reason}`", _cell(text)] for reason, text in doc.reasons.items()]),
                   ""]
+    lines += ["## BenchmarkRun: preflight findings", "",
+              "What the preflight checks before the first object (`status.preflight[].check`, an Event "
+              "`Preflight<check>` each, Warning for Warnings; the Preflight condition above sums them up). More: "
+              "[Preflight](../guides/benchmark-a-class.md#preflight-what-will-distort-the-numbers-said-before-the-run).",
+              "", *_table(["check", "severity", "says"], [[f"`{check}`", severity, _cell(text)]
+                                                          for check, (severity, text) in PREFLIGHT_CHECKS.items()]),
+              ""]
     return HEADER + "\n".join(lines).rstrip() + "\n"
 
 

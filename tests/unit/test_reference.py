@@ -155,3 +155,13 @@ def test_every_condition_reason_used_in_code_is_in_the_reference() -> None:
     assert not missing, f"condition reasons not in docs/reference/conditions.md (add them to reference.py): {missing}"
     every_enum = {value for members in ENUMS.values() for value in members.values()}
     assert not [value for value in every_enum if f"| `{value}` |" not in text]
+
+
+def test_every_preflight_check_set_in_code_is_in_the_reference() -> None:
+    checks = {keyword.value.value for path in sorted(PACKAGE.rglob("*.py"))
+              for node in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(node, ast.Call)
+              for keyword in node.keywords
+              if keyword.arg == "check" and isinstance(keyword.value, ast.Constant)}
+    assert {"ClientThrottling", "DataPathCache", "NotACSIDriver"} <= checks
+    section = pages()["conditions.md"].split("## BenchmarkRun: preflight findings", 1)[1]
+    assert not [check for check in checks if f"| `{check}` |" not in section]
