@@ -228,41 +228,52 @@ def _default(schema: Schema) -> str:
     return _code(json.dumps(schema["default"], separators=(", ", ": ")))
 
 
-@dataclass(frozen=True)
-class Field:
-    path: str
-    schema: Schema
-    required: bool
-
-
-def fields(schema: Schema, path: str) -> Iterator[Field]:
-    """Every property under ``schema``, depth first; list items are ``path[]``, map values ``path.*``."""
-    required = set(schema.get("required") or [])
-    for name, sub in (schema.get("properties") or {}).items():
-        here = f"{path}.{name}" if path else name
-        yield Field(here, sub, name in required)
-        yield from _below(sub, here)
-
-
-def _below(schema: Schema, path: str) -> Iterator[Field]:
+def _sections(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
+    """The objects with fields under ``schema`` (itself first), depth first; list items are ``path[]``, map values
+    ``path.*``."""
     if "properties" in schema:
-        yield from fields(schema, path)
-    elif schema.get("type") == "array" and isinstance(schema.get("items"), dict):
-        yield from _below(schema["items"], f"{path}[]")
-    elif isinstance(schema.get("additionalProperties"), dict):
-        yield from _below(schema["additionalProperties"], f"{path}.*")
-
-
-def _objects(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
-    """The objects under ``schema`` (itself first) that carry CEL rules."""
-    if schema.get("x-kubernetes-validations"):
         yield path, schema
-    for name, sub in (schema.get("properties") or {}).items():
-        yield from _objects(sub, f"{path}.{name}")
-    if isinstance(schema.get("items"), dict):
-        yield from _objects(schema["items"], f"{path}[]")
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from _objects(schema["additionalProperties"], f"{path}.*")
+        for name, sub in schema["properties"].items():
+            yield from _sections(sub, f"{path}.{name}")
+    elif schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        yield from _sections(schema["items"], f"{path}[]")
+    elif isinstance(schema.get("additionalProperties"), dict):
+        yield from _sections(schema["additionalProperties"], f"{path}.*")
+
+
+def _leaf_rules(name: str, schema: Schema) -> Iterator[tuple[str, dict[str, str]]]:
+    """CEL rules on a field that has no section of its own (a list, a map, a scalar) and on its items."""
+    while True:
+        for rule in schema.get("x-kubernetes-validations") or []:
+            yield name, rule
+        if "properties" in schema:
+            return
+        if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+            schema, name = schema["items"], f"{name}[]"
+        elif isinstance(schema.get("additionalProperties"), dict):
+            schema, name = schema["additionalProperties"], f"{name}.*"
+        else:
+            return
+
+
+def _section(path: str, schema: Schema, level: int) -> list[str]:
+    required = set(schema.get("required") or [])
+    rows = []
+    for name, sub in schema["properties"].items():
+        meaning = _cell(sub.get("description", ""))
+        bounds = _bounds(sub)
+        rows.append([_code(name) + (" (required)" if name in required else ""), _type(sub), _default(sub),
+                     meaning + (f" *Bounds:* {bounds}." if bounds else "")])
+    lines = ["#" * level + f" `{path}`", "", _cell(schema.get("description", "")), "",
+             *_table(["field", "type", "default", "meaning"], rows), ""]
+    rules = [("", rule) for rule in schema.get("x-kubernetes-validations") or []]
+    rules += [(f"{name}: ", rule) for name, sub in schema["properties"].items()
+              if "properties" not in sub for name, rule in _leaf_rules(name, sub)]
+    if rules:
+        lines += ["Admission rules (CEL in the CRD; the API server refuses an object that breaks one, with this "
+                  "message):", "", *(f"- {where}{_cell(rule.get('message') or rule['rule'])}" for where, rule in rules),
+                  ""]
+    return lines
 
 
 def _resource_page(crd: Schema, title: str, intro: str) -> str:
@@ -272,25 +283,15 @@ def _resource_page(crd: Schema, title: str, intro: str) -> str:
     lines = [f"# {title}", "", intro, "",
              f"`{crd['spec']['group']}/{version['name']}`, kind `{names['kind']}`, plural `{names['plural']}`"
              + (f", short names {', '.join(f'`{s}`' for s in names.get('shortNames', []))}"
-                if names.get("shortNames") else "") + f", scope {crd['spec']['scope']}.", ""]
+                if names.get("shortNames") else "") + f", scope {crd['spec']['scope']}. Each object below is a "
+             "section: its fields with their type, default, meaning and bounds, then the admission rules on it.", ""]
     columns = version.get("additionalPrinterColumns") or []
     if columns:
         lines += ["## Columns of `kubectl get`", "",
                   *_table(["column", "from"], [[c["name"], _code(c["jsonPath"])] for c in columns]), ""]
     for part in ("spec", "status"):
-        schema = root["properties"][part]
-        lines += [f"## {part}", "", _cell(schema.get("description", "")), ""]
-        rows = [[_code(f.path) + (" (required)" if f.required else ""), _type(f.schema), _default(f.schema),
-                 _bounds(f.schema), _cell(f.schema.get("description", ""))] for f in fields(schema, part)]
-        lines += [*_table(["field", "type", "default", "bounds", "meaning"], rows), ""]
-        rules = [(path, rule) for path, sub in _objects(schema, part) for rule in sub["x-kubernetes-validations"]]
-        if rules:
-            lines += [f"### Rules on {part} (checked at admission)", "",
-                      "Each rule is a CEL expression in the CRD; the API server refuses an object that breaks it "
-                      "with this message.", ""]
-            lines += _table(["on", "message"], [[_code(path), _cell(rule.get("message") or rule["rule"])]
-                                                for path, rule in rules])
-            lines.append("")
+        for path, schema in _sections(root["properties"][part], part):
+            lines += _section(path, schema, 2 if path == part else 3)
     return HEADER + "\n".join(lines).rstrip() + "\n"
 
 
