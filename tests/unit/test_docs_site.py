@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -40,3 +41,14 @@ def test_a_broken_link_or_an_unlisted_page_fails_the_build(tmp_path: Path, page:
         out.write(text)
     built = build(root, tmp_path / "site")
     assert built.returncode != 0 and complaint in built.stdout + built.stderr, built.stdout + built.stderr
+
+
+def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
+    """The README stays a front page (at most 250 lines, issue 50) and every link in it reaches a file, since the
+    site's strict build does not read the README."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) > 10
+    missing = [target for target in targets if "://" not in target and not (REPO_ROOT / target).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
