@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from csibench.engine.collection import PROMETHEUS_ALLOW_LINK_LOCAL_ENV, PROMETHEUS_URL_ENV
-from csibench.engine.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
+from csibench.api.collect import PROMETHEUS_ALLOW_LINK_LOCAL_ENV, PROMETHEUS_URL_ENV
+from csibench.api.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 
 EXIT_NOT_FOUND = 2
 EXIT_NOT_READY = 3

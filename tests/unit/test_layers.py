@@ -161,11 +161,23 @@ def test_the_check_sees_an_upward_import_a_cycle_and_one_under_type_checking(tmp
     assert cycles(graph) == [["csibench.engine.catalog", "csibench.engine.plan"]]
 
 
+def engine_modules_loaded_by(modules: str) -> str:
+    """The csibench.engine modules a fresh interpreter has loaded after importing ``modules`` (comma-separated)."""
+    code = (f"import sys; import {modules}; "
+            "print(sorted(m for m in sys.modules if m.startswith('csibench.engine')))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)}).stdout.strip()
+
+
 def test_reading_results_and_checking_the_machinery_loads_no_engine_module() -> None:
     """What the import graph says, seen at run time: a fresh interpreter that imports the reports and the preflight
     checks has no csibench.engine module loaded (nothing reaches the engine through importlib or a package)."""
-    code = ("import sys; import csibench.report.html, csibench.report.compare, csibench.preflight.checks, "
-            "csibench.preflight.discovery; print(sorted(m for m in sys.modules if m.startswith('csibench.engine')))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)}).stdout.strip()
-    assert loaded == "[]"
+    assert engine_modules_loaded_by("csibench.report.html, csibench.report.compare, csibench.preflight.checks, "
+                                    "csibench.preflight.discovery") == "[]"
+
+
+def test_the_command_line_loads_no_engine_module_until_a_command_needs_it() -> None:
+    """``csibench report``, ``compare``, ``history`` and ``gate`` read status and the stored report: importing the
+    command line (the layer map lets it import anything) must not load the engine; the commands that run or check
+    a spec import it inside their functions."""
+    assert engine_modules_loaded_by("csibench.cli") == "[]"

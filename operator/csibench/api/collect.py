@@ -33,6 +33,11 @@ MAX_SERIES_LABELS = 8
 QUERY_MAX = 2000
 QUERY_NAME_PATTERN = r"^[a-z][a-zA-Z0-9]{0,39}$"
 UNIT_PATTERN = r"^[A-Za-z][A-Za-z0-9/%-]{0,15}$"
+# The operator's own Prometheus (``--prometheus-url``), for runs whose spec.collect names none; the command line sets
+# it, the engine reads it.
+PROMETHEUS_URL_ENV = "CSIBENCH_PROMETHEUS_URL"
+# Set by the operator's --allow-link-local-prometheus: its own --prometheus-url may be link-local (never a run's).
+PROMETHEUS_ALLOW_LINK_LOCAL_ENV = "CSIBENCH_PROMETHEUS_ALLOW_LINK_LOCAL"
 # http(s), a host (DNS name or IPv4), an optional port and path: no user info, query string or fragment, so the
 # URL the operator builds from it is always ``<url>/api/v1/...``.
 PROMETHEUS_URL_PATTERN = r"^https?://[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$"

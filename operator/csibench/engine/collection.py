@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import os
 
-from csibench.api.collect import CollectedValue, StepCollection
+from csibench.api.collect import PROMETHEUS_ALLOW_LINK_LOCAL_ENV, PROMETHEUS_URL_ENV, CollectedValue, StepCollection
 from csibench.api.models import BenchmarkRunSpec, Environment, Finding, Severity
 from csibench.metrics import METRICS
 from csibench.observe.collector import StepCollector
 from csibench.observe.prometheus import Prometheus
 from csibench.observe.queries import build_queries
-
-PROMETHEUS_URL_ENV = "CSIBENCH_PROMETHEUS_URL"
-# Set by the operator's --allow-link-local-prometheus: its own --prometheus-url may be link-local (never a run's).
-PROMETHEUS_ALLOW_LINK_LOCAL_ENV = "CSIBENCH_PROMETHEUS_ALLOW_LINK_LOCAL"
 
 
 def prometheus_url(spec: BenchmarkRunSpec) -> str | None:

@@ -14,14 +14,11 @@ from typing import Any, Protocol
 
 from csibench.api import validation as v
 from csibench.api.models import ConditionReason
+from csibench.api.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 from csibench.engine import judges
 from csibench.engine.errors import PlanError
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-
-DEFAULT_WORKLOAD_IMAGE = "ghcr.io/csibench/workload:0.1.0"
-WORKLOAD_IMAGE_ENV = "CSIBENCH_WORKLOAD_IMAGE"
-
 
 
 def workload_image(image: str | None, environ: dict[str, str] | None = None) -> str:
