@@ -27,7 +27,6 @@ from csibench.api.models import (
 )
 from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
 from csibench.api.text import validation_problems
-from csibench.engine.context import RunRef
 from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
@@ -36,9 +35,9 @@ from csibench.engine.run import RunEngine
 from csibench.engine.status import StatusRecorder
 from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
-from csibench.kube.resources import InvalidName
+from csibench.kube.resources import InvalidName, RunRef, SuiteRef
 from csibench.metrics import METRICS
-from csibench.suite.controller import SuiteController, SuiteReason, SuiteRef, SuiteRetry
+from csibench.suite.controller import SuiteController, SuiteReason, SuiteRetry
 
 FINALIZER = "csibench.io/finalizer"
 ANNOTATION_PREFIX = "csibench.io"

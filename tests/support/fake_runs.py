@@ -15,12 +15,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus
-from csibench.engine.context import RunRef
 from csibench.engine.naming import Names
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report
 from csibench.engine.resume import resume as resume_run
 from csibench.engine.run import RunEngine
+from csibench.kube.resources import RunRef
 from tests.support.fake_kube import GROUP_HANDLE, FakeKube
 
 UID = "0a1b2c3d-0000-4000-8000-000000000001"

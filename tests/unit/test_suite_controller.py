@@ -10,8 +10,9 @@ import pytest
 
 from csibench.api.suite import BenchmarkSuiteSpec
 from csibench.kube.client import ApiError
+from csibench.kube.resources import SuiteRef
 from csibench.suite import controller as suite_controller
-from csibench.suite.controller import SuiteController, SuiteRef, SuiteRetry
+from csibench.suite.controller import SuiteController, SuiteRetry
 from csibench.suite.progress import DELETED_MESSAGE, decide
 from tests.support.fake_kube import FakeKube
 

@@ -38,6 +38,16 @@ def test_paths_escape_what_they_accept() -> None:
         r.PODS.path("ns", "p", "exec")
 
 
+def test_a_run_and_a_suite_are_referred_to_by_one_record_each_naming_its_resource() -> None:
+    run, suite = r.RunRef("ns", "x", "u1", 3), r.SuiteRef("ns", "x", "u1", 3)
+    assert run.status_path == "/apis/csibench.io/v1alpha1/namespaces/ns/benchmarkruns/x/status"
+    assert suite.status_path == "/apis/csibench.io/v1alpha1/namespaces/ns/benchmarksuites/x/status"
+    assert run.label == suite.label == "ns/x" and run.generation == 3
+    assert run != suite and run == r.RunRef("ns", "x", "u1", 3)
+    with pytest.raises(r.InvalidName):
+        _ = r.RunRef("ns#", "x", "u1").status_path
+
+
 @pytest.mark.parametrize("bad", [
     {"targetNamespace": "default#"}, {"targetNamespace": "default?x="}, {"targetNamespace": ".."},
     {"targetNamespace": "kube-system"}, {"targetNamespace": "csibench-system"},

@@ -1,9 +1,10 @@
 """The run's identity and what it decided before its first object: carried through steps, report and cleanup.
 
-``RunRef`` names the BenchmarkRun; ``RunContext`` holds the plan (catalog entries), where the run works
-(``RunScope``: namespace, uid selector, the namespace it may create), the labels every object gets, the class's
-binding mode, the cluster facts and the preflight findings, plus one tracker per planned step of the current
-iteration (``spec.repeat``), filled in as the steps run, and the records of the iterations finished so far.
+``RunRef`` (``kube/resources.py``, one record with the suite's ``SuiteRef``) names the BenchmarkRun; ``RunContext``
+holds the plan (catalog entries), where the run works (``RunScope``: namespace, uid selector, the namespace it may
+create), the labels every object gets, the class's binding mode, the cluster facts and the preflight findings, plus
+one tracker per planned step of the current iteration (``spec.repeat``), filled in as the steps run, and the records
+of the iterations finished so far.
 """
 
 from __future__ import annotations
@@ -16,26 +17,9 @@ from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.kube import resources as r
 from csibench.kube.ownership import RunScope
+from csibench.kube.resources import RunRef
 from csibench.observe.collector import StepCollector
-
-
-@dataclass(frozen=True)
-class RunRef:
-    namespace: str
-    name: str
-    uid: str
-    generation: int = 1
-
-    @property
-    def status_path(self) -> str:
-        return r.BENCHMARK_RUNS.path(self.namespace, self.name, "status")
-
-    @property
-    def label(self) -> str:
-        """How metrics and logs name the run: "namespace/name"."""
-        return f"{self.namespace}/{self.name}"
 
 
 def scope_of(ref: RunRef, target_namespace: str | None) -> RunScope:

@@ -12,10 +12,11 @@ from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus, Condition
 from csibench.engine.cleanup import CleanupResult, cleanup
-from csibench.engine.context import RunRef, scope_of
+from csibench.engine.context import scope_of
 from csibench.engine.errors import PlanError
 from csibench.engine.status import StatusRecorder
 from csibench.kube.api import KubeApi
+from csibench.kube.resources import RunRef
 
 log = logging.getLogger(__name__)
 

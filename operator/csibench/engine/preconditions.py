@@ -25,7 +25,7 @@ from csibench.api.models import (
 from csibench.api.steps import WFFC, StepName
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
-from csibench.engine.context import RunContext, RunRef, scope_of
+from csibench.engine.context import RunContext, scope_of
 from csibench.engine.datapath.fio import files_that_do_not_fit
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
@@ -36,6 +36,7 @@ from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.identity import operator_namespace
 from csibench.kube.ownership import run_labels
+from csibench.kube.resources import RunRef
 from csibench.preflight.checks import RunShape, schedulable_nodes
 from csibench.preflight.discovery import Preflight, run_preflight
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from csibench.engine.context import RunContext, RunRef
+from csibench.engine.context import RunContext
 from csibench.engine.preconditions import representative_manifests
 from csibench.engine.report_store import ReportNameTaken, build_report_configmaps, save_report
 from csibench.engine.tracker import StepTracker
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
+from csibench.kube.resources import RunRef
 
 log = logging.getLogger(__name__)
 

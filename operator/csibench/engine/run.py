@@ -32,7 +32,7 @@ from csibench.api.regression import Change
 from csibench.engine import manifests
 from csibench.engine.cleanup import cleanup
 from csibench.engine.collection import build_collector
-from csibench.engine.context import RunContext, RunRef
+from csibench.engine.context import RunContext
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.iterations import (
@@ -54,6 +54,7 @@ from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
+from csibench.kube.resources import RunRef
 from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
 from csibench.preflight.outcome import outcome
 

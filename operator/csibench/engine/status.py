@@ -31,7 +31,6 @@ from csibench.api.conditions import READY, set_condition
 from csibench.api.models import BenchmarkRunStatus, ClientUsed, ConditionReason, Phase
 from csibench.api.text import bound_document, shorten
 from csibench.engine.cleanup import CleanupResult
-from csibench.engine.context import RunRef
 from csibench.engine.judgement import BASELINE_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
 from csibench.engine.timing import rfc3339
@@ -39,6 +38,7 @@ from csibench.engine.verdict import RunVerdict
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
+from csibench.kube.resources import RunRef
 from csibench.metrics import METRICS
 
 log = logging.getLogger(__name__)

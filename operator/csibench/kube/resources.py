@@ -8,6 +8,7 @@ a level), and a request meant for the run's own namespace could then delete some
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from urllib.parse import quote
 
 from csibench.api.validation import is_dns_label
@@ -70,3 +71,32 @@ GROUP_SNAPSHOT_CLASSES = Resource("/apis/groupsnapshot.storage.k8s.io/v1", "volu
 GROUP_SNAPSHOT_API = "/apis/groupsnapshot.storage.k8s.io/v1"  # external-snapshotter's group snapshot CRDs
 BENCHMARK_RUNS = Resource("/apis/csibench.io/v1alpha1", "benchmarkruns", True)
 BENCHMARK_SUITES = Resource("/apis/csibench.io/v1alpha1", "benchmarksuites", True)
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """One of csibench's own objects as its handler saw it: where it is, which incarnation (uid) and which
+    generation of its spec. A subclass names the resource, so a run's reference cannot be passed for a suite's."""
+
+    resource: ClassVar[Resource]
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 1
+
+    @property
+    def status_path(self) -> str:
+        return self.resource.path(self.namespace, self.name, "status")
+
+    @property
+    def label(self) -> str:
+        """How metrics and logs name the object: "namespace/name"."""
+        return f"{self.namespace}/{self.name}"
+
+
+class RunRef(ObjectRef):
+    resource = BENCHMARK_RUNS
+
+
+class SuiteRef(ObjectRef):
+    resource = BENCHMARK_SUITES

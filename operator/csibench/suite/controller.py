@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +36,7 @@ from csibench.api.text import validation_problems
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
+from csibench.kube.resources import SuiteRef
 from csibench.metrics import METRICS
 from csibench.suite.children import build_child, owned_by
 from csibench.suite.progress import Decision, decide
@@ -54,21 +54,6 @@ class SuiteReason:
     INVALID_SPEC = "InvalidSpec"
     NAME_TAKEN = "NameTaken"
     RUN_REFUSED = "RunRefused"  # the API server refuses to create a run for a reason not the cell's: retried
-
-
-@dataclass(frozen=True)
-class SuiteRef:
-    namespace: str
-    name: str
-    uid: str
-    generation: int = 1
-
-    @property
-    def label(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def status_path(self) -> str:
-        return r.BENCHMARK_SUITES.path(self.namespace, self.name, "status")
 
 
 class SuiteRetry(Exception):
@@ -289,5 +274,5 @@ class SuiteController:
         changed = body if self.written is None else {k: v for k, v in body.items() if self.written.get(k) != v}
         if not changed:
             return
-        await self.client.merge_patch(self.ref.status_path(), {"status": changed})
+        await self.client.merge_patch(self.ref.status_path, {"status": changed})
         self.written = body
