@@ -512,6 +512,27 @@ def test_a_verify_pod_that_could_not_run_fails_its_clone_with_its_own_reason_not
     assert verify.failureReasons[0].reason != "LogUnavailable" and "quota" in verify.failureReasons[0].message
 
 
+@pytest.mark.parametrize("step", ["dataPath", "verifyClone"])
+def test_a_pod_that_ran_but_whose_log_the_api_refuses_fails_with_log_unavailable_and_the_servers_words(
+        step: str) -> None:
+    from csibench.kube.client import ApiError
+    fake = FakeKube()
+    refused = NAMES.verify_pod(0) if step == "verifyClone" else NAMES.data_pod(0)
+    text = fake.text
+
+    async def refusing(path: str, query: dict[str, str] | None = None) -> str:
+        name = path.split("/")[-2]
+        if name == refused:
+            raise ApiError(500, "InternalError", "etcd " + "x" * 900)
+        return await text(path, query)
+    fake.text = refusing  # type: ignore[method-assign]
+    status = run(fake, verify_spec())
+    failed = next(s for s in status.steps if s.name == step)
+    reason = failed.failureReasons[0]
+    assert reason.reason == "LogUnavailable" and reason.message.startswith("pods/log of "), reason
+    assert "500 InternalError: etcd" in reason.message and len(reason.message) <= 600
+
+
 def test_a_level_or_baseline_under_way_when_the_step_is_cut_short_is_interrupted_without_numbers() -> None:
     from csibench.api.models import DataPathBaseline, DataPathLevel
     from csibench.engine.datapath.step import RESULTS

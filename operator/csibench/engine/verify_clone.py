@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 
 from csibench.api.steps import StepName
-from csibench.api.text import shorten
 from csibench.engine import judges
 from csibench.engine.datapath import checksum
 from csibench.engine.datapath.fio import messages_of
@@ -21,8 +20,7 @@ from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches
-from csibench.kube.client import ApiError
+from csibench.engine.workload import Batches, finished_log
 
 MISMATCH = "DataMismatch"
 
@@ -53,12 +51,9 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
 
 async def _verdict(runner: Batches, pod: str, ok: bool, reason: str, message: str, source: dict[str, str],
                    clone: str, volume: str) -> Verdict:
-    try:
-        log = await runner.pod_log(pod)
-    except ApiError as error:  # a pod that never ran (a clone that would not mount) has no log: its outcome says why
-        if not ok:
-            return Verdict(False, reason or "PodFailed", message or "the pod failed")
-        return Verdict(False, "LogUnavailable", shorten(f"pods/log of {pod}: {error}", 600))
+    log, unavailable = await finished_log(runner, pod)
+    if unavailable is not None and ok:  # a pod that never ran (a clone that would not mount) has no log
+        return Verdict(False, *unavailable)
     if not ok:
         return Verdict(False, reason or "PodFailed", messages_of(log) or message or "the pod failed")
     found = checksum.mismatch(source, checksum.parse_checksums(log), clone, volume)

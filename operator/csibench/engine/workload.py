@@ -14,11 +14,16 @@ from typing import Any, Protocol
 
 from csibench.api import validation as v
 from csibench.api.models import ConditionReason
+from csibench.api.text import shorten
 from csibench.api.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 from csibench.engine import judges
 from csibench.engine.errors import PlanError
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
+from csibench.kube.client import ApiError
+
+LOG_UNAVAILABLE = "LogUnavailable"
+LOG_MESSAGE_MAX = 600
 
 
 def workload_image(image: str | None, environ: dict[str, str] | None = None) -> str:
@@ -57,3 +62,13 @@ class Batches(Protocol):
     async def warn(self, reason: str, message: str) -> None: ...
 
     async def show(self, progress: str) -> None: ...
+
+
+async def finished_log(runner: Batches, pod: str) -> tuple[str, tuple[str, str] | None]:
+    """A finished pod's log, or "" and why it could not be read (``LogUnavailable``, the API server's words). A pod
+    that never ran has no log either: there its own outcome says why, so callers use the reason only for a pod
+    whose outcome was ok."""
+    try:
+        return await runner.pod_log(pod), None
+    except ApiError as error:
+        return "", (LOG_UNAVAILABLE, shorten(f"pods/log of {pod}: {error}", LOG_MESSAGE_MAX))

@@ -34,7 +34,7 @@ from csibench.engine.observed import CLAIM, POD
 from csibench.engine.results import ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches
+from csibench.engine.workload import Batches, finished_log
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
@@ -112,12 +112,9 @@ async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, contex
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
     outcome = run.outcomes[pod]
-    try:
-        log = await runner.pod_log(pod)
-    except ApiError as error:
-        log = ""
-        if outcome.ok:
-            outcome = type(outcome)(False, outcome.at, "LogUnavailable", shorten(f"pods/log of {pod}: {error}", 600))
+    log, unavailable = await finished_log(runner, pod)
+    if unavailable is not None and outcome.ok:
+        outcome = type(outcome)(False, outcome.at, *unavailable)
     rows, summaries = pgbench.build_rows(planned, log)
     startup = pgbench.startup_failure(pgbench.read_log(log))
     told = next((row for row in rows if row.state == StepState.FAILED), None)  # the tools' own words

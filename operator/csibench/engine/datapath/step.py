@@ -49,7 +49,7 @@ from csibench.engine.observed import POD
 from csibench.engine.results import INTERRUPTED_MESSAGE, ROWS, ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches
+from csibench.engine.workload import Batches, finished_log
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 from csibench.preflight.checks import pacing_floor
@@ -230,12 +230,9 @@ class WorkloadPods:
                 continue
             outcome = run.outcomes[name]
             failure: tuple[str, str] | None = None
-            try:
-                log = await self.runner.pod_log(name)
-            except ApiError as error:  # a pod that never ran has no log: its outcome says why
-                log = ""
-                if outcome.ok:
-                    failure = ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
+            log, unavailable = await finished_log(self.runner, name)
+            if unavailable is not None and outcome.ok:  # a pod that never ran has no log: its outcome says why
+                failure = unavailable
             sums = checksum.parse_checksums(log)
             if failure is None and not (outcome.ok and sums):
                 failure = (outcome.reason or "NoData",
@@ -417,12 +414,9 @@ async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[Volume
                                                                           tuple[str, str] | None]:
     """The pod's result, or why it has none: fio's own words from its log when there are any."""
     outcome = run.outcomes[name]
-    try:
-        log = await runner.pod_log(name)
-    except ApiError as error:
-        log = ""
-        if outcome.ok:
-            return None, ("LogUnavailable", shorten(f"pods/log of {name}: {error}", 600))
+    log, unavailable = await finished_log(runner, name)
+    if unavailable is not None and outcome.ok:
+        return None, unavailable
     if not outcome.ok:
         message = messages_of(log)
         if not message:  # it may never have started: its init container's log says why (fio laying out files)
