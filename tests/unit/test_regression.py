@@ -14,9 +14,20 @@ import pytest
 
 from csibench.api.baseline import SHARED_ANNOTATION, compare_with_baseline, measures_of, shared_with
 from csibench.api.models import BenchmarkRunSpec
-from csibench.api.regression import Change, iterations_for_power, judge_change, judge_changes, power, run_tests
+from csibench.api.regression import (
+    ITERATIONS,
+    Change,
+    Judged,
+    iterations_for_power,
+    judge_change,
+    judge_changes,
+    power,
+    run_tests,
+    why_undecided,
+)
 from csibench.api.shape import shape_differences
 from csibench.api.stats import ratio_interval, welch
+from csibench.report.suite import ROUNDS
 
 TIGHT_A = [100.0, 104.0, 97.0, 101.0, 99.0]
 TIGHT_B = [99.0, 102.0, 100.0, 98.0, 101.5]
@@ -243,3 +254,17 @@ def test_shape_differences_name_each_part_and_ignore_a_default_spelled_out() -> 
     refused = compare_with_baseline(slow, fast, 10, require_same_shape=True)
     assert (refused.change, refused.rows) == ("Inconclusive", [])
     assert "not compared: spec.baselineRequireSameShape asks for an equal shape" in refused.message
+
+
+@pytest.mark.parametrize(("ratio", "n", "needed", "iterations", "rounds"), [
+    (None, 3, 4, "not measured on both sides", "not measured on both sides"),
+    (0.9, 1, 4, "one iteration on a side cannot be tested", "one round on a side: needs spec.repeat >= 2"),
+    (0.9, 3, None, "the iterations do not vary", "the rounds do not vary"),
+    (0.9, 3, 51, "more than 50 iterations per run would be needed", "more than 10 rounds per cell would be needed"),
+    (0.9, 3, 7, "about 7 iterations per run would decide (80% power)", "about 7 rounds per cell would decide"),
+])
+def test_why_a_comparison_did_not_decide_is_one_decision_said_in_iterations_or_in_a_suites_rounds(
+        ratio: float | None, n: int, needed: int | None, iterations: str, rounds: str) -> None:
+    judged = Judged(Change.INCONCLUSIVE, ratio, None, None, None, n, n, needed)
+    assert iterations in why_undecided(judged, ITERATIONS)
+    assert rounds in why_undecided(judged, ROUNDS)

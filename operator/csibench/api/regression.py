@@ -101,14 +101,39 @@ class Judged:
             return f"{head} (within {threshold:.0%} either way)"
         if self.change == Change.SLOWER:
             head = f"{head} (significantly slower, not shown beyond {threshold:.0%} nor within it)"
-        if min(self.n_a, self.n_b) < 2:
-            return f"{head}: one iteration on a side cannot be tested (repeat 2 or more on both runs)"
-        if self.iterations_needed is None:
-            return f"{head}: the iterations do not vary, so there is no spread to test against"
-        if self.iterations_needed > MAX_REPEAT:
-            return f"{head}: more than {MAX_REPEAT} iterations per run would be needed to decide at this spread"
-        return f"{head}: need more repeats; about {self.iterations_needed} iterations per run would decide " \
-               f"({POWER:.0%} power)"
+        return f"{head}: {why_undecided(self, ITERATIONS)}"
+
+
+@dataclass(frozen=True)
+class Samples:
+    """How a reader names the samples of a comparison, for saying why it did not decide: a run's iterations (its
+    baseline, ``compare``) or a suite cell's rounds. ``too_many`` takes ``{most}``, ``needed`` ``{n}``."""
+
+    single: str  # a side has one sample
+    flat: str  # the samples do not vary
+    too_many: str  # deciding would take more samples than a run (or cell) may have
+    needed: str  # how many would decide
+    most: int
+
+
+ITERATIONS = Samples("one iteration on a side cannot be tested (repeat 2 or more on both runs)",
+                     "the iterations do not vary, so there is no spread to test against",
+                     "more than {most} iterations per run would be needed to decide at this spread",
+                     f"need more repeats; about {{n}} iterations per run would decide ({POWER:.0%} power)",
+                     MAX_REPEAT)
+
+
+def why_undecided(judged: Judged, samples: Samples) -> str:
+    """Why a Slower or Inconclusive comparison did not decide, or what would decide it, in the samples' words."""
+    if judged.ratio is None:
+        return "not measured on both sides"
+    if min(judged.n_a, judged.n_b) < 2:
+        return samples.single
+    if judged.iterations_needed is None:
+        return samples.flat
+    if judged.iterations_needed > samples.most:
+        return samples.too_many.format(most=samples.most)
+    return samples.needed.format(n=judged.iterations_needed)
 
 
 @lru_cache(maxsize=512)

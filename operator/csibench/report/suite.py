@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.api.regression import Change, Judged, judge_changes
+from csibench.api.regression import Change, Judged, Samples, judge_changes, why_undecided
 from csibench.api.stats import ALPHA
 from csibench.api.steps import STEP_FACTS, has_own_table, title_and_unit
 from csibench.api.suite import AXES, CELL_LABEL, MAX_ROUNDS, ROUND_LABEL, SUITE_KIND
@@ -266,19 +266,16 @@ def suite_comparisons(suite: dict[str, Any], runs: list[dict[str, Any]],
     return comparisons_of(view_of(suite, runs), max_regression_percent, alpha)
 
 
+ROUNDS = Samples("one round on a side: needs spec.repeat >= 2", "the rounds do not vary: nothing to test against",
+                 "more than {most} rounds per cell would be needed", "about {n} rounds per cell would decide",
+                 MAX_ROUNDS)
+
+
 def change_text(judged: Judged) -> str:
     """The change, and for Inconclusive why (or what would decide it)."""
     if judged.change not in (Change.INCONCLUSIVE, Change.SLOWER):
         return str(judged.change)
-    if judged.ratio is None:
-        return f"{judged.change} (not measured on both sides)"
-    if min(judged.n_a, judged.n_b) < 2:
-        return f"{judged.change} (one round on a side: needs spec.repeat >= 2)"
-    if judged.iterations_needed is None:
-        return f"{judged.change} (the rounds do not vary: nothing to test against)"
-    if judged.iterations_needed > MAX_ROUNDS:
-        return f"{judged.change} (more than {MAX_ROUNDS} rounds per cell would be needed)"
-    return f"{judged.change} (about {judged.iterations_needed} rounds per cell would decide)"
+    return f"{judged.change} ({why_undecided(judged, ROUNDS)})"
 
 
 def comparison_table(comparisons: list[CellComparison]) -> Table:
