@@ -109,3 +109,21 @@ def test_the_machinery_and_each_finding_are_said_once(measured: tuple[dict[str, 
     from csibench.report.render import render_table
     text = render_table(with_findings)  # the text report says each once as well, and keeps all of it
     assert text.count("CSI machinery of sim.csibench.io") == 1 and text.count("runs 10 workers") == 1
+
+
+def test_the_page_and_the_text_report_print_the_same_tables_of_their_own_in_the_same_order() -> None:
+    """One registry (report/tables.py) for the text, Markdown and HTML reports: a run with data-path and database
+    rows shows the same titles in the same order in each."""
+    import json
+
+    from csibench.report.render import render_markdown, workload_tables
+    from csibench.report.tables import RUN_TABLES
+    golden = json.loads((Path(__file__).resolve().parent.parent / "golden" / "runs.json").read_text())
+    titles = [title for title, _ in workload_tables(golden["workloads"])]
+    assert len(titles) >= 2
+    page = build_run_html(golden["workloads"], None)
+    headings = [h for h in re.findall(r"<h2>([^<]*)</h2>", page) if h in {e.title(golden["workloads"])
+                                                                          for e in RUN_TABLES}]
+    assert headings == titles
+    markdown = render_markdown(golden["workloads"])
+    assert [line[5:] for line in markdown.splitlines() if line[5:] in titles and line.startswith("#### ")] == titles

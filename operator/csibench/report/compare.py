@@ -16,9 +16,9 @@ from typing import Any
 from csibench.api.stats import ALPHA, METHOD, Difference, compare_samples, significance_cell
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.text import human_duration
-from csibench.report import database, datapath, density
 from csibench.report.machinery import differences
 from csibench.report.render import aggregate_time, align, markdown_table
+from csibench.report.tables import comparison_tables
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -153,18 +153,8 @@ def render_compare(run_a: dict[str, Any], run_b: dict[str, Any], markdown: bool 
                    alpha: float = ALPHA) -> str:
     headers, rows, notes = comparison_rows(run_a, run_b, alpha)
     lines = markdown_table(headers, rows) if markdown else align(headers, rows)
-    ramp = density.compare_table(run_a, run_b)
-    if ramp is not None:
-        lines += ["", "Density, B vs A per level of volumes per node:" if not markdown else "#### Density", "",
-                  *(markdown_table(*ramp) if markdown else align(*ramp)), "", density.COMPARE_NOTE]
-    data = datapath.compare_table(run_a, run_b)
-    if data is not None:
-        lines += ["", "Data path (fio), B vs A per workload:" if not markdown else "#### Data path (fio)", "",
-                  *(markdown_table(*data) if markdown else align(*data))]
-        note = datapath.compare_note(run_a, run_b)
+    for entry, table, note in comparison_tables(run_a, run_b):
+        lines += ["", f"#### {entry.title}" if markdown else entry.lead, "",
+                  *(markdown_table(*table) if markdown else align(*table))]
         lines += ["", note] if note else []
-    db = database.compare_table(run_a, run_b)
-    if db is not None:
-        lines += ["", "Database (pgbench), B vs A TPS per row:" if not markdown else "#### Database (pgbench)", "",
-                  *(markdown_table(*db) if markdown else align(*db))]
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"

@@ -14,6 +14,7 @@ beside the run. Builders are pure apart from drawing.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from csibench.api import histogram
@@ -21,11 +22,12 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import cost, database, datapath, density, history, parts, plots, verdicts
+from csibench.report import cost, datapath, density, history, parts, plots, tables
 from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
+from csibench.report.tables import comparison_tables
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; max-width: 1200px; }
@@ -132,15 +134,12 @@ def _environment_section(run: dict[str, Any], report: dict[str, Any] | None) -> 
     return "\n".join(parts)
 
 
-def _density_section(ramp: tuple[list[str], list[list[str]]] | None, curves: list[plots.Curve]) -> list[str]:
-    """The density table and its curve: time to Ready (p50, p99) and attach (p50) against volumes per node."""
-    if ramp is None:
+def _density_plot(curves: list[plots.Curve]) -> list[str]:
+    """The density table's curve: time to Ready (p50, p99) and attach (p50) against volumes per node."""
+    if not any(curve.points for curve in curves):
         return []
-    parts = ["<h2>Density (volumes per node)</h2>", _table(*ramp, "density")]
-    if any(curve.points for curve in curves):
-        drawn = plots.curve("Attach as a node fills", "volumes per node", "seconds", curves)
-        parts.append(f'<div class="plots"><div class="plot density">{drawn}</div></div>')
-    return parts
+    drawn = plots.curve("Attach as a node fills", "volumes per node", "seconds", curves)
+    return [f'<div class="plots"><div class="plot density">{drawn}</div></div>']
 
 
 def _density_curves(run: dict[str, Any], label: str = "") -> list[plots.Curve]:
@@ -155,26 +154,30 @@ def _density_curves(run: dict[str, Any], label: str = "") -> list[plots.Curve]:
                                                  if row.get("attach")], pods)]
 
 
-def _workload_sections(data: tuple[list[str], list[list[str]]] | None,
-                       db: tuple[list[str], list[list[str]]] | None) -> list[str]:
-    """The data-path and database tables (one run's, or two runs' side by side), as the text reports have them."""
-    parts: list[str] = []
-    if data is not None:
-        parts += ["<h2>Data path (fio)</h2>", _table(*data, "datapath")]
-    if db is not None:
-        parts += ["<h2>Database (pgbench)</h2>", _table(*db, "database")]
-    return parts
-
-
-def _levels_section(run: dict[str, Any]) -> list[str]:
-    """Latency under load: the rate levels' table, and p99 against achieved IOPS per workload and direction."""
-    levels = datapath.level_table(run)
-    if levels is None:
-        return []
+def _levels_plot(run: dict[str, Any]) -> list[str]:
+    """Latency under load: p99 against achieved IOPS per workload and direction, beside the rate levels' table."""
     curves = [plots.Curve(label, points, f"n={len(points)} fio runs") for label, points in datapath.level_curves(run)]
     drawn = plots.curve("Latency under load", "IOPS achieved", "clat p99 (ms)", curves)
-    return ["<h2>Data path under load (rate levels)</h2>", _table(*levels, "datapath-levels"),
-            f'<div class="plots"><div class="plot levels">{drawn}</div></div>']
+    return [f'<div class="plots"><div class="plot levels">{drawn}</div></div>']
+
+
+def _machinery_summary(run: dict[str, Any]) -> list[str]:
+    return [f'<p class="muted">{_e(line)}</p>' for line in cost.summary_lines(run)]
+
+
+# What the page draws or says beside a table of its own (``tables.py``), by the table's class.
+BESIDE: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "density": lambda run: _density_plot(_density_curves(run)),
+    "datapath-levels": _levels_plot,
+    "machinery-cost": _machinery_summary,
+}
+
+
+def _own_tables(run: dict[str, Any]) -> list[str]:
+    """The run's tables of their own, in the text report's order (``tables.py``), each with what it draws."""
+    return [part for entry, title, table in tables.run_tables(run)
+            for part in (f"<h2>{_e(title)}</h2>", _table(*table, entry.css),
+                         *(BESIDE[entry.css](run) if entry.css in BESIDE else []))]
 
 
 NODE_LINES = 8  # nodes up to which a workload's completion CDF draws a line per node beside the whole row's
@@ -226,22 +229,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
             *[f'<p class="muted parts">{_e(line)}</p>' for line in parts.legend_lines(run)],
             *(["<h2>Where each pod moved</h2>", _table(*moved, "moves")]
               if (moved := parts.notes_table(report)) is not None else []),
-            *_density_section(density.table(run), _density_curves(run)),
-            *_workload_sections(datapath.table(run), database.table(run)),
-            *(["<h2>Data path per node</h2>", _table(*per_node, "datapath-nodes")]
-              if (per_node := datapath.node_table(run)) is not None else []),
-            *_levels_section(run),
-            *(["<h2>Data path against the nodes' own disk</h2>", _table(*local, "datapath-local")]
-              if (local := datapath.baseline_table(run)) is not None else []),
-            *(["<h2>Data path over the iterations</h2>", _table(*repeated, "datapath-iterations")]
-              if (repeated := datapath.aggregate_table(run)) is not None else []),
-            *([f"<h2>{_e(verdicts.title(run))}</h2>", _table(*bounds, "thresholds")]
-              if (bounds := verdicts.table(run)) is not None else []),
-            *(["<h2>CSI machinery cost per step</h2>", _table(*machinery, "machinery-cost"),
-               *[f'<p class="muted">{_e(line)}</p>' for line in cost.summary_lines(run)]]
-              if (machinery := cost.machinery_table(run)) is not None else []),
-            *(["<h2>Collected per step (spec.collect)</h2>", _table(*collected, "collected")]
-              if (collected := cost.queries_table(run)) is not None else []),
+            *_own_tables(run),
             *[f'<p class="warning">{_e(line)}</p>' for line in cost.finding_lines(run)],
             *[f'<p class="muted">{_e(line)}</p>' for line in [*context.notes, *context.tail]]]
     by_step = steps_by_iteration(report)
@@ -263,12 +251,11 @@ def build_compare_html(run_a: dict[str, Any], report_a: dict[str, Any] | None, r
     names = ["/".join(str((r.get("metadata") or {}).get(k, "")) for k in ("namespace", "name"))
              for r in (run_a, run_b)]
     body = [f"<h1>csibench compare: A {_e(names[0])} vs B {_e(names[1])}</h1>", _table(headers, rows, "compare"),
-            *_density_section(density.compare_table(run_a, run_b),
-                              [c for c in _density_curves(run_a, "A") + _density_curves(run_b, "B")
-                               if "p99" not in c.label]),
-            *([f'<p class="muted">{_e(density.COMPARE_NOTE)}</p>'] if density.rows_of(run_a) or density.rows_of(run_b)
-              else []),
-            *_workload_sections(datapath.compare_table(run_a, run_b), database.compare_table(run_a, run_b)),
+            *[part for entry, table, note in comparison_tables(run_a, run_b)
+              for part in (f"<h2>{_e(entry.title)}</h2>", _table(*table, entry.css),
+                           *(_density_plot([c for c in _density_curves(run_a, "A") + _density_curves(run_b, "B")
+                                            if "p99" not in c.label]) if entry.css == "density" else []),
+                           *([f'<p class="muted">{_e(note)}</p>'] if note else []))],
             *[f'<p class="muted">{_e(line)}</p>' for line in notes]]
     steps_a, steps_b = steps_by_iteration(report_a), steps_by_iteration(report_b)
     for step in [s for s in steps_a if s in steps_b]:

@@ -13,7 +13,7 @@ from typing import Any
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.stored_report import SCHEMA_VERSION
 from csibench.api.text import human_duration
-from csibench.report import cost, database, datapath, density, parts, verdicts
+from csibench.report import cost, database, datapath, density, parts, tables
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -120,21 +120,13 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
 
 
-Table = tuple[list[str], list[list[str]]]
+Table = tables.Table
 
 
 def workload_tables(run: dict[str, Any]) -> list[tuple[str, Table]]:
-    """The tables of their own below the step table, titled, in order: each only when the run has its rows."""
-    tables = [("Density (volumes per node)", density.table(run)), ("Data path (fio)", datapath.table(run)),
-              ("Data path per node", datapath.node_table(run)),
-              ("Data path under load (rate levels)", datapath.level_table(run)),
-              ("Data path against the nodes' own disk", datapath.baseline_table(run)),
-              ("Data path over the iterations", datapath.aggregate_table(run)),
-              ("Database (pgbench)", database.table(run)),
-              ("CSI machinery cost per step (Prometheus)", cost.machinery_table(run)),
-              ("Collected per step (spec.collect)", cost.queries_table(run)),
-              (verdicts.title(run), verdicts.table(run))]
-    return [(title, table) for title, table in tables if table is not None]
+    """The tables of their own below the step table, titled, in order (``tables.py``): each only when the run has
+    its rows."""
+    return [(title, table) for _, title, table in tables.run_tables(run)]
 
 
 def render_markdown(run: dict[str, Any]) -> str:
