@@ -68,3 +68,24 @@ def test_timeouts_have_one_field_per_step_generated_from_the_step_facts() -> Non
     assert Timeouts.model_fields["publish"].description == "Timeout of publish, in seconds."
     timeouts = Timeouts.model_validate({"database": 99})
     assert (timeouts.own("database"), timeouts.own("publish"), timeouts.for_step("publish")) == (99, None, 1800)
+
+
+def test_the_models_module_is_every_part_of_the_run_api_under_one_name() -> None:
+    """``csibench.api.models`` re-exports what each part module under ``csibench.api.run`` defines (its classes,
+    functions and public constants), so every reader keeps importing one module while the parts stay small."""
+    import importlib
+    import pkgutil
+
+    import csibench.api.models as models
+    import csibench.api.run as parts
+    missing = []
+    for found in pkgutil.iter_modules(parts.__path__):
+        module = importlib.import_module(f"{parts.__name__}.{found.name}")
+        source = (REPO_ROOT / "operator" / "csibench" / "api" / "run" / f"{found.name}.py").read_text()
+        for name, value in vars(module).items():
+            defined_here = getattr(value, "__module__", None) == module.__name__ or f"\n{name} = " in source \
+                or f"\n{name}: " in source
+            if not name.startswith("_") and defined_here and getattr(models, name, None) is not value:
+                missing.append(f"{module.__name__}.{name}")
+    assert missing == []
+    assert len((REPO_ROOT / "operator" / "csibench" / "api" / "models.py").read_text().splitlines()) < 330
