@@ -68,8 +68,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     attached = judges.pod_attached(context.observed)
     gone = judges.pod_gone_and_detached(context.observed, frozenset())
     timeout = float(context.spec.timeouts.for_step(step.name))
-    tracker.start()
-    try:
+    with RESULTS.measuring(tracker, rows):
         for k, (volumes, first, pods) in enumerate(levels):
             names = [step.object_name(context.names, first + i) for i in range(pods)]
             active = [name for name in names if name not in tracker.skipped]
@@ -93,10 +92,6 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
                         f"not run: the {volumes}-volume level's pods were not all gone and detached")
                 keep_rows(tracker, rows)
                 break
-    except BaseException:
-        RESULTS.interrupt_step(tracker, rows)
-        raise
-    tracker.stopped = time.monotonic()
 
 
 def build_row(row: DensityRow, publish: StepTracker, removal: StepTracker, skipped: int) -> DensityRow:

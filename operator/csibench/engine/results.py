@@ -1,12 +1,15 @@
 """A workload step's rows (the data path's workloads, the database's runs): where status shows them, what in a row
 is a measurement, how they become metrics, and how the tracker keeps them (in its ``extra``, so the stored report
 keeps them and a restart rebuilds them). A row cut short by a restart or a stop is marked ``Interrupted`` without
-numbers: a half-measured row is never reported as a measurement.
+numbers: a half-measured row is never reported as a measurement; ``ResultTable.measuring`` is that rule around a
+measuring step's body, written once for every such step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -63,6 +66,19 @@ class ResultTable(Generic[Row]):
         tracker.interrupted = True
         self.interrupt_running(rows)
         keep_rows(tracker, rows)
+
+    @contextmanager
+    def measuring(self, tracker: StepTracker, rows: Sequence[Row]) -> Iterator[None]:
+        """A measuring step's body: the tracker's clock starts here and stops when the body ends; a body cut short
+        (a restart, a stop, an error) marks the step and the row under way interrupted (``interrupt_step``) and
+        re-raises. ``rows`` is read when it is cut short, so the body updates that list in place."""
+        tracker.start()
+        try:
+            yield
+        except BaseException:
+            self.interrupt_step(tracker, rows)
+            raise
+        tracker.stopped = time.monotonic()
 
 
 def keep_rows(tracker: StepTracker, rows: Sequence[BaseModel]) -> None:

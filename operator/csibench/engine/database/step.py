@@ -22,7 +22,6 @@ short is never a measurement.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 from csibench.api.models import DatabaseRow, DatabaseRowKind, StepState
@@ -76,9 +75,8 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     tracker.extra = {SUMMARIES: []}
     keep_rows(tracker, rows)
     timeout = timeout_of(context)
-    tracker.start()
     pod = tracker.objects[0]
-    try:
+    with RESULTS.measuring(tracker, rows):
         claim = step.companion.object_name(context.names, 0)
         volume = StepTracker(f"{step.name}-volume", [claim])
         bound = judges.claim_seen if context.wffc else judges.claim_bound
@@ -93,12 +91,8 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             tracker.mark_submitted(pod, volume.submitted.get(claim, outcome.at))
             tracker.record(pod, Verdict(False, outcome.reason, shorten(why, 600)), outcome.at)
         else:
-            rows = await _run_pod(runner, step, tracker, context, planned, rows, timeout)
+            rows[:] = await _run_pod(runner, step, tracker, context, planned, rows, timeout)  # in place: measuring
         await _remove(runner, step, context, pod, claim, timeout)
-    except BaseException:
-        RESULTS.interrupt_step(tracker, rows)
-        raise
-    tracker.stopped = time.monotonic()
 
 
 async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
