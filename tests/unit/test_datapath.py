@@ -617,11 +617,11 @@ def test_the_report_keeps_each_rows_histograms_merged_and_per_pod_ones_only_for_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Per-pod histograms at 1024 volumes x 16 workloads would be ~130 MB of JSON: each row's merged histograms
     (and per node, up to 16 nodes) are kept whatever the size, per-pod ones only up to PER_POD_HISTOGRAMS pods."""
-    from csibench.engine.datapath import step as datapath_step
+    from csibench.engine.datapath import pods as datapath_pods
     from csibench.report.datapath import merged_histograms, node_histograms
     from csibench.report.html import build_run_html
     run_spec = data_spec(workloads=[{"name": "r", "pattern": "randread", "blockSize": "4Ki"}])
-    monkeypatch.setattr(datapath_step, "PER_POD_HISTOGRAMS", 2)  # 3 pods: a run too large for per-pod histograms
+    monkeypatch.setattr(datapath_pods, "PER_POD_HISTOGRAMS", 2)  # 3 pods: a run too large for per-pod histograms
     fake = FakeKube()
     status = run(fake, run_spec)
     assert status.phase == "Succeeded", status.message
@@ -832,7 +832,7 @@ def test_columns_say_what_they_hold_and_workload_steps_show_wall_time_not_pod_ra
 
 
 def test_a_pod_that_failed_without_a_word_in_its_logs_is_described_by_its_containers_states() -> None:
-    from csibench.engine.datapath.step import container_states
+    from csibench.engine.datapath.pods import container_states
     status = {"phase": "Failed", "initContainerStatuses": [
         {"name": "layout", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
         "containerStatuses": [{"name": "fio", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
