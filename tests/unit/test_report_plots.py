@@ -56,6 +56,18 @@ def test_no_two_drawn_series_are_identical_without_a_note() -> None:
     assert labels == ["a", "b, identical to a", "c", "d"]
 
 
+def test_two_iterations_with_the_same_latencies_are_said_identical_in_the_cdf() -> None:
+    """A fast array measured in whole milliseconds gives two iterations the very same latencies (it happened to the
+    fake's deletions): the second CDF line hides under the first unless the legend says so."""
+    same = [0.001, 0.001, 0.003, 0.003]
+    svg = plots.latency_cdf("deleteVolume", [plots.Series("iteration 1", same), plots.Series("iteration 2", same[::-1]),
+                                             plots.Series("iteration 3", [0.002, 0.004])])
+    paths = drawn_series(svg)
+    assert any(paths.count(path) > 1 for path in paths)  # drawn over each other
+    assert coinciding_without_a_note(svg) == []
+    assert "iteration 2 (n=4), identical to iteration 1" in svg and "iteration 3 (n=2)<" in svg
+
+
 def test_legends_stand_beside_the_data_never_over_it() -> None:
     """The rate levels' plot ("latency under load") had its legend over the sequential-read p99 point."""
     curves = [plots.Curve("Sequential read read", [(3000.0, 1.0), (6000.0, 1.2), (12000.0, 9.0)], "n=3 fio runs"),

@@ -100,12 +100,20 @@ def latency_cdf(title: str, series: Sequence[Series]) -> str:
     """Share of objects done within x seconds, one line per series (an iteration, or a run in a comparison)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(5.2, 3.0))
+    drawn: list[tuple[str, list[float]]] = []
     for item in series:
         values = sorted(item.latencies_s)
         if not values:
             continue
         shares = [(index + 1) / len(values) for index in range(len(values))]
-        axes.step(values, shares, where="post", label=f"{item.label} (n={len(values)})", linewidth=1.4)
+        label = f"{item.label} (n={len(values)})"
+        # Two iterations can measure the very same latencies (whole milliseconds, a fast array): the second line
+        # hides under the first, so it is dashed and its legend says whose it is, as the other plots do.
+        same = next((earlier for earlier, seen in drawn if seen == values), None)
+        style = {"linestyle": "--"} if same is not None else {}
+        axes.step(values, shares, where="post", linewidth=1.4,
+                  label=f"{label}, identical to {same}" if same is not None else label, **style)
+        drawn.append((item.label, values))
     axes.set_title(f"{title}: per-object latency")
     axes.set_xlabel("seconds from request to terminal event")
     axes.set_ylabel("share of objects done")
