@@ -11,9 +11,10 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.engine import judges
-from csibench.engine.catalog import PUBLISH_FAILED, packed_node
-from csibench.engine.density import level_of, levels_of
+from csibench.engine.judges import PUBLISH_FAILED
 from csibench.engine.observed import Observed
+from csibench.engine.steps.density import level_of, levels_of
+from csibench.engine.steps.publish import packed_node
 from csibench.kube.watch import WatchEvent
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table

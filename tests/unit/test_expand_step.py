@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec
-from csibench.engine import manifests
 from csibench.engine.kinds.claim import EXPAND_TO
+from csibench.engine.steps import clone, expand
 from csibench.kube.client import ApiError
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
@@ -103,10 +103,10 @@ def test_the_resizers_warning_fails_its_claim_with_the_message_quoted() -> None:
 
 def test_the_patch_raises_the_request_and_names_the_size_and_clones_request_the_new_size() -> None:
     run_spec = spec(size="1Gi", expand={"by": "2Gi"}, volumeSnapshotClassName="snap")
-    assert manifests.build_expansion(run_spec.volume_size) == {
+    assert expand.build_expansion(run_spec.volume_size) == {
         "metadata": {"annotations": {EXPAND_TO: GROWN}}, "spec": {"resources": {"requests": {"storage": GROWN}}}}
-    clone = manifests.build_clone_pvc("c", "s", run_spec, {})
-    assert clone["spec"]["resources"] == {"requests": {"storage": GROWN}}  # a 3Gi snapshot restores into 3Gi
+    claim = clone.build_clone_pvc("c", "s", run_spec, {})
+    assert claim["spec"]["resources"] == {"requests": {"storage": GROWN}}  # a 3Gi snapshot restores into 3Gi
     fake = FakeKube()
     status = run(fake, run_spec)  # the whole lifecycle with the expansion in it
     assert status.phase is not None and status.phase.value == "Succeeded", status.message

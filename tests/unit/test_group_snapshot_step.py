@@ -14,6 +14,7 @@ from csibench.api.models import BenchmarkRunSpec
 from csibench.engine import judges, manifests
 from csibench.engine.kinds.group_snapshot import MEMBERS
 from csibench.engine.observed import Observed
+from csibench.engine.steps import group_snapshot
 from csibench.kube.watch import WatchEvent
 from csibench.report.html import build_run_html
 from csibench.report.render import render_table
@@ -54,7 +55,7 @@ def test_each_group_selects_its_own_claims_and_is_done_with_every_member_ready()
     table = render_table(run_object)
     assert "Create Group Snapshot" in table and "Delete Group Snapshot" in table and "group/s" in table, table
     assert "Create Group Snapshot" in build_run_html(run_object, stored_report(fake))
-    manifest = manifests.build_group_snapshot("g", "group", 4, LABEL, {**LABEL, manifests.GROUP_LABEL: "g"})
+    manifest = group_snapshot.build_group_snapshot("g", "group", 4, LABEL, {**LABEL, manifests.GROUP_LABEL: "g"})
     assert manifest["spec"]["source"]["selector"]["matchLabels"] == {**LABEL, manifests.GROUP_LABEL: "g"}
     assert manifest["metadata"]["annotations"] == {MEMBERS: "4"}
 
@@ -84,7 +85,7 @@ def test_a_group_is_not_done_before_all_its_members_are_there_and_ready() -> Non
         observed.apply(WatchEvent(source, kind, obj, at=1.0))
     event("groups", "ADDED", {"metadata": {"name": group, "uid": "g1", "annotations": {MEMBERS: "2"}},
                               "status": {"readyToUse": True}})
-    judge = judges.group_snapshot_ready(observed, frozenset())
+    judge = group_snapshot.group_snapshot_ready(observed, frozenset())
     owner = [{"kind": "VolumeGroupSnapshot", "name": group, "uid": "g1"}]
     event("members", "ADDED", {"metadata": {"name": "snapshot-a", "uid": "m1", "ownerReferences": owner},
                                "status": {"readyToUse": True}})
@@ -116,7 +117,7 @@ def test_deleting_waits_for_members_and_every_content() -> None:
     ]
     for source, kind, obj in events:
         observed.apply(WatchEvent(source, kind, obj, at=1.0))
-    gone = judges.group_snapshot_gone(observed, frozenset())
+    gone = group_snapshot.group_snapshot_gone(observed, frozenset())
     for source, _kind, obj in events:  # each removal alone leaves something: not gone until the last
         assert gone(group, 0.0) is None
         observed.apply(WatchEvent(source, "DELETED", obj, at=2.0))
@@ -203,7 +204,7 @@ def test_the_group_steps_latency_splits_where_the_storage_answered() -> None:
     group = NAMES.group_snapshot(0)
     ref = {"namespace": "ns", "name": group, "uid": "g1"}
     content = {"metadata": {"name": "gc"}, "spec": {"volumeGroupSnapshotRef": ref}}
-    content_exists, taken = judges.group_create_boundaries(observed)
+    content_exists, taken = group_snapshot.group_create_boundaries(observed)
     observed.apply(WatchEvent("groups", "ADDED", {"metadata": {"name": group, "uid": "g1"}}, at=1.0))
     assert not content_exists(group) and not taken(group)
     observed.apply(WatchEvent("group_contents", "ADDED", content, at=2.0))
@@ -214,7 +215,7 @@ def test_the_group_steps_latency_splits_where_the_storage_answered() -> None:
     observed.apply(WatchEvent("group_contents", "MODIFIED", {**content, "status": {
         "volumeGroupSnapshotHandle": "h", "readyToUse": True}}, at=3.0))
     assert taken(group)
-    content_gone, group_gone = judges.group_delete_boundaries(observed)
+    content_gone, group_gone = group_snapshot.group_delete_boundaries(observed)
     assert not content_gone(group) and not group_gone(group)
     observed.apply(WatchEvent("group_contents", "DELETED", content, at=4.0))
     assert content_gone(group) and not group_gone(group) and not taken(group)

@@ -6,6 +6,7 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec
 from csibench.engine import manifests
+from csibench.engine.steps.clone import build_clone_pvc
 
 
 def spec(**fields: Any) -> BenchmarkRunSpec:
@@ -25,7 +26,7 @@ def test_pods_meet_pod_security_restricted() -> None:
 
 
 def test_clone_claims_point_at_their_snapshot() -> None:
-    clone = manifests.build_clone_pvc("c", "s", spec(size="2Gi"), {"l": "v"})
+    clone = build_clone_pvc("c", "s", spec(size="2Gi"), {"l": "v"})
     assert clone["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
                                            "name": "s"}
     assert clone["spec"]["resources"]["requests"]["storage"] == "2Gi" and clone["metadata"]["labels"] == {"l": "v"}

@@ -109,7 +109,8 @@ def test_a_csi_call_that_may_still_be_in_progress_does_not_fail_the_object() -> 
     """A storage slower than the sidecar's --timeout: external-provisioner says ProvisioningFailed with
     DeadlineExceeded and calls again, and the volume comes (likewise after Internal and ResourceExhausted: a later
     call may succeed); FailedPrecondition is a failure no retry fixes, and final."""
-    from csibench.engine.judges import claim_bound, snapshot_ready
+    from csibench.engine.judges import claim_bound
+    from csibench.engine.steps.snapshot import snapshot_ready
     observed = Observed("ns", "run-abcde")
     observed.apply(_event("claims", "ADDED", {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}))
     judge = claim_bound(observed, frozenset({"ProvisioningFailed"}))
@@ -142,7 +143,8 @@ def test_an_object_deleted_by_someone_else_during_its_step_fails_at_once_but_an_
     """A user deleting one of the run's claims (or pods, or snapshots) while its step waits for it: the object
     fails when the deletion is seen, instead of waiting for the step's timeout; a deletion from before the
     object's submission (the previous incarnation a redo removed) says nothing about the new one."""
-    from csibench.engine.judges import claim_bound, pod_ready, snapshot_ready
+    from csibench.engine.judges import claim_bound, pod_ready
+    from csibench.engine.steps.snapshot import snapshot_ready
     observed = Observed("ns", "run-abcde")
     claim = {"metadata": {"name": "run-abcde-v00000", "uid": "c1"}}
     observed.apply(_event("claims", "ADDED", claim, at=1.0))
@@ -206,7 +208,7 @@ def test_raw_lines_of_other_runs_volumes_are_recognised_without_decoding() -> No
 def test_a_groups_update_conflict_is_transient_but_a_failed_group_snapshot_is_not() -> None:
     """csi-snapshotter's status write raced the snapshot-controller's (HTTP 409): the controller copies the
     conflict into the group's status.error and both write again; a CSI call that failed ends the group."""
-    from csibench.engine.judges import group_snapshot_ready
+    from csibench.engine.steps.group_snapshot import group_snapshot_ready
     observed = Observed("ns", "run-abcde")
     conflict = ("Failed to create group snapshot: error updating status for volume group snapshot content gc: "
                 "snapshot controller failed to update gc on API server: Operation cannot be fulfilled on "

@@ -17,10 +17,10 @@ from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog
 from csibench.engine.actions import Patch
-from csibench.engine.catalog import skip_never_seen
 from csibench.engine.judges import DONE, Judge, Verdict
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM, Observed
+from csibench.engine.skips import skip_never_seen
 from csibench.engine.step import StepContext, StepSpec
 from csibench.kube import resources as r
 from csibench.report.render import render_table

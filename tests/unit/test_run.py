@@ -16,11 +16,14 @@ from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
 from csibench.engine.actions import CREATE, Create, Measure, Move, Patch
-from csibench.engine.catalog import skip_nothing
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import scope_of
 from csibench.engine.observed import CLAIM
+from csibench.engine.skips import skip_never_seen, skip_nothing
 from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.steps.expand import skip_claims_not_bound
+from csibench.engine.steps.group_snapshot import skip_groups_being_taken
+from csibench.engine.steps.move import skip_pods_not_running
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError
 from csibench.report.render import render_table
@@ -272,13 +275,13 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
         elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
             assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
         elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
-            assert step.manifest is None and step.skip is catalog.skip_claims_not_bound, name
+            assert step.manifest is None and step.skip is skip_claims_not_bound, name
         elif isinstance(step.action, Move):  # makes again elsewhere what the step it requires made, if it runs
-            assert step.manifest is None and step.skip is catalog.skip_pods_not_running, name
+            assert step.manifest is None and step.skip is skip_pods_not_running, name
             assert step.recreated_by == step.requires and step.enabled is not None, name
         else:
             # a deletion acts only on what the run saw (a group's also waits for it to settle: it skips both)
-            seen_only = (catalog.skip_never_seen, catalog.skip_groups_being_taken)
+            seen_only = (skip_never_seen, skip_groups_being_taken)
             assert step.manifest is None and step.skip in seen_only, name
     with pytest.raises(KeyError, match="not in the step catalog"):
         catalog.step_named("teleport")

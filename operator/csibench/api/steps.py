@@ -3,10 +3,10 @@ is), title and unit, what it requires, whether it needs a snapshot class, whethe
 of its own, which CSI components serve it with how many API requests per object, and its timeout's description
 (``models.Timeouts`` has one field per step, generated from these facts) — pure data, no behaviour.
 
-The engine's catalog (``engine/catalog.py``) adds how a step acts (manifests, judges, skip and restore rules)
-to these facts; the preflight's client-throttling estimate and the reports (titles, units, which steps have a
-table of their own) read them here, so neither imports the engine. A step a newer operator ran, unknown here,
-keeps its name in reports (``title_and_unit``).
+The engine's step modules (``engine/steps/``, collected by ``engine/catalog.py``) add how a step acts (manifests,
+judges, skip and restore rules) to these facts; the preflight's client-throttling estimate and the reports
+(titles, units, which steps have a table of their own) read them here, so neither imports the engine. A step a
+newer operator ran, unknown here, keeps its name in reports (``title_and_unit``).
 
 Requests per object are the writes each component makes per object at least (external-provisioner: the PV and
 two events; external-attacher: finalizers and the VolumeAttachment status; the controller-manager's PV binder:

@@ -1,4 +1,5 @@
-"""Pure ``build_*`` functions for every object a run creates (unit-tested without a cluster).
+"""Pure ``build_*`` functions for the objects several steps create (unit-tested without a cluster): the namespace,
+claims, publish pods and workload pods. A builder one step alone uses lives in that step's module.
 
 Every object carries the run's labels, so the run can select, count and delete exactly what it created.
 Pods meet Pod Security "restricted": non-root, no privilege escalation, all capabilities dropped,
@@ -11,8 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Resources, Toleration
-from csibench.engine.kinds.claim import EXPAND_TO
-from csibench.engine.kinds.group_snapshot import MEMBERS
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
@@ -25,7 +24,7 @@ def build_namespace(name: str, labels: dict[str, str]) -> Manifest:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {**labels, **pod_security}}}
 
 
-def _claim_spec(spec: BenchmarkRunSpec) -> Manifest:
+def claim_spec(spec: BenchmarkRunSpec) -> Manifest:
     return {
         "accessModes": [mode.value for mode in spec.accessModes],
         "storageClassName": spec.storageClassName,
@@ -37,7 +36,7 @@ def _claim_spec(spec: BenchmarkRunSpec) -> Manifest:
 def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: str | None = None,
               filesystem: bool = False) -> Manifest:
     """A claim of the run's shape; ``size`` and ``filesystem`` for a workload's own volume (the database's)."""
-    claim = _claim_spec(spec)
+    claim = claim_spec(spec)
     if size is not None:
         claim["resources"] = {"requests": {"storage": size}}
     if filesystem:  # a database writes to its volume from one pod: never a read-only or block claim
@@ -45,37 +44,6 @@ def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: s
         claim["accessModes"] = ["ReadWriteOnce"]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "labels": labels}, "spec": claim}
-
-
-def build_clone_pvc(name: str, snapshot: str, spec: BenchmarkRunSpec, labels: dict[str, str]) -> Manifest:
-    """A claim restored from ``snapshot``, of the volumes' size after the run's expansion (a snapshot of an expanded
-    volume cannot be restored into a smaller claim)."""
-    claim = _claim_spec(spec)
-    claim["resources"] = {"requests": {"storage": spec.volume_size}}
-    claim["dataSource"] = {"apiGroup": SNAPSHOT_API_GROUP, "kind": "VolumeSnapshot", "name": snapshot}
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "labels": labels},
-            "spec": claim}
-
-
-def build_expansion(size: str) -> Manifest:
-    """The merge patch that raises a claim's request to ``size`` and says so in the run's annotation."""
-    return {"metadata": {"annotations": {EXPAND_TO: size}}, "spec": {"resources": {"requests": {"storage": size}}}}
-
-
-def build_snapshot(name: str, claim: str, snapshot_class: str, labels: dict[str, str]) -> Manifest:
-    return {"apiVersion": f"{SNAPSHOT_API_GROUP}/v1", "kind": "VolumeSnapshot",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}
-
-
-def build_group_snapshot(name: str, group_class: str, members: int, labels: dict[str, str],
-                         selector: dict[str, str]) -> Manifest:
-    """A VolumeGroupSnapshot of the claims that carry all of ``selector`` (the run's uid label and the group's), with
-    how many there are as an annotation (read once by the judge: a group is ready only with every member)."""
-    return {"apiVersion": f"{GROUP_SNAPSHOT_API_GROUP}/v1", "kind": "VolumeGroupSnapshot",
-            "metadata": {"name": name, "labels": labels, "annotations": {MEMBERS: str(members)}},
-            "spec": {"volumeGroupSnapshotClassName": group_class,
-                     "source": {"selector": {"matchLabels": selector}}}}
 
 
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}

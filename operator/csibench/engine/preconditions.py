@@ -1,36 +1,32 @@
 """Everything that can be checked before the first object is created, and re-checked between steps.
 
-Before: the plan (steps, order, classes), the StorageClass (and whether the data path's files fit a volume the
-class formats), the snapshot API and class, the target namespace (exists, is not a system or the operator's own
-namespace), cluster facts and the preflight of the CSI machinery serving the class (``csibench.preflight``; what
-to do with its findings is the run's decision), and a server-side dry run of one of each object the run will
-create, so that whatever the API server would refuse (a LimitRange, an admission policy) fails the run now with
-the API's own message. A run that fails here leaves nothing behind. Between steps: a deleted target namespace or
-StorageClass stops the run with the reason.
+Before: the plan (steps, order, classes), the StorageClass, the snapshot API and class, the nodes a step that
+places pods itself may use (and the driver's room on each), each planned step's own check (``StepSpec.check``:
+the class allows expansion, the data path's files fit a volume, a density level fits its node, ...), the target
+namespace (exists, is not a system or the operator's own namespace), cluster facts and the preflight of the CSI
+machinery serving the class (``csibench.preflight``; what to do with its findings is the run's decision), and a
+server-side dry run of one of each object the run will create, so that whatever the API server would refuse (a
+LimitRange, an admission policy) fails the run now with the API's own message. A run that fails here leaves
+nothing behind. Between steps: a deleted target namespace or StorageClass stops the run with the reason.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
-from csibench.api.models import (
-    BenchmarkRunSpec,
-    ConditionReason,
-    Environment,
-    Machinery,
-    Placement,
-    PreflightMode,
-)
-from csibench.api.steps import WFFC, StepName
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, Environment, Machinery, PreflightMode
+from csibench.api.steps import WFFC
 from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
+from csibench.engine.checks import PlanCheck, check_class_driver
 from csibench.engine.context import RunContext, scope_of
-from csibench.engine.datapath.fio import files_that_do_not_fit
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.plan import resolve_steps
+from csibench.engine.step import StepSpec
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
@@ -56,17 +52,15 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         raise PlanError(ConditionReason.STORAGE_CLASS_NOT_FOUND,
                         f"StorageClass {spec.storageClassName!r} does not exist")
     binding_mode = storage_class.get("volumeBindingMode") or "Immediate"
-    unfit = files_that_do_not_fit(spec, storage_class.get("parameters") or {})
-    if unfit is not None:
-        raise PlanError(ConditionReason.DATA_PATH_DOES_NOT_FIT, unfit)
-    if any(step.name == StepName.EXPAND_VOLUME for step in plan):
-        _check_expansion(spec, storage_class, binding_mode, [step.name for step in plan])
+    steps = [step.name for step in plan]
     if any(step.needs_snapshot_class for step in plan):
-        await _check_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
-    if any(step.needs_group_snapshots for step in plan):
-        await _check_group_snapshots(spec, client, storage_class, binding_mode, [step.name for step in plan])
-    nodes, node_limits = await _placement_nodes(spec, client, storage_class, binding_mode,
-                                                [step.name for step in plan])
+        await _check_snapshots(spec, client, storage_class, binding_mode, steps)
+    check = await _placement(PlanCheck(spec, client, storage_class, binding_mode, steps), plan)
+    for step in plan:
+        if step.check is not None:
+            await step.check(check)
+    nodes, node_limits = check.nodes, {node: None if limit is None else max(0, limit - check.attached.get(node, 0))
+                                       for node, limit in check.limits.items()}
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
@@ -95,26 +89,25 @@ async def _preflight(client: KubeApi, spec: BenchmarkRunSpec, steps: list[str],
                                    note=f"discovery failed: {error}"))
 
 
-async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
-                           binding_mode: str, steps: list[str]) -> tuple[tuple[str, ...], dict[str, int | None]]:
-    """The nodes a step pins pods to (those that can run the publish pods, by name) and the room the class's
-    driver has on each: its volume limit there (CSINode allocatable.count; None where it reports none) less the
-    volumes of that driver already attached there (other workloads', other runs'). Only when a step places pods
-    itself: a move needs two nodes, the density ramp, Pack and the data path's spread one, and no density level
-    may exceed its node's room."""
-    packs = spec.pod.placement == Placement.PACK and StepName.PUBLISH in steps
-    if not ({StepName.MOVE_VOLUME, StepName.DENSITY, StepName.DATA_PATH} & set(steps) or packs):
-        return (), {}
+async def _placement(check: PlanCheck, plan: list[StepSpec]) -> PlanCheck:
+    """The nodes a step pins pods to (those that can run the publish pods, by name), the driver's volume limit on
+    each (CSINode allocatable.count; None where it reports none) and how many of that driver's volumes are attached
+    there already (other workloads', other runs'). Only when a planned step places pods itself (``places_pods``: a
+    move needs two nodes; the density ramp, Pack and the data path's spread one)."""
+    spec = check.spec
+    needs = [needed for step in plan if step.places_pods is not None and (needed := step.places_pods(spec))]
+    if not needs:
+        return check
+    need = max(needs, key=lambda needed: needed.count)
+    client = check.client
     listed = await client.get(r.NODES.path(), query={"limit": "5000"}) or {}
-    usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, steps, binding_mode))
+    usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, check.steps, check.binding_mode))
     names = tuple(sorted(str(node["metadata"]["name"]) for node in usable))
-    needed = 2 if StepName.MOVE_VOLUME in steps else 1
-    if len(names) < needed:
-        why = "moveVolume moves each pod to another node" if needed == 2 else "the run places pods on nodes itself"
+    if len(names) < need.count:
         raise PlanError(ConditionReason.NOT_ENOUGH_NODES, (
-            f"{why}, and {len(names)} node(s) can run the publish pods (Ready, not cordoned, matching "
-            f"pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs at least {needed}"))
-    driver = str(storage_class.get("provisioner") or "")
+            f"{need.why}, and {len(names)} node(s) can run the publish pods (Ready, not cordoned, matching "
+            f"pod.nodeSelector {dict(spec.pod.nodeSelector)}, taints tolerated): it needs at least {need.count}"))
+    driver = check.driver
     csi_nodes = await client.get(r.CSI_NODES.path(), query={"limit": "5000"}) or {}
     limits: dict[str, int | None] = {name: None for name in names}
     for csi_node in csi_nodes.get("items") or []:
@@ -129,41 +122,7 @@ async def _placement_nodes(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
         attached_to = str((attachment.get("spec") or {}).get("nodeName") or "")
         if (attachment.get("spec") or {}).get("attacher") == driver and attached_to in limits:
             used[attached_to] = used.get(attached_to, 0) + 1
-    if StepName.DENSITY in steps and spec.density is not None:
-        _check_density(spec, driver, names, limits, used)
-    return names, {node: None if limit is None else max(0, limit - used.get(node, 0))
-                   for node, limit in limits.items()}
-
-
-def _check_density(spec: BenchmarkRunSpec, driver: str, names: tuple[str, ...], limits: dict[str, int | None],
-                   used: dict[str, int]) -> None:
-    """The ramp's node can run the pods, and takes its highest level (a level above the driver's limit would only
-    measure the scheduler refusing it)."""
-    density = spec.density
-    assert density is not None
-    node = density.node or names[0]
-    if node not in limits:
-        raise PlanError(ConditionReason.NOT_ENOUGH_NODES, f"density.node {node!r} cannot run the publish pods (not "
-                        f"Ready, cordoned, not matching pod.nodeSelector or a taint not tolerated); usable: "
-                        f"{', '.join(names)}")
-    limit, highest, attached = limits[node], max(density.volumesPerNode), used.get(node, 0)
-    if limit is not None and highest > limit - attached:
-        others = f", {attached} of them attached there already" if attached else ""
-        raise PlanError(ConditionReason.ABOVE_VOLUME_LIMIT, (
-            f"density.volumesPerNode goes to {highest}, above node {node}'s limit of {limit} volumes of driver "
-            f"{driver} (CSINode allocatable.count){others}: the scheduler would refuse the pods beyond it"))
-
-
-def _check_expansion(spec: BenchmarkRunSpec, storage_class: dict[str, Any], binding_mode: str,
-                     steps: list[str]) -> None:
-    """An expansion the class refuses fails here, not as a batch of claims the API server refuses one by one."""
-    if storage_class.get("allowVolumeExpansion") is not True:
-        raise PlanError(ConditionReason.EXPANSION_NOT_ALLOWED, f"StorageClass {spec.storageClassName!r} does not set "
-                        "allowVolumeExpansion: true, so the API server refuses to raise a claim's request; expand "
-                        "needs a class that allows it")
-    if binding_mode == WFFC and StepName.PUBLISH not in steps:
-        raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
-                        "are only provisioned when a pod uses them, so expandVolume needs the publish step")
+    return replace(check, nodes=names, limits=limits, attached=used)
 
 
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
@@ -177,41 +136,11 @@ async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
     if snapshot_class is None:
         raise PlanError(ConditionReason.VOLUME_SNAPSHOT_CLASS_NOT_FOUND,
                         f"VolumeSnapshotClass {spec.volumeSnapshotClassName!r} does not exist")
-    _check_class_driver("VolumeSnapshotClass", spec.volumeSnapshotClassName, snapshot_class, spec, storage_class,
+    check_class_driver("VolumeSnapshotClass", spec.volumeSnapshotClassName, snapshot_class, spec, storage_class,
                         "its snapshots would never be taken, and nothing would ever delete them")
     if binding_mode == WFFC and "publish" not in steps:
         raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
                         "are only provisioned when a pod uses them, so snapshot steps need the publish step")
-
-
-async def _check_group_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
-                                 binding_mode: str, steps: list[str]) -> None:
-    """The group snapshot API, a class of the class's driver, and volumes that exist when the groups are taken."""
-    if await client.get(r.GROUP_SNAPSHOT_API) is None:
-        raise PlanError(ConditionReason.GROUP_SNAPSHOT_API_NOT_INSTALLED, "the run has group snapshot steps but the "
-                        "cluster does not serve groupsnapshot.storage.k8s.io/v1 (install the external-snapshotter "
-                        "v8.6+ group snapshot CRDs)")
-    assert spec.groupSnapshot is not None
-    name = spec.groupSnapshot.volumeGroupSnapshotClassName
-    group_class = await client.get(r.GROUP_SNAPSHOT_CLASSES.path(name=name))
-    if group_class is None:
-        raise PlanError(ConditionReason.VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND,
-                        f"VolumeGroupSnapshotClass {name!r} does not exist")
-    _check_class_driver("VolumeGroupSnapshotClass", name, group_class, spec, storage_class,
-                        "its groups would never be taken")
-    if binding_mode == WFFC and StepName.PUBLISH not in steps:
-        raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
-                        "are only provisioned when a pod uses them, so group snapshot steps need the publish step")
-
-
-def _check_class_driver(kind: str, name: str, found: dict[str, Any], spec: BenchmarkRunSpec,
-                        storage_class: dict[str, Any], consequence: str) -> None:
-    """A snapshot or group snapshot class serves the StorageClass's driver: a class of another driver hands the
-    run's objects to a driver (or no driver at all) that never answers, and to a cleanup that cannot finish."""
-    driver, provisioner = found.get("driver"), storage_class.get("provisioner")
-    if driver != provisioner:
-        raise PlanError(ConditionReason.INVALID_SPEC, f"{kind} {name!r} is for driver {driver!r}, not {provisioner!r} "
-                        f"(the provisioner of StorageClass {spec.storageClassName!r}): {consequence}")
 
 
 async def _environment(client: KubeApi, storage_class: dict[str, Any], binding_mode: str) -> Environment:

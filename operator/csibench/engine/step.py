@@ -1,7 +1,7 @@
 """What a step of the catalog is made of, as types: the context its rules read, the object of another kind a
 measuring step creates, how it submits its objects (``Action``: the strategies are ``actions.py``), and the entry
-itself (``StepSpec``). The entries live in ``catalog.py``; the workload steps (data path, database) type their
-``measure`` against these, so neither imports the catalog.
+itself (``StepSpec``). Each step's entry lives in its own module under ``steps/``, which ``catalog.py`` collects;
+shared parts (execution, planning, the workload runners) type against these, so none imports a step.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from csibench.api.models import BenchmarkRunSpec
 from csibench.api.steps import WFFC, StepFacts
 from csibench.engine import judges
+from csibench.engine.checks import PlanCheck
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
 from csibench.engine.results import ResultTable
@@ -115,6 +116,18 @@ class Phases:
 
 
 @dataclass(frozen=True)
+class NodesNeeded:
+    """A step that pins pods to nodes itself needs at least ``count`` nodes that can run the publish pods; ``why``
+    says so in the PlanError when the cluster has fewer."""
+
+    count: int
+    why: str = "the run places pods on nodes itself"
+
+
+Check = Callable[[PlanCheck], Awaitable[None]]
+
+
+@dataclass(frozen=True)
 class StepSpec:
     facts: StepFacts  # what the step is, as every layer reads it (api/steps.py): name, order, title, requires, ...
     kind: str  # which of the run's observed kinds its objects are: CLAIM, POD, SNAPSHOT or GROUP_SNAPSHOT
@@ -143,6 +156,8 @@ class StepSpec:
     holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
     note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
     spec_part: str | None = None  # the part of the spec that enables it, when not spec.<its name>
+    check: Check | None = None  # before the run: what only this step needs of the cluster (a PlanError if not)
+    places_pods: Callable[[BenchmarkRunSpec], NodesNeeded | None] | None = None  # it pins pods to nodes itself
 
     @property
     def needs_group_snapshots(self) -> bool:

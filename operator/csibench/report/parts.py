@@ -1,9 +1,9 @@
 """What each part of a step's per-object latency spans (the '└' rows under moveVolume, expandVolume and the group
 snapshot steps), said under the step table of every report, with what the parts' percentiles are not.
 
-The parts are cut at watch events (``engine/catalog.py`` names them per step; a unit test holds that each has a
-meaning here); the words follow the tables of docs/guides/lifecycle-steps.md. Pure, over the run's status as the API
-returns it.
+The parts are cut at watch events (each step's entry in ``engine/steps/`` names them; a unit test holds that each
+has a meaning here); the words follow the tables of docs/guides/lifecycle-steps.md. Pure, over the run's status as
+the API returns it.
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ While it waits it ends on SIGTERM (a shell as PID 1 would ignore it), so a delet
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from csibench.engine.kinds.pod import PodState
 
 START_ANNOTATION = "csibench.io/start-at"
 VOLUME = "barrier"
@@ -55,3 +59,9 @@ def build_waiting_command(command: list[str]) -> list[str]:
 def start_at(now_epoch_seconds: float, delay_seconds: float) -> int:
     """The start time given to every pod: ``delay_seconds`` from now, on a whole second (the script's unit)."""
     return math.ceil(now_epoch_seconds + delay_seconds)
+
+
+def started(pod: PodState | None) -> bool:
+    """Where a workload pod's time to start ends (its batch's one boundary): its containers run, so its init
+    container, the layout, is done."""
+    return pod is not None and pod.phase == "Running"

@@ -147,7 +147,7 @@ class WorkloadPods:
             if ran is not None else None
         try:
             await self.runner.batch(POD, run, step.judge_in(context), self.runner.creator(step, context, run),
-                                    self.timeout, [judges.pod_started(context.observed)])
+                                    self.timeout, [lambda pod: barrier.started(context.observed.pods.get(pod))])
         finally:
             if release is not None:
                 release.cancel()

@@ -5,7 +5,7 @@ node. One row per level: time to Ready per pod and its attach part (created to e
 level's throughput, the detach time. Against the levels these are the curve of how attach scales as a node fills.
 
 Which node, and how many volumes it takes (the driver's CSINode limit), is decided before the run
-(``engine/preconditions.py``: a level above the limit is refused, with the limit named). A pod that fails fails its
+(``check_density``: a level above the limit is refused, with the limit named). A pod that fails fails its
 level's row with its reason; the ramp goes on. After an operator restart the step is restored (its pods deleted,
 untimed) and measured again from the first level, like any step.
 """
@@ -13,19 +13,25 @@ untimed) and measured again from the first level, like any step.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from csibench.api.models import DensityRow, StepState
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, DensityRow, StepName, StepState
+from csibench.api.steps import WFFC, facts_of
 from csibench.api.text import shorten
-from csibench.engine import judges
+from csibench.engine import judges, manifests
+from csibench.engine.actions import MEASURE
+from csibench.engine.checks import PlanCheck
+from csibench.engine.errors import PlanError
 from csibench.engine.judges import Verdict
-from csibench.engine.naming import pod_count
-from csibench.engine.observed import POD
+from csibench.engine.naming import Names, pod_count, volumes_of_pod
+from csibench.engine.observed import POD, Observed
 from csibench.engine.results import ResultTable, keep_rows
-from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.skips import failed_indexes
+from csibench.engine.step import Manifest, NodesNeeded, StepContext, StepSpec
 from csibench.engine.timing import summarize
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches
+from csibench.kube import resources as r
 from csibench.metrics import METRICS
 
 PARTS = ("attach", "start")  # created -> every volume attached -> Ready
@@ -65,7 +71,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     rows = [DensityRow(volumesPerNode=volumes, node=node, pods=pods) for volumes, _, pods in levels]
     keep_rows(tracker, rows)
     judge = step.judge_in(context)
-    attached = judges.pod_attached(context.observed)
+    attached = pod_attached(context.observed)
     gone = judges.pod_gone_and_detached(context.observed, frozenset())
     timeout = float(context.spec.timeouts.for_step(step.name))
     with RESULTS.measuring(tracker, rows):
@@ -130,3 +136,84 @@ def record_metrics(run_label: str, rows: Sequence[DensityRow]) -> None:
 
 RESULTS = ResultTable("density", DensityRow, ("durationSeconds", "throughput", "latency", "attach",
                                               "detachSeconds"), record_metrics)
+
+
+def pod_attached(observed: Observed) -> Callable[[str], bool]:
+    """The pod is on a node and every volume it mounts has a VolumeAttachment to that node that says attached."""
+    def attached(name: str) -> bool:
+        state = observed.pods.get(name)
+        if state is None or not state.exists or not state.node:
+            return False
+        return all(observed.volume_attach_done(observed.volume_of(claim), state.node) for claim in state.claims)
+    return attached
+
+
+def _density_pod(context: StepContext, index: int) -> Manifest:
+    """Object ``index`` of the ramp: pod j of its level, mounting that level's volumes j*k .. j*k+k-1, pinned to
+    the node the ramp fills."""
+    spec, density = context.spec, context.spec.density
+    assert density is not None, "the density step runs only with spec.density"
+    volumes, pod = level_of(density.volumesPerNode, spec.pvcsPerPod, index)
+    claims = [context.names.volume(i) for i in volumes_of_pod(pod, volumes, spec.pvcsPerPod)]
+    return manifests.build_pod(context.names.density_pod(index), claims, spec, context.labels,
+                               block=spec.volumeMode.value == "Block", node=target_node(context))
+
+
+def _density_note(context: StepContext) -> str:
+    node = target_node(context)
+    limit = context.node_limits.get(node)
+    if limit is None:
+        said = (f"on node {node}: the class's driver reports no per-node volume limit there (CSINode "
+                "allocatable.count unset), so the levels were not checked against one")
+    else:
+        said = (f"on node {node}, which had room for {limit} volumes of the class's driver when the run started "
+                "(CSINode allocatable.count less those attached there)")
+    if context.wffc:
+        said += f"; {WFFC}: the first level also provisions the volumes it publishes"
+    return said
+
+
+def _density_pods(spec: BenchmarkRunSpec) -> int:
+    if spec.density is None:
+        return 0
+    return sum(pods for _, _, pods in levels_of(spec.density.volumesPerNode, spec.pvcsPerPod))
+
+
+def skip_density_pods_missing_a_volume(step: StepSpec, context: StepContext) -> set[str]:
+    """A ramp pod mounts volumes of its level: skipped if any of them failed to be created."""
+    spec, density = context.spec, context.spec.density
+    assert density is not None
+    bad = failed_indexes(context, StepName.CREATE_VOLUME)
+    skipped = set()
+    for index, name in enumerate(step.objects(spec, context.names)):
+        volumes, pod = level_of(density.volumesPerNode, spec.pvcsPerPod, index)
+        if bad & set(volumes_of_pod(pod, volumes, spec.pvcsPerPod)):
+            skipped.add(name)
+    return skipped
+
+
+async def check_density(check: PlanCheck) -> None:
+    """The ramp's node can run the pods, and takes its highest level (a level above the driver's limit would only
+    measure the scheduler refusing it)."""
+    spec, driver, names, limits, used = check.spec, check.driver, check.nodes, check.limits, check.attached
+    density = spec.density
+    assert density is not None
+    node = density.node or names[0]
+    if node not in limits:
+        raise PlanError(ConditionReason.NOT_ENOUGH_NODES, f"density.node {node!r} cannot run the publish pods (not "
+                        f"Ready, cordoned, not matching pod.nodeSelector or a taint not tolerated); usable: "
+                        f"{', '.join(names)}")
+    limit, highest, attached = limits[node], max(density.volumesPerNode), used.get(node, 0)
+    if limit is not None and highest > limit - attached:
+        others = f", {attached} of them attached there already" if attached else ""
+        raise PlanError(ConditionReason.ABOVE_VOLUME_LIMIT, (
+            f"density.volumesPerNode goes to {highest}, above node {node}'s limit of {limit} volumes of driver "
+            f"{driver} (CSINode allocatable.count){others}: the scheduler would refuse the pods beyond it"))
+ENTRIES = (
+    StepSpec(facts=facts_of(StepName.DENSITY), kind=POD, resource=r.PODS, action=MEASURE,
+             object_name=Names.density_pod, count=_density_pods, judge=judges.pod_ready,
+             skip=skip_density_pods_missing_a_volume, terminal_warnings=judges.PUBLISH_FAILED, manifest=_density_pod,
+             report_key="densityPod", gone=judges.pod_gone_and_detached, measure=measure,
+             enabled=lambda spec: spec.density is not None, results=RESULTS, note=_density_note,
+             places_pods=lambda spec: NodesNeeded(1), check=check_density),
+)
