@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from csibench.api.models import DensityRow, StepState
-from csibench.engine.density import RESULTS
 from csibench.engine.results import INTERRUPTED_MESSAGE, ROWS
+from csibench.engine.steps.density import RESULTS
 from csibench.engine.tracker import StepTracker
 
 
