@@ -3,9 +3,11 @@
 Fed by watch events. Each event is mapped to the run's own objects it concerns: a PV event to its claim
 (through claimRef), a VolumeAttachment to the pods using that volume on that node, a snapshot content to its
 snapshot, a Warning event to its involved object (by uid). Objects of other runs or users in a shared
-namespace never enter: claims, pods and snapshots come from label-selected watches, and cluster-scoped objects
-are kept only when they point back at one of ours. What one claim, pod or snapshot is made of, and how an event
-updates it, is its kind's module (``kinds/``); what relates them (volumes, attachments, contents, Warnings) is here.
+namespace never enter: claims, pods, snapshots and group snapshots come from label-selected watches, and
+cluster-scoped objects are kept only when they point back at one of ours. What one claim, pod, snapshot or group
+snapshot is made of, and how an event updates it, is its kind's module (``kinds/``); what relates them (volumes,
+attachments, contents, Warnings) is here, but for a group snapshot's members and contents (``observed_groups.py``);
+what of it all cleanup counts as left is ``observed_leftovers.py``.
 """
 
 from __future__ import annotations
@@ -25,16 +27,15 @@ from csibench.engine.kinds.pod import POD as POD
 from csibench.engine.kinds.pod import PodState as PodState
 from csibench.engine.kinds.snapshot import SNAPSHOT as SNAPSHOT
 from csibench.engine.kinds.snapshot import SnapshotState as SnapshotState
+from csibench.engine.observed_groups import GROUP_HANDLE, GroupRelations
+from csibench.engine.observed_leftovers import ContentRef as ContentRef
+from csibench.engine.observed_leftovers import Leftovers
 from csibench.engine.retries import RetriedWarning, retry_cause
 from csibench.kube.watch import WatchEvent
 
 CONTENT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"  # the controller's
 # csi-snapshotter's mark while its CreateSnapshot call has not answered; it will not delete the content until then
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
-# On every content the snapshot-controller makes for a member of a group snapshot (and only there).
-GROUP_HANDLE = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"
-_GROUP_HANDLE = f'"{GROUP_HANDLE}"'.encode()
-_GROUP_OWNER = b'"kind":"VolumeGroupSnapshot"'
 
 Key = tuple[str, str]  # (kind, name) of one of the run's objects
 S = TypeVar("S", ClaimState, PodState, SnapshotState, GroupSnapshotState)
@@ -42,22 +43,6 @@ States = dict[str, ClaimState] | dict[str, PodState] | dict[str, SnapshotState] 
 
 MAX_EVENTS_PER_OBJECT = 20  # distinct retried Events kept per object (a repeat updates its own)
 EARLY_WARNINGS = 1000  # uids whose Warnings wait for the object itself (a bound, not a queue per object)
-
-@dataclass(frozen=True)
-class ContentRef:
-    """What a snapshot content that points at one of the run's snapshots says of itself."""
-
-    snapshot_uid: str
-    uid: str
-    # Named snapcontent-<snapshot uid> and made from a volume: the snapshot-controller created it for that snapshot
-    # (a pre-provisioned content names a snapshot handle instead, and a name of its own).
-    dynamic: bool
-    delete_policy: bool  # deletionPolicy Delete: removing it removes the snapshot on the storage too
-    # The snapshot-controller's finalizer is on it: deleting it now waits for csi-snapshotter to delete the
-    # snapshot on the storage (without it, the object would go at once and the storage's snapshot would stay).
-    protected: bool
-    creating: bool  # csi-snapshotter's CreateSnapshot call for it is still in flight (BEING_CREATED is on it)
-    snapshot: str  # the snapshot's name, for the fresh read that proves it gone
 
 
 @dataclass(frozen=True)
@@ -67,8 +52,12 @@ class WarningEvent:
     at: float
 
 
-class Observed:
+class Observed(GroupRelations, Leftovers):
+    """The run's view; the group snapshots' relations (``observed_groups.py``) and what cleanup counts as left
+    (``observed_leftovers.py``) are parts of it kept in modules of their own."""
+
     def __init__(self, namespace: str, prefix: str) -> None:
+        super().__init__()
         self.namespace = namespace
         self._prefix = prefix + "-"
         self._prefix_bytes = f'"{self._prefix}'.encode()
@@ -91,23 +80,6 @@ class Observed:
         self.retried: dict[Key, dict[str, RetriedWarning]] = defaultdict(dict)
         self.fail_after: int | None = None  # spec.failAfterWarnings: an object fails at this many retried Warnings
         self.groups: dict[str, GroupSnapshotState] = {}
-        # A group's members: the controller's VolumeSnapshots owned by it (unlabelled, named snapshot-<hash>).
-        self.members: dict[str, SnapshotState] = {}  # member snapshot -> its state
-        self.member_group: dict[str, str] = {}  # member snapshot -> its group (kept after either is gone)
-        # group name -> member snapshots ever seen owned by a group of that name (any uid: a namesake's members
-        # linger while the controller deletes them, and a group is not gone while they do)
-        self.group_members: dict[str, set[str]] = defaultdict(set)
-        self.member_owner: dict[str, str] = {}  # member snapshot -> uid of the group that owns it
-        # Existing contents of group members anywhere in the cluster, by the member snapshot they point at: a
-        # member's content may be created before the member itself is seen, so they are all kept (small).
-        self.member_contents: dict[str, str] = {}  # member snapshot name -> its content
-        self._member_content_ref: dict[str, str] = {}  # existing member content -> member snapshot name
-        self.group_contents: dict[str, str] = {}  # existing group content -> its group (by name)
-        self.contents_of_group: dict[str, set[str]] = defaultdict(set)  # group name -> its existing group contents
-        self._group_content_uid: dict[str, str] = {}  # existing group content -> uid of the group it points at
-        # Existing group contents that carry the storage's handle: CreateVolumeGroupSnapshot returned and
-        # csi-snapshotter wrote its answer (where the group snapshot steps' latency parts divide).
-        self._taken_group_contents: set[str] = set()
         self._by_uid: dict[str, Key] = {}
         # Warnings about a uid not seen yet: each watch is its own thread, so the scheduler's FailedScheduling for a
         # pod just created can arrive before the pod does; kept (bounded) until the object is seen.
@@ -122,14 +94,6 @@ class Observed:
         """A raw watch line that can concern the run: it names one of its objects (a PV's claimRef, a content's
         snapshotRef). Lines that do not are passed over undecoded (other runs' and users' volumes)."""
         return self._prefix_bytes in line
-
-    def mentions_ours_or_a_member(self, line: bytes) -> bool:
-        """A snapshot content's line that can concern the run: one of its snapshots', or a group member's."""
-        return self._prefix_bytes in line or _GROUP_HANDLE in line
-
-    def owned_by_a_group(self, line: bytes) -> bool:
-        """A VolumeSnapshot's line that can be a member of one of the run's group snapshots."""
-        return _GROUP_OWNER in line and self._prefix_bytes in line
 
     def apply(self, event: WatchEvent) -> list[Key]:
         """Update state from one event; return the run's objects whose state may have changed."""
@@ -175,67 +139,6 @@ class Observed:
         name, state = self._track(GROUP_SNAPSHOT, self.groups, event, GroupSnapshotState)
         group_snapshot.update(state, event.obj)
         return [(GROUP_SNAPSHOT, name)]
-
-    def _on_members(self, event: WatchEvent) -> list[Key]:
-        """A member snapshot of one of the run's groups: owned by a VolumeGroupSnapshot named as the run's. Kept
-        under that name whatever the owner's uid (a deleted namesake's members linger, and the group is not gone
-        while they do); the owner's uid says whose member it is when the group's readiness is judged."""
-        meta = event.obj["metadata"]
-        name = meta["name"]
-        owner = next((ref for ref in meta.get("ownerReferences") or []
-                      if ref.get("kind") == "VolumeGroupSnapshot" and self.ours(ref.get("name", ""))), None)
-        if owner is None:
-            return []
-        group = owner["name"]
-        self.member_owner[name] = owner.get("uid", "")  # its group's uid: a namesake's members are not its
-        state = self.members.setdefault(name, SnapshotState())
-        state.uid = meta.get("uid", state.uid)
-        state.exists = event.type != "DELETED"
-        state.gone_at = None if state.exists else event.at
-        snapshot.update(state, event.obj)
-        self.member_group[name] = group
-        self.group_members[group].add(name)
-        return [(GROUP_SNAPSHOT, group)]
-
-    def _on_group_contents(self, event: WatchEvent) -> list[Key]:
-        name = event.obj["metadata"]["name"]
-        ref = (event.obj.get("spec") or {}).get("volumeGroupSnapshotRef") or {}
-        if ref.get("namespace") != self.namespace or not self.ours(ref.get("name", "")):
-            return []
-        if event.type == "DELETED":
-            self._forget_group_content(name)
-        else:
-            self.group_contents[name] = ref["name"]
-            self.contents_of_group[ref["name"]].add(name)
-            self._group_content_uid[name] = ref.get("uid", "")
-            if (event.obj.get("status") or {}).get("volumeGroupSnapshotHandle"):
-                self._taken_group_contents.add(name)
-            else:  # csi-snapshotter clears it once DeleteVolumeGroupSnapshot returned
-                self._taken_group_contents.discard(name)
-        return [(GROUP_SNAPSHOT, ref["name"])]
-
-    def group_content_taken(self, content: str) -> bool:
-        """The group content exists and carries the storage's handle."""
-        return content in self._taken_group_contents
-
-    def _forget_group_content(self, name: str) -> str | None:
-        group = self.group_contents.pop(name, None)
-        self._group_content_uid.pop(name, None)
-        self._taken_group_contents.discard(name)
-        if group is not None:
-            self.contents_of_group[group].discard(name)
-        return group
-
-    def _on_member_content(self, event: WatchEvent, name: str, member: str) -> list[Key]:
-        if event.type == "DELETED":
-            self._member_content_ref.pop(name, None)
-            if self.member_contents.get(member) == name:
-                del self.member_contents[member]
-        else:
-            self._member_content_ref[name] = member
-            self.member_contents[member] = name
-        group = self.member_group.get(member)
-        return [(GROUP_SNAPSHOT, group)] if group is not None else []
 
     def _on_events(self, event: WatchEvent) -> list[Key]:
         involved = event.obj.get("involvedObject") or {}
@@ -357,25 +260,14 @@ class Observed:
                 if state.exists and name not in present:
                     state.exists, state.gone_at = False, event.at
                     affected.append((kind, name))
-        elif event.source == "members":
-            for name, member in self.members.items():
-                if member.exists and name not in present:
-                    member.exists, member.gone_at = False, event.at
-                    affected.append((GROUP_SNAPSHOT, self.member_group[name]))
-        elif event.source == "group_contents":
-            for content in [c for c in self.group_contents if c not in present]:
-                affected.append((GROUP_SNAPSHOT, self._forget_group_content(content) or ""))
+        elif event.source in ("members", "group_contents"):
+            affected.extend(self._sync_groups(event.source, present, event.at))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
                 self._pv_claim_uid.pop(pv, None)
                 affected.append((CLAIM, self.pv_claim.pop(pv)))
         elif event.source == "contents":
-            for content in [c for c in self._member_content_ref if c not in present]:
-                snapshot_name = self._member_content_ref.pop(content)
-                if self.member_contents.get(snapshot_name) == content:
-                    del self.member_contents[snapshot_name]
-                if snapshot_name in self.member_group:
-                    affected.append((GROUP_SNAPSHOT, self.member_group[snapshot_name]))
+            affected.extend(self._sync_groups(event.source, present, event.at))  # the members' contents first
             for content in [c for c in self.contents if c not in present]:
                 self._content_refs.pop(content, None)
                 affected.append((SNAPSHOT, self.contents.pop(content)))
@@ -387,62 +279,6 @@ class Observed:
                 claim = self.pv_claim.get(pair[0]) or self._claim_of_volume(pair[0])
                 affected.extend((POD, pod) for pod in self._pods_of_claim.get(claim or "", ()))
         return affected
-
-    def owned_volumes(self) -> int:
-        """PVs present that are bound to one of the run's claims (by uid: a namesake's PV is not the run's)."""
-        return sum(1 for uid in self._pv_claim_uid.values() if uid in self._by_uid)
-
-    def owned_contents(self) -> int:
-        """Snapshot contents present that belong to one of the run's snapshots (by uid)."""
-        return sum(1 for ref in self._content_refs.values() if ref.snapshot_uid in self._by_uid)
-
-    def orphaned_contents(self) -> list[tuple[str, ContentRef]]:
-        """Contents the snapshot-controller created for one of the run's snapshots that the run's watch saw go
-        while they stayed, once the controller's finalizer is on them. A snapshot deleted while it was being
-        bound can go without its content, and the controller never deletes a content whose snapshot is
-        missing (it might be an import), so nothing but the run would ever remove it. The label-selected
-        watch also says DELETED when a snapshot loses the run's label: the caller reads it again first. A content
-        whose CreateSnapshot call is still in flight waits for the answer: deleting it then is not acted on until
-        csi-snapshotter has it, and the array's snapshot must exist before it can be deleted."""
-        orphans = []
-        for name, ref in self._content_refs.items():
-            key = self._by_uid.get(ref.snapshot_uid)
-            if (key is None or key[0] != SNAPSHOT or ref.creating
-                    or not (ref.dynamic and ref.delete_policy and ref.protected)):
-                continue
-            state = self.snapshots.get(key[1])
-            if state is None or not state.exists or state.uid != ref.snapshot_uid:
-                orphans.append((name, ref))
-        return orphans
-
-    def owned_group_contents(self) -> int:
-        """Group snapshot contents present that belong to one of the run's group snapshots (by uid)."""
-        return sum(1 for uid in self._group_content_uid.values() if uid in self._by_uid)
-
-    def members_left(self) -> int:
-        """Member snapshots of the run's groups that exist."""
-        return sum(1 for member in self.members.values() if member.exists)
-
-    def member_contents_left(self) -> int:
-        """Contents of the run's groups' member snapshots that exist."""
-        return sum(1 for member in self.member_contents if member in self.member_group)
-
-    def left(self) -> dict[str, list[str]]:
-        """Cleanup's leftovers by name, per plural (the member snapshots in the run's namespace; PVs and contents
-        cluster-scoped): the same objects ``cleanup.remaining`` counts, so that what is left can be named."""
-        groups_content = [name for name, uid in self._group_content_uid.items() if uid in self._by_uid]
-        return {
-            "pods": sorted(name for name, state in self.pods.items() if state.exists),
-            "volumesnapshots": sorted(name for name, state in self.snapshots.items() if state.exists)
-            + sorted(name for name, member in self.members.items() if member.exists),
-            "persistentvolumeclaims": sorted(name for name, state in self.claims.items() if state.exists),
-            "volumegroupsnapshots": sorted(name for name, state in self.groups.items() if state.exists),
-            "persistentvolumes": sorted(pv for pv, uid in self._pv_claim_uid.items() if uid in self._by_uid),
-            "volumesnapshotcontents": sorted(name for name, ref in self._content_refs.items()
-                                             if ref.snapshot_uid in self._by_uid)
-            + sorted(content for member, content in self.member_contents.items() if member in self.member_group),
-            "volumegroupsnapshotcontents": sorted(groups_content),
-        }
 
     def existing(self, kind: str) -> set[str]:
         """The run's objects of one kind that exist as last seen."""
