@@ -1,5 +1,6 @@
 """One step, timed: announce it, start the clock, submit the whole batch, judge each object on its watch events,
-stop the clock at the last terminal event (or the timeout).
+stop the clock at the last terminal event (or the timeout). Bringing back an interrupted step's starting state
+after an operator restart is ``restore.py``, which drives its untimed batches through this runner.
 
 Everything step-specific comes from the catalog entry: the objects, which are skipped, how one is submitted (its
 action, ``actions.py``: create its manifest, delete or patch it by the uid the run saw, or a measuring step's own
@@ -17,19 +18,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import ConditionReason, Machinery
-from csibench.api.steps import WFFC
+from csibench.api.models import Machinery
 from csibench.api.text import human_duration, shorten
-from csibench.engine.catalog import step_named as catalog_step
 from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
-from csibench.engine.errors import RunAborted
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import POD, Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.retries import RETRIED_BY
 from csibench.engine.status import StatusRecorder
-from csibench.engine.step import JudgeFactory, StepContext, StepSpec
+from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -174,7 +172,7 @@ class StepRunner:
             record_collection_metrics(self.recorder.ref.label, step.name, tracker.collection)
         self.recorder.status.collection = collector.findings.listed()
 
-    # -- what a measuring step (engine/datapath, engine/database) uses ------------------------------------------------
+    # -- what a measuring step (engine/datapath, engine/database, density) and restore.py use ------------------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
                     timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
         await self._batch(kind, tracker, judge, submit, timeout, boundaries)
@@ -253,97 +251,6 @@ class StepRunner:
                                  retry_flags(self.context.environment.machinery), self.observed.last_attached_at)
             self.publish()
             self._current = None
-
-    async def restore(self, step: StepSpec) -> None:
-        """Bring back the state ``step`` started from, untimed: delete what exists of its objects and wait until
-        they and what depends on them are gone; for a deletion step (or a step that changed them, which cannot be
-        undone in place: an expansion), create again what the step that created them had created, and wait for
-        that step's terminal state. What holds the objects (``holders``: the publish pods that mount the claims)
-        is deleted before and created again after. Raises RunAborted if that cannot be done."""
-        context, tracker = self.context, self.context.trackers[step.name]
-        step_context = context.step_context(self.observed)
-        timeout = float(context.spec.timeouts.for_step(step.name))
-        started = time.monotonic()
-        if step.gone is None:
-            raise RunAborted(ConditionReason.RESTORE_FAILED, f"step {step.name} declares no way to restore the state "
-                             "it started from, so it cannot be measured again after an operator restart")
-        if context.binding_mode == WFFC and step.provisions_on_wffc:
-            raise RunAborted(ConditionReason.RESTORE_FAILED, f"{step.name} provisions the volumes of a "
-                             f"{WFFC} class: its starting state (claims never bound) cannot be restored, so it "
-                             "cannot be measured again after an operator restart")
-        objects = step.objects(context.spec, context.names)
-        seen = self.observed.uids_of(step.kind)
-        present = [name for name in objects if name in seen]
-        if step.settled is not None:  # deleted sooner, an object could leave behind what no one would delete
-            # One that never settles is deleted at the timeout all the same: cleanup reclaims what it leaves.
-            await self._wait_for(f"{step.name}-restore-settle", step.kind, present, step.settled, timeout)
-        batches: list[StepTracker] = []
-        restored: list[str] = []
-        holders = catalog_step(step.holders) if step.holders in context.trackers else None
-        if holders is not None and holders.gone is not None:  # what holds the step's objects goes first
-            batches.append(await self._remove(f"{step.name}-restore-{holders.name}", holders.kind, holders.resource,
-                                              holders.objects(context.spec, context.names), holders.gone, timeout))
-            restored.append(f"deleted {len(batches[-1].objects)} {holders.kind}s of {holders.name}")
-        removal = await self._remove(f"{step.name}-restore", step.kind, step.resource, objects, step.gone, timeout)
-        batches.append(removal)
-        # Also what depends on objects gone before the restart, which its watches never saw (a group's members,
-        # deleted after the group): a namesake made while they linger could adopt them.
-        all_gone = await self._wait_for(f"{step.name}-restore-gone", step.kind, objects, step.gone, timeout)
-        restored.append(f"deleted {len(removal.objects)} {step.kind}s")
-        if step.companion is not None:  # what the step created besides its own objects (the database's claim)
-            companion = step.companion
-            batches.append(await self._remove(f"{step.name}-restore-{companion.kind}", companion.kind,
-                                              companion.resource, [companion.object_name(context.names, 0)],
-                                              companion.gone, timeout))
-            restored.append(f"deleted {len(batches[-1].objects)} {companion.kind}s")
-        if step.recreated_by is not None:
-            again = await self._make_again(f"{step.name}-recreate", catalog_step(step.recreated_by), step_context,
-                                           timeout)
-            batches.append(again)
-            restored.append(f"created {len(again.objects)} again")
-            # What the step saw but its creator had not created (a failed object) is gone now: not the redo's.
-            tracker.restore_skipped = set(removal.objects) - set(again.objects)
-        if holders is not None:  # ... and comes back last, as its step had made it
-            batches.append(await self._make_again(f"{step.name}-rehold", holders, step_context, timeout))
-            restored.append(f"created {len(batches[-1].objects)} {holders.kind}s of {holders.name} again")
-        failed = [(name, o) for batch in [*batches, all_gone] for name, o in batch.outcomes.items() if not o.ok]
-        if failed:
-            name, outcome = failed[0]
-            raise RunAborted(ConditionReason.RESTORE_FAILED, f"could not restore the state {step.name} started "
-                             f"from: {len(failed)} objects did not get there ({name}: {outcome.reason} "
-                             f"{outcome.message})")
-        tracker.restored = (f"attempt {tracker.attempt - 1} was interrupted by an operator restart; restored its "
-                            f"starting state ({', '.join(restored)}) in {time.monotonic() - started:.1f}s, "
-                            "not part of the step's time")
-        tracker.restored_objects = sum(len(batch.objects) for batch in batches)
-
-    async def _wait_for(self, label: str, kind: str, names: list[str], judge: JudgeFactory,
-                        timeout: float) -> StepTracker:
-        """Untimed, nothing sent: wait until ``judge`` says so of each of ``names`` (the outcomes say which did)."""
-        waiting = StepTracker(label, names)
-
-        async def watch_only(name: str) -> None:
-            waiting.mark_submitted(name)
-        await self._batch(kind, waiting, judge(self.observed, frozenset()), watch_only, timeout)
-        return waiting
-
-    async def _remove(self, label: str, kind: str, resource: r.Resource, names: list[str],
-                      gone: JudgeFactory, timeout: float) -> StepTracker:
-        """Untimed: delete those of ``names`` the run's watches saw, and wait until ``gone`` says so of each."""
-        seen = self.observed.uids_of(kind)
-        removal = StepTracker(label, [name for name in names if name in seen])
-        await self._batch(kind, removal, gone(self.observed, frozenset()),
-                          self.requests.deleting(kind, resource, removal), timeout)
-        return removal
-
-    async def _make_again(self, label: str, creator: StepSpec, step_context: StepContext,
-                          timeout: float) -> StepTracker:
-        """Untimed: create again what ``creator`` had created (its objects that succeeded), and wait for its judge."""
-        made = self.context.trackers[creator.name]
-        again = StepTracker(label, [name for name, outcome in made.outcomes.items() if outcome.ok])
-        await self._batch(creator.kind, again, creator.judge_in(step_context),
-                          creator.action.submitter(self.requests, creator, step_context, again), timeout)
-        return again
 
     async def _submit(self, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any], name: str) -> None:
         try:

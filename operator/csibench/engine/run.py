@@ -45,6 +45,7 @@ from csibench.engine.judgement import Judgement
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
+from csibench.engine.restore import restore
 from csibench.engine.status import StatusRecorder, now
 from csibench.engine.step import StepSpec
 from csibench.engine.thresholds import judge
@@ -265,7 +266,7 @@ class RunEngine:
         await self.recorder.write()
         await self.recorder.event("StepRestoring", f"{step.name}: attempt {tracker.attempt - 1} was interrupted by "
                                   "an operator restart; restoring the state it started from")
-        await runner.restore(step)
+        await restore(runner, step)
         await self.recorder.event("StepRestored", f"{step.name}: {tracker.restored}; measuring attempt "
                                   f"{tracker.attempt} from scratch")
 
