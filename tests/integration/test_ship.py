@@ -17,8 +17,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from csibench.engine.cleanup import BEING_DELETED
 from csibench.engine.observed import CONTENT_FINALIZER
+from csibench.engine.reclaim import BEING_DELETED
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import GROUP_SNAPSHOT_CLASS, REPO_ROOT, LocalCluster

@@ -12,9 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus
-from csibench.engine.cleanup import BEING_DELETED, CleanupResult, cleanup
+from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER, Observed
+from csibench.engine.reclaim import BEING_DELETED
 from csibench.engine.status import MAX_EVENT_MESSAGE
 from csibench.kube.ownership import RunScope
 from csibench.kube.watch import WatchEvent

@@ -4,42 +4,28 @@ Only labelled objects are deleted (one delete-collection per kind, by the run's 
 objects in a shared namespace are never touched. The namespace a run created is deleted only after a fresh read
 shows it carries the run's uid label, and with that object's uid as a precondition: a namespace named in a
 tampered status, or one that replaced the run's, is left alone and the refusal is reported. Completion is
-watched, not assumed: pods, snapshots and claims must be gone, and so must the PVs and snapshot contents that
-pointed at them (no leaked volumes). The namespace is deleted as soon as nothing of the run is left in it, so a
-slow cluster-scoped object does not also leave the namespace behind ("nothing left": none of the run's pods,
-snapshots or claims, as its watches see them). What is still there at the deadline is
-reported, never silently dropped: counted per kind, and the first ``MAX_NAMED`` objects named with why each is
-still there, from a fresh read (being deleted and the finalizers holding it, the driver it waits for, its status
-error, the last Warning said against it), so a user can finish by hand what cleanup could not.
+watched, not assumed: pods, snapshots, group snapshots (and the member snapshots the controller made for them)
+and claims must be gone, and so must the PVs, snapshot contents and group snapshot contents that pointed at them
+(no leaked volumes). A group snapshot still being taken is deleted only once it is ready or failed, and its claims
+wait for it. The namespace is deleted as soon as nothing of the run is left in it, so a slow cluster-scoped object
+does not also leave the namespace behind ("nothing left": none of the run's pods, snapshots, group snapshots,
+member snapshots or claims, as its watches see them). What is still there at the deadline is reported, never
+silently dropped: counted per kind, and the first objects named with why each is still there
+(``cleanup_left.py``), so a user can finish by hand what cleanup could not.
 
-Orphaned snapshot contents are the one kind cleanup removes without a label. A snapshot deleted while the
-snapshot-controller was binding it (an operator restart's redo, or a cleanup mid-createSnapshot, does that) can
-go without its content, and the controller never deletes a content whose snapshot is missing: the content, and
-the snapshot on the storage, would stay forever. A content carries no labels of ours (the controller creates
-it), so ownership is proven by server-assigned uids instead: it is named ``snapcontent-<uid>`` after, and points
-back at, a snapshot uid the run's label-selected watch saw go; a fresh read without the label confirms that
-snapshot is gone (not merely unlabelled by someone who keeps it); it was made from a volume (not an imported
-handle), with deletionPolicy Delete, and carries the controller's finalizer (so deleting it waits for the
-storage). Cleanup then does what the controller does for a deleted snapshot: it sets
-``snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`` (a merge patch naming the uid seen: another uid
-is refused, 422) and deletes the content (that uid as precondition); csi-snapshotter then deletes the snapshot on
-the storage, once any CreateSnapshot call in flight has returned, and removes the finalizer.
+Orphaned snapshot contents, the one kind cleanup removes without a label, are reclaimed as ``reclaim.py`` says.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from csibench.api.text import shorten
+from csibench.engine.cleanup_left import LeftObject, name_what_is_left
 from csibench.engine.judges import group_settled
-from csibench.engine.kinds.claim import CLAIM
-from csibench.engine.kinds.group_snapshot import GROUP_SNAPSHOT
-from csibench.engine.kinds.pod import POD
-from csibench.engine.kinds.snapshot import SNAPSHOT
-from csibench.engine.observed import ContentRef, Observed
+from csibench.engine.observed import Observed
+from csibench.engine.reclaim import Reclaim
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -47,34 +33,6 @@ from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 
 REDELETE_SECONDS = 5.0
-BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"  # external-snapshotter's own
-MAX_NAMED = 10  # objects an incomplete cleanup names (with why); the rest are counted
-WHY_LENGTH = 240  # characters of why one object is left, and of each quoted part of it
-# plural (as cleanup.remaining and Observed.left say) -> the resource and the kind as a user reads it
-_LEFT_KINDS = {
-    "pods": (r.PODS, "Pod", POD), "volumesnapshots": (r.SNAPSHOTS, "VolumeSnapshot", SNAPSHOT),
-    "persistentvolumeclaims": (r.PVCS, "PersistentVolumeClaim", CLAIM),
-    "volumegroupsnapshots": (r.GROUP_SNAPSHOTS, "VolumeGroupSnapshot", GROUP_SNAPSHOT),
-    "persistentvolumes": (r.PVS, "PersistentVolume", None),
-    "volumesnapshotcontents": (r.SNAPSHOT_CONTENTS, "VolumeSnapshotContent", None),
-    "volumegroupsnapshotcontents": (r.GROUP_SNAPSHOT_CONTENTS, "VolumeGroupSnapshotContent", None),
-    "namespaces": (r.NAMESPACES, "Namespace", None),
-}
-
-_BOUND_TO = (("claimRef", "PersistentVolumeClaim"), ("volumeSnapshotRef", "VolumeSnapshot"),
-             ("volumeGroupSnapshotRef", "VolumeGroupSnapshot"))
-
-
-@dataclass(frozen=True)
-class LeftObject:
-    """One object an incomplete cleanup left, and why it is still there."""
-
-    kind: str  # "VolumeSnapshot"
-    name: str  # "namespace/name", or the name of a cluster-scoped object
-    why: str
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.name} ({self.why})"
 
 
 @dataclass(frozen=True)
@@ -83,9 +41,9 @@ class CleanupResult:
     remaining: dict[str, int]
     seconds: float
     refused: str | None = None  # what cleanup would not delete because the run could not prove it owned it
-    reclaimed: tuple[str, ...] = ()  # orphaned snapshot contents cleanup deleted (see the module docstring)
+    reclaimed: tuple[str, ...] = ()  # orphaned snapshot contents cleanup deleted (``reclaim.py``)
     reclaim_error: str | None = None  # why an orphaned content could not be deleted: the first failure
-    left: tuple[LeftObject, ...] = ()  # when incomplete: the first MAX_NAMED objects left, each with why
+    left: tuple[LeftObject, ...] = ()  # when incomplete: the first cleanup_left.MAX_NAMED objects left, with why
     unnamed: int = 0  # objects left beyond those named
 
     def describe(self, limit: int | None = None) -> str:
@@ -134,62 +92,6 @@ def remaining(observed: Observed, namespace_left: bool) -> dict[str, int]:
     return counts
 
 
-async def name_what_is_left(client: KubeApi, observed: Observed, scope: RunScope,
-                            namespace_left: bool) -> tuple[tuple[LeftObject, ...], int]:
-    """The first ``MAX_NAMED`` objects cleanup left, each with why from a fresh read, and how many more."""
-    names = observed.left()
-    if namespace_left and scope.owned_namespace is not None:
-        names["namespaces"] = [scope.owned_namespace]
-    listed = [(plural, name) for plural, items in names.items() for name in items]
-    said = {kind: observed.complaints(kind) for kind in (POD, SNAPSHOT, CLAIM, GROUP_SNAPSHOT)}
-    named = []
-    for plural, name in listed[:MAX_NAMED]:
-        resource, kind, observed_kind = _LEFT_KINDS[plural]
-        namespace = scope.namespace if resource.namespaced else None
-        complaint = said[observed_kind].get(name) if observed_kind is not None else None
-        why = await _why_left(client, resource, namespace, name, complaint)
-        named.append(LeftObject(kind, f"{namespace}/{name}" if namespace else name, why))
-    return tuple(named), len(listed) - len(named)
-
-
-async def _why_left(client: KubeApi, resource: r.Resource, namespace: str | None, name: str,
-                    complaint: str | None) -> str:
-    """Why one object is still there, as a fresh read shows it (a list by name: the operator may list, not get,
-    most kinds), and the last thing said against it."""
-    try:
-        if resource is r.NAMESPACES:
-            found = await client.get(resource.path(name=name))
-        else:
-            listing = await client.get(resource.path(namespace), query={"fieldSelector": f"metadata.name={name}"})
-            found = next(iter((listing or {}).get("items") or []), None)
-    except ApiError as error:
-        return shorten(f"could not read it: {error}", WHY_LENGTH)
-    if found is None:
-        return "gone just after the deadline"
-    metadata, spec, status = found.get("metadata") or {}, found.get("spec") or {}, found.get("status") or {}
-    finalizers = [str(f) for f in metadata.get("finalizers") or []]
-    if metadata.get("deletionTimestamp"):
-        held = f", held by finalizer{'s' if len(finalizers) > 1 else ''} {', '.join(finalizers)}" if finalizers \
-            else ""
-        parts = [f"deleting since {metadata['deletionTimestamp']}{held}"]
-    else:
-        parts = ["not being deleted" + (f", finalizers {', '.join(finalizers)}" if finalizers else "")]
-    for key, kind in _BOUND_TO:  # a volume or content waits for what it is bound to
-        ref = spec.get(key) or {}
-        if ref.get("name") and not metadata.get("deletionTimestamp"):
-            parts.append(f"bound to {kind} {ref.get('namespace')}/{ref['name']}")
-            break
-    driver = spec.get("driver") or (spec.get("csi") or {}).get("driver")
-    if driver:
-        parts.append(f"driver {driver}")
-    status_error = status.get("error")
-    if complaint:
-        parts.append(complaint)
-    elif isinstance(status_error, dict) and status_error.get("message"):
-        parts.append(f"status.error: {status_error['message']}")
-    return shorten("; ".join(shorten(str(part), WHY_LENGTH) for part in parts), WHY_LENGTH)
-
-
 async def _snapshot_api_present(client: KubeApi) -> bool:
     return await client.get(r.SNAPSHOT_API) is not None
 
@@ -212,47 +114,6 @@ async def delete_owned_namespace(client: KubeApi, scope: RunScope) -> tuple[str 
     uid = str(metadata.get("uid", ""))
     await client.delete(r.NAMESPACES.path(name=scope.owned_namespace), uid=uid or None)
     return uid, None
-
-
-async def _snapshot_still_there(client: KubeApi, namespace: str, ref: ContentRef) -> bool:
-    """A fresh read, without the run's label: a snapshot that only lost the label is someone's now, not gone."""
-    listing = await client.get(r.SNAPSHOTS.path(namespace), query={"fieldSelector": f"metadata.name={ref.snapshot}"})
-    return any((item.get("metadata") or {}).get("uid") == ref.snapshot_uid for item in (listing or {}).get("items", []))
-
-
-async def reclaim_orphaned_content(client: KubeApi, name: str, uid: str) -> bool:
-    """Mark one orphaned content as its snapshot's deletion would have, and delete it, both only while its uid is
-    ``uid`` (a merge patch naming another uid is refused, 422; the delete carries the uid as a precondition,
-    409). True if it was there to delete."""
-    path = r.SNAPSHOT_CONTENTS.path(name=name)
-    patched = await client.merge_patch(path, {"metadata": {"uid": uid, "annotations": {BEING_DELETED: "yes"}}})
-    return patched is not None and await client.delete(path, uid=uid)
-
-
-@dataclass
-class _Reclaim:
-    """Cleanup's reclaim of orphaned contents: each tried once, again after a transient failure."""
-
-    client: KubeApi
-    namespace: str
-    retry_at: dict[str, float] = field(default_factory=dict)  # content uid -> when to try again (inf: never)
-    reclaimed: list[str] = field(default_factory=list)
-    error: str | None = None  # the first failure, as text (others are alike)
-
-    async def __call__(self, observed: Observed) -> None:
-        for name, ref in observed.orphaned_contents():
-            if time.monotonic() < self.retry_at.get(ref.uid, 0.0):
-                continue
-            self.retry_at[ref.uid] = math.inf
-            try:
-                if await _snapshot_still_there(self.client, self.namespace, ref):
-                    continue  # not gone: it lost the run's label, so it and its content are left alone
-                if await reclaim_orphaned_content(self.client, name, ref.uid):
-                    self.reclaimed.append(name)
-            except ApiError as failure:
-                if failure.status == 0 or failure.status == 429 or failure.status >= 500:
-                    self.retry_at[ref.uid] = time.monotonic() + REDELETE_SECONDS
-                self.error = self.error or f"could not delete orphaned snapshot content {name}: {failure}"
 
 
 async def _delete_settled_groups(client: KubeApi, namespace: str, observed: Observed) -> None:
@@ -286,7 +147,7 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
         query = {"labelSelector": scope.selector}
         kinds = [r.PODS] + ([r.SNAPSHOTS] if snapshots else []) + [r.PVCS]  # group snapshots: one by one, below
         last_delete = -REDELETE_SECONDS
-        reclaim = _Reclaim(client, scope.namespace)
+        reclaim = Reclaim(client, scope.namespace, REDELETE_SECONDS)
         namespace: tuple[str | None, str | None] | None = None  # (uid being deleted, refusal) once asked
         while time.monotonic() - started < deadline_seconds:
             left = remaining(observed, namespace_left=False)
