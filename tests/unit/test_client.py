@@ -12,6 +12,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s_client
 
+from csibench.kube import client as client_module
 from csibench.kube.client import ApiError, KubeClient, TokenBucket
 
 
@@ -89,6 +90,60 @@ def test_the_loop_path_retries_the_same_way_and_skips_decoding_what_it_discards(
 
     created, client, pool, sent = asyncio.run(scenario())
     assert created and len(pool.calls) == 3 and len(sent) == 1 and client.requests == 3
+
+
+Retried = tuple[list[float], int | None, int]  # the waits before each retry, the status it ended with, attempts
+
+
+def _retried(monkeypatch: pytest.MonkeyPatch, script: list[FakeHTTPResponse | Exception], on_loop: bool,
+             retry_seconds: float) -> Retried:
+    """One request answered by ``script`` on the event loop (``request``) or a thread's (``request_sync``): the
+    waits before each retry (recorded, not slept), the status it ended with (None: an answer), the attempts."""
+    waits: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def on_the_loop(client: KubeClient) -> None:
+        try:
+            await client.request("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"})
+        finally:
+            await client.close()
+
+    client, pool = client_with(list(script))
+    ended: int | None = None
+    with monkeypatch.context() as patch:
+        patch.setattr(client_module, "RETRY_SECONDS", retry_seconds)
+        patch.setattr("csibench.kube.client.time.sleep", waits.append)
+        patch.setattr("csibench.kube.client.asyncio.sleep", no_sleep)
+        try:
+            if on_loop:
+                asyncio.run(on_the_loop(client))
+            else:
+                client.request_sync("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"})
+        except ApiError as error:
+            ended = error.status
+    if not on_loop:
+        asyncio.run(client.close())
+    return waits, ended, len(pool.calls)
+
+
+def _waits_of_both_loops(monkeypatch: pytest.MonkeyPatch, script: list[FakeHTTPResponse | Exception],
+                         retry_seconds: float = client_module.RETRY_SECONDS) -> tuple[Retried, Retried]:
+    return (_retried(monkeypatch, script, False, retry_seconds), _retried(monkeypatch, script, True, retry_seconds))
+
+
+def test_both_loops_wait_alike_before_each_retry_and_give_up_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One retry policy (``RetrySchedule``) for the thread's and the loop's requests: the same waits (0.2 s
+    doubling to 5 s, a longer Retry-After honoured), and the same attempt where the budget ends."""
+    script: list[FakeHTTPResponse | Exception] = [
+        FakeHTTPResponse(503), urllib3.exceptions.ProtocolError("reset"),
+        FakeHTTPResponse(429, headers={"Retry-After": "1"}), *[FakeHTTPResponse(503)] * 4, FakeHTTPResponse(201)]
+    sync, loop = _waits_of_both_loops(monkeypatch, script)
+    assert sync == loop == ([0.2, 0.4, 1.0, 1.6, 3.2, 5.0, 5.0], None, 8)
+    # A budget with room for the waits of 0.2 and 0.4 s, not 0.8: both return the third 503 as their answer.
+    sync, loop = _waits_of_both_loops(monkeypatch, [FakeHTTPResponse(503)] * 4, retry_seconds=0.7)
+    assert sync == loop == ([0.2, 0.4], 503, 3)
 
 
 def test_conflicts_and_not_found_are_answers_not_errors() -> None:

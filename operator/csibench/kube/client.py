@@ -24,7 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
@@ -88,14 +89,33 @@ def _parse(status: int, data: bytes, decode: bool = True) -> Json:
     return parsed_ok
 
 
-def _retry_wait(status: int | None, retry_after: str | None, delay: float, deadline: float) -> float | None:
-    """How long to wait before retrying an attempt that failed to connect (``status`` None) or met 429/503;
-    None: do not retry (an answer to return, or the retry budget is spent)."""
-    if status is not None and status not in (429, 503):
-        return None
-    if time.monotonic() + delay > deadline:
-        return None
-    return max(delay, float(retry_after or 0)) if status is not None else delay
+@dataclass
+class RetrySchedule:
+    """The retry policy both request loops (``_exchange_sync`` on a thread, ``request`` on the loop) consult, so
+    they cannot drift: a connection failure or a 429/503 answer (an API server restarting or shedding load) is
+    retried after ``FIRST_DELAY`` seconds, doubling up to ``MAX_DELAY`` (a longer Retry-After is honoured), for up
+    to ``RETRY_SECONDS`` after the first attempt; any other answer is returned."""
+
+    FIRST_DELAY: ClassVar[float] = 0.2
+    MAX_DELAY: ClassVar[float] = 5.0
+
+    deadline: float  # monotonic: no retry whose wait would end past it
+    delay: float = FIRST_DELAY  # before the next retry
+
+    @classmethod
+    def start(cls) -> RetrySchedule:
+        return cls(time.monotonic() + RETRY_SECONDS)
+
+    def wait(self, status: int | None, retry_after: str | None) -> float | None:
+        """How long to wait before retrying an attempt that failed to connect (``status`` None) or met 429/503;
+        None: do not retry (an answer to return, or the retry budget is spent). A retry doubles the next delay."""
+        if status is not None and status not in (429, 503):
+            return None
+        if time.monotonic() + self.delay > self.deadline:
+            return None
+        wait = max(self.delay, float(retry_after or 0)) if status is not None else self.delay
+        self.delay = min(self.delay * 2, self.MAX_DELAY)
+        return wait
 
 
 def ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
@@ -214,8 +234,9 @@ class KubeClient:
         """One request on the calling thread; ``on_send`` gets the monotonic time it first leaves (after throttling).
 
         Connection failures and 429/503 answers (an API server restarting or shedding load) are retried with
-        backoff for up to ``RETRY_SECONDS``; a create retried after a lost answer then meets 409, which callers
-        treat as success. The send time stays the first attempt's, so retries count in the object's latency.
+        backoff for up to ``RETRY_SECONDS`` (``RetrySchedule``); a create retried after a lost answer then meets
+        409, which callers treat as success. The send time stays the first attempt's, so retries count in the
+        object's latency.
         """
         return _parse(*self._exchange_sync(method, path, body, query, content_type, on_send, timeout), decode)
 
@@ -232,8 +253,7 @@ class KubeClient:
         """The status and body of one request after throttling and retries (see ``request_sync``)."""
         payload = orjson.dumps(body) if body is not None else None
         url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
-        deadline = time.monotonic() + RETRY_SECONDS
-        delay = 0.2
+        retries = RetrySchedule.start()
         while True:
             self._throttle()
             self.count_request()
@@ -248,13 +268,12 @@ class KubeClient:
             except urllib3.exceptions.HTTPError as error:
                 status, data, retry_after, failure = None, b"", None, error
             METRICS.count_request(method, path, status or 0)
-            wait = _retry_wait(status, retry_after, delay, deadline)
+            wait = retries.wait(status, retry_after)
             if wait is None:
                 if status is None:
                     raise ApiError(0, "ConnectionFailed", str(failure)) from failure
                 return status, data
             time.sleep(wait)
-            delay = min(delay * 2, 5.0)
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """A blocking function on the client's worker threads (never on the loop)."""
@@ -299,8 +318,7 @@ class KubeClient:
         first leaves (after waiting for a slot and for the rate limit), retries as ``request_sync`` does."""
         payload = orjson.dumps(body) if body is not None else None
         url, headers = self.url(path, query), self.headers(content_type if body is not None else None)
-        deadline = time.monotonic() + RETRY_SECONDS
-        delay = 0.2
+        retries = RetrySchedule.start()
         in_flight = self._in_flight_on_loop()
         while True:
             async with in_flight:
@@ -318,13 +336,12 @@ class KubeClient:
                 except (TimeoutError, aiohttp.ClientError, HttpConnectionError) as error:
                     status, data, retry_after, failure = None, b"", None, error
             METRICS.count_request(method, path, status or 0)
-            retry = _retry_wait(status, retry_after, delay, deadline)
+            retry = retries.wait(status, retry_after)
             if retry is None:
                 if status is None:
                     raise ApiError(0, "ConnectionFailed", str(failure) or type(failure).__name__) from failure
                 return _parse(status, data, decode)
             await asyncio.sleep(retry)
-            delay = min(delay * 2, 5.0)
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> Json | None:
         try:
