@@ -1,8 +1,10 @@
 """kopf handlers, and nothing else: each one delegates to the engine.
 
-A run is a kopf daemon: it starts when a BenchmarkRun appears (or when the operator restarts while one exists)
+A BenchmarkRun is a kopf daemon: it starts when the run appears (or when the operator restarts while one exists)
 and is cancelled when the run is deleted; the delete handler then removes what the run created, behind
-csibench's own finalizer. The engine patches status itself, so progress shows while a step runs.
+csibench's own finalizer. The engine patches status itself, so progress shows while a step runs. A
+BenchmarkSuite is a kopf daemon too (``suite/controller.py``): it creates its runs one after another; deleting it
+deletes them by owner reference, each cleaned up by its own finalizer.
 """
 
 from __future__ import annotations
@@ -130,7 +132,8 @@ async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any])
 @kopf.on.delete(GROUP, VERSION, PLURAL, retries=DELETE_RETRIES, backoff=DELETE_BACKOFF_SECONDS)
 async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
     """Remove what the run created. What it created is read from its status (recorded as it went), never
-    from the spec; every delete is still limited to objects carrying the run's uid label."""
+    from the spec; every delete is still limited to objects carrying the run's uid label, but for orphaned
+    snapshot contents, whose ownership is proven by uid instead (``engine/reclaim.py``)."""
     METRICS.forget_run(f"{meta['namespace']}/{meta['name']}")
     if not status.get("targetNamespace"):
         return  # never got past its preconditions: nothing was created

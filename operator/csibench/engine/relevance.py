@@ -4,9 +4,12 @@ Most events a run's watches carry change nothing a judge reads: a claim is MODIF
 way to Bound (the provisioner's annotations, the binder's volumeName, then the phase), a PV when its phase moves
 Pending -> Bound -> Released, a pod at every condition and container status. Decoding each one and handing it
 to the event loop was most of the operator's CPU per object (issue 18). Each kind here has a *signature*: the
-few raw bytes of a line that hold every field ``Observed`` takes from that kind (for a claim: its phase and
-volumeName). A MODIFIED line whose signature equals that of the last line delivered for the same object
-cannot change the run's state, so it is skipped. ADDED and DELETED lines are always delivered.
+few raw bytes of a line that hold every field ``Observed`` takes from that kind (for a claim: its phase, its
+volumeName, and what an expansion waits for). The run's own kinds (claims, pods, snapshots, group snapshots; a
+group's member snapshots are snapshots) take theirs from their field lists in ``kinds/``; PVs, snapshot contents
+and group snapshot contents have theirs here. A MODIFIED line whose signature equals that of the last line
+delivered for the same object cannot change the run's state, so it is skipped. ADDED and DELETED lines are always
+delivered.
 
 Safety: a signature is compared with the last one *this filter delivered* (kept in the watch thread, in stream
 order), never with the loop's state, which may lag; a relist resets it (the list's objects reach ``Observed``
@@ -27,10 +30,10 @@ from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER
 
 _MODIFIED = b'{"type":"MODIFIED"'
 # Where an object's own name is. Built-in kinds are written in Go struct order: metadata, then its name first.
-# Custom resources (snapshots, contents) are written with every object's keys sorted, so metadata.name comes
-# after labels and annotations (a label called "name" is common) and right before "namespace" (namespaced) or
-# "resourceVersion" (cluster-scoped; an ownerReferences key in between means no match). A line where the
-# pattern does not match exactly once is always delivered.
+# Custom resources (snapshots, group snapshots, their contents) are written with every object's keys sorted, so
+# metadata.name comes after labels and annotations (a label called "name" is common) and right before "namespace"
+# (namespaced) or "resourceVersion" (cluster-scoped; an ownerReferences key in between means no match). A line
+# where the pattern does not match exactly once is always delivered.
 CORE_NAME = re.compile(rb'"metadata":\{"name":"([^"]+)"')
 NAMESPACED_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","namespace":"')
 CLUSTER_CUSTOM_NAME = re.compile(rb'"name":"([^"]+)","resourceVersion":"')

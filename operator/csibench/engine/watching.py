@@ -1,10 +1,14 @@
 """Start the set of watches a run (or its cleanup) needs, all feeding one ``Observed``.
 
-The run's own kinds (claims, pods, snapshots, Warning events) are label- or field-selected watches of its
-namespace. The cluster-scoped kinds (PVs, VolumeAttachments, snapshot contents) are the operator's shared
-watches (kube/shared_watch.py): one stream each for all runs, so N concurrent runs do not read every PV event
-N times. Every watch but the Warning events' and the attachments' also passes over the MODIFIED lines that
-change nothing a run keeps (engine/relevance.py).
+The run's own kinds (claims, pods, snapshots, group snapshots, Warning events) are label- or field-selected
+watches of its namespace; a group's member snapshots (the snapshot-controller's, without the run's label) are a
+watch of the namespace's snapshots that keeps only those owned by one of the run's groups. The cluster-scoped kinds
+(PVs, VolumeAttachments, snapshot contents, group snapshot contents) are the operator's shared watches
+(kube/shared_watch.py): one stream each for all runs, so N concurrent runs do not read every PV event N times.
+Snapshots and their contents are watched only when the run's plan has a step that needs them, group snapshots and
+their contents only with a group snapshot step (cleanup's watches: when their APIs exist). Every watch but the
+Warning events' and the attachments' also passes over the MODIFIED lines that change nothing a run keeps
+(engine/relevance.py).
 """
 
 from __future__ import annotations

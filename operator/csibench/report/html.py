@@ -2,10 +2,13 @@
 and the stored report.
 
 Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
-holds the step table (medians over iterations for a repeated run), the data-path (fio) and database (pgbench)
-tables when the run has them, per step a latency distribution over all objects (one line per iteration, or per
-run in a comparison) and a timeline of the step (each object from its request to its terminal event, so stalls
-and throttling show), the iterations, the environment with the CSI machinery and the preflight findings. A
+holds the step table (medians over iterations for a repeated run) with its latency parts' legend, where each pod
+moved (moveVolume), the run's tables of their own in the text report's order when it has their rows
+(``tables.py``: density with its curve, the data path's with its rate levels' curve, the database's, the CSI
+machinery's cost, spec.collect's readings, the thresholds), the data path's completion latency per workload, per
+step a latency distribution over all objects (one line per iteration, or per run in a comparison) and a timeline
+of the step (each object from its request to its terminal event, so stalls and throttling show), the iterations,
+the environment with the CSI machinery and the preflight findings. A
 suite's page holds its runs, per step the scaling table and curve over its cells, and its cells compared
 (``suite``). It is built from what is stored, so any finished run can be rendered at any time; nothing is stored
 beside the run. Builders are pure apart from drawing.
