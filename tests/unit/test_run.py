@@ -273,12 +273,12 @@ def test_every_step_name_has_one_consistent_catalog_entry() -> None:
         if isinstance(step.action, Create) and not isinstance(step.action, Measure):
             assert step.manifest is not None and step.report_key, name
         elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
-            assert step.measure is not None and step.manifest is not None and step.enabled is not None, name
+            assert step.measure is not None and step.manifest is not None and step.spec_part is not None, name
         elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
             assert step.manifest is None and step.skip is skip_claims_not_bound, name
         elif isinstance(step.action, Move):  # makes again elsewhere what the step it requires made, if it runs
             assert step.manifest is None and step.skip is skip_pods_not_running, name
-            assert step.recreated_by == step.requires and step.enabled is not None, name
+            assert step.recreated_by == step.requires and step.spec_part is not None, name
         else:
             # a deletion acts only on what the run saw (a group's also waits for it to settle: it skips both)
             seen_only = (skip_never_seen, skip_groups_being_taken)

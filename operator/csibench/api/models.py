@@ -13,6 +13,9 @@ them under one name, the one every reader imports.
 from __future__ import annotations
 
 from csibench.api.collect import CollectSpec, StepCollection
+from csibench.api.enabling import (
+    STEP_RUNS_WHEN,
+)
 from csibench.api.run.common import (
     GROUP,
     KIND,
@@ -104,7 +107,6 @@ from csibench.api.run.settings import (
     TimeoutsBase,
 )
 from csibench.api.run.spec import (
-    STEP_RUNS_WHEN,
     BenchmarkRunSpec,
 )
 from csibench.api.run.status import (

@@ -1,7 +1,8 @@
 """What each step is, as facts every layer may read: its name and order (``StepName``, which the CRD's step enum
-is), title and unit, what it requires, whether it needs a snapshot class, whether its numbers are rows of a table
-of its own, which CSI components serve it with how many API requests per object, and its timeout's description
-(``models.Timeouts`` has one field per step, generated from these facts) — pure data, no behaviour.
+is), title and unit, what it requires, which part of the spec enables it, whether it needs a snapshot class,
+whether its numbers are rows of a table of its own, which CSI components serve it with how many API requests per
+object, and its timeout's description (``models.Timeouts`` has one field per step, generated from these facts) —
+pure data, no behaviour.
 
 The engine's step modules (``engine/steps/``, collected by ``engine/catalog.py``) add how a step acts (manifests,
 judges, skip and restore rules) to these facts; the preflight's client-throttling estimate and the reports
@@ -60,6 +61,10 @@ class StepFacts:
     title: str  # in reports: "Create Volume"
     unit: str  # in reports: "vol" (throughput reads "1.59 vol/s")
     requires: str | None = None  # the step it depends on (object i of it, or all of it)
+    # The part of the spec that enables it: "move" (an object, set or not) or "dataPath.verify" (a switch inside a
+    # part). The plan, admission's reading of it (runs_step, the CEL) and the rule that spec.steps lists the step
+    # exactly when its part is set are all derived from this (api/enabling.py).
+    spec_part: str | None = None
     needs_snapshot_class: bool = False
     needs_group_snapshots: bool = False  # works on VolumeGroupSnapshots (spec.groupSnapshot names their class)
     own_table: bool = False  # its numbers are the rows of a table of its own; its pods' rate and latency say nothing
@@ -77,32 +82,39 @@ _FACTS = (
               requests_per_object={ATTACHER: 3, CONTROLLER_MANAGER: 1},
               note_wffc=f"{WFFC}: includes provisioning of each pod's volumes"),
     StepFacts(StepName.MOVE_VOLUME, "Move Volume", "pod", requires=StepName.PUBLISH,
+              spec_part="move",
               requests_per_object={ATTACHER: 5, CONTROLLER_MANAGER: 2},
               timeout_note="Timeout of moveVolume (every moved pod Ready on its new node), in seconds."),
     StepFacts(StepName.EXPAND_VOLUME, "Expand Volume", "vol", requires=StepName.CREATE_VOLUME,
+              spec_part="expand",
               requests_per_object={RESIZER: 3},
               timeout_note="Timeout of expandVolume (every claim at its new capacity, the node's half included), "
                            "in seconds."),
     StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
               requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
     StepFacts(StepName.DENSITY, "Density (volumes per node)", "pod", requires=StepName.CREATE_VOLUME,
+              spec_part="density",
               own_table=True, requests_per_object={ATTACHER: 5, CONTROLLER_MANAGER: 2},
               timeout_note="Timeout of one density level (its pods Ready, or gone and detached), in seconds."),
     StepFacts(StepName.DATA_PATH, "Data Path (fio)", "pod", requires=StepName.CREATE_VOLUME, own_table=True,
+              spec_part="dataPath",
               timeout_note="Timeout of one data-path workload (its pods' run), in seconds; default: ramp + runtime "
                            "+ 300."),
     StepFacts(StepName.DATABASE, "Database (pgbench)", "pod", own_table=True,
+              spec_part="database",
               timeout_note="Timeout of the whole database step, in seconds; default: the runs' durations and "
                            "pauses, plus 300 + 1 per scale unit for each initialization, plus 300."),
     StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 9}),
     StepFacts(StepName.CREATE_GROUP_SNAPSHOT, "Create Group Snapshot", "group", requires=StepName.CREATE_VOLUME,
+              spec_part="groupSnapshot",
               needs_group_snapshots=True,
               timeout_note="Timeout of createGroupSnapshot (every group ready to use, each member snapshot too), in "
                            "seconds."),
     StepFacts(StepName.CLONE_FROM_SNAPSHOT, "Clone from Snapshot", "vol", requires=StepName.CREATE_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={PROVISIONER: 3, CONTROLLER_MANAGER: 4}),
     StepFacts(StepName.VERIFY_CLONE, "Verify Clone", "clone", requires=StepName.CLONE_FROM_SNAPSHOT,
+              spec_part="dataPath.verify",
               needs_snapshot_class=True,
               timeout_note="Timeout of verifyClone (every clone's files read and checksummed by its pod), in "
                            "seconds."),
@@ -111,6 +123,7 @@ _FACTS = (
     StepFacts(StepName.DELETE_SNAPSHOT, "Delete Snapshot", "snap", requires=StepName.CREATE_SNAPSHOT,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 4}),
     StepFacts(StepName.DELETE_GROUP_SNAPSHOT, "Delete Group Snapshot", "group",
+              spec_part="groupSnapshot",
               requires=StepName.CREATE_GROUP_SNAPSHOT, needs_group_snapshots=True,
               timeout_note="Timeout of deleteGroupSnapshot (every group, its content, member snapshots and their "
                            "contents gone), in seconds."),

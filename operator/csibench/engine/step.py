@@ -147,7 +147,6 @@ class StepSpec:
     recreated_by: str | None = None  # restore of a deletion step: the step whose manifests bring its objects back
     provisions_on_wffc: bool = False  # on a WaitForFirstConsumer class it provisions volumes: no restore then
     measure: Measure | None = None  # MEASURE steps: runs the step's batches itself (the data path's matrix)
-    enabled: Callable[[BenchmarkRunSpec], bool] | None = None  # runs by default only when this says so
     companion: Companion | None = None  # MEASURE steps: an object of another kind the step creates itself
     results: ResultTable[Any] | None = None  # MEASURE steps: the rows status, report and metrics show
     phases: Phases | None = None  # the parts of its per-object latency, where events tell them apart
@@ -155,9 +154,13 @@ class StepSpec:
     object_note: Callable[[Observed], Callable[[str], str | None]] | None = None
     holders: str | None = None  # restore: the step whose objects hold this step's (removed first, made again last)
     note: Callable[[StepContext], str | None] | None = None  # how to read its numbers in this run (online, ...)
-    spec_part: str | None = None  # the part of the spec that enables it, when not spec.<its name>
     check: Check | None = None  # before the run: what only this step needs of the cluster (a PlanError if not)
     places_pods: Callable[[BenchmarkRunSpec], NodesNeeded | None] | None = None  # it pins pods to nodes itself
+
+    @property
+    def spec_part(self) -> str | None:
+        """The part of the spec that enables it (its facts say it: the plan and admission derive from it)."""
+        return self.facts.spec_part
 
     @property
     def needs_group_snapshots(self) -> bool:

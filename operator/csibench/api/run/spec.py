@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
 from csibench.api.collect import CollectSpec
+from csibench.api.enabling import LISTING_RULES, STEP_RUNS_WHEN, enabled, listing_problem
 from csibench.api.run.common import (
     LABEL_KEYS_RULE,
     MAX_LABELS,
@@ -29,14 +30,12 @@ from csibench.api.run.datapath import DataPathSpec, DataPathWorkload, FioPattern
 from csibench.api.run.settings import ClientSettings, Timeouts
 from csibench.api.run.step_parts import DensitySpec, ExpandSpec, GroupSnapshotSpec, MoveSpec
 from csibench.api.run.thresholds import BASELINE_PATTERN, MAX_THRESHOLDS, Threshold, ThresholdMetric, cel_list
-from csibench.api.steps import StepName
+from csibench.api.steps import StepName, facts_of
 
 # The volumes' size in bytes after the run's expansion (the data path runs after it).
 _EXPANDS = "has(self.expand) && (has(self.expand.to) || has(self.expand.by))"  # (neither: its own rule says so)
 _EXPANDED_SIZE = "(has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add(quantity(self.expand.by)))"
 _VOLUME_BYTES = f"(({_EXPANDS}) ? {_EXPANDED_SIZE} : quantity(self.size)).asInteger()"
-_DATA_PATH_STEP = "steps must list dataPath exactly when spec.dataPath is set"
-_VERIFY_STEP = "steps must list verifyClone exactly when spec.dataPath.verify is true"
 _VERIFY_NEEDS_SNAPSHOTS = "dataPath.verify needs volumeSnapshotClassName: its clones are what it verifies"
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
@@ -48,9 +47,6 @@ _DATA_PATH_RULES = (
      f"{_VOLUME_BYTES}) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
      f"{_VOLUME_BYTES})",
      "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size (after expand, if set)"),
-    ("!has(self.steps) || has(self.dataPath) == ('dataPath' in self.steps)", _DATA_PATH_STEP),
-    ("!has(self.steps) || (has(self.dataPath) && has(self.dataPath.verify) && self.dataPath.verify) == "
-     "('verifyClone' in self.steps)", _VERIFY_STEP),
     ("!has(self.dataPath) || !has(self.dataPath.verify) || !self.dataPath.verify || "
      "has(self.volumeSnapshotClassName)", _VERIFY_NEEDS_SNAPSHOTS),
 )
@@ -59,56 +55,26 @@ _EXPAND_RULES = (
      "expand.to must be greater than size: a volume only grows"),
     (f"!({_EXPANDS}) || {_EXPANDED_SIZE}.compareTo(quantity('{v.SIZE_MAX}')) <= 0",
      f"the expanded size must be at most {v.SIZE_MAX}"),
-    ("!has(self.steps) || has(self.expand) == ('expandVolume' in self.steps)",
-     "steps must list expandVolume exactly when spec.expand is set"),
-)
-_GROUP_SNAPSHOT_RULES = (
-    ("!has(self.steps) || has(self.groupSnapshot) == ('createGroupSnapshot' in self.steps)",
-     "steps must list createGroupSnapshot exactly when spec.groupSnapshot is set"),
 )
 _DENSITY_RULES = (
     ("!has(self.density) || self.density.volumesPerNode.all(level, level <= self.volumes)",
      "density.volumesPerNode: each level must be at most volumes (a level publishes that many of the run's "
      "volumes)"),
-    ("!has(self.steps) || has(self.density) == ('density' in self.steps)",
-     "steps must list density exactly when spec.density is set"),
     ("!has(self.density) || !has(self.steps) || !('publish' in self.steps) || 'unpublish' in self.steps",
      "density needs unpublish when publish runs: publish's pods would still hold the volumes"),
     ("!has(self.density) || self.repeat == 1",
      "density cannot be combined with repeat > 1 yet: its rows have no significance test; run it in a run of its "
      "own (repeat: 1)"),
 )
-_MOVE_RULES = (
-    ("!has(self.steps) || has(self.move) == ('moveVolume' in self.steps)",
-     "steps must list moveVolume exactly when spec.move is set"),
-)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
-    ("!has(self.steps) || has(self.database) == ('database' in self.steps)",
-     "steps must list database exactly when spec.database is set"),
 )
 
 
-# Whether a step runs, for admission: when spec.steps is given, it lists the step; either way a step with a part
-# of its own runs only when that part is set (the rules "steps must list X exactly when spec.X is set" hold
-# both ways) and the snapshot steps only with a snapshot class (the default plan, engine/plan.py). A unit test
-# holds this table against the plan.
-STEP_RUNS_WHEN: dict[str, str] = {
-    StepName.MOVE_VOLUME: "has(self.move)",
-    StepName.EXPAND_VOLUME: "has(self.expand)",
-    StepName.DENSITY: "has(self.density)",
-    StepName.DATA_PATH: "has(self.dataPath)",
-    StepName.DATABASE: "has(self.database)",
-    StepName.CREATE_SNAPSHOT: "has(self.volumeSnapshotClassName)",
-    StepName.CREATE_GROUP_SNAPSHOT: "has(self.groupSnapshot)",
-    StepName.CLONE_FROM_SNAPSHOT: "has(self.volumeSnapshotClassName)",
-    StepName.VERIFY_CLONE: ("has(self.volumeSnapshotClassName) && has(self.dataPath) && has(self.dataPath.verify) "
-                            "&& self.dataPath.verify"),
-    StepName.DELETE_CLONE: "has(self.volumeSnapshotClassName)",
-    StepName.DELETE_SNAPSHOT: "has(self.volumeSnapshotClassName)",
-    StepName.DELETE_GROUP_SNAPSHOT: "has(self.groupSnapshot)",
-}
+# Whether a step runs, for admission (STEP_RUNS_WHEN, from the step facts: api/enabling.py): when spec.steps
+# is given, it lists the step; either way a step with a part of its own runs only when that part is set and the
+# snapshot steps only with a snapshot class (the default plan, engine/plan.py). A unit test holds it against the plan.
 _STEP_RUNS = " && ".join(f"(t.step != '{step}' || ({condition}))" for step, condition in STEP_RUNS_WHEN.items())
 _THRESHOLD_STEP_RUNS = "a threshold names a step this run does not run"
 _THRESHOLD_WORKLOAD_RUNS = "a threshold names a data-path workload this run does not run"
@@ -145,9 +111,8 @@ def _moves(workload: DataPathWorkload, metric: ThresholdMetric) -> bool:
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    model_config = ConfigDict(json_schema_extra=cel(*_DATA_PATH_RULES, *_DATABASE_RULES, *_EXPAND_RULES,
-                                                         *_GROUP_SNAPSHOT_RULES, *_MOVE_RULES,
-                                                         *_DENSITY_RULES, *_THRESHOLDS_RULES))
+    model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_DATABASE_RULES,
+                                                         *_EXPAND_RULES, *_DENSITY_RULES, *_THRESHOLDS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -296,15 +261,19 @@ class BenchmarkRunSpec(_Model):
         return value
 
     @model_validator(mode="after")
+    def _steps_listed_with_their_parts(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL, from the step facts (``LISTING_RULES``): spec.steps, when given, lists
+        a step exactly when its part of the spec is set."""
+        problem = listing_problem(self, self.steps)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _data_path_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
         data = self.dataPath
-        listed = self.steps is not None and StepName.DATA_PATH in self.steps
-        if self.steps is not None and listed != (data is not None):
-            raise ValueError(_DATA_PATH_STEP)
         verifying = data is not None and data.verify
-        if self.steps is not None and (StepName.VERIFY_CLONE in self.steps) != verifying:
-            raise ValueError(_VERIFY_STEP)
         if verifying and not self.volumeSnapshotClassName:
             raise ValueError(_VERIFY_NEEDS_SNAPSHOTS)
         if data is None:
@@ -323,9 +292,6 @@ class BenchmarkRunSpec(_Model):
     @model_validator(mode="after")
     def _database_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        listed = self.steps is not None and StepName.DATABASE in self.steps
-        if self.steps is not None and listed != (self.database is not None):
-            raise ValueError(_DATABASE_RULES[1][1])
         if self.database is not None and self.repeat != 1:
             raise ValueError(_DATABASE_RULES[0][1])
         return self
@@ -333,9 +299,6 @@ class BenchmarkRunSpec(_Model):
     @model_validator(mode="after")
     def _expand_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        listed = self.steps is not None and StepName.EXPAND_VOLUME in self.steps
-        if self.steps is not None and listed != (self.expand is not None):
-            raise ValueError(_EXPAND_RULES[2][1])
         if self.expand is None:
             return self
         new = v.parse_quantity(self.expand.new_size(self.size))
@@ -346,34 +309,15 @@ class BenchmarkRunSpec(_Model):
         return self
 
     @model_validator(mode="after")
-    def _group_snapshot_consistent(self) -> BenchmarkRunSpec:
-        """The same rule as the CRD's CEL (a run stored before it existed is refused here)."""
-        listed = self.steps is not None and StepName.CREATE_GROUP_SNAPSHOT in self.steps
-        if self.steps is not None and listed != (self.groupSnapshot is not None):
-            raise ValueError(_GROUP_SNAPSHOT_RULES[0][1])
-        return self
-
-    @model_validator(mode="after")
     def _density_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        listed = self.steps is not None and StepName.DENSITY in self.steps
-        if self.steps is not None and listed != (self.density is not None):
-            raise ValueError(_DENSITY_RULES[1][1])
         if self.density is not None and max(self.density.volumesPerNode) > self.volumes:
             raise ValueError(_DENSITY_RULES[0][1])
         if self.density is not None and self.steps is not None and StepName.PUBLISH in self.steps \
                 and StepName.UNPUBLISH not in self.steps:
-            raise ValueError(_DENSITY_RULES[2][1])
+            raise ValueError(_DENSITY_RULES[1][1])
         if self.density is not None and self.repeat != 1:
-            raise ValueError(_DENSITY_RULES[3][1])
-        return self
-
-    @model_validator(mode="after")
-    def _move_consistent(self) -> BenchmarkRunSpec:
-        """The same rule as the CRD's CEL (a run stored before it existed is refused here)."""
-        listed = self.steps is not None and StepName.MOVE_VOLUME in self.steps
-        if self.steps is not None and listed != (self.move is not None):
-            raise ValueError(_MOVE_RULES[0][1])
+            raise ValueError(_DENSITY_RULES[2][1])
         return self
 
     @model_validator(mode="after")
@@ -398,20 +342,7 @@ class BenchmarkRunSpec(_Model):
 
     def runs_step(self, step: str) -> bool:
         """Whether the run runs ``step``: admission's reading of the plan (``STEP_RUNS_WHEN``)."""
-        if self.steps is not None and step not in self.steps:
-            return False
-        needs = {
-            StepName.MOVE_VOLUME: self.move is not None, StepName.EXPAND_VOLUME: self.expand is not None,
-            StepName.DENSITY: self.density is not None, StepName.DATA_PATH: self.dataPath is not None,
-            StepName.DATABASE: self.database is not None,
-            StepName.CREATE_GROUP_SNAPSHOT: self.groupSnapshot is not None,
-            StepName.DELETE_GROUP_SNAPSHOT: self.groupSnapshot is not None,
-            StepName.VERIFY_CLONE: bool(self.volumeSnapshotClassName and self.dataPath and self.dataPath.verify),
-        }
-        if step in (StepName.CREATE_SNAPSHOT, StepName.CLONE_FROM_SNAPSHOT, StepName.DELETE_CLONE,
-                    StepName.DELETE_SNAPSHOT):
-            return self.volumeSnapshotClassName is not None
-        return needs.get(StepName(step), True)
+        return (self.steps is None or step in self.steps) and enabled(facts_of(step), self)
 
     @property
     def volume_size(self) -> str:

@@ -80,8 +80,6 @@ def _verify_pod(context: StepContext, index: int) -> Manifest:
     return _checksum_pod(context, context.names.verify_pod(index), context.names.clone(index), "verify")
 
 
-def _verifying(spec: BenchmarkRunSpec) -> bool:
-    return spec.dataPath is not None and spec.dataPath.verify
 
 
 def skip_clones_without_source_checksums(step: StepSpec, context: StepContext) -> set[str]:
@@ -106,11 +104,10 @@ ENTRIES = (
              object_name=Names.data_pod, count=_data_pods, judge=judges.pod_finished,
              skip=skip_data_pods_of_failed_volumes, terminal_warnings=judges.WORKLOAD_FAILED, manifest=_data_pod,
              report_key="dataPathPod", gone=judges.pod_gone_and_detached, measure=datapath.measure,
-             enabled=lambda spec: spec.dataPath is not None, results=datapath.RESULTS,
+             results=datapath.RESULTS,
              places_pods=lambda spec: NodesNeeded(1), check=check_files_fit),
     StepSpec(facts=facts_of(StepName.VERIFY_CLONE), kind=POD, resource=r.PODS, action=MEASURE,
              object_name=Names.verify_pod, count=lambda spec: spec.volumes, judge=judges.pod_finished,
              skip=skip_clones_without_source_checksums, terminal_warnings=judges.WORKLOAD_FAILED,
-             manifest=_verify_pod, report_key="verifyPod", gone=judges.pod_gone_and_detached, measure=verify.measure,
-             enabled=_verifying, spec_part="dataPath.verify"),
+             manifest=_verify_pod, report_key="verifyPod", gone=judges.pod_gone_and_detached, measure=verify.measure),
 )

@@ -47,7 +47,7 @@ ENTRIES = (
              object_name=Names.database_pod, count=_database_pods, judge=judges.pod_finished, skip=skip_nothing,
              terminal_warnings=judges.WORKLOAD_FAILED, manifest=_database_pod, report_key="databasePod",
              gone=judges.pod_gone_and_detached, measure=database.measure,
-             enabled=lambda spec: spec.database is not None, results=database.RESULTS,
+             results=database.RESULTS,
              companion=Companion(CLAIM, r.PVCS, Names.database_volume, _database_volume, "databaseVolume",
                                  judges.claim_and_volume_gone)),
 )

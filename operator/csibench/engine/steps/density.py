@@ -214,6 +214,6 @@ ENTRIES = (
              object_name=Names.density_pod, count=_density_pods, judge=judges.pod_ready,
              skip=skip_density_pods_missing_a_volume, terminal_warnings=judges.PUBLISH_FAILED, manifest=_density_pod,
              report_key="densityPod", gone=judges.pod_gone_and_detached, measure=measure,
-             enabled=lambda spec: spec.density is not None, results=RESULTS, note=_density_note,
+             results=RESULTS, note=_density_note,
              places_pods=lambda spec: NodesNeeded(1), check=check_density),
 )

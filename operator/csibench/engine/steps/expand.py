@@ -145,6 +145,6 @@ ENTRIES = (
              judge_unheld=claim_expanded_offline, skip=skip_claims_not_bound,
              terminal_warnings=frozenset({"VolumeResizeFailed", "FileSystemResizeFailed"}),
              gone=judges.claim_and_volume_gone, recreated_by=StepName.CREATE_VOLUME, holders=StepName.PUBLISH,
-             enabled=lambda spec: spec.expand is not None, note=_expansion_note,
+             note=_expansion_note,
              phases=Phases(("controller", "node"), _expansion_boundaries), check=check_expansion),
 )

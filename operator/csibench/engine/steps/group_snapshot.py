@@ -173,11 +173,10 @@ ENTRIES = (
              action=CREATE, object_name=Names.group_snapshot, count=_groups, judge=group_snapshot_ready,
              skip=skip_groups_missing_a_volume, terminal_warnings=GROUP_SNAPSHOT_FAILED, manifest=_group_snapshot,
              report_key="volumeGroupSnapshot", gone=group_snapshot_gone, settled=group_snapshot_settled,
-             enabled=lambda spec: spec.groupSnapshot is not None, spec_part="groupSnapshot",
              phases=Phases(("content", "taken", "members"), group_create_boundaries), check=check_group_snapshots),
     StepSpec(facts=facts_of(StepName.DELETE_GROUP_SNAPSHOT), kind=GROUP_SNAPSHOT, resource=r.GROUP_SNAPSHOTS,
              action=DELETE, object_name=Names.group_snapshot, count=_groups, judge=group_snapshot_gone,
              skip=skip_groups_being_taken, gone=group_snapshot_gone, settled=group_snapshot_settled,
-             recreated_by=StepName.CREATE_GROUP_SNAPSHOT, enabled=lambda spec: spec.groupSnapshot is not None,
-             spec_part="groupSnapshot", phases=Phases(("content", "group", "members"), group_delete_boundaries)),
+             recreated_by=StepName.CREATE_GROUP_SNAPSHOT,
+             phases=Phases(("content", "group", "members"), group_delete_boundaries)),
 )

@@ -118,7 +118,6 @@ ENTRIES = (
     StepSpec(facts=facts_of(StepName.MOVE_VOLUME), kind=POD, resource=r.PODS, action=Move(_moved_pod),
              object_name=Names.pod, count=_moving_pods, judge=pod_moved, skip=skip_pods_not_running,
              terminal_warnings=judges.MOUNT_FAILED, gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH,
-             enabled=lambda spec: spec.move is not None, spec_part="move",
              phases=Phases(("gone", "detach", "attach", "ready"), move_boundaries), object_note=move_nodes,
              places_pods=lambda spec: NodesNeeded(2, "moveVolume moves each pod to another node")),
 )
