@@ -1,5 +1,5 @@
-"""A pod the run created (publish, data path, database): its phase, node and readiness, and the claims it
-mounts."""
+"""A pod the run created (publish, and moveVolume's successor under the same name; density; the data path's fio
+and checksum pods; verifyClone's; the database's): its phase, node and readiness, and the claims it mounts."""
 
 from __future__ import annotations
 
