@@ -12,6 +12,11 @@ import each other in a circle.
     engine   (preflight too: the run decides what its findings mean)
       ↑
     handlers, cli, __main__, reference   (reference: the docs site's generated pages; cli passes it the parser)
+
+Inside the engine, the steps are siblings (as kopf holds independence inside its core): a step module
+(``engine/steps/<step>.py``, or a step package ``engine/steps/<step>/``) imports the engine's shared modules but
+never another step; nothing outside ``engine/steps/`` but the registry (``engine/catalog.py``) imports a step; and
+the package never imports ``localcluster`` (the test cluster), not even inside a function.
 """
 
 from __future__ import annotations
@@ -159,6 +164,81 @@ def test_the_check_sees_an_upward_import_a_cycle_and_one_under_type_checking(tmp
                                      "csibench.report.render -> csibench.engine.catalog"]
     assert "csibench.report.render" in graph["csibench.report.html"]
     assert cycles(graph) == [["csibench.engine.catalog", "csibench.engine.plan"]]
+
+
+STEPS = "csibench.engine.steps"
+REGISTRY = "csibench.engine.catalog"
+
+
+def step_of(module: str) -> str | None:
+    """'csibench.engine.steps.move' -> that step; a module of a step package -> its package; else None (the
+    package ``csibench.engine.steps`` itself is no step)."""
+    parts = module.split(".")
+    return ".".join(parts[:4]) if module.startswith(f"{STEPS}.") else None
+
+
+def step_imports(graph: Mapping[str, set[str]]) -> list[str]:
+    """'a -> b' for each import of a step from another step, or from outside engine/steps but the registry."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = step_of(module)
+        for target in sorted(targets):
+            other = step_of(target)
+            if other is None or other == own:
+                continue
+            if own is not None or module != REGISTRY:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def foreign_imports(package: Path, name: str) -> list[str]:
+    """'csibench.x -> localcluster.y' for each import of top-level package ``name`` anywhere in the source (inside
+    functions and under TYPE_CHECKING too)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [
+                alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{module} -> {target}" for target in targets if target.split(".")[0] == name]
+    return found
+
+
+def test_steps_import_shared_modules_never_each_other_and_only_the_registry_imports_them() -> None:
+    graph = import_graph()
+    assert {f"{STEPS}.expand", f"{STEPS}.move", f"{STEPS}.volume"} <= set(graph)
+    assert f"{STEPS}" in graph[REGISTRY]
+    assert step_imports(graph) == []
+
+
+def test_the_operator_never_imports_the_test_cluster() -> None:
+    assert foreign_imports(PACKAGE, "localcluster") == []
+
+
+def test_the_step_checks_see_a_step_importing_a_step_a_shared_module_importing_one_and_localcluster(
+        tmp_path: Path) -> None:
+    package = tmp_path / "csibench"
+    write_tree(package, {
+        "__init__.py": "",
+        "engine/__init__.py": "",
+        "engine/judges.py": "",
+        "engine/catalog.py": "from csibench.engine import steps\n",
+        "engine/run.py": "def go():\n    from csibench.engine.steps.move import ENTRIES\n",
+        "engine/steps/__init__.py": "",
+        "engine/steps/move.py": "from csibench.engine import judges\nfrom csibench.engine.steps import expand\n",
+        "engine/steps/expand.py": "from csibench.engine.judges import DONE\n",
+        "engine/steps/datapath/__init__.py": "",
+        "engine/steps/datapath/fio.py": "",
+        "engine/steps/datapath/step.py": "from . import fio\nfrom ..volume import ENTRIES\n",
+        "engine/steps/volume.py": "import localcluster.launcher\n",
+        "engine/plan.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from localcluster import pki\n",
+    })
+    assert step_imports(import_graph(package)) == [
+        "csibench.engine.run -> csibench.engine.steps.move",
+        "csibench.engine.steps.datapath.step -> csibench.engine.steps.volume",
+        "csibench.engine.steps.move -> csibench.engine.steps.expand"]
+    assert foreign_imports(package, "localcluster") == ["csibench.engine.plan -> localcluster",
+                                                        "csibench.engine.steps.volume -> localcluster.launcher"]
 
 
 def engine_modules_loaded_by(modules: str) -> str:

@@ -1,12 +1,13 @@
 """A claim the run created (a volume, a clone, the database's claim): its phase, the volume bound to it, and what an
 expansion waits for: the capacity its status reports, the size the run asked for (the
 ``csibench.io/expand-to`` annotation its PATCH sets with the request, so an event that carries it is one after the
-PATCH) and the resize still under way (the resize conditions and ``allocatedResourceStatuses``)."""
+PATCH) and the resize still under way (the resize conditions and ``allocatedResourceStatuses``); and the run's own
+annotations (``csibench.io/*``), so a step that marks its claims is judged on its mark with no new field."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from csibench.engine.kinds.fields import Field, one, signature_of
@@ -18,6 +19,10 @@ _VOLUME_NAME = re.compile(rb'"volumeName":"([^"]*)"')
 _CAPACITY = re.compile(rb'"capacity":\{"storage":"([^"]*)"')
 _EXPAND_TO = re.compile(rb'"' + re.escape(EXPAND_TO.encode()) + rb'":"([^"]*)"')
 _ALLOCATED = re.compile(rb'"allocatedResourceStatuses":\{([^}]*)\}')
+OWN = "csibench.io/"
+# Every csibench.io/ key with its string value (its labels' too, which never change: a changed annotation of the
+# run's changes the signature, so its line is decoded).
+_OWN = re.compile(rb'"' + re.escape(OWN.encode()) + rb'[^"]*":"(?:[^"\\]|\\.)*"')
 
 def _conditions(line: bytes) -> bytes | None:
     """A claim with conditions is always decoded: they come only while a resize is under way (rare), and a
@@ -27,7 +32,8 @@ def _conditions(line: bytes) -> bytes | None:
 
 FIELDS = (Field("phase", one(_PHASE)), Field("volume", one(_VOLUME_NAME)), Field("capacity", one(_CAPACITY)),
           Field("expand_to", one(_EXPAND_TO)),
-          Field("resizing", _conditions), Field("resize_status", one(_ALLOCATED)))
+          Field("resizing", _conditions), Field("resize_status", one(_ALLOCATED)),
+          Field("annotations", lambda line: b"\0".join(_OWN.findall(line))))
 SIGNATURE = signature_of(FIELDS)
 
 
@@ -40,6 +46,7 @@ class ClaimState:
     expand_to: str | None = None  # the size the run's expansion PATCH asked for (its annotation)
     resizing: tuple[str, ...] = ()  # types of the resize conditions on it (Resizing, FileSystemResizePending, ...)
     resize_status: str | None = None  # allocatedResourceStatuses.storage (NodeResizePending, ...), while one is set
+    annotations: dict[str, str] = field(default_factory=dict)  # its csibench.io/ annotations (the run's marks)
     exists: bool = True
     gone_at: float | None = None  # arrival of the event that said it was gone (DELETED or a relist)
 
@@ -51,7 +58,9 @@ def update(state: ClaimState, obj: dict[str, Any]) -> None:
     state.phase = status.get("phase", "Pending")
     state.volume = spec.get("volumeName") or state.volume
     state.capacity = (status.get("capacity") or {}).get("storage")
-    state.expand_to = ((obj.get("metadata") or {}).get("annotations") or {}).get(EXPAND_TO)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    state.expand_to = annotations.get(EXPAND_TO)
+    state.annotations = {key: str(value) for key, value in annotations.items() if key.startswith(OWN)}
     state.resizing = tuple(str(c.get("type")) for c in status.get("conditions") or []
                            if "Resiz" in str(c.get("type")) and c.get("status", "True") == "True")
     state.resize_status = (status.get("allocatedResourceStatuses") or {}).get("storage")
