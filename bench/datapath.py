@@ -1,13 +1,13 @@
 """Data path: fio through csibench (process-mode pods on the local cluster) against the same fio job run directly.
 
-Both sides run the very command line the data-path step builds (``engine/datapath/fio.py``), one fio per volume
+Both sides run the very command line the data-path step builds (``engine/steps/datapath/fio.py``), one fio per volume
 at once, one workload after the other, on directories of the same filesystem: the operator's pods write into
 the simulated array's per-volume directories (bind-mounted into each pod's private mount namespace), the direct
 side into sibling directories under the same data directory. By default six volumes: the local cluster's three
 nodes' worth, two each, their pods started together by the start barrier (the direct side lays out its files
 first as the pods' init containers do, then starts its fio processes at once). Rows are aggregated by the same code
-(``engine/datapath/rows.py``): bandwidth summed, p99 from every process's histogram merged. Trials alternate (ABBA)
-and per workload the bench prints medians, and the ratio of geometric means with its 90% interval (Welch's t on
+(``engine/steps/datapath/rows.py``): bandwidth summed, p99 from every process's histogram merged. Trials alternate
+(ABBA) and per workload the bench prints medians, and the ratio of geometric means with its 90% interval (Welch's t on
 the logarithms of the trials), bandwidth and p99 side by side, with csibench's start skew. Targets: csibench /
 direct >= 0.9 for bandwidth, p99 within 10% (the pod machinery must cost neither). "Within 10%" is claimed only
 when the whole 90% interval lies in [1/1.1, 1.1] (two one-sided tests at 5%); a p99 moves between trials of one
@@ -29,8 +29,8 @@ from typing import Any
 from bench.harness import bench_cluster, command_line, machine_facts, operator_run
 from csibench.api.models import DataPathSpec, default_workloads
 from csibench.api.stats import RatioInterval, ratio_interval
-from csibench.engine.datapath.fio import MOUNT_PATH, build_fio_command, build_layout_command, parse_fio_log
-from csibench.engine.datapath.rows import build_row
+from csibench.engine.steps.datapath.fio import MOUNT_PATH, build_fio_command, build_layout_command, parse_fio_log
+from csibench.engine.steps.datapath.rows import build_row
 
 WORKLOAD_USER = "65532"
 

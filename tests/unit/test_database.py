@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec, DatabaseRowKind, DatabaseSpec, PgbenchMode, StepState
-from csibench.engine.database import pgbench, script
-from csibench.engine.database.step import RESULTS, progress_of, timeout_of
+from csibench.engine.steps.database import pgbench, script
+from csibench.engine.steps.database.step import RESULTS, progress_of, timeout_of
 from localcluster.launcher import REPO_ROOT
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
 from tests.support.fake_runs import UID, kill_when, owned_left, resume, run, running, spec

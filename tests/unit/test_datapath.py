@@ -22,8 +22,10 @@ from csibench.api.models import (
     default_workloads,
 )
 from csibench.api.text import collapse_lines, shorten
-from csibench.engine.datapath import barrier, checksum
-from csibench.engine.datapath.fio import (
+from csibench.engine.errors import PlanError
+from csibench.engine.manifests import WorkloadMount, build_workload_pod
+from csibench.engine.steps.datapath import barrier, checksum
+from csibench.engine.steps.datapath.fio import (
     FSTYPE_PARAMETER,
     MIB,
     FioFailed,
@@ -33,10 +35,8 @@ from csibench.engine.datapath.fio import (
     room_for_files,
     split_log,
 )
-from csibench.engine.datapath.rows import build_row, row_histograms
-from csibench.engine.datapath.step import level_rates
-from csibench.engine.errors import PlanError
-from csibench.engine.manifests import WorkloadMount, build_workload_pod
+from csibench.engine.steps.datapath.rows import build_row, row_histograms
+from csibench.engine.steps.datapath.step import level_rates
 from csibench.engine.verdict import failure_summary
 from csibench.engine.workload import workload_image
 from tests.support.fake_kube import Behaviour, FakeKube, fake_checksums, fake_fio
@@ -371,8 +371,8 @@ def test_pods_spread_over_the_usable_nodes_and_each_row_says_per_node_what_they_
 
 
 def test_status_keeps_the_slowest_nodes_when_a_row_ran_on_more_than_it_holds() -> None:
-    from csibench.engine.datapath.fio import Direction, VolumeResult
-    from csibench.engine.datapath.rows import NODE_ROWS
+    from csibench.engine.steps.datapath.fio import Direction, VolumeResult
+    from csibench.engine.steps.datapath.rows import NODE_ROWS
     results = [VolumeResult(Direction(float(i + 1) * MIB, 1.0, None, None, {1000: 1}), Direction(0.0, 0.0, None, None),
                             1) for i in range(NODE_ROWS + 6)]
     nodes = [f"node-{i:03d}" for i in range(NODE_ROWS + 6)]  # node-i's one volume does i + 1 MiB/s
@@ -535,7 +535,7 @@ def test_a_pod_that_ran_but_whose_log_the_api_refuses_fails_with_log_unavailable
 
 def test_a_level_or_baseline_under_way_when_the_step_is_cut_short_is_interrupted_without_numbers() -> None:
     from csibench.api.models import DataPathBaseline, DataPathLevel
-    from csibench.engine.datapath.step import RESULTS
+    from csibench.engine.steps.datapath.step import RESULTS
     row = DataPathRow(name="r", state=StepState.SUCCEEDED, readIOPS=100.0, levels=[
         DataPathLevel(percent=10, state=StepState.SUCCEEDED, readIOPS=10.0),
         DataPathLevel(percent=50, state=StepState.RUNNING, readIOPS=40.0, targetIOPS=50.0)],
@@ -617,7 +617,7 @@ def test_the_report_keeps_each_rows_histograms_merged_and_per_pod_ones_only_for_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Per-pod histograms at 1024 volumes x 16 workloads would be ~130 MB of JSON: each row's merged histograms
     (and per node, up to 16 nodes) are kept whatever the size, per-pod ones only up to PER_POD_HISTOGRAMS pods."""
-    from csibench.engine.datapath import pods as datapath_pods
+    from csibench.engine.steps.datapath import pods as datapath_pods
     from csibench.report.datapath import merged_histograms, node_histograms
     from csibench.report.html import build_run_html
     run_spec = data_spec(workloads=[{"name": "r", "pattern": "randread", "blockSize": "4Ki"}])
@@ -678,7 +678,7 @@ def test_a_repeated_data_path_keeps_each_workloads_iterations_and_compare_tests_
 def test_measured_rows_become_metrics_in_base_units_without_per_volume_labels() -> None:
     from prometheus_client import generate_latest  # the default registry: the operator's metrics are there
 
-    from csibench.engine.datapath.step import record_metrics
+    from csibench.engine.steps.datapath.step import record_metrics
     from csibench.metrics import METRICS
     status = run(FakeKube(), data_spec())
     record_metrics("runs/metered", status.dataPath)
@@ -832,7 +832,7 @@ def test_columns_say_what_they_hold_and_workload_steps_show_wall_time_not_pod_ra
 
 
 def test_a_pod_that_failed_without_a_word_in_its_logs_is_described_by_its_containers_states() -> None:
-    from csibench.engine.datapath.pods import container_states
+    from csibench.engine.steps.datapath.pods import container_states
     status = {"phase": "Failed", "initContainerStatuses": [
         {"name": "layout", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
         "containerStatuses": [{"name": "fio", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}

@@ -172,7 +172,7 @@ class StepRunner:
             record_collection_metrics(self.recorder.ref.label, step.name, tracker.collection)
         self.recorder.status.collection = collector.findings.listed()
 
-    # -- what a measuring step (engine/datapath, engine/database, density) and restore.py use ------------------------
+    # -- what a measuring step (engine/steps/: the data path, the database, density) and restore.py use ----------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
                     timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
         await self._batch(kind, tracker, judge, submit, timeout, boundaries)

@@ -29,12 +29,12 @@ from csibench.api.models import (
 )
 from csibench.api.skew import skew_message
 from csibench.api.text import shorten
-from csibench.engine.datapath import checksum
-from csibench.engine.datapath.fio import MIB
-from csibench.engine.datapath.pods import PodsRun, WorkloadPods
-from csibench.engine.datapath.rows import SLOW_SHOWN, build_row, pending_row, row_histograms, slow_volumes
 from csibench.engine.results import INTERRUPTED_MESSAGE, ROWS, ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.steps.datapath import checksum
+from csibench.engine.steps.datapath.fio import MIB
+from csibench.engine.steps.datapath.pods import PodsRun, WorkloadPods
+from csibench.engine.steps.datapath.rows import SLOW_SHOWN, build_row, pending_row, row_histograms, slow_volumes
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches
 from csibench.metrics import METRICS

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from csibench.engine.datapath.fio import MOUNT_PATH
+from csibench.engine.steps.datapath.fio import MOUNT_PATH
 
 CONTAINER = "checksum"
 SCRIPT = f'cd {MOUNT_PATH} && sha256sum -- csibench.*'

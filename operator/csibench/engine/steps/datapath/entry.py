@@ -1,6 +1,6 @@
 """dataPath (``spec.dataPath``) and verifyClone (``spec.dataPath.verify``): the entries of the data path's steps,
-whose parts are ``engine/datapath/`` (fio's command line and log, the rows, the start barrier, the checksums,
-the matrix it runs, and verify's pods held against the data path's checksums).
+whose parts are this package's other modules (fio's command line and log, the rows, the start barrier, the
+checksums, the matrix it runs, and verify's pods held against the data path's checksums).
 
 A data-path pod runs one workload (or rate level) on one volume, or on an emptyDir for the local baseline; after the
 matrix, with verify, one checksum pod per volume records its files' digests, which verifyClone's pod on each clone is
@@ -14,13 +14,13 @@ from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import MEASURE
 from csibench.engine.checks import PlanCheck
-from csibench.engine.datapath import barrier, checksum, fio, verify
-from csibench.engine.datapath import step as datapath
 from csibench.engine.errors import PlanError
 from csibench.engine.naming import Names
 from csibench.engine.observed import POD
 from csibench.engine.skips import failed_indexes, skip_if_prerequisite_failed
 from csibench.engine.step import Manifest, NodesNeeded, StepContext, StepSpec
+from csibench.engine.steps.datapath import barrier, checksum, fio, verify
+from csibench.engine.steps.datapath import step as datapath
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
 

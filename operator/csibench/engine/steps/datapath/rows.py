@@ -26,7 +26,7 @@ from csibench.api.models import (
 )
 from csibench.api.skew import is_skewed
 from csibench.api.text import shorten
-from csibench.engine.datapath.fio import MIB, Direction, VolumeResult
+from csibench.engine.steps.datapath.fio import MIB, Direction, VolumeResult
 
 
 def pending_row(spec: DataPathSpec, workload: DataPathWorkload, volumes: int) -> DataPathRow:

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from csibench.api.models import DatabaseRow, DatabaseRowKind, StepState
 from csibench.api.text import shorten
 from csibench.engine import judges
-from csibench.engine.database import pgbench
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.results import ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.steps.database import pgbench
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches, finished_log
 from csibench.kube.client import ApiError

@@ -1,5 +1,5 @@
-"""database (``spec.database``): the entry of the database step, whose parts are ``engine/database/`` (the pod's
-script, pgbench's matrix and log, the step that runs it): PostgreSQL and pgbench in one pod on a claim of its own
+"""database (``spec.database``): the entry of the database step, whose parts are this package's other modules (the
+pod's script, pgbench's matrix and log, the step that runs it): PostgreSQL and pgbench in one pod on a claim of its own
 (the step's companion, made and deleted by the step itself), one row per initialization and per run.
 """
 
@@ -9,12 +9,12 @@ from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import MEASURE
-from csibench.engine.database import script
-from csibench.engine.database import step as database
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.skips import skip_nothing
 from csibench.engine.step import Companion, Manifest, StepContext, StepSpec
+from csibench.engine.steps.database import script
+from csibench.engine.steps.database import step as database
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r
 

@@ -1,1 +1,0 @@
-"""The database workload (spec.database): PostgreSQL on a volume of the class under test, pgbench beside it."""
