@@ -22,6 +22,7 @@ from csibench.api.steps import StepFacts, StepName
 from csibench.engine import catalog
 from csibench.engine import steps as step_modules
 from csibench.report.render import render_table
+from tests.support.catalog_rules import assert_consistent_entry
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_runs import owned_left, run, spec, steps_of
 
@@ -38,7 +39,7 @@ from csibench.engine.actions import Patch
 from csibench.engine.judges import DONE, Judge, Verdict
 from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM, Observed
-from csibench.engine.skips import skip_if_prerequisite_failed
+from csibench.engine.skips import skip_claims_not_bound
 from csibench.engine.step import Manifest, StepContext, StepSpec
 from csibench.kube import resources as r
 
@@ -59,7 +60,7 @@ def marked(observed: Observed, terminal: frozenset[str]) -> Judge:
 ENTRIES = (
     StepSpec(facts=facts_of("annotateVolume"), kind=CLAIM, resource=r.PVCS, action=Patch(mark),
              object_name=Names.volume, count=lambda spec: spec.volumes, judge=marked,
-             skip=skip_if_prerequisite_failed, gone=judges.claim_and_volume_gone, recreated_by="createVolume"),
+             skip=skip_claims_not_bound, gone=judges.claim_and_volume_gone, recreated_by="createVolume"),
 )
 '''
 
@@ -93,6 +94,7 @@ def test_the_source_tree_holds_no_such_step() -> None:
 @pytest.mark.usefixtures("added_step")
 def test_a_new_step_is_one_module_under_engine_steps_and_its_facts() -> None:
     assert list(catalog.STEPS)[:3] == ["createVolume", NAME, "publish"]  # in the facts' order
+    assert_consistent_entry(NAME, catalog.STEPS[NAME])  # held to the rules the shipped steps are held to
     fake = FakeKube()
     status = run(fake, spec())  # the default plan: every step the spec allows, now with the new one
     assert status.phase is not None and status.phase.value == "Succeeded", status.message

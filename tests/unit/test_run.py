@@ -15,18 +15,16 @@ import pytest
 from csibench.api.models import StepName
 from csibench.api.steps import STEP_FACTS, StepFacts
 from csibench.engine import catalog, judges
-from csibench.engine.actions import CREATE, Create, Measure, Move, Patch
+from csibench.engine.actions import CREATE
 from csibench.engine.cleanup import cleanup
 from csibench.engine.context import scope_of
 from csibench.engine.observed import CLAIM
-from csibench.engine.skips import skip_never_seen, skip_nothing
+from csibench.engine.skips import skip_nothing
 from csibench.engine.step import StepContext, StepSpec
-from csibench.engine.steps.expand import skip_claims_not_bound
-from csibench.engine.steps.group_snapshot import skip_groups_being_taken
-from csibench.engine.steps.move import skip_pods_not_running
 from csibench.kube import resources as r
 from csibench.kube.client import ApiError
 from csibench.report.render import render_table
+from tests.support.catalog_rules import assert_consistent_entry
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import (
     NAMES,
@@ -247,11 +245,11 @@ SCRATCH = StepSpec(facts=StepFacts("createScratchVolume", "Create Scratch Volume
                    manifest=_scratch_volume, report_key="scratch", gone=judges.claim_and_volume_gone)
 
 
-def test_an_eleventh_step_is_its_facts_and_one_catalog_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_entry_put_straight_into_the_catalog_joins_the_default_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(STEP_FACTS, SCRATCH.name, SCRATCH.facts)
     monkeypatch.setitem(catalog.STEPS, SCRATCH.name, SCRATCH)
     fake = FakeKube()
-    status = run(fake, spec())  # the default plan: every step the classes allow, now with the eleventh
+    status = run(fake, spec())  # the default plan: every step the classes allow, now with this one
     assert [s.name for s in status.steps] == ["createVolume", "publish", "unpublish", "deleteVolume",
                                               "createScratchVolume"]
     assert steps_of(status)["createScratchVolume"] == ("Succeeded", 6, 6, 0, 0)
@@ -265,23 +263,6 @@ def test_an_eleventh_step_is_its_facts_and_one_catalog_entry(monkeypatch: pytest
 def test_every_step_name_has_one_consistent_catalog_entry() -> None:
     assert list(catalog.STEPS) == [s.value for s in StepName] == list(STEP_FACTS)
     for name, step in catalog.STEPS.items():
-        assert step.name == name and step.facts is STEP_FACTS[name] and step.facts.title and step.facts.unit
-        assert step.gone is not None, f"{name} declares no restore rule"
-        # Deleted or changed in place (an expansion cannot be undone): a restore makes its objects again.
-        assert (step.recreated_by is not None) == (step.action.deletes or isinstance(step.action, Patch)), name
-        assert step.requires is None or list(catalog.STEPS).index(step.requires) < list(catalog.STEPS).index(name)
-        if isinstance(step.action, Create) and not isinstance(step.action, Measure):
-            assert step.manifest is not None and step.report_key, name
-        elif isinstance(step.action, Measure):  # runs pods of its own on existing volumes, and needs its spec part
-            assert step.measure is not None and step.manifest is not None and step.spec_part is not None, name
-        elif isinstance(step.action, Patch):  # changes each object of the step it requires, if that one was made
-            assert step.manifest is None and step.skip is skip_claims_not_bound, name
-        elif isinstance(step.action, Move):  # makes again elsewhere what the step it requires made, if it runs
-            assert step.manifest is None and step.skip is skip_pods_not_running, name
-            assert step.recreated_by == step.requires and step.spec_part is not None, name
-        else:
-            # a deletion acts only on what the run saw (a group's also waits for it to settle: it skips both)
-            seen_only = (skip_never_seen, skip_groups_being_taken)
-            assert step.manifest is None and step.skip in seen_only, name
+        assert_consistent_entry(name, step)
     with pytest.raises(KeyError, match="not in the step catalog"):
         catalog.step_named("teleport")

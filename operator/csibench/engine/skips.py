@@ -2,7 +2,8 @@
 
 A rule that one step alone uses lives in that step's module (``engine/steps/``); these are the ones two or more
 declare: nothing skipped, object *i* skipped when object *i* of the required step failed, a pod or group skipped
-when one of its volumes failed, and a deletion's objects the run never saw.
+when one of its volumes failed, a deletion's objects the run never saw, and the claims a change of claims (a Patch
+step: expandVolume today) must leave alone.
 """
 
 from __future__ import annotations
@@ -45,3 +46,20 @@ def skip_never_seen(step: StepSpec, context: StepContext) -> set[str]:
     made) was not deleted by this step; counting either as a successful deletion would be false."""
     present = context.observed.existing(step.kind)
     return {name for name in step.objects(context.spec, context.names) if name not in present}
+
+
+def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
+    """A change of claim i needs claim i made and Bound (the API server refuses to resize an unbound claim: on a
+    WaitForFirstConsumer class, one whose publish pod never ran), and, when publish ran, held by its ready pod (an
+    online expansion's node half needs the mount)."""
+    spec, objects = context.spec, step.objects(context.spec, context.names)
+    unbound = {name for name in objects
+               if (claim := context.observed.claims.get(name)) is None or claim.phase != "Bound"}
+    unheld: set[str] = set()
+    if step.holders is not None and step.holders in context.trackers:  # each holder as it is now (a move's too)
+        holders = context.trackers[step.holders].objects
+        for pod, name in enumerate(holders):
+            state = context.observed.pods.get(name)
+            if state is None or not state.exists or not state.ready:
+                unheld |= {objects[i] for i in volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod)}
+    return skip_if_prerequisite_failed(step, context) | unbound | unheld

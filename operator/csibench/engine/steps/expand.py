@@ -18,9 +18,9 @@ from csibench.engine.checks import PlanCheck
 from csibench.engine.errors import PlanError
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.kinds.claim import EXPAND_TO
-from csibench.engine.naming import Names, volumes_of_pod
+from csibench.engine.naming import Names
 from csibench.engine.observed import CLAIM, ClaimState, Observed
-from csibench.engine.skips import skip_if_prerequisite_failed
+from csibench.engine.skips import skip_claims_not_bound
 from csibench.engine.step import Manifest, Phases, StepContext, StepSpec
 from csibench.kube import resources as r
 
@@ -110,23 +110,6 @@ def _expansion_note(context: StepContext) -> str:
 
 def _expansion_boundaries(observed: Observed) -> list[Callable[[str], bool]]:
     return [claim_node_resize_pending(observed)]
-
-
-def skip_claims_not_bound(step: StepSpec, context: StepContext) -> set[str]:
-    """A change of claim i needs claim i made and Bound (the API server refuses to resize an unbound claim: on a
-    WaitForFirstConsumer class, one whose publish pod never ran), and, when publish ran, held by its ready pod (an
-    online expansion's node half needs the mount)."""
-    spec, objects = context.spec, step.objects(context.spec, context.names)
-    unbound = {name for name in objects
-               if (claim := context.observed.claims.get(name)) is None or claim.phase != "Bound"}
-    unheld: set[str] = set()
-    if step.holders is not None and step.holders in context.trackers:  # each holder as it is now (a move's too)
-        holders = context.trackers[step.holders].objects
-        for pod, name in enumerate(holders):
-            state = context.observed.pods.get(name)
-            if state is None or not state.exists or not state.ready:
-                unheld |= {objects[i] for i in volumes_of_pod(pod, spec.volumes, spec.pvcsPerPod)}
-    return skip_if_prerequisite_failed(step, context) | unbound | unheld
 
 
 async def check_expansion(check: PlanCheck) -> None:
