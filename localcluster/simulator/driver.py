@@ -475,7 +475,8 @@ class Controller(csi_grpc.ControllerServicer):
                 await driver.perform(Operation.ATTACH, ("attach", *pair), storage_class,
                                      f"{name}:{request.node_id}", attached, io=None,
                                      extra_delay=before * per_volume + slow_node,
-                                     **({"attachedBefore": before} if per_volume else {}))
+                                     **({"attachedBefore": before} if per_volume else {}),
+                                     **({"nodeDelay": slow_node} if slow_node else {}))
             finally:
                 attaching.discard(request.volume_id)
         return csi.ControllerPublishVolumeResponse(publish_context={"devicePath": f"/dev/sim/{name}"})

@@ -290,9 +290,11 @@ def test_one_slow_node_attaches_later_than_the_others(tmp_path: Path) -> None:
             await asyncio.gather(*(stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(
                 volume_id=volume, node_id=node, volume_capability=MOUNT))
                 for volume, node in zip(ids, ["node-a", "node-b"], strict=True)))
-            took = {r["object"].rsplit(":", 1)[1]: r["finish"] - r["start"]
-                    for r in records(tmp_path) if r["op"] == "attach"}
-            assert took["node-b"] >= 0.3 and took["node-b"] - took["node-a"] >= 0.25, took
+            attaches = {r["object"].rsplit(":", 1)[1]: r for r in records(tmp_path) if r["op"] == "attach"}
+            # The array's own record says which attach was held back and by how much; the clock only bounds it
+            # from below (a busy machine stretched node-a's 10 ms attach past 50 ms: a difference is no test).
+            assert attaches["node-b"].get("nodeDelay") == 0.3 and "nodeDelay" not in attaches["node-a"], attaches
+            assert attaches["node-b"]["finish"] - attaches["node-b"]["start"] >= 0.3, attaches
 
     _run(scenario())
 
