@@ -15,7 +15,6 @@ from csibench.api.models import BenchmarkRunSpec, Resources, Toleration
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
-GROUP_SNAPSHOT_API_GROUP = "groupsnapshot.storage.k8s.io"
 GROUP_LABEL = "csibench.io/group"  # on a claim: the VolumeGroupSnapshot (by name) whose group it is in
 
 

@@ -5,11 +5,11 @@ way to Bound (the provisioner's annotations, the binder's volumeName, then the p
 Pending -> Bound -> Released, a pod at every condition and container status. Decoding each one and handing it
 to the event loop was most of the operator's CPU per object (issue 18). Each kind here has a *signature*: the
 few raw bytes of a line that hold every field ``Observed`` takes from that kind (for a claim: its phase, its
-volumeName, and what an expansion waits for). The run's own kinds (claims, pods, snapshots, group snapshots; a
-group's member snapshots are snapshots) take theirs from their field lists in ``kinds/``; PVs, snapshot contents
-and group snapshot contents have theirs here. A MODIFIED line whose signature equals that of the last line
-delivered for the same object cannot change the run's state, so it is skipped. ADDED and DELETED lines are always
-delivered.
+volumeName, what an expansion waits for, and the run's own ``csibench.io/`` annotations, which a step may set).
+The run's own kinds (claims, pods, snapshots, group snapshots; a group's member snapshots are snapshots) take theirs
+from their field lists in ``kinds/``; PVs, snapshot contents and group snapshot contents have theirs here. A
+MODIFIED line whose signature equals that of the last line delivered for the same object cannot change the run's
+state, so it is skipped. ADDED and DELETED lines are always delivered.
 
 Safety: a signature is compared with the last one *this filter delivered* (kept in the watch thread, in stream
 order), never with the loop's state, which may lag; a relist resets it (the list's objects reach ``Observed``
