@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import ClassVar
 
 from localcluster.launcher import REPO_ROOT, LocalCluster, log_tail
 
@@ -29,6 +30,9 @@ def _free_port() -> int:
 
 
 class OperatorProcess:
+    # every operator started in this process, by log: a failed test's report shows what each wrote last
+    started: ClassVar[dict[Path, OperatorProcess]] = {}
+
     def __init__(self, cluster: LocalCluster, log_path: Path, kubeconfig: Path | None = None,
                  command: list[str] | None = None, extra_args: list[str] | None = None) -> None:
         self.cluster = cluster
@@ -41,6 +45,7 @@ class OperatorProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        OperatorProcess.started[self.log_path] = self
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

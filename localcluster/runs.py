@@ -50,7 +50,11 @@ def wait_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], time
         run = get_run(kube, namespace, name)
         return run if run and (run.get("status") or {}).get("phase") in phases else None
 
-    return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.2)
+    try:
+        return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.2)
+    except AssertionError as error:  # a hung run: say where it is, and what has not settled (the operator's log is
+        # attached to the failure by the integration tests' conftest)
+        raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, name)}") from None
 
 
 def run_to_end(kube: Kube, namespace: str, body: dict[str, Any], timeout: float = 180) -> dict[str, Any]:

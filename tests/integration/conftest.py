@@ -6,17 +6,48 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests, pki
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, items, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess, OperatorStartError
+from localcluster.runs import GROUP as RUN_GROUP
+from localcluster.runs import PLURAL, VERSION, describe_stuck_run
 from tests.support.cluster import StorageClassFactory
+
+OPERATOR_LOG_LINES = 80
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A failed test's report carries where each BenchmarkRun of its namespace stands and the tail of every
+    operator's log written during the test: a CI failure must be readable without a second run."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if call.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    kube, namespace = funcargs.get("kube"), funcargs.get("namespace")
+    if isinstance(kube, Kube) and isinstance(namespace, str):
+        try:
+            runs = items(kube.custom.list_namespaced_custom_object(RUN_GROUP, VERSION, namespace, PLURAL))
+            lines = [describe_stuck_run(kube, namespace, run["metadata"]["name"]) for run in runs]
+        except Exception as error:  # the report must not fail for want of a cluster
+            lines = [f"could not read the runs: {error}"]
+        item.add_report_section("call", "runs", "\n".join(lines) or f"no BenchmarkRun in {namespace}")
+    for path, process in OperatorProcess.started.items():
+        try:
+            written_during_test = path.stat().st_mtime >= call.start - 1
+        except OSError:
+            continue
+        if written_during_test:
+            item.add_report_section("call", f"operator log {path.name}", process.log(OPERATOR_LOG_LINES))
 
 
 @pytest.fixture(scope="session")
