@@ -40,14 +40,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             lines = [describe_stuck_run(kube, namespace, run["metadata"]["name"]) for run in runs]
         except Exception as error:  # the report must not fail for want of a cluster
             lines = [f"could not read the runs: {error}"]
-        item.add_report_section("call", "runs", "\n".join(lines) or f"no BenchmarkRun in {namespace}")
+        report.sections.append(("BenchmarkRuns of the test", "\n".join(lines) or f"no BenchmarkRun in {namespace}"))
     for path, process in OperatorProcess.started.items():
         try:
             written_during_test = path.stat().st_mtime >= call.start - 1
         except OSError:
             continue
         if written_during_test:
-            item.add_report_section("call", f"operator log {path.name}", process.log(OPERATOR_LOG_LINES))
+            report.sections.append((f"operator log {path} (last {OPERATOR_LOG_LINES} lines)",
+                                    process.log(OPERATOR_LOG_LINES)))
 
 
 @pytest.fixture(scope="session")
