@@ -358,7 +358,8 @@ class Controller(csi_grpc.ControllerServicer):
                     else driver.volume_dir(origin.volume_id) if origin else None)
         try:
             if restored is not None:
-                volumes.check_restore(restored, fs_type)
+                volumes.check_restore(restored, fs_type,
+                                      block=any(c.HasField("block") for c in request.volume_capabilities))
         except volumes.UnsupportedFsType as error:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         wanted = required or (min(DEFAULT_CAPACITY, limit) if limit else DEFAULT_CAPACITY)
@@ -832,6 +833,7 @@ class Node(csi_grpc.NodeServicer):
         if record is None:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         fs_type = request.volume_capability.mount.fs_type if request.volume_capability.HasField("mount") else ""
+        block = request.volume_capability.HasField("block")
         staged_here = sum(1 for _, node in driver.staged if node == self.node_id)
         if pair not in driver.staged and staged_here >= driver.max_volumes_per_node:
             return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, (
@@ -839,15 +841,17 @@ class Node(csi_grpc.NodeServicer):
                 f"{driver.max_volumes_per_node}"))
         if pair not in driver.staged:
             volume_dir = driver.volume_dir(request.volume_id)
-            data = volumes.image_of(volume_dir) if fs_type else volume_dir
+            data = (volumes.device_of(volume_dir) if block else volumes.image_of(volume_dir) if fs_type
+                    else volume_dir)
 
             def staged() -> None:
                 _link(request.staging_target_path, data)
                 driver.staged.add(pair)
                 driver.staging_paths[pair] = request.staging_target_path
 
-            formatted = (functools.partial(volumes.prepare_filesystem, volume_dir, record.capacity,
-                                           DEFAULT_CAPACITY) if fs_type else None)
+            prepare = volumes.prepare_device if block else volumes.prepare_filesystem if fs_type else None
+            formatted = (functools.partial(prepare, volume_dir, record.capacity, DEFAULT_CAPACITY)
+                         if prepare is not None else None)
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
                                  f"{record.name}:{self.node_id}", staged, io=formatted)
         return csi.NodeStageVolumeResponse()

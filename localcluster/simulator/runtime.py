@@ -220,6 +220,20 @@ def mount_paths(pod: api.Obj, container: api.Obj, volume_dirs: dict[str, str]) -
     return found
 
 
+def device_paths(container: api.Obj, volume_dirs: dict[str, str]) -> dict[str, str]:
+    """devicePath -> the kubelet's target path for the container's raw block volumes (``volumeDevices``; pure).
+    The target path leads to the array's device file, which the sandbox binds at the devicePath."""
+    found = {}
+    for device in container.get("volumeDevices") or []:
+        source = volume_dirs.get(device["name"])
+        if source is not None:
+            path = os.path.normpath("/" + device["devicePath"].lstrip("/"))
+            if path == "/" or ".." in path.split("/"):
+                raise ContainerConfigError(f"Error: devicePath {device['devicePath']!r} is not usable")
+            found[path] = source
+    return found
+
+
 DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid")
 DOWNWARD_KEYED = re.compile(r"^metadata\.(annotations|labels)\['([^']*)'\]$")
 
@@ -391,10 +405,11 @@ class Runtime:
             await self._spawn(group, self._entry(group, plan[0], group.containers), *plan)
         return group
 
-    def _plan(self, pod: api.Obj, container: api.Obj, dirs: dict[str, str]) -> tuple[api.Obj, Identity, list[str],
-                                                                                   dict[str, str], dict[str, str]]:
+    def _plan(self, pod: api.Obj, container: api.Obj, dirs: dict[str, str]) -> tuple[
+            api.Obj, Identity, list[str], dict[str, str], dict[str, str], dict[str, str]]:
         return (container, identity_of(pod, container), command_of(container),
-                container_env(pod, container, self.service), mount_paths(pod, container, dirs))
+                container_env(pod, container, self.service), mount_paths(pod, container, dirs),
+                device_paths(container, dirs))
 
     def _entry(self, group: PodProcesses, container: api.Obj, into: dict[str, Container]) -> Container:
         entry = Container(container["name"], container.get("image", ""),
@@ -418,7 +433,8 @@ class Runtime:
         _write_downward(group.downward, files)
 
     async def _spawn(self, group: PodProcesses, entry: Container, container: api.Obj, who: Identity,
-                     command: list[str], env: dict[str, str], mounts: dict[str, str]) -> None:
+                     command: list[str], env: dict[str, str], mounts: dict[str, str],
+                     devices: dict[str, str]) -> None:
         if group.stopping:  # deleted while it started: nothing more starts
             return
         root = group.directory / "containers" / entry.name / "rootfs"
@@ -432,7 +448,7 @@ class Runtime:
                 "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
                 "volumes": mounts, "files": files, "readOnly": read_only_paths(container, mounts),
-                "exposed": exposed}
+                "exposed": exposed, "devices": devices}
         with entry.log_path.open("ab") as log_file:
             entry.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec),

@@ -17,9 +17,13 @@ single-threaded and becomes the container by ``exec``:
    filesystem of the volume's size, see ``volumes.py``) loop-mounted with direct I/O on the loop device, so the
    container's direct I/O reaches the disk rather than the host's page cache; the loop device is set to clear
    itself, so it goes with the namespace's last mount; and the container's own ``/etc/passwd`` and ``/etc/group``
-   (when the runtime wrote them: its user is not the host's) bound over the host's;
+   (when the runtime wrote them: its user is not the host's) bound over the host's; each raw block volume
+   (``volumeDevices``) is the array's device file bound at its devicePath (``/dev`` then made like a mountPath's
+   directories, the host's device nodes bound one by one): a regular file, so fio's direct I/O reaches the host's
+   disk through no filesystem of the volume's;
 4. fsGroup applied to each volume as a kubelet does for a driver with fsGroupPolicy File (group ownership, group
-   rw, setgid directories), then ``chroot`` into that root;
+   rw, setgid directories), each device file given to the container's user and group (0660), then ``chroot`` into
+   that root;
 5. no_new_privs, the supplementary groups (fsGroup), the group and then the user: never root (the kubelet refuses a
    container without a non-root runAsUser before it gets here, and this helper checks again), then ``execvpe``.
 
@@ -61,7 +65,7 @@ NESTED_TMPFS = ("/dev/shm",)  # below a bound host directory: a fresh tmpfs over
 class Action:
     """One step of building the container's root (paths inside the root are absolute, e.g. "/data")."""
 
-    kind: str  # "dir", "file", "symlink", "bind", "tmpfs", "volume", "readonly"
+    kind: str  # "dir", "file", "symlink", "bind", "tmpfs", "volume", "device", "readonly"
     path: str
     source: str = ""  # host path (bind, volume) or link target (symlink)
 
@@ -77,15 +81,18 @@ def _depth(path: str) -> tuple[int, str]:
 
 def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, str, str]]],
               files: dict[str, str] | None = None, read_only: list[str] | tuple[str, ...] = (),
-              exposed: list[str] | tuple[str, ...] = ()) -> list[Action]:
+              exposed: list[str] | tuple[str, ...] = (), devices: dict[str, str] | None = None) -> list[Action]:
     """How to build a root that shows the host plus ``volumes`` (mountPath -> host directory) and ``files`` (path
     -> host file bound over the host's, e.g. /etc/passwd), touching nothing on the host (pure: ``entries(dir)``
     lists a host directory as (name, "dir"|"file"|"symlink"|"other", link target)). Directories on the way to a
     mountPath are made in the tmpfs; their host entries are bound one by one, except the one leading on to the
     mountPath. ``read_only`` mountPaths are remounted read-only. An ``exposed`` host directory is bound at its own
     path with the directories on the way to it made in the tmpfs holding nothing else (unless a mountPath already
-    leads through them)."""
-    shadowed = {"/"} | {a for path in volumes for a in _ancestors(path)}
+    leads through them). ``devices`` (devicePath -> host file: a raw block volume's device file) are bound as files
+    at their paths; the directories on the way (``/dev``) are made likewise, the host's device nodes in them bound
+    one by one and ``/dev/shm`` a fresh tmpfs."""
+    devices = devices or {}
+    shadowed = {"/"} | {a for path in [*volumes, *devices] for a in _ancestors(path)}
     shown = [path for path in exposed if path not in shadowed and path not in volumes]
     # On the way to an exposed directory only; not inside a private tmpfs (/tmp stays the container's own: the
     # exposed directory is bound inside it, or inside the volume mounted there, once those are in place).
@@ -95,15 +102,15 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
     for directory in order:
         for name, kind, target in entries(directory):
             path = directory.rstrip("/") + "/" + name
-            if path in shadowed or path in volumes or path in private or path in shown:
+            if path in shadowed or path in volumes or path in devices or path in private or path in shown:
                 continue  # made by the plan itself
-            if path in PRIVATE_TMPFS:
+            if path in PRIVATE_TMPFS or path in NESTED_TMPFS:
                 actions += [Action("dir", path), Action("tmpfs", path)]
             elif kind == "symlink":
                 actions.append(Action("symlink", path, target))
             elif kind == "dir":
                 actions += [Action("dir", path), Action("bind", path, path)]
-            elif kind == "file":
+            elif kind in ("file", "other"):  # "other": a device node or socket (in /dev when a device is there)
                 actions += [Action("file", path), Action("bind", path, path)]
     for path in NESTED_TMPFS:
         parent, _, name = path.rpartition("/")
@@ -115,6 +122,8 @@ def plan_root(volumes: dict[str, str], entries: Callable[[str], list[tuple[str, 
         actions += [Action("dir", path), Action("volume", path, source)]
         if path in read_only:
             actions.append(Action("readonly", path))
+    for path, source in sorted(devices.items()):
+        actions += [Action("file", path), Action("device", path, source)]
     for path in shown:  # last: a volume or private tmpfs on its way (an emptyDir at /tmp) must not hide it
         actions += [Action("dir", path), Action("bind", path, path)]
     return actions
@@ -172,7 +181,7 @@ def build_root(root: str, actions: list[Action]) -> None:
             _mount("tmpfs", inside, "tmpfs", 0, "mode=1777")
         elif action.kind == "volume" and os.path.isfile(action.source):
             _mount_image(action.source, inside)
-        elif action.kind in ("bind", "volume"):
+        elif action.kind in ("bind", "volume", "device"):
             _mount(action.source, inside, None, MS_BIND | MS_REC)
         elif action.kind == "readonly":
             _mount(None, inside, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
@@ -241,6 +250,19 @@ def _give_to_group(name: str, dir_fd: int, fs_group: int) -> None:
         os.close(fd)
 
 
+def give_device(path: str, uid: int, gid: int) -> None:
+    """A bound device file becomes the container user's, read-write for user and group only. Only a regular
+    file is changed (opened without following a link, checked to be what was bound): the array's device file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a device file of the array's")
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, 0o660)
+    finally:
+        os.close(fd)
+
+
 def enter(spec: dict[str, Any]) -> None:
     uid, gid = int(spec["uid"]), int(spec["gid"])
     if uid == 0:
@@ -251,12 +273,15 @@ def enter(spec: dict[str, Any]) -> None:
         with open(spec["namespaceFile"], "w") as recorded:
             recorded.write(os.readlink("/proc/self/ns/mnt"))
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
+    devices = {str(path): os.path.realpath(str(source)) for path, source in (spec.get("devices") or {}).items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
     build_root(spec["root"], plan_root(volumes, host_entries, files, [str(p) for p in spec.get("readOnly") or []],
-                                       [str(p) for p in spec.get("exposed") or []]))
+                                       [str(p) for p in spec.get("exposed") or []], devices))
     if spec.get("fsGroup") is not None:
         for path in volumes:
             apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))
+    for path in devices:  # the container's user may use its raw block volumes, as containerd gives a device node
+        give_device(spec["root"] + path, uid, gid)  # to runAsUser/runAsGroup (device_ownership_from_security_context)
     os.chroot(spec["root"])
     _become(spec, uid, gid)
 

@@ -1,4 +1,5 @@
-"""How the simulated array keeps a volume's data: a directory, or a real filesystem of the volume's size.
+"""How the simulated array keeps a volume's data: a directory, a real filesystem of the volume's size, or a raw
+device.
 
 A volume of a class without ``csi.storage.k8s.io/fstype`` is a plain directory: free to create, never full, the
 right thing for lifecycle benchmarks of thousands of volumes. A volume of a class with ``fstype: ext4`` holds a
@@ -8,6 +9,10 @@ asks for more than its snapshot held. The pod's sandbox loop-mounts that image i
 mount namespace, so writing past the size fails with the kernel's own ENOSPC ("No space left on device"), ``df``
 shows a filesystem of the volume's size (less ext4's own metadata), and the loop device clears itself with the
 namespace's last mount (the runtime ends every process left in that namespace when the container ends).
+
+A Block volume (``volumeMode: Block``) is a sparse device file of exactly its capacity (``block.dev``) with no
+filesystem, made at its first NodeStageVolume and lengthened when the volume grows; the pod's sandbox binds it at
+the container's devicePath, so fio's direct I/O on it is direct I/O on a file of the host's disk.
 
 Snapshots and clones copy a volume's directory with ``cp --sparse=always``: an image's holes stay holes, so a
 fresh 1 GiB volume costs about 32 MiB of host disk (ext4's metadata), a 64 GiB one about 0.5 GiB, and a copy only
@@ -28,6 +33,7 @@ from pathlib import Path
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # e2fsprogs and losetup live in sbin
 IMAGE_NAME = "ext4.img"
+DEVICE_NAME = "block.dev"
 SUPPORTED_FS_TYPES = frozenset({"ext4"})
 SUPERBLOCK, SUPERBLOCK_READ = 1024, 0x158  # ext4's superblock: where it starts, the part read here
 EXT4_MAGIC, INCOMPAT_64BIT = b"\x53\xef", 0x80  # s_magic (0xEF53, little-endian); s_feature_incompat's 64bit
@@ -46,15 +52,27 @@ def check_fs_type(fs_type: str) -> None:
                                 f"{', '.join(sorted(SUPPORTED_FS_TYPES))}, or none for an unlimited directory)")
 
 
-def check_restore(snapshot_dir: Path, fs_type: str) -> None:
-    """A snapshot restores only into a volume of its own kind: an ext4 image into an ext4 class, a directory
-    into a class without an fstype (otherwise the pod would see a raw image file, or an empty filesystem hiding
-    the data, and a file a pod named like the image could reach the kernel's ext4 code as a filesystem)."""
-    holds_image = image_of(snapshot_dir).is_file()
-    if holds_data(snapshot_dir) and holds_image != (fs_type == "ext4"):
-        kind = "an ext4 filesystem" if holds_image else "a directory (no fstype)"
-        raise UnsupportedFsType(f"the snapshot holds {kind}: restore it into a class with the same "
-                                "csi.storage.k8s.io/fstype")
+def kind_of(directory: Path) -> str:
+    """What a volume's (or snapshot's) data is: "ext4" (an image), "block" (a raw device file) or "directory"."""
+    return "ext4" if image_of(directory).is_file() else "block" if device_of(directory).is_file() else "directory"
+
+
+def check_restore(snapshot_dir: Path, fs_type: str, block: bool = False) -> None:
+    """A snapshot restores only into a volume of its own kind: an ext4 image into an ext4 class, a raw device
+    into a Block volume, a directory into a class without an fstype (otherwise the pod would see a raw image file,
+    or an empty filesystem hiding the data, and a file a pod named like the image could reach the kernel's ext4
+    code as a filesystem). Kubernetes refuses such a change of volumeMode itself unless a snapshot allows it."""
+    if not holds_data(snapshot_dir):
+        return  # nothing was written: either kind restores it
+    held, wanted = kind_of(snapshot_dir), "block" if block else "ext4" if fs_type == "ext4" else "directory"
+    if held == wanted:
+        return
+    if "block" in (held, wanted):
+        what, mode = ("a raw block device", "Block") if held == "block" else ("a filesystem", "Filesystem")
+        raise UnsupportedFsType(f"the snapshot holds {what}: restore it into a volume of volumeMode {mode}")
+    kind = "an ext4 filesystem" if held == "ext4" else "a directory (no fstype)"
+    raise UnsupportedFsType(f"the snapshot holds {kind}: restore it into a class with the same "
+                            "csi.storage.k8s.io/fstype")
 
 
 def removal(directory: Path) -> Callable[[], None] | None:
@@ -65,6 +83,11 @@ def removal(directory: Path) -> Callable[[], None] | None:
 
 def image_of(volume_dir: Path) -> Path:
     return volume_dir / IMAGE_NAME
+
+
+def device_of(volume_dir: Path) -> Path:
+    """A Block volume's device: a sparse file of the volume's capacity, no filesystem on it."""
+    return volume_dir / DEVICE_NAME
 
 
 def has_ext4(image: Path) -> bool:
@@ -138,13 +161,29 @@ def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity:
         return image
 
 
-def grow_device(volume_dir: Path, capacity: int) -> None:
-    """The array grows a volume: its image, if it has one yet, becomes ``capacity`` bytes long (the filesystem on
-    it is grown by the node, or at its next stage). Blocking: the driver runs it in a thread."""
+def prepare_device(volume_dir: Path, capacity: int | None, default_capacity: int) -> Path:
+    """Make the Block volume's device file at least ``capacity`` bytes long (``None``: as it is, or a new one of
+    ``default_capacity``); its data, if any, is kept. Idempotent and serialized per volume, like
+    ``prepare_filesystem``; return its path."""
     with _lock_of(volume_dir):
-        image = image_of(volume_dir)
-        if image.exists():
-            _lengthen(image, capacity)
+        volume_dir.mkdir(parents=True, exist_ok=True)
+        device = device_of(volume_dir)
+        if not device.exists():
+            device.touch()
+            _lengthen(device, capacity or default_capacity)
+        elif capacity is not None:
+            _lengthen(device, capacity)
+        return device
+
+
+def grow_device(volume_dir: Path, capacity: int) -> None:
+    """The array grows a volume: its image or device file, if it has one yet, becomes ``capacity`` bytes long (a
+    filesystem on an image is grown by the node, or at its next stage). Blocking: the driver runs it in a
+    thread."""
+    with _lock_of(volume_dir):
+        for device in (image_of(volume_dir), device_of(volume_dir)):
+            if device.exists():
+                _lengthen(device, capacity)
 
 
 def loop_devices_of(image: Path) -> list[str]:
