@@ -13,6 +13,12 @@ direct >= 0.9 for bandwidth, p99 within 10% (the pod machinery must cost neither
 when the whole 90% interval lies in [1/1.1, 1.1] (two one-sided tests at 5%); a p99 moves between trials of one
 side by more than that on a shared disk, so a point ratio alone would claim nothing either way. The numbers
 measure this machine's disk, not a storage product.
+
+With ``--volume-mode Block`` csibench's side runs on raw block volumes (fio on each pod's device, a region per job)
+and the direct side runs the same command lines on the very device files of those volumes, as the array keeps them
+(each trial pair: csibench's run keeps its volumes, the direct side runs on their ``block.dev`` files, then the run
+is deleted): what the pod machinery costs a device, on the same backing files. The pair's order is fixed (csibench,
+then direct), since the files exist only once csibench's run has made them.
 """
 
 from __future__ import annotations
@@ -26,11 +32,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.harness import bench_cluster, command_line, machine_facts, operator_run
+from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, machine_facts, operator_run
 from csibench.api.models import DataPathSpec, default_workloads
 from csibench.api.stats import RatioInterval, ratio_interval
-from csibench.engine.steps.datapath.fio import MOUNT_PATH, build_fio_command, build_layout_command, parse_fio_log
+from csibench.engine.steps.datapath.fio import (
+    DEVICE_PATH,
+    MOUNT_PATH,
+    build_block_layout_command,
+    build_fio_command,
+    build_layout_command,
+    parse_fio_log,
+)
 from csibench.engine.steps.datapath.rows import build_row
+from localcluster.kube import Kube, present, wait_until
+from localcluster.launcher import LocalCluster
+from localcluster.runs import get_run
 
 WORKLOAD_USER = "65532"
 
@@ -74,6 +90,43 @@ def direct_trial(data: DataPathSpec, volumes: int, root: Path) -> Trial:
     return totals
 
 
+def device_files(kube: Kube, cluster: LocalCluster, namespace: str) -> list[Path]:
+    """The array's device files of the Block claims in ``namespace``, in the claims' order."""
+    claims = sorted(kube.core.list_namespaced_persistent_volume_claim(namespace).items,
+                    key=lambda claim: str(present(claim.metadata).name))
+    handles = [present(present(kube.core.read_persistent_volume(present(present(c.spec).volume_name)).spec).csi)
+               .volume_handle for c in claims]
+    return [cluster.config.data_dir / "volumes" / handle / "block.dev" for handle in handles]
+
+
+def direct_block_trial(data: DataPathSpec, devices: list[Path]) -> Trial:
+    """Every workload with one fio process per device file (csibench's volumes' own), at once; the regions
+    written first, as the first workload's layout does in the pods."""
+    totals: Trial = {}
+
+    def one(device: Path, command: list[str]) -> str:
+        argv = ["setpriv", f"--reuid={WORKLOAD_USER}", f"--regid={WORKLOAD_USER}", "--clear-groups",
+                *[part.replace(DEVICE_PATH, str(device)) for part in command]]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    with ThreadPoolExecutor(len(devices)) as pool:
+        list(pool.map(one, devices, [build_block_layout_command(data)] * len(devices)))
+        for workload in data.workloads:
+            command = build_fio_command(data, workload, block=True)
+            started = time.monotonic()
+            logs = list(pool.map(one, devices, [command] * len(devices)))
+            row = build_row(data, workload, [parse_fio_log(log) for log in logs], [], time.monotonic() - started)
+            totals[workload.name] = ((row.readMiBps or 0.0) + (row.writeMiBps or 0.0),
+                                     _p99_ms(row.latency.model_dump() if row.latency else {}))
+    return totals
+
+
+def delete_run(kube: Kube, name: str) -> None:
+    """Delete a run and wait until it is gone (its cleanup removed its volumes)."""
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", BENCH_NAMESPACE, "benchmarkruns", name)
+    wait_until(lambda: get_run(kube, BENCH_NAMESPACE, name) is None, 300, f"run {name} deleted")
+
+
 def _median(values: list[float | None]) -> float | None:
     found = [v for v in values if v is not None]
     return statistics.median(found) if found else None
@@ -109,6 +162,8 @@ def main() -> None:
                              "directories); e.g. /dev/shm/csibench-bench: both sides on tmpfs (O_DIRECT works there "
                              "on Linux 6.6+), which takes the shared disk's swings out and leaves what the pod "
                              "machinery costs")
+    parser.add_argument("--volume-mode", choices=["Filesystem", "Block"], default="Filesystem",
+                        help="Block: csibench's side on raw block volumes, the direct side on their device files")
     args = parser.parse_args()
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
                         rampSeconds=args.ramp, startDelaySeconds=1)
@@ -117,13 +172,21 @@ def main() -> None:
     skews: dict[str, list[float]] = {}
     with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
+        if args.volume_mode == "Block":
+            order = ["csibench", "direct"] * args.trials
         for trial, side in enumerate(order[: 2 * args.trials]):
-            if side == "direct":
+            if side == "direct" and args.volume_mode == "Block":
+                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE))
+                delete_run(kube, f"dp-{trial - 1}")
+            elif side == "direct":
                 totals = direct_trial(data, args.volumes, cluster.config.data_dir / "volumes")
-            else:
+            else:  # on Block the volumes stay for the direct side, which deletes the run after it
+                shape = ({"volumeMode": "Block", "cleanup": "Never", "targetNamespace": BENCH_NAMESPACE,
+                          "steps": ["createVolume", "dataPath"]} if args.volume_mode == "Block"
+                         else {"steps": ["createVolume", "dataPath", "deleteVolume"]})
                 run = operator_run(kube, f"dp-{trial}", 900, storageClassName=args.storage_class, size=size,
-                                   volumes=args.volumes, steps=["createVolume", "dataPath", "deleteVolume"],
-                                   dataPath=data.model_dump(mode="json", exclude_none=True))
+                                   volumes=args.volumes, dataPath=data.model_dump(mode="json", exclude_none=True),
+                                   **shape)
                 totals = {row["name"]: (float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0),
                                         _p99_ms(row.get("latency") or {}))
                           for row in run["status"]["dataPath"]}
@@ -135,6 +198,8 @@ def main() -> None:
                                                        for n, (v, p) in totals.items()), flush=True)
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
     where = f"on {args.state_dir}" if args.state_dir else "on the repository's disk"
+    if args.volume_mode == "Block":
+        where += ", raw block (csibench: each pod's device; direct: the same volumes' device files)"
     print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, volumes {where}, {args.volumes} volumes "
           "over the local "
           f"cluster's nodes x {args.jobs} jobs, {args.file_size} files, "

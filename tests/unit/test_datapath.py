@@ -204,7 +204,6 @@ def test_admission_rules_in_the_models() -> None:
         ({"size": "16Mi", "dataPath": {"fileSize": "16Mi"}}, "must fit the volume"),
         ({"volumes": 2, "dataPath": {"volumes": 3}}, "at most volumes"),
         ({"steps": ["createVolume"], "dataPath": {}}, "steps must list dataPath exactly when spec.dataPath is set"),
-        ({"volumeMode": "Block", "dataPath": {}}, "Filesystem"),
         ({"dataPath": {"workloads": [{"name": "a", "pattern": "read", "blockSize": "4Ki"}] * 2}},
          "unique")]
     for bad, words in cases:

@@ -55,12 +55,14 @@ WORKLOAD_FS_GROUP = 65532
 class WorkloadMount:
     """A volume of a workload pod: a PVC (``claim``), or a downwardAPI volume with one file holding one of the
     pod's annotations (``annotation``: (file, annotation key)), or else an emptyDir (scratch space of the pod,
-    removed with it)."""
+    removed with it). ``device``: the claim is a raw block volume, given to the container at ``path`` as a
+    device (``volumeDevices``), not mounted."""
 
     name: str
     path: str
     claim: str | None = None
     annotation: tuple[str, str] | None = None
+    device: bool = False
 
     def volume(self) -> Manifest:
         if self.claim is not None:
@@ -85,7 +87,10 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
     resources."""
     body: Manifest = {"name": container, "image": image, "command": command,
                       "securityContext": dict(RESTRICTED_CONTAINER),
-                      "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts]}
+                      "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts if not m.device]}
+    devices = [{"name": m.name, "devicePath": m.path} for m in mounts if m.device]
+    if devices:
+        body["volumeDevices"] = devices
     if env:
         body["env"] = [{"name": key, "value": value} for key, value in env.items()]
     requested = {k: v for k, v in resources.model_dump().items() if v}

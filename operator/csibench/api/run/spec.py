@@ -40,8 +40,6 @@ _VERIFY_NEEDS_SNAPSHOTS = "dataPath.verify needs volumeSnapshotClassName: its cl
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
      "dataPath.volumes must be at most volumes: the data path uses the run's own volumes"),
-    ("!has(self.dataPath) || self.volumeMode == 'Filesystem'",
-     "dataPath needs volumeMode Filesystem: fio writes files on the mounted volume"),
     ("!has(self.dataPath) || (has(self.dataPath.workloads) ? self.dataPath.workloads.all(w, quantity(has("
      f"w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
      f"{_VOLUME_BYTES}) : quantity(self.dataPath.fileSize).asInteger() * self.dataPath.jobsPerVolume <= "
@@ -280,11 +278,9 @@ class BenchmarkRunSpec(_Model):
             return self
         if data.volumes is not None and data.volumes > self.volumes:
             raise ValueError(_DATA_PATH_RULES[0][1])
-        if self.volumeMode != VolumeMode.FILESYSTEM:
-            raise ValueError(_DATA_PATH_RULES[1][1])
         size = v.parse_quantity(self.volume_size)
         if any(v.parse_quantity(data.file_size(w)) * data.jobsPerVolume > size for w in data.workloads):
-            raise ValueError(_DATA_PATH_RULES[2][1])
+            raise ValueError(_DATA_PATH_RULES[1][1])
         if len({w.name for w in data.workloads}) != len(data.workloads):
             raise ValueError("workload names must be unique")
         return self

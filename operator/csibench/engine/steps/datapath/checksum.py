@@ -8,24 +8,38 @@ same pod on each clone, and a clone whose files are missing or differ fails, the
 
 The pod runs ``sha256sum`` over fio's own files (``csibench.*``, the names ``fio.FILENAME_FORMAT`` gives them) from
 the volume's root: a fixed command, nothing of the spec in it. A volume without such files makes ``sha256sum``
-fail, which fails the pod: a clone with no data is not a clone that verified.
+fail, which fails the pod: a clone with no data is not a clone that verified. On a raw block volume
+(volumeMode Block) there are no files: the pod checksums each job's region of the device (``block.N``) instead.
 """
 
 from __future__ import annotations
 
 import re
 
-from csibench.engine.steps.datapath.fio import MOUNT_PATH
+from csibench.api.models import DataPathSpec
+from csibench.engine.steps.datapath.fio import DEVICE_PATH, MOUNT_PATH, size_bytes
 
 CONTAINER = "checksum"
 SCRIPT = f'cd {MOUNT_PATH} && sha256sum -- csibench.*'
 CHECKSUMS = "checksums"  # the data-path step's record: volume -> {file: sha256}
-_LINE = re.compile(r"^([0-9a-f]{64}) [ *](csibench\.[0-9]+\.[0-9]+)$")
+_LINE = re.compile(r"^([0-9a-f]{64}) [ *](csibench\.[0-9]+\.[0-9]+|block\.[0-9]+)$")
 SHOWN = 12  # hex digits of a digest in a message
 
 
 def build_checksum_command() -> list[str]:
     return ["sh", "-c", SCRIPT]
+
+
+def build_block_checksum_command(spec: DataPathSpec) -> list[str]:
+    """On a raw block volume: the sha256 of each job's region (``block.N``: bytes N x R to (N + 1) x R, R the
+    largest fileSize, the regions ``fio.build_block_layout_command`` wrote), read with ``dd`` in 1 MiB blocks.
+    Numbers only come from validated fields. A device shorter than the regions reads short, so its digest differs
+    from its source's, and dd's complaint is in the log."""
+    region = max(size_bytes(spec.file_size(workload)) for workload in spec.workloads)
+    script = (f'i=0; while [ "$i" -lt {spec.jobsPerVolume} ]; do '
+              f'sum=$(dd if={DEVICE_PATH} iflag=skip_bytes,count_bytes skip=$((i * {region})) count={region} '
+              f'bs=1M status=none | sha256sum) && echo "${{sum%% *}}  block.$i" || exit 1; i=$((i + 1)); done')
+    return ["sh", "-c", script]
 
 
 def parse_checksums(log: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ held against. Before the run: the workload's files must fit a volume the class f
 
 from __future__ import annotations
 
-from csibench.api.models import BenchmarkRunSpec, ConditionReason, StepName
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, StepName, VolumeMode
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import MEASURE
@@ -35,24 +35,37 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
     w, slot = divmod(index // volumes, data.slots)  # workload, then its unthrottled run, rate levels, baseline
     workload = data.workloads[w]
     claim = None if data.is_baseline(slot) else context.names.volume(index % volumes)  # None: an emptyDir
-    command = fio.build_fio_command(data, workload, context.rates.get((w, slot)) if slot else None)
+    block = claim is not None and spec.volumeMode == VolumeMode.BLOCK  # the baseline's emptyDir holds files
+    command = fio.build_fio_command(data, workload, context.rates.get((w, slot)) if slot else None, block)
+    # A raw device's regions are written once, before the first workload; a file is laid out by each workload's
+    # own line, which finds it there after the first.
+    layout = fio.build_block_layout_command(data) if block and (w, slot) == (0, 0) else \
+        fio.build_layout_command(command)
     return manifests.build_workload_pod(
         context.names.data_pod(index), "fio", workload_image(data.image), barrier.build_waiting_command(command),
-        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim),
+        [data_mount(claim, block),
          manifests.WorkloadMount(barrier.VOLUME, barrier.MOUNT_PATH,
                                  annotation=(barrier.START_FILE, barrier.START_ANNOTATION))],
         {**context.labels, "csibench.io/workload": workload.name}, data.resources, spec.pod.nodeSelector,
         spec.pod.tolerations, preferred_node=datapath.spread_node(index % volumes, context.nodes),
-        init=(barrier.LAYOUT_CONTAINER, fio.build_layout_command(command)))
+        init=(barrier.LAYOUT_CONTAINER, layout))
+
+
+def data_mount(claim: str | None, block: bool) -> manifests.WorkloadMount:
+    """The volume fio works on: mounted at ``fio.MOUNT_PATH``, or a raw block device at ``fio.DEVICE_PATH``."""
+    return manifests.WorkloadMount("data", fio.DEVICE_PATH if block else fio.MOUNT_PATH, claim, device=block)
 
 
 def _checksum_pod(context: StepContext, name: str, claim: str, workload: str) -> Manifest:
-    """A pod that checksums fio's files on ``claim`` (a volume after the data path, or a clone)."""
+    """A pod that checksums fio's files on ``claim`` (a volume after the data path, or a clone); on a raw block
+    volume, the regions fio's jobs wrote."""
     spec, data = context.spec, context.spec.dataPath
     assert data is not None
+    block = spec.volumeMode == VolumeMode.BLOCK
     return manifests.build_workload_pod(
-        name, checksum.CONTAINER, workload_image(data.image), checksum.build_checksum_command(),
-        [manifests.WorkloadMount("data", fio.MOUNT_PATH, claim)],
+        name, checksum.CONTAINER, workload_image(data.image),
+        checksum.build_block_checksum_command(data) if block else checksum.build_checksum_command(),
+        [data_mount(claim, block)],
         {**context.labels, "csibench.io/workload": workload}, data.resources, spec.pod.nodeSelector,
         spec.pod.tolerations)
 

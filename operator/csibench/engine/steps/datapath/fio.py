@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 from csibench.api import histogram
 from csibench.api import validation as v
-from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload, FioPattern
+from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload, FioPattern, VolumeMode
 from csibench.api.text import collapse_lines
 
 MOUNT_PATH = "/data"
+DEVICE_PATH = "/dev/csibench/data"  # a raw block volume's devicePath (volumeMode Block)
 PERCENTILES = ("50.000000", "99.000000")  # fio's own keys for the per-volume p50 and p99 the report keeps
 STATUS_DOCUMENTS = 10  # cumulative documents over the runtime (each carries its histograms)
 MAX_MESSAGE = 600
@@ -77,7 +78,7 @@ def files_that_do_not_fit(spec: BenchmarkRunSpec, parameters: Mapping[str, str])
     """Before anything is created: why the data path's files cannot fit a volume of a class with a filesystem,
     or None. Admission bounds jobsPerVolume x fileSize by the size; only the class says there is a filesystem."""
     data, fstype = spec.dataPath, fstype_of(parameters)
-    if data is None or fstype is None:
+    if data is None or fstype is None or spec.volumeMode == VolumeMode.BLOCK:  # a raw device: no filesystem
         return None
     size = size_bytes(spec.volume_size)  # after the run's expansion, which comes before the data path
     room = room_for_files(size)
@@ -100,15 +101,19 @@ FILENAME_FORMAT = "csibench.$jobnum.$filenum"  # the same files for every worklo
 
 
 def build_fio_command(spec: DataPathSpec, workload: DataPathWorkload,
-                      rate_iops: tuple[int, int] | None = None) -> list[str]:
+                      rate_iops: tuple[int, int] | None = None, block: bool = False) -> list[str]:
     """The container's command: every value comes from validated fields (patterns in the CRD and the models).
     Every workload uses the same files (``FILENAME_FORMAT``: job N's file is ``csibench.N.0`` whatever the row),
     as the reference setup lays out one file per process once: the volume holds jobsPerVolume x fileSize, the
     bound admission checks, not that times the number of workloads, and reads read what earlier rows wrote.
-    ``rate_iops``: (read, write) IOPS per job, a rate level's throttle (fio's 0: that direction unlimited)."""
-    command = ["fio", f"--name={workload.name}", f"--directory={MOUNT_PATH}",
-               f"--filename_format={FILENAME_FORMAT}", f"--rw={workload.pattern.value}",
-               f"--bs={size_bytes(workload.blockSize)}", f"--size={size_bytes(spec.file_size(workload))}",
+    ``rate_iops``: (read, write) IOPS per job, a rate level's throttle (fio's 0: that direction unlimited).
+    ``block``: the volume is a raw device at ``DEVICE_PATH``; job N works on its own region of it, fileSize bytes
+    from N x fileSize (``--offset_increment``), as it would on its own file."""
+    size = size_bytes(spec.file_size(workload))
+    where = ([f"--filename={DEVICE_PATH}", f"--offset_increment={size}"] if block
+             else [f"--directory={MOUNT_PATH}", f"--filename_format={FILENAME_FORMAT}"])
+    command = ["fio", f"--name={workload.name}", *where, f"--rw={workload.pattern.value}",
+               f"--bs={size_bytes(workload.blockSize)}", f"--size={size}",
                f"--numjobs={spec.jobsPerVolume}", f"--iodepth={workload.iodepth or spec.iodepth}",
                f"--ioengine={workload.ioengine or spec.ioengine}", f"--direct={int(spec.direct)}",
                "--time_based", f"--runtime={spec.runtimeSeconds}", f"--ramp_time={spec.rampSeconds}",
@@ -125,6 +130,18 @@ def build_layout_command(command: list[str]) -> list[str]:
     """The init container's command: the workload's own fio line, laying out its files and exiting
     (``--create_only``), so the measured run finds them there and starts measuring at once (``barrier``)."""
     return [*command, "--create_only=1"]
+
+
+def build_block_layout_command(spec: DataPathSpec) -> list[str]:
+    """The init container's command on a raw block volume: every job's region written once, sequentially in
+    1 MiB direct writes, before the first workload measures (a file's layout writes it likewise). A region never
+    written would read as a hole, which thin-provisioned storage (and the local array's sparse file) answers
+    without touching its media: reads would measure nothing. The regions are those of the largest fileSize, so
+    every workload's region lies within them."""
+    largest = max(size_bytes(spec.file_size(workload)) for workload in spec.workloads)
+    return ["fio", "--name=layout", f"--filename={DEVICE_PATH}", "--rw=write", f"--bs={MIB}", f"--size={largest}",
+            f"--offset_increment={largest}", f"--numjobs={spec.jobsPerVolume}", "--ioengine=psync",
+            f"--direct={int(spec.direct)}", "--group_reporting", "--output-format=terse"]
 
 
 def status_interval(seconds: int) -> int:
