@@ -209,27 +209,25 @@ def command_of(container: api.Obj) -> list[str]:
 def mount_paths(pod: api.Obj, container: api.Obj, volume_dirs: dict[str, str]) -> dict[str, str]:
     """mountPath -> host data directory for the container's mounts of CSI volumes (pure; ``volume_dirs`` maps
     the pod's volume names to directories)."""
-    found = {}
-    for mount in container.get("volumeMounts") or []:
-        source = volume_dirs.get(mount["name"])
-        if source is not None:
-            path = os.path.normpath("/" + mount["mountPath"].lstrip("/"))
-            if path == "/" or ".." in path.split("/"):
-                raise ContainerConfigError(f"Error: mountPath {mount['mountPath']!r} is not usable")
-            found[path] = source
-    return found
+    return _paths_in_container(container.get("volumeMounts") or [], "mountPath", volume_dirs)
 
 
 def device_paths(container: api.Obj, volume_dirs: dict[str, str]) -> dict[str, str]:
     """devicePath -> the kubelet's target path for the container's raw block volumes (``volumeDevices``; pure).
     The target path leads to the array's device file, which the sandbox binds at the devicePath."""
+    return _paths_in_container(container.get("volumeDevices") or [], "devicePath", volume_dirs)
+
+
+def _paths_in_container(uses: list[api.Obj], key: str, volume_dirs: dict[str, str]) -> dict[str, str]:
+    """The container's path (``key`` of each use of a volume) -> what the volume is on the host; a path that is
+    the root or climbs out of it is refused as a runtime refuses it."""
     found = {}
-    for device in container.get("volumeDevices") or []:
-        source = volume_dirs.get(device["name"])
+    for use in uses:
+        source = volume_dirs.get(use["name"])
         if source is not None:
-            path = os.path.normpath("/" + device["devicePath"].lstrip("/"))
+            path = os.path.normpath("/" + use[key].lstrip("/"))
             if path == "/" or ".." in path.split("/"):
-                raise ContainerConfigError(f"Error: devicePath {device['devicePath']!r} is not usable")
+                raise ContainerConfigError(f"Error: {key} {use[key]!r} is not usable")
             found[path] = source
     return found
 
