@@ -150,8 +150,16 @@ def build_running_status(pod: api.Obj, host_ip: str, pod_ip: str) -> api.Obj:
 
 
 def claim_names(pod: api.Obj) -> list[str]:
-    return [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []
-            if v.get("persistentVolumeClaim")]
+    return list(claim_volumes(pod).values())
+
+
+def foreign_ephemeral_claim(pod: api.Obj, volume: str, pvc: api.Obj | None) -> bool:
+    """A generic ephemeral volume's claim that exists but was not made for this pod (its controller owner is not
+    the pod): a kubelet never uses it, as the scheduler never places the pod on it (pure)."""
+    if pvc is None or not any(v["name"] == volume and v.get("ephemeral") for v in pod["spec"].get("volumes") or []):
+        return False
+    return not any(ref.get("controller") and ref.get("uid") == pod["metadata"]["uid"]
+                   for ref in pvc["metadata"].get("ownerReferences") or [])
 
 
 def group_stopping(group: PodProcesses | None) -> bool:
@@ -159,9 +167,11 @@ def group_stopping(group: PodProcesses | None) -> bool:
 
 
 def claim_volumes(pod: api.Obj) -> dict[str, str]:
-    """The pod's volume names -> claim names (pure)."""
-    return {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []
-            if v.get("persistentVolumeClaim")}
+    """The pod's volume names -> claim names (pure): a persistentVolumeClaim's, or a generic ephemeral volume's,
+    which the controller-manager names ``<pod>-<volume>``."""
+    return {v["name"]: v["persistentVolumeClaim"]["claimName"] if v.get("persistentVolumeClaim")
+            else f"{pod['metadata']['name']}-{v['name']}"
+            for v in pod["spec"].get("volumes") or [] if v.get("persistentVolumeClaim") or v.get("ephemeral")}
 
 
 def grace_seconds(pod: api.Obj) -> float:
@@ -335,12 +345,12 @@ class Kubelet:
         namespace = pod["metadata"]["namespace"]
         mounted = self._mounted[pod["metadata"]["uid"]]
         pending: list[tuple[str, str]] = []  # (pv name, handle) attached but not mounted
-        for claim in claim_names(pod):
+        for volume, claim in claim_volumes(pod).items():
             claim_key = f"{namespace}/{claim}"
             pvc = self.ctx.informers.pvcs.get(claim_key)
             pv_name = (pvc or {}).get("spec", {}).get("volumeName")
             pv = self.ctx.informers.pvs.get(pv_name or "")
-            if pv is None:
+            if pv is None or foreign_ephemeral_claim(pod, volume, pvc):
                 self._waiting_claims[claim_key].add(key)
                 continue
             csi = pv["spec"].get("csi") or {}

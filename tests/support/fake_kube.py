@@ -82,6 +82,15 @@ def _pinned_node(pod: Json) -> str:
     return "node-0"
 
 
+def claim_names(pod: Json) -> list[str]:
+    """The claims a pod mounts: its persistentVolumeClaim volumes', and its generic ephemeral volumes' (named
+    ``<pod>-<volume>`` by the ephemeral-volume controller)."""
+    pod_name = pod["metadata"]["name"]
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return [v["persistentVolumeClaim"]["claimName"] if v.get("persistentVolumeClaim") else f"{pod_name}-{v['name']}"
+            for v in volumes if v.get("persistentVolumeClaim") or v.get("ephemeral")]
+
+
 def _requested(claim: Json) -> str | None:
     """A claim's requested storage."""
     requested: str | None = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
@@ -227,6 +236,7 @@ class FakeKube:
                 self._notify(plural, namespace, "DELETED", obj)
         if obj is not None and plural == "pods":
             self._later(self.behaviour.release_delay, self._detach_unused)
+            self._later(self.behaviour.release_delay, lambda: self._collect_garbage_of(namespace, obj))
         return obj
 
     def named(self, plural: str, namespace: str = "") -> dict[str, Json]:
@@ -451,6 +461,7 @@ class FakeKube:
                 self._later(behaviour.bind_delay, lambda: self._bind(namespace, name))
         elif plural == "pods":
             uid = obj["metadata"]["uid"]
+            self._make_ephemeral_claims(namespace, obj)
             self._later(behaviour.ready_delay, lambda: self._ready(namespace, name, uid))
         elif plural == "volumesnapshots" and not obj["metadata"].get("ownerReferences"):
             uid = obj["metadata"]["uid"]
@@ -460,6 +471,29 @@ class FakeKube:
                    for ref in member["metadata"].get("ownerReferences") or []):
                 self.groups_made_over_members.append(name)  # upstream's controller would adopt them: stuck
             self._later(behaviour.snapshot_delay, lambda: self._group_snapshot_ready(namespace, obj))
+
+    def _make_ephemeral_claims(self, namespace: str, pod: Json) -> None:
+        """The controller-manager's ephemeral-volume controller: a claim per generic ephemeral volume, from its
+        template (labels included), named ``<pod>-<volume>`` and owned by the pod."""
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+        for volume in pod["spec"].get("volumes") or []:
+            template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate")
+            if template is None:
+                continue
+            claim = {"metadata": {**copy.deepcopy(template.get("metadata") or {}),
+                                  "name": f"{pod['metadata']['name']}-{volume['name']}", "ownerReferences": [owner]},
+                     "spec": copy.deepcopy(template["spec"])}
+            self.put("persistentvolumeclaims", namespace, claim)
+            self._react_to_create("persistentvolumeclaims", namespace, claim)
+
+    def _collect_garbage_of(self, namespace: str, pod: Json) -> None:
+        """The garbage collector: a deleted pod's owned claims (its ephemeral volumes') are deleted."""
+        uid = pod["metadata"]["uid"]
+        owned = [name for name, claim in self.named("persistentvolumeclaims", namespace).items()
+                 if any(ref.get("uid") == uid for ref in claim["metadata"].get("ownerReferences") or [])]
+        for name in owned:
+            self._delete_one("persistentvolumeclaims", namespace, name)
 
     def _resize(self, namespace: str, claim: Json) -> None:
         """The resizer and the kubelet on a claim whose request grew: a filesystem claim passes through
@@ -496,9 +530,8 @@ class FakeKube:
     def _mounted(self, namespace: str, claim: str) -> bool:
         """A pod of the namespace mounts the claim."""
         with self.lock:
-            return any(key[0] == "pods" and key[1] == namespace and any(
-                (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
-                for v in (pod.get("spec") or {}).get("volumes") or []) for key, pod in self.objects.items())
+            return any(key[0] == "pods" and key[1] == namespace and claim in claim_names(pod)
+                       for key, pod in self.objects.items())
 
     def warn_repeated(self, obj: Json, reason: str, message: str) -> None:
         """A Warning the event recorder aggregates: one Event per object, reason and message, its count growing."""
@@ -573,8 +606,7 @@ class FakeKube:
     def _claims_binding(self, namespace: str, pod: Json) -> bool:
         """Whether a claim of the pod exists, is not bound yet and will be (its bind timer has not fired)."""
         behaviour = self.behaviour
-        for volume in pod["spec"].get("volumes") or []:
-            name = (volume.get("persistentVolumeClaim") or {}).get("claimName") or ""
+        for name in claim_names(pod):
             claim = self.objects.get(("persistentvolumeclaims", namespace, name))
             if claim is not None and (claim.get("status") or {}).get("phase") != "Bound" and \
                     name not in behaviour.never_bind and name not in behaviour.provisioning_fails:
@@ -584,9 +616,8 @@ class FakeKube:
     def _attach(self, namespace: str, pod: Json, node: str) -> None:
         """The attach/detach controller and external-attacher: an attached VolumeAttachment per bound claim of the
         pod on its node, before the pod runs (``attaches`` counts them)."""
-        for volume in pod["spec"].get("volumes") or []:
-            claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            claim = self.objects.get(("persistentvolumeclaims", namespace, claim_name or ""))
+        for claim_name in claim_names(pod):
+            claim = self.objects.get(("persistentvolumeclaims", namespace, claim_name))
             pv = ((claim or {}).get("spec") or {}).get("volumeName")
             if pv and ("volumeattachments", "", f"csi-{pv}-{node}") not in self.objects:
                 self.attaches.append((pv, node))
@@ -612,7 +643,7 @@ class FakeKube:
             self.remove("volumeattachments", "", name)
 
     def _volumes_of(self, namespace: str, pod: Json) -> list[str]:
-        claims = [(v.get("persistentVolumeClaim") or {}).get("claimName") for v in pod["spec"].get("volumes") or []]
+        claims = claim_names(pod)
         return [pv for claim in claims if claim
                 if (pv := ((self.objects.get(("persistentvolumeclaims", namespace, claim)) or {}).get("spec") or {})
                     .get("volumeName"))]

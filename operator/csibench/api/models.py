@@ -118,8 +118,11 @@ from csibench.api.run.status import (
 )
 from csibench.api.run.step_parts import (
     MAX_DENSITY_LEVELS,
+    MAX_EPHEMERAL_PODS,
+    MAX_EPHEMERAL_VOLUMES_PER_POD,
     DensityLevel,
     DensitySpec,
+    EphemeralSpec,
     ExpandSpec,
     GroupSnapshotSpec,
     MoveSpec,
@@ -153,6 +156,8 @@ __all__ = [
     "MAX_CLIENT_COUNTS",
     "MAX_DATABASE_ROWS",
     "MAX_DENSITY_LEVELS",
+    "MAX_EPHEMERAL_PODS",
+    "MAX_EPHEMERAL_VOLUMES_PER_POD",
     "MAX_FAILURE_REASONS",
     "MAX_FINDINGS",
     "MAX_ITERATION_FAILURES",
@@ -203,6 +208,7 @@ __all__ = [
     "DensityRow",
     "DensitySpec",
     "Environment",
+    "EphemeralSpec",
     "ExpandSpec",
     "FailureReason",
     "Finding",

@@ -44,6 +44,8 @@ class StepName(StrEnum):
     DELETE_SNAPSHOT = "deleteSnapshot"
     DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"
     DELETE_VOLUME = "deleteVolume"
+    CREATE_EPHEMERAL = "createEphemeral"  # spec.ephemeral: pods with generic ephemeral volumes, to Ready
+    DELETE_EPHEMERAL = "deleteEphemeral"  # those pods deleted, until their claims and volumes are gone
 
 
 WFFC = "WaitForFirstConsumer"
@@ -129,6 +131,15 @@ _FACTS = (
                            "contents gone), in seconds."),
     StepFacts(StepName.DELETE_VOLUME, "Delete Volume", "vol", requires=StepName.CREATE_VOLUME,
               requests_per_object={PROVISIONER: 2}),
+    StepFacts(StepName.CREATE_EPHEMERAL, "Create Ephemeral (pod with volumes)", "pod", spec_part="ephemeral",
+              requests_per_object={PROVISIONER: 3, ATTACHER: 3, CONTROLLER_MANAGER: 6},
+              note_wffc=f"{WFFC}: includes provisioning of each pod's volumes, which waits for the scheduler",
+              timeout_note="Timeout of createEphemeral (every pod Ready with its ephemeral volumes), in seconds."),
+    StepFacts(StepName.DELETE_EPHEMERAL, "Delete Ephemeral (pod with volumes)", "pod",
+              requires=StepName.CREATE_EPHEMERAL, spec_part="ephemeral",
+              requests_per_object={PROVISIONER: 2, ATTACHER: 2, CONTROLLER_MANAGER: 3},
+              timeout_note="Timeout of deleteEphemeral (every pod gone, its claims and their volumes too), in "
+                           "seconds."),
 )
 STEP_FACTS: dict[str, StepFacts] = {str(facts.name): facts for facts in _FACTS}  # in lifecycle order
 

@@ -14,7 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.engine.observed import CLAIM, POD, ClaimState, GroupSnapshotState, Key, Observed, SnapshotState
+from csibench.engine.observed import (
+    CLAIM,
+    POD,
+    ClaimState,
+    GroupSnapshotState,
+    Key,
+    Observed,
+    PodState,
+    SnapshotState,
+)
 from csibench.engine.retries import is_transient
 
 
@@ -134,15 +143,27 @@ def pod_finished(observed: Observed, terminal: frozenset[str]) -> Judge:
 
 
 def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge:
+    return pod_gone_and_released(observed, lambda state: any(
+        observed.volume_attached(observed.volume_of(claim), state.node) for claim in state.claims))
+
+
+def pod_claims_and_volumes_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
+    """A pod with generic ephemeral volumes is deleted when it is gone and so are its claims (the garbage
+    collector deletes them once their owner is gone) and their volumes (the provisioner's DeleteVolume): the
+    ephemeral volume's life ends with its pod's."""
+    def lingers(claim: str) -> bool:
+        state = observed.claims.get(claim)
+        return state is not None and (state.exists or (state.volume is not None and state.volume in observed.pv_claim))
+    return pod_gone_and_released(observed, lambda state: any(lingers(claim) for claim in state.claims))
+
+
+def pod_gone_and_released(observed: Observed, holding: Callable[[PodState], bool]) -> Judge:
+    """Done when the pod is gone and no longer ``holding`` what it had (its volumes attached, its claims)."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.pods.get(name)
         if state is None:
             return DONE
-        if state.exists:
-            return None
-        if any(observed.volume_attached(observed.volume_of(claim), state.node) for claim in state.claims):
-            return None
-        return DONE
+        return None if state.exists or holding(state) else DONE
     return judge
 
 

@@ -122,6 +122,15 @@ def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict
               block: bool, node: str | None = None) -> Manifest:
     """A publish pod mounting ``claims``; with ``node``, pinned to that node by a required node affinity on its
     name (the scheduler still places it, so its volume limits and taints still apply: never spec.nodeName)."""
+    return build_bench_pod(name, [{"persistentVolumeClaim": {"claimName": claim}} for claim in claims], spec,
+                           labels, block, node)
+
+
+def build_bench_pod(name: str, sources: list[Manifest], spec: BenchmarkRunSpec, labels: dict[str, str],
+                    block: bool, node: str | None = None) -> Manifest:
+    """A pod of ``spec.pod`` (a pause container, by default) with one volume per source (a claim, or a generic
+    ephemeral volume's template), each mounted at ``/data/vol-<i>`` or, ``block``, a device at
+    ``/dev/csibench/vol-<i>``; ``node`` as for ``build_pod``."""
     container: Manifest = {
         "name": "bench",
         "image": spec.pod.image,
@@ -131,7 +140,7 @@ def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict
     resources = {k: v for k, v in spec.pod.resources.model_dump().items() if v}
     if resources:
         container["resources"] = resources
-    volume_names = [f"vol-{i}" for i in range(len(claims))]
+    volume_names = [f"vol-{i}" for i in range(len(sources))]
     if block:
         container["volumeDevices"] = [{"name": v, "devicePath": f"/dev/csibench/{v}"} for v in volume_names]
     else:
@@ -143,8 +152,7 @@ def build_pod(name: str, claims: list[str], spec: BenchmarkRunSpec, labels: dict
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [{"name": v, "persistentVolumeClaim": {"claimName": c}}
-                    for v, c in zip(volume_names, claims, strict=True)],
+        "volumes": [{"name": v, **source} for v, source in zip(volume_names, sources, strict=True)],
     }
     if spec.pod.nodeSelector:
         pod_spec["nodeSelector"] = dict(spec.pod.nodeSelector)

@@ -80,6 +80,11 @@ class Names:
         """The database step's pod (PostgreSQL and pgbench): ``-g`` + index (one per run of the step)."""
         return f"{self._objects}-g{index:05d}"
 
+    def ephemeral_pod(self, index: int) -> str:
+        """createEphemeral's pods (``-e`` + index); each ephemeral claim is named ``<pod>-vol-<i>`` by Kubernetes
+        (the pod's name, then its volume's)."""
+        return f"{self._objects}-e{index:05d}"
+
     def database_volume(self, index: int) -> str:
         """The database step's own claim (its data directory and WAL): ``-q`` + index."""
         return f"{self._objects}-q{index:05d}"

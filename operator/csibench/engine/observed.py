@@ -122,7 +122,12 @@ class Observed(GroupRelations, Leftovers):
         claim.update(state, event.obj)
         if state.volume:
             self._claim_of_pv[state.volume] = name
-        return [(CLAIM, name)]
+        return [(CLAIM, name), *self._pods_mounting(name)]
+
+    def _pods_mounting(self, claim: str) -> list[Key]:
+        """The run's pods that mount a claim: a pod's judge may wait on its claims (deleteEphemeral's: the pod's
+        ephemeral claims and their volumes gone)."""
+        return [(POD, pod) for pod in self._pods_of_claim.get(claim, ())]
 
     def _on_pods(self, event: WatchEvent) -> list[Key]:
         name, state = self._track(POD, self.pods, event, PodState)
@@ -199,7 +204,7 @@ class Observed(GroupRelations, Leftovers):
         else:
             self.pv_claim[name] = claim
             self._pv_claim_uid[name] = ref.get("uid", "")
-        return [(CLAIM, claim)]
+        return [(CLAIM, claim), *self._pods_mounting(claim)]
 
     def _on_attachments(self, event: WatchEvent) -> list[Key]:
         name = event.obj["metadata"]["name"]
@@ -260,12 +265,14 @@ class Observed(GroupRelations, Leftovers):
                 if state.exists and name not in present:
                     state.exists, state.gone_at = False, event.at
                     affected.append((kind, name))
+                    affected.extend(self._pods_mounting(name) if kind == CLAIM else ())
         elif event.source in ("members", "group_contents"):
             affected.extend(self._sync_groups(event.source, present, event.at))
         elif event.source == "pvs":
             for pv in [pv for pv in self.pv_claim if pv not in present]:
                 self._pv_claim_uid.pop(pv, None)
-                affected.append((CLAIM, self.pv_claim.pop(pv)))
+                gone = self.pv_claim.pop(pv)
+                affected += [(CLAIM, gone), *self._pods_mounting(gone)]
         elif event.source == "contents":
             affected.extend(self._sync_groups(event.source, present, event.at))  # the members' contents first
             for content in [c for c in self.contents if c not in present]:

@@ -28,7 +28,7 @@ from csibench.api.run.common import (
 from csibench.api.run.database import DatabaseSpec
 from csibench.api.run.datapath import DataPathSpec, DataPathWorkload, FioPattern, default_workloads
 from csibench.api.run.settings import ClientSettings, Timeouts
-from csibench.api.run.step_parts import DensitySpec, ExpandSpec, GroupSnapshotSpec, MoveSpec
+from csibench.api.run.step_parts import DensitySpec, EphemeralSpec, ExpandSpec, GroupSnapshotSpec, MoveSpec
 from csibench.api.run.thresholds import BASELINE_PATTERN, MAX_THRESHOLDS, Threshold, ThresholdMetric, cel_list
 from csibench.api.steps import StepName, facts_of
 
@@ -169,6 +169,11 @@ class BenchmarkRunSpec(_Model):
         None, description="Time group snapshots (createGroupSnapshot, deleteGroupSnapshot): the run's volumes in "
                           "groups of volumesPerGroup (a label the run sets on its claims), one VolumeGroupSnapshot "
                           "per group, ready when it and every member snapshot are ready to use.")
+    ephemeral: EphemeralSpec | None = Field(
+        None, description="Time generic ephemeral volumes (createEphemeral, deleteEphemeral, after deleteVolume): "
+                          "pods each with volumesPerPod ephemeral volumes of the run's class, made at once and timed "
+                          "to Ready (the controller-manager makes each pod's claims, then provisioning, attach and "
+                          "start), then deleted and timed until their claims and volumes are gone.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     failAfterWarnings: int | None = Field(
         None, ge=1, le=1000,

@@ -93,3 +93,19 @@ class ExpandSpec(_Model):
             return self.to
         assert self.by is not None
         return str(int(v.parse_quantity(size) + v.parse_quantity(self.by)))
+
+
+MAX_EPHEMERAL_PODS = 1000
+MAX_EPHEMERAL_VOLUMES_PER_POD = 16
+
+
+class EphemeralSpec(_Model):
+    """createEphemeral and deleteEphemeral: pods with generic ephemeral volumes (each a claim made from the pod's
+    template by the controller-manager, owned by the pod), timed from the pod's creation to Ready and from its
+    deletion to its claims and volumes gone: the volume's whole life inside the pod's."""
+
+    pods: int = Field(..., ge=1, le=MAX_EPHEMERAL_PODS, description="Pods made at once, each with volumesPerPod "
+                                                                    "ephemeral volumes.")
+    volumesPerPod: int = Field(1, ge=1, le=MAX_EPHEMERAL_VOLUMES_PER_POD,
+                               description="Generic ephemeral volumes per pod (each of the run's class, size, "
+                                           "accessModes and volumeMode).")

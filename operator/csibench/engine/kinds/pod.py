@@ -1,5 +1,6 @@
 """A pod the run created (publish, and moveVolume's successor under the same name; density; the data path's fio
-and checksum pods; verifyClone's; the database's): its phase, node and readiness, and the claims it mounts."""
+and checksum pods; verifyClone's; the database's; createEphemeral's): its phase, node and readiness, and the
+claims it mounts (its generic ephemeral volumes' too)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ def update(state: PodState, obj: dict[str, Any]) -> list[str]:
     state.ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     if state.claims:
         return []
-    state.claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
-                    if v.get("persistentVolumeClaim")]
+    state.claims = claims_of(obj)
     return state.claims
+
+
+def claims_of(obj: dict[str, Any]) -> list[str]:
+    """The claims a pod mounts: its persistentVolumeClaim volumes', and its generic ephemeral volumes' (the claim
+    Kubernetes makes for one is named after the pod and the volume: ``<pod>-<volume>``)."""
+    pod_name = (obj.get("metadata") or {}).get("name", "")
+    volumes = (obj.get("spec") or {}).get("volumes") or []
+    return [v["persistentVolumeClaim"]["claimName"] if v.get("persistentVolumeClaim") else f"{pod_name}-{v['name']}"
+            for v in volumes if v.get("persistentVolumeClaim") or v.get("ephemeral")]

@@ -1,0 +1,52 @@
+"""createEphemeral and deleteEphemeral (``spec.ephemeral``): pods with generic ephemeral volumes, made at once and
+timed to Ready, then deleted and timed until their claims and volumes are gone.
+
+A generic ephemeral volume's claim is made by the controller-manager's ephemeral-volume controller from the pod's
+``volumeClaimTemplate``, named ``<pod>-<volume>`` and owned by the pod; the template carries the run's labels, so
+the run watches, counts and cleans up those claims like its own (the controller, not the operator, creates them).
+So createEphemeral's latency holds what a user's pod waits for: the claims made, provisioned (at once, or once the
+scheduler picked a node on a WaitForFirstConsumer class), attached, staged, published, the container started.
+deleteEphemeral's holds the rest of the volume's life: the pod gone, the garbage collector's delete of its claims,
+the provisioner's DeleteVolume of their volumes.
+"""
+
+from __future__ import annotations
+
+from csibench.api.models import BenchmarkRunSpec, StepName, VolumeMode
+from csibench.api.steps import facts_of
+from csibench.engine import judges, manifests
+from csibench.engine.actions import CREATE, DELETE
+from csibench.engine.naming import Names
+from csibench.engine.observed import POD
+from csibench.engine.skips import skip_never_seen, skip_nothing
+from csibench.engine.step import Manifest, StepContext, StepSpec
+from csibench.kube import resources as r
+
+
+def build_ephemeral_volume(spec: BenchmarkRunSpec, labels: dict[str, str]) -> Manifest:
+    """A generic ephemeral volume of the run's claim shape; its claim will carry the run's labels (pure)."""
+    return {"ephemeral": {"volumeClaimTemplate": {"metadata": {"labels": dict(labels)},
+                                                  "spec": manifests.claim_spec(spec)}}}
+
+
+def _pod(context: StepContext, index: int) -> Manifest:
+    spec, part = context.spec, context.spec.ephemeral
+    assert part is not None, "createEphemeral runs only with spec.ephemeral"
+    return manifests.build_bench_pod(context.names.ephemeral_pod(index),
+                                     [build_ephemeral_volume(spec, context.labels)] * part.volumesPerPod, spec,
+                                     context.labels, block=spec.volumeMode == VolumeMode.BLOCK)
+
+
+def _pods(spec: BenchmarkRunSpec) -> int:
+    return spec.ephemeral.pods if spec.ephemeral is not None else 0
+
+
+ENTRIES = (
+    StepSpec(facts=facts_of(StepName.CREATE_EPHEMERAL), kind=POD, resource=r.PODS, action=CREATE,
+             object_name=Names.ephemeral_pod, count=_pods, judge=judges.pod_ready, skip=skip_nothing,
+             terminal_warnings=judges.PUBLISH_FAILED | judges.PROVISIONING_FAILED, manifest=_pod, report_key="pod",
+             gone=judges.pod_claims_and_volumes_gone),
+    StepSpec(facts=facts_of(StepName.DELETE_EPHEMERAL), kind=POD, resource=r.PODS, action=DELETE,
+             object_name=Names.ephemeral_pod, count=_pods, judge=judges.pod_claims_and_volumes_gone,
+             skip=skip_never_seen, gone=judges.pod_claims_and_volumes_gone, recreated_by=StepName.CREATE_EPHEMERAL),
+)
