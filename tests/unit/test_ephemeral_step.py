@@ -15,7 +15,7 @@ from csibench.engine.steps.ephemeral import build_ephemeral_volume
 from csibench.kube.watch import WatchEvent
 from localcluster.simulator import kubelet
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import NAMES, UID, run, spec
+from tests.support.fake_runs import NAMES, UID, kill_when, owned_left, resume, run, running, spec
 
 
 def ephemeral_spec(**more: Any) -> BenchmarkRunSpec:
@@ -114,3 +114,18 @@ def test_the_simulated_kubelet_mounts_an_ephemeral_volumes_claim_only_when_the_p
     assert kubelet.foreign_ephemeral_claim(pod, "b", foreign) and kubelet.foreign_ephemeral_claim(pod, "b", {
         "metadata": {}})
     assert not kubelet.foreign_ephemeral_claim(pod, "a", foreign)  # a claim the pod names: not the rule's
+
+
+@pytest.mark.parametrize("interrupted", ["createEphemeral", "deleteEphemeral"])
+def test_an_operator_killed_inside_an_ephemeral_step_redoes_it_and_leaves_nothing(interrupted: str) -> None:
+    """The restore deletes the step's pods and waits until their claims and volumes are gone (the pod's own gone
+    judge), then a redone deleteEphemeral makes the pods again first (recreated_by): nothing is counted twice."""
+    fake = FakeKube(Behaviour(bind_delay=0.1, ready_delay=0.1, release_delay=0.1, pod_termination=0.1))
+    run_spec = ephemeral_spec()
+    previous = kill_when(fake, run_spec, running(interrupted))
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    redone = next(s for s in status.steps if s.name == interrupted)
+    assert (redone.state.value, redone.attempts, redone.succeeded) == ("Succeeded", 2, 3), redone
+    assert redone.restored and owned_left(fake) == []
+    assert not fake.named("persistentvolumeclaims", "runs") and not fake.named("persistentvolumes")
