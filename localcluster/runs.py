@@ -54,7 +54,11 @@ def wait_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], time
         return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.2)
     except AssertionError as error:  # a hung run: say where it is, and what has not settled (the operator's log is
         # attached to the failure by the integration tests' conftest)
-        raise AssertionError(f"{error}; {describe_stuck_run(kube, namespace, name)}") from None
+        try:
+            where = describe_stuck_run(kube, namespace, name)
+        except Exception as failure:  # the timeout's own message must survive a cluster that no longer answers
+            where = f"the run could not be described: {failure}"
+        raise AssertionError(f"{error}; {where}") from None
 
 
 def run_to_end(kube: Kube, namespace: str, body: dict[str, Any], timeout: float = 180) -> dict[str, Any]:

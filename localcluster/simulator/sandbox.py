@@ -50,13 +50,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from localcluster.simulator.volumes import SYSTEM_PATH, run_tool
+from localcluster.simulator.volumes import DEVICE_NAME, SYSTEM_PATH, run_tool
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
 START_ERROR_EXIT = 128
+MAX_LINKS = 8  # links followed from the kubelet's path for a raw block volume to the array's device file
 PRIVATE_TMPFS = frozenset({"/tmp", "/run"})  # fresh per container: nothing it writes there reaches the host
 NESTED_TMPFS = ("/dev/shm",)  # below a bound host directory: a fresh tmpfs over it
 
@@ -250,6 +251,22 @@ def _give_to_group(name: str, dir_fd: int, fs_group: int) -> None:
         os.close(fd)
 
 
+def array_device(source: str) -> str:
+    """The array's device file the kubelet's path for a raw block volume leads to (through the driver's links),
+    refused unless it is one: a regular file named as the array names them (a Filesystem volume's directory or
+    image is no device, as a kubelet refuses volumeDevices on a Filesystem volume; a link is never followed past)."""
+    path = source
+    for _ in range(MAX_LINKS):  # the kubelet's target path, the driver's staging path, then the device
+        if os.path.basename(path) == DEVICE_NAME or not os.path.islink(path):
+            break
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    resolved = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    if os.path.basename(resolved) != DEVICE_NAME or not stat.S_ISREG(os.lstat(resolved).st_mode):
+        raise OSError(f"{source} is not a raw block volume's device (volumeDevices needs a volume of volumeMode "
+                      "Block)")
+    return resolved
+
+
 def give_device(path: str, uid: int, gid: int) -> None:
     """A bound device file becomes the container user's, read-write for user and group only. Only a regular
     file is changed (opened without following a link, checked to be what was bound): the array's device file."""
@@ -273,7 +290,7 @@ def enter(spec: dict[str, Any]) -> None:
         with open(spec["namespaceFile"], "w") as recorded:
             recorded.write(os.readlink("/proc/self/ns/mnt"))
     volumes = {str(path): os.path.realpath(str(source)) for path, source in spec["volumes"].items()}
-    devices = {str(path): os.path.realpath(str(source)) for path, source in (spec.get("devices") or {}).items()}
+    devices = {str(path): array_device(str(source)) for path, source in (spec.get("devices") or {}).items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
     build_root(spec["root"], plan_root(volumes, host_entries, files, [str(p) for p in spec.get("readOnly") or []],
                                        [str(p) for p in spec.get("exposed") or []], devices))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import threading
 from collections.abc import Callable
@@ -52,9 +53,30 @@ def check_fs_type(fs_type: str) -> None:
                                 f"{', '.join(sorted(SUPPORTED_FS_TYPES))}, or none for an unlimited directory)")
 
 
+def regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself, not a link to one: a pod writes what it likes into a directory
+    volume, a link named like an image or a device included, and copies keep links (``cp -a``)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def kind_of(directory: Path) -> str:
-    """What a volume's (or snapshot's) data is: "ext4" (an image), "block" (a raw device file) or "directory"."""
-    return "ext4" if image_of(directory).is_file() else "block" if device_of(directory).is_file() else "directory"
+    """What a volume's (or snapshot's) data is: "ext4" (an image), "block" (a raw device file) or "directory"
+    (anything else, a link named like an image or a device included)."""
+    return "ext4" if regular_file(image_of(directory)) else "block" if regular_file(device_of(directory)) \
+        else "directory"
+
+
+class NotTheArraysFile(OSError):
+    """Where the array keeps a volume's image or device there is something it did not make (a link a pod wrote
+    into a directory volume): it is never opened, grown or handed to a container."""
+
+
+def _check_own(path: Path) -> None:
+    if (path.exists() or path.is_symlink()) and not regular_file(path):
+        raise NotTheArraysFile(f"{path.name} of volume {path.parent.name} is not a regular file the array made")
 
 
 def check_restore(snapshot_dir: Path, fs_type: str, block: bool = False) -> None:
@@ -149,6 +171,7 @@ def prepare_filesystem(volume_dir: Path, capacity: int | None, default_capacity:
     with _lock_of(volume_dir):
         volume_dir.mkdir(parents=True, exist_ok=True)
         image = image_of(volume_dir)
+        _check_own(image)
         size = filesystem_bytes(image)
         if size is None:
             with image.open("wb") as device:
@@ -168,6 +191,7 @@ def prepare_device(volume_dir: Path, capacity: int | None, default_capacity: int
     with _lock_of(volume_dir):
         volume_dir.mkdir(parents=True, exist_ok=True)
         device = device_of(volume_dir)
+        _check_own(device)
         if not device.exists():
             device.touch()
             _lengthen(device, capacity or default_capacity)
@@ -182,7 +206,7 @@ def grow_device(volume_dir: Path, capacity: int) -> None:
     thread."""
     with _lock_of(volume_dir):
         for device in (image_of(volume_dir), device_of(volume_dir)):
-            if device.exists():
+            if regular_file(device):  # a link a pod wrote is not the array's: never followed
                 _lengthen(device, capacity)
 
 
@@ -241,6 +265,7 @@ def grow_filesystem(volume_dir: Path, capacity: int) -> None:
     formats it at its capacity. Blocking: the driver runs it in a thread."""
     with _lock_of(volume_dir):
         image = image_of(volume_dir)
+        _check_own(image)
         size = filesystem_bytes(image)
         if size is None or size >= capacity:  # never formatted, or grown already (at its last stage)
             return
@@ -269,7 +294,7 @@ def corrupt_one_byte(directory: Path) -> str | None:
     """The array's bug, on purpose (the ``corruptCloneSuffix`` parameter): flip the middle byte of the largest
     regular file of a directory volume, the image's name excluded (an image's byte would land in the filesystem,
     not in a file's data); the file's path inside the volume, or None when there is none."""
-    files = [path for path in directory.rglob("*") if path.is_file() and path.name != IMAGE_NAME
+    files = [path for path in directory.rglob("*") if regular_file(path) and path.name != IMAGE_NAME
              and path.stat().st_size > 0]
     if not files:
         return None

@@ -36,7 +36,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     kube, namespace = funcargs.get("kube"), funcargs.get("namespace")
     if isinstance(kube, Kube) and isinstance(namespace, str):
         try:
-            runs = items(kube.custom.list_namespaced_custom_object(RUN_GROUP, VERSION, namespace, PLURAL))
+            runs = items(kube.custom.list_namespaced_custom_object(RUN_GROUP, VERSION, namespace, PLURAL,
+                                                                   _request_timeout=10))
             lines = [describe_stuck_run(kube, namespace, run["metadata"]["name"]) for run in runs]
         except Exception as error:  # the report must not fail for want of a cluster
             lines = [f"could not read the runs: {error}"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
-from localcluster.kube import Kube, present, wait_until
+from localcluster.kube import Kube, json_object, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import benchmark_run, get_run, read_report, step, wait_until_nothing_left
+from localcluster.runs import benchmark_run, create_run, get_run, read_report, step, wait_until_nothing_left
 from tests.support.datapath import SIM, TINY, assert_host_clean
 from tests.support.runs import run_to_end
 
@@ -58,3 +59,24 @@ def test_fio_on_block_volumes_writes_the_arrays_device_and_each_clone_holds_what
     wait_until(lambda: get_run(kube, namespace, "block") is None, 120, "run deleted")
     wait_until_nothing_left(kube, run, 60, "nothing of the run left")
     assert_host_clean(cluster)
+
+
+def test_block_regions_that_are_not_whole_mib_and_bad_ephemeral_parts_are_refused_by_the_api_server(
+        kube: Kube, namespace: str) -> None:
+    """The CRD's own CEL (the pydantic twins are unit tests'): a Block run's fileSize must be whole MiB, so each
+    region starts aligned for direct I/O; an ephemeral part needs its steps listed."""
+    cases = [
+        (benchmark_run("unaligned", volumes=1, volumeMode="Block", dataPath={**TINY, "fileSize": "1536Ki"}, **SIM),
+         "every fileSize must be a whole number of MiB"),
+        (benchmark_run("unlisted", volumes=1, ephemeral={"pods": 2}, steps=["createVolume", "deleteVolume"], **SIM),
+         "steps must list createEphemeral exactly when spec.ephemeral is set"),
+        (benchmark_run("too-many", volumes=1, ephemeral={"pods": 2, "volumesPerPod": 17}, **SIM), "volumesPerPod"),
+    ]
+    for body, words in cases:
+        with pytest.raises(ApiException) as refused:
+            create_run(kube, namespace, body)
+        assert refused.value.status == 422 and words in present(refused.value.body), (words, refused.value.body)
+    filesystem = benchmark_run("files", volumes=1, dataPath={**TINY, "fileSize": "1536Ki"}, **SIM)
+    admitted = json_object(kube.custom.create_namespaced_custom_object(
+        "csibench.io", "v1alpha1", namespace, "benchmarkruns", filesystem, dry_run="All"))
+    assert admitted["metadata"]["name"] == "files"  # files need no alignment (a dry run: nothing is created)

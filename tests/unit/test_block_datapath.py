@@ -91,22 +91,36 @@ def test_a_class_that_formats_its_volumes_takes_no_room_from_a_raw_device() -> N
     assert files_that_do_not_fit(filesystem, {"csi.storage.k8s.io/fstype": "ext4"}) is not None
 
 
-def test_the_checksum_script_digests_each_region_and_a_short_device_differs(tmp_path: Path) -> None:
-    """The pod's own shell script, run on a file standing for the device."""
+def test_the_checksum_script_digests_each_region_and_fails_saying_why_when_it_cannot(tmp_path: Path) -> None:
+    """The pod's own shell script, run by dash (``sh``) on a file standing for the device."""
     data = DataPathSpec(fileSize="1Mi", jobsPerVolume=3)
     device = tmp_path / "device"
     content = bytes(range(256)) * (4 * MIB // 256)  # 4 MiB: three regions and a tail fio never wrote
     device.write_bytes(content)
     command = checksum.build_block_checksum_command(data)
     script = command[2].replace(DEVICE_PATH, str(device))
-    answer = subprocess.run([command[0], command[1], script], capture_output=True, text=True, check=True)
+
+    def checksums(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([command[0], command[1], script], capture_output=True, text=True, env=env)
+
+    answer = checksums()
+    assert answer.returncode == 0, answer.stderr
     sums = checksum.parse_checksums(answer.stdout)
     assert sums == {f"block.{i}": hashlib.sha256(content[i * MIB:(i + 1) * MIB]).hexdigest() for i in range(3)}
     device.write_bytes(content[:int(2.5 * MIB)])  # a clone that lost its last half region
-    short = checksum.parse_checksums(subprocess.run([command[0], command[1], script], capture_output=True,
-                                                    text=True, check=True).stdout)
-    mismatch = checksum.mismatch(sums, short, "clone", "source")
-    assert mismatch is not None and "block.2" in mismatch
+    short = checksums()
+    assert short.returncode == 1 and "fewer than 3 x 1048576 bytes" in short.stderr and short.stdout == ""
+    device.write_bytes(content)
+    # dd failing on a region (an I/O error) fails the pod, though the pipe's status is sha256sum's
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    failing_dd = bin_dir / "dd"
+    failing_dd.write_text('#!/bin/sh\ncase "$*" in *count_bytes*) echo "dd: error reading: Input/output error" >&2; '
+                          'exit 1;; esac\nexec /bin/dd "$@"\n')
+    failing_dd.chmod(0o755)
+    broken = checksums({"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert broken.returncode == 1 and "could not read region block.0" in broken.stderr, broken
+    assert "Input/output error" in broken.stderr and checksum.parse_checksums(broken.stdout) == {}
 
 
 def test_the_array_keeps_a_block_volume_as_a_sparse_device_file_of_its_capacity(tmp_path: Path) -> None:
@@ -175,3 +189,57 @@ def test_the_example_runs_the_lifecycle_and_the_data_path_on_block_and_verifies_
     status = run(FakeKube(), on_the_fake)
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert {s.name for s in status.steps} >= {"createVolume", "publish", "dataPath", "verifyClone", "deleteVolume"}
+
+
+def test_a_link_a_pod_wrote_is_never_taken_for_the_arrays_device_or_image(tmp_path: Path) -> None:
+    """On a directory class a pod writes what it likes into the array's directory, links named block.dev or
+    ext4.img included, and snapshots copy links: none of them may reach a host file."""
+    host_file = tmp_path / "host-secret"
+    host_file.write_bytes(b"secret")
+    volume = tmp_path / "v"
+    volume.mkdir()
+    (volume / "block.dev").symlink_to(host_file)
+    (volume / "ext4.img").symlink_to(host_file)
+    assert volumes.kind_of(volume) == "directory"
+    with pytest.raises(volumes.UnsupportedFsType):
+        volumes.check_restore(volume, "", block=True)
+    with pytest.raises(volumes.NotTheArraysFile):
+        volumes.prepare_device(volume, 32 * MIB, 1 << 30)
+    with pytest.raises(volumes.NotTheArraysFile):
+        volumes.prepare_filesystem(volume, 32 * MIB, 1 << 30)
+    with pytest.raises(volumes.NotTheArraysFile):
+        volumes.grow_filesystem(volume, 64 * MIB)
+    volumes.grow_device(volume, 64 * MIB)
+    assert volumes.corrupt_one_byte(volume) is None  # the only "files" are links: nothing to flip
+    assert host_file.read_bytes() == b"secret" and host_file.stat().st_size == 6
+
+
+def test_the_sandbox_binds_only_the_arrays_own_device_file(tmp_path: Path) -> None:
+    from localcluster.simulator.sandbox import array_device
+
+    volume = tmp_path / "volumes" / "vol-1"
+    device = volumes.prepare_device(volume, MIB, 1 << 30)
+    staging = tmp_path / "staging"
+    staging.symlink_to(device)
+    target = tmp_path / "target"
+    target.symlink_to(staging)
+    assert array_device(str(target)) == str(device)  # the kubelet's link, the driver's, then the device
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "block.dev").write_bytes(b"host")
+    linked = tmp_path / "linked" / "block.dev"
+    linked.parent.mkdir()
+    linked.symlink_to(evil / "block.dev")  # a device file that is a link: never followed past
+    for source, words in ((linked, "not a raw block volume's device"), (volume, "not a raw block volume's device"),
+                          (tmp_path / "ext4" / "ext4.img", "not a raw block volume's device")):
+        with pytest.raises(OSError, match=words):
+            array_device(str(source))
+
+
+def test_a_block_runs_regions_must_be_whole_mib_and_a_filesystem_runs_need_not() -> None:
+    with pytest.raises(ValueError, match="whole number of MiB"):
+        block_spec(fileSize="1536Ki")
+    with pytest.raises(ValueError, match="whole number of MiB"):
+        block_spec(workloads=[{"name": "odd", "pattern": "read", "blockSize": "4Ki", "fileSize": "150000"}])
+    assert block_spec(fileSize="2Mi").dataPath is not None
+    assert spec(volumes=2, pvcsPerPod=1, size="64Mi", dataPath={"fileSize": "1536Ki"}).dataPath is not None

@@ -129,3 +129,16 @@ def test_an_operator_killed_inside_an_ephemeral_step_redoes_it_and_leaves_nothin
     assert (redone.state.value, redone.attempts, redone.succeeded) == ("Succeeded", 2, 3), redone
     assert redone.restored and owned_left(fake) == []
     assert not fake.named("persistentvolumeclaims", "runs") and not fake.named("persistentvolumes")
+
+
+def test_a_pod_whose_ephemeral_claim_cannot_be_provisioned_fails_at_once_quoting_the_claim() -> None:
+    """ProvisioningFailed is said of the claim the controller made, not of the pod: it fails the pod, named, long
+    before the step's timeout."""
+    failing = f"{NAMES.ephemeral_pod(1)}-vol-1"
+    fake = FakeKube(Behaviour(provisioning_fails={failing}, release_delay=0.05))
+    status = run(fake, ephemeral_spec(timeouts={"default": 60}))
+    create = next(s for s in status.steps if s.name == "createEphemeral")
+    assert (create.succeeded, create.failed) == (2, 1), create
+    reason = create.failureReasons[0]
+    assert reason.reason == "ProvisioningFailed" and failing in reason.message, reason
+    assert create.durationSeconds is not None and create.durationSeconds < 10  # not the 60 s timeout

@@ -154,15 +154,23 @@ def pod_claims_and_volumes_gone(observed: Observed, terminal: frozenset[str]) ->
     def lingers(claim: str) -> bool:
         state = observed.claims.get(claim)
         return state is not None and (state.exists or (state.volume is not None and state.volume in observed.pv_claim))
-    return pod_gone_and_released(observed, lambda state: any(lingers(claim) for claim in state.claims))
+
+    def unseen_pods_claims_linger(name: str) -> bool:
+        """A pod the watches never saw (gone before an operator restart) may have left claims the garbage collector
+        has yet to delete: those named after it (``<pod>-<volume>``)."""
+        return any(lingers(claim) for claim in observed.claims if claim.startswith(f"{name}-"))
+    return pod_gone_and_released(observed, lambda state: any(lingers(claim) for claim in state.claims),
+                                 unseen_pods_claims_linger)
 
 
-def pod_gone_and_released(observed: Observed, holding: Callable[[PodState], bool]) -> Judge:
-    """Done when the pod is gone and no longer ``holding`` what it had (its volumes attached, its claims)."""
+def pod_gone_and_released(observed: Observed, holding: Callable[[PodState], bool],
+                          unseen_holding: Callable[[str], bool] = lambda name: False) -> Judge:
+    """Done when the pod is gone and no longer ``holding`` what it had (its volumes attached, its claims);
+    ``unseen_holding`` says the same of a pod the watches never saw, by its name."""
     def judge(name: str, submitted: float) -> Verdict | None:
         state = observed.pods.get(name)
         if state is None:
-            return DONE
+            return None if unseen_holding(name) else DONE
         return None if state.exists or holding(state) else DONE
     return judge
 

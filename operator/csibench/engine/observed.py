@@ -120,6 +120,9 @@ class Observed(GroupRelations, Leftovers):
     def _on_claims(self, event: WatchEvent) -> list[Key]:
         name, state = self._track(CLAIM, self.claims, event, ClaimState)
         claim.update(state, event.obj)
+        for ref in event.obj["metadata"].get("ownerReferences") or []:  # a generic ephemeral volume's: its pod
+            if ref.get("kind") == "Pod" and ref.get("controller") and self.ours(ref.get("name", "")):
+                self._pods_of_claim[name].add(ref["name"])
         if state.volume:
             self._claim_of_pv[state.volume] = name
         return [(CLAIM, name), *self._pods_mounting(name)]
@@ -169,7 +172,7 @@ class Observed(GroupRelations, Leftovers):
                     reason, cause, shorten(message, 300), max(count, seen.count if seen else 0),
                     seen.first if seen else event.at, event.at)
         self.warnings[key] = WarningEvent(reason, message, event.at)
-        return [key]
+        return [key, *self._pods_mounting(key[1])] if key[0] == CLAIM else [key]
 
     def _states(self, kind: str) -> States:
         kinds: dict[str, States] = {CLAIM: self.claims, POD: self.pods, SNAPSHOT: self.snapshots,

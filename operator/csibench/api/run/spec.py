@@ -36,6 +36,7 @@ from csibench.api.steps import StepName, facts_of
 _EXPANDS = "has(self.expand) && (has(self.expand.to) || has(self.expand.by))"  # (neither: its own rule says so)
 _EXPANDED_SIZE = "(has(self.expand.to) ? quantity(self.expand.to) : quantity(self.size).add(quantity(self.expand.by)))"
 _VOLUME_BYTES = f"(({_EXPANDS}) ? {_EXPANDED_SIZE} : quantity(self.size)).asInteger()"
+_MIB = 1 << 20
 _VERIFY_NEEDS_SNAPSHOTS = "dataPath.verify needs volumeSnapshotClassName: its clones are what it verifies"
 _DATA_PATH_RULES = (
     ("!has(self.dataPath) || !has(self.dataPath.volumes) || self.dataPath.volumes <= self.volumes",
@@ -47,6 +48,13 @@ _DATA_PATH_RULES = (
      "dataPath: jobsPerVolume x fileSize (of every workload) must fit the volume size (after expand, if set)"),
     ("!has(self.dataPath) || !has(self.dataPath.verify) || !self.dataPath.verify || "
      "has(self.volumeSnapshotClassName)", _VERIFY_NEEDS_SNAPSHOTS),
+    # On a raw device each job's region starts at job x fileSize and is written in 1 MiB blocks: whole MiB keep
+    # every offset aligned for direct I/O (512 B or 4 KiB sectors) and the layout inside the region.
+    ("!has(self.dataPath) || self.volumeMode != 'Block' || (has(self.dataPath.workloads) ? "
+     "self.dataPath.workloads.all(w, quantity(has(w.fileSize) ? w.fileSize : self.dataPath.fileSize).asInteger() "
+     "% 1048576 == 0) : quantity(self.dataPath.fileSize).asInteger() % 1048576 == 0)",
+     "dataPath on volumeMode Block: every fileSize must be a whole number of MiB (each job's region of the device "
+     "starts at job x fileSize, aligned for direct I/O)"),
 )
 _EXPAND_RULES = (
     ("!has(self.expand) || !has(self.expand.to) || quantity(self.expand.to).isGreaterThan(quantity(self.size))",
@@ -286,6 +294,9 @@ class BenchmarkRunSpec(_Model):
         size = v.parse_quantity(self.volume_size)
         if any(v.parse_quantity(data.file_size(w)) * data.jobsPerVolume > size for w in data.workloads):
             raise ValueError(_DATA_PATH_RULES[1][1])
+        if self.volumeMode == VolumeMode.BLOCK and any(v.parse_quantity(data.file_size(w)) % _MIB
+                                                       for w in data.workloads):
+            raise ValueError(_DATA_PATH_RULES[3][1])
         if len({w.name for w in data.workloads}) != len(data.workloads):
             raise ValueError("workload names must be unique")
         return self

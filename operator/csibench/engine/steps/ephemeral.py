@@ -16,8 +16,9 @@ from csibench.api.models import BenchmarkRunSpec, StepName, VolumeMode
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE
+from csibench.engine.judges import Verdict
 from csibench.engine.naming import Names
-from csibench.engine.observed import POD
+from csibench.engine.observed import CLAIM, POD, Observed
 from csibench.engine.skips import skip_never_seen, skip_nothing
 from csibench.engine.step import Manifest, StepContext, StepSpec
 from csibench.kube import resources as r
@@ -37,14 +38,34 @@ def _pod(context: StepContext, index: int) -> Manifest:
                                      context.labels, block=spec.volumeMode == VolumeMode.BLOCK)
 
 
+def pod_and_claims_ready(observed: Observed, terminal: frozenset[str]) -> judges.Judge:
+    """``pod_ready``; and a terminal Warning about one of the pod's claims after its submission (the
+    controller-made claim's ProvisioningFailed) fails the pod, quoted with the claim's name: the Warning is the
+    claim's, and without this the pod would wait out the step's timeout."""
+    ready = judges.pod_ready(observed, terminal)
+
+    def judge(name: str, submitted: float) -> Verdict | None:
+        verdict = ready(name, submitted)
+        state = observed.pods.get(name)
+        if verdict is not None or state is None:
+            return verdict
+        for claim in state.claims:
+            failed = judges.warning_verdict(observed, terminal, (CLAIM, claim), submitted)
+            if failed is not None:
+                return Verdict(False, failed.reason, f"claim {claim}: {failed.message}")
+        return None
+    return judge
+
+
 def _pods(spec: BenchmarkRunSpec) -> int:
     return spec.ephemeral.pods if spec.ephemeral is not None else 0
 
 
 ENTRIES = (
     StepSpec(facts=facts_of(StepName.CREATE_EPHEMERAL), kind=POD, resource=r.PODS, action=CREATE,
-             object_name=Names.ephemeral_pod, count=_pods, judge=judges.pod_ready, skip=skip_nothing,
-             terminal_warnings=judges.PUBLISH_FAILED | judges.PROVISIONING_FAILED, manifest=_pod, report_key="pod",
+             object_name=Names.ephemeral_pod, count=_pods, judge=pod_and_claims_ready, skip=skip_nothing,
+             terminal_warnings=judges.PUBLISH_FAILED | judges.PROVISIONING_FAILED, manifest=_pod,
+             report_key="ephemeralPod",
              gone=judges.pod_claims_and_volumes_gone),
     StepSpec(facts=facts_of(StepName.DELETE_EPHEMERAL), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.ephemeral_pod, count=_pods, judge=judges.pod_claims_and_volumes_gone,

@@ -33,12 +33,22 @@ def build_checksum_command() -> list[str]:
 def build_block_checksum_command(spec: DataPathSpec) -> list[str]:
     """On a raw block volume: the sha256 of each job's region (``block.N``: bytes N x R to (N + 1) x R, R the
     largest fileSize, the regions ``fio.build_block_layout_command`` wrote), read with ``dd`` in 1 MiB blocks.
-    Numbers only come from validated fields. A device shorter than the regions reads short, so its digest differs
-    from its source's, and dd's complaint is in the log."""
+    Numbers only come from validated fields. The pod fails, saying why, when the device holds fewer bytes than the
+    regions (its last byte is read first) or when ``dd`` fails on a region: the shell takes a pipeline's status from
+    its last command, so dd's own is carried out of the pipe on a descriptor of its own (POSIX sh, dash too),
+    written before sha256sum's digest (the digest comes once its input closes, after dd's status was written)."""
     region = max(size_bytes(spec.file_size(workload)) for workload in spec.workloads)
-    script = (f'i=0; while [ "$i" -lt {spec.jobsPerVolume} ]; do '
-              f'sum=$(dd if={DEVICE_PATH} iflag=skip_bytes,count_bytes skip=$((i * {region})) count={region} '
-              f'bs=1M status=none | sha256sum) && echo "${{sum%% *}}  block.$i" || exit 1; i=$((i + 1)); done')
+    jobs = spec.jobsPerVolume
+    script = (
+        f'[ "$(dd if={DEVICE_PATH} iflag=skip_bytes skip={jobs * region - 1} bs=1 count=1 status=none | wc -c)" '
+        f'-eq 1 ] || {{ echo "{DEVICE_PATH} holds fewer than {jobs} x {region} bytes: not every region fio wrote '
+        f'is there" >&2; exit 1; }}; '
+        'i=0; '
+        f'while [ "$i" -lt {jobs} ]; do '
+        f'set -- $( {{ {{ dd if={DEVICE_PATH} iflag=skip_bytes,count_bytes skip=$((i * {region})) count={region} '
+        'bs=1M status=none; echo $? >&3; } | sha256sum; } 3>&1 ); '
+        '[ "$1" = 0 ] || { echo "dd could not read region block.$i" >&2; exit 1; }; '
+        'echo "$2  block.$i"; i=$((i + 1)); done')
     return ["sh", "-c", script]
 
 
