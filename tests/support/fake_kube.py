@@ -580,6 +580,8 @@ class FakeKube:
             # on a busy machine a claim's bind timer can fire after the pod's.
             self._later(0.01, lambda: self._ready(namespace, name, uid))
             return
+        if any(claim in self.behaviour.provisioning_fails for claim in claim_names(pod_now)):
+            return  # the scheduler keeps it Pending: "pod has unbound immediate PersistentVolumeClaims"
         node = _pinned_node(pod_now) if not self.behaviour.ignore_pinning else "node-0"
         if self._held_elsewhere(namespace, pod_now, node):
             # ReadWriteOnce: the attach/detach controller says Multi-Attach (one Event, its count growing) and
