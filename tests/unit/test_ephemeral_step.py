@@ -9,9 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec
-from csibench.engine.judges import pod_claims_and_volumes_gone
 from csibench.engine.observed import Observed
-from csibench.engine.steps.ephemeral import build_ephemeral_volume
+from csibench.engine.steps.ephemeral import build_ephemeral_volume, pod_claims_and_volumes_gone
 from csibench.kube.watch import WatchEvent
 from localcluster.simulator import kubelet
 from tests.support.fake_kube import Behaviour, FakeKube

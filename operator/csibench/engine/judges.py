@@ -147,22 +147,6 @@ def pod_gone_and_detached(observed: Observed, terminal: frozenset[str]) -> Judge
         observed.volume_attached(observed.volume_of(claim), state.node) for claim in state.claims))
 
 
-def pod_claims_and_volumes_gone(observed: Observed, terminal: frozenset[str]) -> Judge:
-    """A pod with generic ephemeral volumes is deleted when it is gone and so are its claims (the garbage
-    collector deletes them once their owner is gone) and their volumes (the provisioner's DeleteVolume): the
-    ephemeral volume's life ends with its pod's."""
-    def lingers(claim: str) -> bool:
-        state = observed.claims.get(claim)
-        return state is not None and (state.exists or (state.volume is not None and state.volume in observed.pv_claim))
-
-    def unseen_pods_claims_linger(name: str) -> bool:
-        """A pod the watches never saw (gone before an operator restart) may have left claims the garbage collector
-        has yet to delete: those named after it (``<pod>-<volume>``)."""
-        return any(lingers(claim) for claim in observed.claims if claim.startswith(f"{name}-"))
-    return pod_gone_and_released(observed, lambda state: any(lingers(claim) for claim in state.claims),
-                                 unseen_pods_claims_linger)
-
-
 def pod_gone_and_released(observed: Observed, holding: Callable[[PodState], bool],
                           unseen_holding: Callable[[str], bool] = lambda name: False) -> Judge:
     """Done when the pod is gone and no longer ``holding`` what it had (its volumes attached, its claims);
