@@ -102,6 +102,14 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
+        # The shared volume (spec.shared): one series per run and probe phase; latency in seconds.
+        self.shared_rate = Gauge("csibench_shared_operations_per_second",
+                                 "Shared-volume probe: operations per second of a phase, every pod together.",
+                                 ["run", "phase"], registry=registry)
+        self.shared_latency = Gauge("csibench_shared_latency_seconds",
+                                    "Shared-volume probe: per-operation latency percentile of a phase over every "
+                                    "pod (visibility: half the round trip between two nodes).",
+                                    ["run", "phase", "quantile"], registry=registry)
         # What Prometheus said about each step's window (spec.collect): the CSI machinery's CPU-seconds and peak
         # memory per container (query cpuSeconds, peakMemoryBytes) and the run's own queries, one series per
         # step, query and component (the series' container label, else its labels as name=value pairs).
@@ -216,6 +224,15 @@ class Metrics:
         self.database_initialize.labels(run, str(scale)).set(seconds)
         self._remember(run, "database_initialize", (run, str(scale)))
 
+    def record_shared(self, run: str, phase: str, rate: float | None, quantiles: dict[str, float]) -> None:
+        """One measured phase of the shared-volume probe (latency quantiles in seconds)."""
+        if rate is not None:
+            self.shared_rate.labels(run, phase).set(rate)
+            self._remember(run, "shared_rate", (run, phase))
+        for quantile, value in quantiles.items():
+            self.shared_latency.labels(run, phase, quantile).set(value)
+            self._remember(run, "shared_latency", (run, phase, quantile))
+
     def set_phase(self, run: str, phase: str) -> None:
         with self._lock:
             previous = self._phases.get(run)
@@ -274,6 +291,7 @@ class Metrics:
                    "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach,
+                   "shared_rate": self.shared_rate, "shared_latency": self.shared_latency,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,
                    "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput}
         for name, labels in series:

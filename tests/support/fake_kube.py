@@ -628,8 +628,8 @@ class FakeKube:
                     "status": {"attached": True}})
 
     def _held_elsewhere(self, namespace: str, pod: Json, node: str) -> bool:
-        """A volume of the pod is attached to another node."""
-        volumes = set(self._volumes_of(namespace, pod))
+        """A single-node volume of the pod (not ReadWriteMany or ReadOnlyMany) is attached to another node."""
+        volumes = set(self._volumes_of(namespace, pod, single_node_only=True))
         with self.lock:
             return any(va["spec"]["source"]["persistentVolumeName"] in volumes and va["spec"]["nodeName"] != node
                        for (plural, _, _), va in self.objects.items() if plural == "volumeattachments")
@@ -644,11 +644,12 @@ class FakeKube:
         for name in stale:
             self.remove("volumeattachments", "", name)
 
-    def _volumes_of(self, namespace: str, pod: Json) -> list[str]:
-        claims = claim_names(pod)
-        return [pv for claim in claims if claim
-                if (pv := ((self.objects.get(("persistentvolumeclaims", namespace, claim)) or {}).get("spec") or {})
-                    .get("volumeName"))]
+    def _volumes_of(self, namespace: str, pod: Json, single_node_only: bool = False) -> list[str]:
+        claims = [self.objects.get(("persistentvolumeclaims", namespace, claim)) or {} for claim in claim_names(pod)]
+        shared = {"ReadWriteMany", "ReadOnlyMany"}
+        return [pv for claim in claims if not (single_node_only and shared & set(
+                    (claim.get("spec") or {}).get("accessModes") or []))
+                if (pv := (claim.get("spec") or {}).get("volumeName"))]
 
     def _snapshot_ready(self, namespace: str, name: str, uid: str) -> None:
         """The snapshot-controller's content, then the binding and its bound finalizer. Like the real controller, it

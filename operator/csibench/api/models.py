@@ -106,6 +106,15 @@ from csibench.api.run.settings import (
     Timeouts,
     TimeoutsBase,
 )
+from csibench.api.run.shared import (
+    MAX_LIST_FILES,
+    MAX_SHARED_PODS,
+    MAX_SHARED_ROWS,
+    SharedLatency,
+    SharedPhase,
+    SharedRow,
+    SharedSpec,
+)
 from csibench.api.run.spec import (
     BenchmarkRunSpec,
 )
@@ -162,11 +171,14 @@ __all__ = [
     "MAX_FINDINGS",
     "MAX_ITERATION_FAILURES",
     "MAX_LABELS",
+    "MAX_LIST_FILES",
     "MAX_RATE_LEVELS",
     "MAX_REPEAT",
     "MAX_RUN_NAME",
     "MAX_SCALES",
     "MAX_SHAPE_DIFFERENCES",
+    "MAX_SHARED_PODS",
+    "MAX_SHARED_ROWS",
     "MAX_THRESHOLDS",
     "MAX_VOLUMES_PER_GROUP",
     "MAX_WORKLOADS",
@@ -234,6 +246,10 @@ __all__ = [
     "RetriedWarnings",
     "RetryCost",
     "Severity",
+    "SharedLatency",
+    "SharedPhase",
+    "SharedRow",
+    "SharedSpec",
     "Spread",
     "StepAggregate",
     "StepCollection",

@@ -36,6 +36,7 @@ class StepName(StrEnum):
     DENSITY = "density"  # not a lifecycle step: spec.density's ramp of volumes per node (publish/unpublish per level)
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
+    SHARED_VOLUME = "sharedVolume"  # not a lifecycle step: one ReadWriteMany volume, pods on several nodes
     CREATE_SNAPSHOT = "createSnapshot"
     CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"  # spec.groupSnapshot: one VolumeGroupSnapshot per group of volumes
     CLONE_FROM_SNAPSHOT = "cloneFromSnapshot"
@@ -106,6 +107,9 @@ _FACTS = (
               spec_part="database",
               timeout_note="Timeout of the whole database step, in seconds; default: the runs' durations and "
                            "pauses, plus 300 + 1 per scale unit for each initialization, plus 300."),
+    StepFacts(StepName.SHARED_VOLUME, "Shared Volume (RWX)", "pod", own_table=True, spec_part="shared",
+              timeout_note="Timeout of the whole sharedVolume step (claim bound, every probe pod done, pods and "
+                           "claim gone), in seconds; default: 600, plus 1 per 1,000 listFiles."),
     StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,
               needs_snapshot_class=True, requests_per_object={SNAPSHOTTER: 2, SNAPSHOT_CONTROLLER: 9}),
     StepFacts(StepName.CREATE_GROUP_SNAPSHOT, "Create Group Snapshot", "group", requires=StepName.CREATE_VOLUME,

@@ -33,14 +33,15 @@ def claim_spec(spec: BenchmarkRunSpec) -> Manifest:
 
 
 def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: str | None = None,
-              filesystem: bool = False) -> Manifest:
-    """A claim of the run's shape; ``size`` and ``filesystem`` for a workload's own volume (the database's)."""
+              filesystem: bool = False, access_modes: list[str] | None = None) -> Manifest:
+    """A claim of the run's shape; ``size``, ``filesystem`` and ``access_modes`` for a workload's own volume (the
+    database's: ReadWriteOnce; the shared step's: ReadWriteMany)."""
     claim = claim_spec(spec)
     if size is not None:
         claim["resources"] = {"requests": {"storage": size}}
     if filesystem:  # a database writes to its volume from one pod: never a read-only or block claim
         claim["volumeMode"] = "Filesystem"
-        claim["accessModes"] = ["ReadWriteOnce"]
+        claim["accessModes"] = list(access_modes or ["ReadWriteOnce"])
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "labels": labels}, "spec": claim}
 

@@ -85,6 +85,14 @@ class Names:
         (the pod's name, then its volume's)."""
         return f"{self._objects}-e{index:05d}"
 
+    def shared_pod(self, index: int) -> str:
+        """The sharedVolume step's probe pods: ``-r`` + index."""
+        return f"{self._objects}-r{index:05d}"
+
+    def shared_volume(self, index: int) -> str:
+        """The sharedVolume step's ReadWriteMany claim: ``-w`` + index (one per run of the step)."""
+        return f"{self._objects}-w{index:05d}"
+
     def database_volume(self, index: int) -> str:
         """The database step's own claim (its data directory and WAL): ``-q`` + index."""
         return f"{self._objects}-q{index:05d}"

@@ -28,6 +28,7 @@ from csibench.api.run.common import (
 from csibench.api.run.database import DatabaseSpec
 from csibench.api.run.datapath import DataPathSpec, DataPathWorkload, FioPattern, default_workloads
 from csibench.api.run.settings import ClientSettings, Timeouts
+from csibench.api.run.shared import SharedSpec
 from csibench.api.run.step_parts import DensitySpec, EphemeralSpec, ExpandSpec, GroupSnapshotSpec, MoveSpec
 from csibench.api.run.thresholds import BASELINE_PATTERN, MAX_THRESHOLDS, Threshold, ThresholdMetric, cel_list
 from csibench.api.steps import StepName, facts_of
@@ -182,6 +183,12 @@ class BenchmarkRunSpec(_Model):
                           "pods each with volumesPerPod ephemeral volumes of the run's class, made at once and timed "
                           "to Ready (the controller-manager makes each pod's claims, then provisioning, attach and "
                           "start), then deleted and timed until their claims and volumes are gone.")
+    shared: SharedSpec | None = Field(
+        None, description="Measure a shared (ReadWriteMany) volume (the sharedVolume step, after the database): one "
+                          "claim of the run's class mounted by pods on different nodes, which time how soon one "
+                          "pod's file is seen by the others, flock on one file (and whether an update was lost), "
+                          "small-file create, stat, list and delete, and a listing of listFiles files. The class "
+                          "must serve ReadWriteMany.")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     failAfterWarnings: int | None = Field(
         None, ge=1, le=1000,

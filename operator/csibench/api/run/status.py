@@ -22,6 +22,7 @@ from csibench.api.run.observations import (
     StepStatus,
 )
 from csibench.api.run.rows import DatabaseRow, DataPathRow, DensityRow
+from csibench.api.run.shared import MAX_SHARED_ROWS, SharedRow
 from csibench.api.run.step_parts import MAX_DENSITY_LEVELS
 from csibench.api.run.thresholds import MAX_BASELINE_ROWS, MAX_SHAPE_DIFFERENCES, MAX_THRESHOLDS
 
@@ -113,6 +114,8 @@ class BenchmarkRunStatus(_Model):
     database: list[DatabaseRow] = Field(default_factory=list, max_length=MAX_DATABASE_ROWS,
                                         description="The database table (spec.database): per scale, its "
                                                     "initialization row, then one row per mode x clients run.")
+    shared: list[SharedRow] = Field(default_factory=list, max_length=MAX_SHARED_ROWS,
+                                    description="The shared-volume table (spec.shared): one row per probe phase.")
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
     aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
                                                                             "that measured well (spec.repeat > 1).")

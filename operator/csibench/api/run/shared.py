@@ -1,0 +1,128 @@
+"""spec.shared and its rows: one ReadWriteMany volume mounted by pods on different nodes, measured as shared
+storage's users feel it (what another node sees and when, locks, small files, listings).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, field_validator
+
+from csibench.api import validation as v
+from csibench.api.base import Model as _Model
+from csibench.api.run.common import (
+    LABEL_KEYS_RULE,
+    MAX_LABELS,
+    QUANTITY_PATTERN,
+    LabelValue,
+    Resources,
+    StepState,
+    Toleration,
+    cel,
+)
+
+MAX_SHARED_PODS = 16
+MAX_LIST_FILES = 10_000_000
+
+
+class SharedSpec(_Model):
+    """The sharedVolume step: a ReadWriteMany claim of the run's class mounted by ``pods`` pods at once (pod i
+    preferring the i-th schedulable node, so each is on a node of its own where there are enough), all running
+    the same probe, which meets the others at barriers on the volume itself before each phase."""
+
+    pods: int = Field(3, ge=2, le=MAX_SHARED_PODS,
+                      description="Pods mounting the volume at once, spread over the schedulable nodes.")
+    size: str = Field("1Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
+        f"shared.size must be greater than 0 and at most {v.SIZE_MAX}")),
+        description="Size of the shared claim (ReadWriteMany, Filesystem, the run's class).")
+    files: int = Field(100, ge=1, le=100_000,
+                       description="Visibility rounds: in round k pod k mod pods creates a file and every other pod "
+                                   "answers once it sees it; one sample per round and reader.")
+    pollMilliseconds: int = Field(1, ge=1, le=1000,
+                                  description="How often a waiting pod looks for a file: the visibility latency's "
+                                              "resolution.")
+    lockRounds: int = Field(100, ge=1, le=100_000,
+                            description="flock rounds per pod on one shared file (lock, counter read and written "
+                                        "plus one, unlock).")
+    smallFiles: int = Field(1000, ge=1, le=1_000_000,
+                            description="Small files each pod creates, its neighbour stats and lists, and it "
+                                        "deletes.")
+    fileBytes: int = Field(4096, ge=0, le=1_048_576, description="Bytes written into each small file.")
+    listFiles: int = Field(10_000, ge=0, le=MAX_LIST_FILES,
+                           description="Files in the directory every pod lists at once (0: no listing phase); pod 0 "
+                                       "creates them first.")
+    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
+                              description="Workload image (python3 inside); default: the operator's "
+                                          "--workload-image / CSIBENCH_WORKLOAD_IMAGE.")
+    resources: Resources = Field(default_factory=Resources, description="Resources of each probe container.")
+    nodeSelector: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        description="Node selector of the probe pods; default spec.pod's.")
+    tolerations: list[Toleration] = Field(default_factory=list,
+                                          description="Tolerations of the probe pods; default spec.pod's.")
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = v.label_problems(value, "shared.nodeSelector")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _size_in_bounds(cls, value: str) -> str:
+        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
+            raise ValueError(f"shared.size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
+        return value
+
+
+class SharedPhase(StrEnum):
+    """The probe's phases, in the order they run (one row each)."""
+
+    VISIBILITY = "visibility"  # one pod creates a file, the others answer when they see it: half the round trip
+    LOCK = "lock"  # flock on one shared file, a counter under the lock
+    CREATE = "create"  # small files, each pod in its own directory
+    STAT = "stat"  # each pod stats its neighbour's files
+    LIST = "list"  # each pod lists its neighbour's directory
+    DELETE = "delete"  # each pod unlinks its own files
+    LISTING = "listing"  # every pod lists one directory of listFiles files
+
+
+MAX_SHARED_ROWS = len(SharedPhase)
+
+
+class SharedLatency(_Model):
+    """Per-operation latency of a phase over every pod, in milliseconds (the pods' histograms merged, fio's bins:
+    within 1/128 of the value)."""
+
+    p50: float = Field(..., description="Median, ms.")
+    p90: float = Field(..., description="90th percentile, ms.")
+    p99: float = Field(..., description="99th percentile, ms.")
+    p999: float = Field(..., description="99.9th percentile, ms.")
+    max: float = Field(..., description="Slowest operation (exact), ms.")
+
+
+class SharedRow(_Model):
+    """One phase of the shared-volume probe over all its pods."""
+
+    phase: SharedPhase = Field(..., description="visibility, lock, create, stat, list, delete or listing.")
+    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    pods: int = Field(0, description="Pods that reported this phase.")
+    nodes: int = Field(0, description="Distinct nodes those pods ran on.")
+    operations: int | None = Field(None, description="Operations timed: visibility samples (rounds x readers), "
+                                                     "lock acquisitions, files, or listings.")
+    durationSeconds: float | None = Field(None, description="The slowest pod's time in the phase (all start at one "
+                                                            "barrier), seconds.")
+    opsPerSecond: float | None = Field(None, description="Operations over that time, every pod together (list and "
+                                                         "listing: names read per second by the slowest pod).")
+    latency: SharedLatency | None = Field(None, description="Per operation: visibility is half the round trip "
+                                                            "(create, seen on another node, answered, seen back).")
+    lostUpdates: int | None = Field(None, description="lock: increments under the lock that the counter does not "
+                                                      "hold (0 when flock serialises the pods).")
+    missing: int | None = Field(None, description="stat, list, listing: files another pod created that a pod did "
+                                                  "not find.")
+    entries: int | None = Field(None, description="list, listing: the fewest names a pod read.")
+    createSeconds: float | None = Field(None, description="listing: pod 0's time to create the files, seconds.")
+    message: str | None = Field(None, description="Why the phase failed, in the probe's or Kubernetes' words.")

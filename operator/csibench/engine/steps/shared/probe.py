@@ -1,0 +1,286 @@
+"""The shared-volume probe: what one pod of the sharedVolume step runs, as ``python3 -c <this file> <options>``.
+
+Every pod of the step mounts the same ReadWriteMany volume, each on its own node where there are enough, and runs
+this program with its index. The pods meet at barriers on the volume itself (each creates ``b/<phase>/<index>``
+and waits until all N are there), so every phase starts together on every node and a phase's aggregate rate is
+its operations over the slowest pod's time: no clock is compared between nodes. The phases:
+
+``visibility``  round k: pod k mod N creates ``v/<k>``; each other pod polls (a stat every ``--poll-ms``) until
+                it sees the file and answers with ``v/<k>.<its index>``; the writer polls for the answers. One
+                sample per (round, reader): half the round trip on the writer's own clock (one visibility each
+                way, plus a poll interval and a create each way), so clocks of different nodes never meet.
+``lock``        each pod ``--lock-rounds`` times: open the shared ``lock`` file, flock(LOCK_EX), read the counter,
+                write it plus one, unlock, close. A sample is the time to get the lock (open included); after the
+                phase pod 0 reads the counter: pods x rounds unless the storage lost an update under the lock.
+``create``      each pod creates ``--small-files`` files of ``--file-bytes`` in its own directory ``f/<index>``.
+``stat``        each pod stats the files its neighbour (index + 1 mod N) created: attributes across nodes.
+``list``        each pod lists its neighbour's directory once (one sample) and counts the names.
+``delete``      each pod unlinks its own files.
+``listing``     pod 0 creates ``--list-files`` empty files in ``l`` (its seconds: ``listing-create``); then every
+                pod lists ``l`` (readdir, names only) and counts them; then pod 0 removes them.
+
+A sample goes into a histogram with fio's own bins (``plat_val_to_idx``/``plat_idx_to_val`` of fio's stat.c,
+FIO_IO_U_PLAT_BITS 6), so the operator merges the pods' histograms exactly, as it merges fio's. Each phase prints
+one line ``CSIBENCH-SHARED {json}``; a failure prints one with ``error`` and ends the program with status 1.
+Only the standard library: the workload image has a plain python3. The operator reads this file's text to build
+the command, so nothing here may import csibench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+MARKER = "CSIBENCH-SHARED "
+PLAT_BITS = 6
+PLAT_VAL = 1 << PLAT_BITS
+PLAT_NR = 29 * PLAT_VAL
+
+
+def all_exist(paths: list[str]) -> bool:
+    return all(os.path.exists(path) for path in paths)
+
+
+class ProbeFailed(Exception):
+    """The probe cannot go on; its message is the line the operator shows."""
+
+
+def plat_index(value: int) -> int:
+    """fio's plat_val_to_idx: the bin of a latency in ns."""
+    msb = value.bit_length() - 1 if value > 0 else 0
+    if msb <= PLAT_BITS:
+        return value
+    error_bits = msb - PLAT_BITS
+    base = (error_bits + 1) << PLAT_BITS
+    offset = (PLAT_VAL - 1) & (value >> error_bits)
+    return min(base + offset, PLAT_NR - 1)
+
+
+def plat_value(index: int) -> int:
+    """fio's plat_idx_to_val: the value (ns) a bin stands for, its midpoint."""
+    if index < (PLAT_VAL << 1):
+        return index
+    error_bits = (index >> PLAT_BITS) - 1
+    base = 1 << (error_bits + PLAT_BITS)
+    return base + (2 * (index % PLAT_VAL) + 1) * (1 << error_bits) // 2
+
+
+class Samples:
+    """Latencies of one phase, as fio's histogram (bin value -> count) and their exact maximum."""
+
+    def __init__(self) -> None:
+        self.bins: dict[int, int] = {}
+        self.count = 0
+        self.max_ns = 0
+
+    def add(self, nanoseconds: int) -> None:
+        value = plat_value(plat_index(max(0, nanoseconds)))
+        self.bins[value] = self.bins.get(value, 0) + 1
+        self.count += 1
+        self.max_ns = max(self.max_ns, nanoseconds)
+
+    def fields(self) -> dict[str, object]:
+        return {"bins": {str(value): self.bins[value] for value in sorted(self.bins)}, "maxNs": self.max_ns}
+
+
+class Probe:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.me: int = options.pod
+        self.pods: int = options.pods
+        self.root: str = options.root
+        self.poll = options.poll_ms / 1000.0
+        self.deadline = time.monotonic() + options.timeout
+
+    def path(self, *parts: object) -> str:
+        return os.path.join(self.root, *(str(part) for part in parts))
+
+    def emit(self, phase: str, **fields: object) -> None:
+        print(MARKER + json.dumps({"pod": self.me, "phase": phase, **fields}, sort_keys=True), flush=True)
+
+    def wait_for(self, present: Callable[[], bool], what: str) -> None:
+        """Poll ``present()`` until it is true; past the deadline, fail saying what never came."""
+        while not present():
+            if time.monotonic() > self.deadline:
+                raise ProbeFailed(f"timed out waiting for {what}")
+            time.sleep(self.poll)
+
+    def barrier(self, phase: str) -> None:
+        """Every pod at ``phase`` before any goes on (files on the shared volume itself)."""
+        folder = self.path("b", phase)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, str(self.me)), "w"):
+            pass
+
+        def arrived() -> bool:
+            return len(os.listdir(folder)) >= self.pods
+
+        try:
+            self.wait_for(arrived, f"the other pods at {phase}")
+        except ProbeFailed:
+            missing = sorted(set(range(self.pods)) - {int(n) for n in os.listdir(folder) if n.isdigit()})
+            raise ProbeFailed(f"pods {', '.join(map(str, missing))} of {self.pods} never reached {phase} "
+                              f"(timed out after {self.options.timeout}s)") from None
+
+    def create(self, path: str, payload: bytes = b"") -> None:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        try:
+            if payload:
+                os.write(fd, payload)
+        finally:
+            os.close(fd)
+
+    def visibility(self) -> None:
+        os.makedirs(self.path("v"), exist_ok=True)
+        self.barrier("visibility")
+        samples, started = Samples(), time.monotonic()
+        for round_ in range(self.options.files):
+            writer = round_ % self.pods
+            readers = [pod for pod in range(self.pods) if pod != writer]
+            answers = {pod: self.path("v", f"{round_}.{pod}") for pod in readers}
+            if self.me == writer:
+                began = time.monotonic_ns()
+                self.create(self.path("v", round_))
+                waiting = dict(answers)
+                while waiting:
+                    for pod, answer in list(waiting.items()):
+                        if os.path.exists(answer):
+                            samples.add((time.monotonic_ns() - began) // 2)
+                            del waiting[pod]
+                    if waiting:
+                        if time.monotonic() > self.deadline:
+                            raise ProbeFailed(f"round {round_}: pods {sorted(waiting)} never answered")
+                        time.sleep(self.poll)
+            else:
+                self.wait_for(functools.partial(all_exist, [self.path("v", round_)]),
+                              f"round {round_}'s file from pod {writer}")
+                self.create(answers[self.me])
+                self.wait_for(functools.partial(all_exist, list(answers.values())), f"round {round_}'s answers")
+        self.emit("visibility", ops=samples.count, seconds=time.monotonic() - started, **samples.fields())
+
+    def lock(self) -> None:
+        self.barrier("lock")
+        lock_file, samples, started = self.path("lock"), Samples(), time.monotonic()
+        for _ in range(self.options.lock_rounds):
+            began = time.monotonic_ns()
+            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                samples.add(time.monotonic_ns() - began)
+                counted = os.pread(fd, 32, 0).strip()
+                os.pwrite(fd, b"%020d" % (int(counted or b"0") + 1), 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        seconds = time.monotonic() - started
+        self.barrier("lock-done")
+        extra: dict[str, object] = {}
+        if self.me == 0:
+            with open(lock_file, "rb") as counter:
+                extra["counter"] = int(counter.read().strip() or b"0")
+        self.emit("lock", ops=samples.count, seconds=seconds, **samples.fields(), **extra)
+
+    def timed(self, phase: str, paths: list[str], operation: Callable[[str], object]) -> Samples:
+        """One operation per path, each timed; the phase's own seconds are printed with them."""
+        samples, started, missing = Samples(), time.monotonic(), 0
+        for path in paths:
+            began = time.monotonic_ns()
+            try:
+                operation(path)
+            except FileNotFoundError:
+                missing += 1
+                continue
+            samples.add(time.monotonic_ns() - began)
+        self.emit(phase, ops=samples.count, seconds=time.monotonic() - started, missing=missing,
+                  **samples.fields())
+        return samples
+
+    def small_files(self) -> None:
+        count, mine = self.options.small_files, self.path("f", self.me)
+        neighbour = self.path("f", (self.me + 1) % self.pods)
+        os.makedirs(mine, exist_ok=True)
+        payload = b"x" * self.options.file_bytes
+        self.barrier("create")
+        self.timed("create", [os.path.join(mine, str(n)) for n in range(count)],
+                   lambda path: self.create(path, payload))
+        self.barrier("stat")
+        self.timed("stat", [os.path.join(neighbour, str(n)) for n in range(count)], os.stat)
+        self.barrier("list")
+        began, samples = time.monotonic_ns(), Samples()
+        entries = len(os.listdir(neighbour))
+        samples.add(time.monotonic_ns() - began)
+        self.emit("list", ops=1, seconds=samples.max_ns / 1e9, entries=entries, expected=count, **samples.fields())
+        self.barrier("delete")
+        self.timed("delete", [os.path.join(mine, str(n)) for n in range(count)], os.unlink)
+        os.rmdir(mine)
+
+    def listing(self) -> None:
+        count, folder = self.options.list_files, self.path("l")
+        if count <= 0:
+            return
+        if self.me == 0:
+            os.makedirs(folder, exist_ok=True)
+            started = time.monotonic()
+            for n in range(count):
+                self.create(os.path.join(folder, str(n)))
+            self.emit("listing-create", ops=count, seconds=time.monotonic() - started)
+        self.barrier("listing")
+        began, samples = time.monotonic_ns(), Samples()
+        with os.scandir(folder) as entries:
+            seen = sum(1 for _ in entries)
+        samples.add(time.monotonic_ns() - began)
+        self.emit("listing", ops=1, seconds=samples.max_ns / 1e9, entries=seen, expected=count, **samples.fields())
+        self.barrier("listing-done")
+        if self.me == 0:
+            for n in range(count):
+                os.unlink(os.path.join(folder, str(n)))
+
+    def run(self) -> None:
+        self.emit("start", pods=self.pods)
+        self.barrier("start")
+        self.visibility()
+        self.lock()
+        self.small_files()
+        self.listing()
+        self.barrier("end")
+        self.emit("end")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="csibench-shared")
+    parser.add_argument("--pod", type=int, required=True)
+    parser.add_argument("--pods", type=int, required=True)
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--lock-rounds", type=int, default=100)
+    parser.add_argument("--small-files", type=int, default=1000)
+    parser.add_argument("--file-bytes", type=int, default=4096)
+    parser.add_argument("--list-files", type=int, default=10000)
+    parser.add_argument("--poll-ms", type=float, default=1.0)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    options = parser.parse_args(argv)
+    if not 0 <= options.pod < options.pods or options.pods < 2:
+        parser.error(f"--pod {options.pod} of --pods {options.pods}: need 0 <= pod < pods and pods >= 2")
+    return options
+
+
+def main(argv: list[str]) -> int:
+    options = parse(argv)
+    probe = Probe(options)
+    try:
+        probe.run()
+    except (ProbeFailed, OSError, ValueError) as error:
+        probe.emit("failed", error=f"{type(error).__name__}: {error}" if not isinstance(error, ProbeFailed)
+                   else str(error))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

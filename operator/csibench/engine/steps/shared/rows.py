@@ -1,0 +1,144 @@
+"""What the probe pods' logs say (pure): each pod's ``CSIBENCH-SHARED {json}`` lines read back, and one row per
+phase over every pod.
+
+A phase's row is measured only when every pod reported it: the phases start together at barriers, so the row's
+time is the slowest pod's and its rate all the pods' operations over that time, with no clock compared between
+nodes. The pods' latency histograms (fio's bins, the probe's ``Samples``) are merged exactly, so the row's
+percentiles are those of every operation of every pod. A pod's failure (the probe's own words, or Kubernetes' when
+the pod never ran) fails the rows it did not report; rows every pod reported stay measured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from csibench.api import histogram
+from csibench.api.models import SharedLatency, SharedPhase, SharedRow, StepState
+from csibench.api.text import shorten
+from csibench.engine.steps.shared.probe import MARKER
+
+MAX_MESSAGE = 600
+LISTING_CREATE = "listing-create"
+FAILED = "failed"
+
+
+@dataclass
+class PodReport:
+    """One pod's log read back: its lines by phase, and its failure when it said one."""
+
+    pod: str
+    node: str | None
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+
+
+def read_log(pod: str, node: str | None, log: str) -> PodReport:
+    """The probe's lines of one pod's log (anything else in the log is left alone, a line cut short too)."""
+    report = PodReport(pod, node)
+    for line in log.splitlines():
+        if not line.startswith(MARKER):
+            continue
+        try:
+            fields = json.loads(line[len(MARKER):])
+        except ValueError:
+            continue
+        if not isinstance(fields, dict) or not isinstance(fields.get("phase"), str):
+            continue
+        if fields["phase"] == FAILED:
+            report.error = str(fields.get("error") or "the probe failed")
+        else:
+            report.phases[fields["phase"]] = fields
+    return report
+
+
+def pending_rows(list_files: int) -> list[SharedRow]:
+    return [SharedRow(phase=phase) for phase in SharedPhase if phase != SharedPhase.LISTING or list_files > 0]
+
+
+def _number(fields: Mapping[str, Any], key: str) -> float:
+    value = fields.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _count(fields: Mapping[str, Any], key: str) -> int:
+    value = fields.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def latency_of(histograms: Sequence[Mapping[int, int]], max_ns: int) -> SharedLatency | None:
+    merged = histogram.merge(histograms)
+    found = histogram.percentiles(merged, (50.0, 90.0, 99.0, 99.9))
+    if any(value is None for value in found.values()):
+        return None
+
+    def ms(ns: int | None) -> float:
+        return round((ns or 0) / 1e6, 4)
+
+    return SharedLatency(p50=ms(found[50.0]), p90=ms(found[90.0]), p99=ms(found[99.0]), p999=ms(found[99.9]),
+                         max=ms(max_ns))
+
+
+def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | None) -> SharedRow:
+    """The phase over every pod; failed, with the first pod's reason, unless every pod reported it."""
+    reported = [r for r in reports if phase.value in r.phases]
+    nodes = len({r.node for r in reported if r.node})
+    row = SharedRow(phase=phase, pods=len(reported), nodes=nodes)
+    if not reports or len(reported) < len(reports):
+        silent = [r for r in reports if phase.value not in r.phases]
+        first = next((r for r in silent if r.error), silent[0] if silent else None)
+        reason = (f"{first.pod}: {first.error}" if first is not None and first.error else why_not
+                  or (f"{first.pod} did not report {phase.value}" if first is not None else "no pod ran"))
+        row.state, row.message = StepState.FAILED, shorten(reason, MAX_MESSAGE)
+        return row
+    lines = [r.phases[phase.value] for r in reported]
+    operations = sum(_count(line, "ops") for line in lines)
+    seconds = max(_number(line, "seconds") for line in lines)
+    row.operations, row.durationSeconds = operations, round(seconds, 6)
+    row.latency = latency_of([histogram.from_json(line.get("bins")) for line in lines],
+                             max(_count(line, "maxNs") for line in lines))
+    if phase in (SharedPhase.LIST, SharedPhase.LISTING):
+        row.entries = min(_count(line, "entries") for line in lines)
+        row.missing = sum(max(0, _count(line, "expected") - _count(line, "entries")) for line in lines)
+        row.opsPerSecond = round(row.entries / seconds, 3) if seconds > 0 else None
+    else:
+        row.opsPerSecond = round(operations / seconds, 3) if seconds > 0 and phase != SharedPhase.VISIBILITY else None
+    if phase == SharedPhase.STAT:
+        row.missing = sum(_count(line, "missing") for line in lines)
+    if phase == SharedPhase.LOCK:
+        counter = next((line["counter"] for line in lines if isinstance(line.get("counter"), int)), None)
+        row.lostUpdates = None if counter is None else operations - counter
+    if phase == SharedPhase.LISTING:
+        created = next((r.phases[LISTING_CREATE] for r in reported if LISTING_CREATE in r.phases), None)
+        row.createSeconds = round(_number(created, "seconds"), 6) if created is not None else None
+    row.state = StepState.SUCCEEDED
+    problem = problem_of(row)
+    if problem is not None:
+        row.state, row.message = StepState.FAILED, problem
+    return row
+
+
+def problem_of(row: SharedRow) -> str | None:
+    """A measured phase whose check failed: a lost update under flock, or files another pod did not find."""
+    if row.lostUpdates:
+        return (f"{row.lostUpdates} of {row.operations} increments under flock were lost: the lock did not "
+                "serialise the pods")
+    if row.missing:
+        return f"{row.missing} files created on one node were not found from another"
+    return None
+
+
+def build_rows(reports: Sequence[PodReport], list_files: int, why_not: str | None = None) -> list[SharedRow]:
+    return [build_row(row.phase, reports, why_not) for row in pending_rows(list_files)]
+
+
+def histograms_of(reports: Sequence[PodReport]) -> dict[str, dict[str, int]]:
+    """Per phase, every pod's histogram merged (the stored report keeps them for the HTML page's CDF)."""
+    merged: dict[str, dict[str, int]] = {}
+    for phase in SharedPhase:
+        found = [histogram.from_json(r.phases[phase.value].get("bins")) for r in reports if phase.value in r.phases]
+        if found:
+            merged[phase.value] = histogram.to_json(histogram.merge(found))
+    return merged

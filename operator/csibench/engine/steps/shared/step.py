@@ -1,0 +1,135 @@
+"""The sharedVolume step: a ReadWriteMany claim of the run's class, ``pods`` probe pods mounting it at once (pod i
+preferring the i-th schedulable node), each running ``probe.py``; when every pod has ended, their logs are read
+through ``pods/log`` and become one row per phase (``rows.py``); then the pods and the claim are deleted, each
+waited for until it and its volume are gone. The step's clock covers all of it; each row has the phase's own time.
+
+A claim that does not bind (a class that refuses ReadWriteMany says so in its ProvisioningFailed) fails the step
+with the provisioner's words and no pod is made. A pod that fails says why in its row (the probe's words: which
+pods never reached a barrier, an OSError with its path) and the others stop at their next barrier when their own
+deadline (the step's timeout less a minute) passes, so every log is readable before the step's timeout. Every
+object carries the run's labels; after an operator restart the step is restored (pods and claim deleted,
+untimed) and measured again from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from csibench.api.models import SharedRow, StepState
+from csibench.api.text import shorten
+from csibench.engine import judges
+from csibench.engine.judges import Verdict
+from csibench.engine.observed import CLAIM, POD
+from csibench.engine.results import ResultTable, keep_rows
+from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.steps.shared import rows as shared_rows
+from csibench.engine.tracker import StepTracker
+from csibench.engine.workload import Batches, finished_log
+from csibench.metrics import METRICS
+
+BASE_SECONDS = 600  # pods start, every phase at the defaults many times over on a slow share
+LIST_FILES_PER_SECOND = 1000  # one more second per 1,000 listFiles: pod 0 creates them, every pod lists them
+PROBE_MARGIN_SECONDS = 60  # the probes give up this long before the step does, so their logs say why
+HISTOGRAMS = "histograms"
+PROBE_FAILED = "ProbeFailed"
+
+
+def timeout_of(context: StepContext) -> float:
+    data = context.spec.shared
+    assert data is not None
+    own = context.spec.timeouts.own("sharedVolume")
+    return float(own if own is not None else BASE_SECONDS + data.listFiles // LIST_FILES_PER_SECOND)
+
+
+def probe_timeout(step_timeout: float) -> float:
+    return max(step_timeout / 2, step_timeout - PROBE_MARGIN_SECONDS)
+
+
+async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
+    """Claim, pods, rows, removal (the caller wrote status and started nothing yet)."""
+    data = context.spec.shared
+    assert data is not None and step.companion is not None
+    rows = shared_rows.pending_rows(data.listFiles)
+    tracker.extra = {HISTOGRAMS: {}}
+    keep_rows(tracker, rows)
+    timeout = timeout_of(context)
+    pods = list(tracker.objects)
+    with RESULTS.measuring(tracker, rows):
+        claim = step.companion.object_name(context.names, 0)
+        volume = StepTracker(f"{step.name}-volume", [claim])
+        bound = judges.claim_seen if context.wffc else judges.claim_bound
+        await runner.batch(CLAIM, volume, bound(context.observed, frozenset({"ProvisioningFailed"})),
+                           runner.companion_creator(step, context, volume), timeout)
+        outcome = volume.outcomes[claim]
+        if not outcome.ok:
+            why = shorten(f"the shared claim {claim} did not bind ({outcome.reason}): {outcome.message}", 600)
+            rows[:] = shared_rows.build_rows([], data.listFiles, why)
+            for pod in pods:
+                tracker.mark_submitted(pod, volume.submitted.get(claim, outcome.at))
+                tracker.record(pod, Verdict(False, outcome.reason, why), outcome.at)
+        else:
+            for row in rows:
+                row.state = StepState.RUNNING
+            keep_rows(tracker, rows)
+            await runner.show(f"{len(pods)} pods probing {claim}")
+            rows[:] = await _run_pods(runner, step, tracker, context, pods, timeout)
+        keep_rows(tracker, rows)
+        await _remove(runner, step, context, pods, claim, timeout)
+
+
+async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
+                    pods: list[str], timeout: float) -> list[SharedRow]:
+    data = context.spec.shared
+    assert data is not None and tracker.extra is not None
+    run = StepTracker(f"{step.name}-pod", pods)
+    await runner.batch(POD, run, step.judge_in(context), runner.creator(step, context, run), timeout)
+    reports = []
+    for pod in pods:
+        outcome = run.outcomes[pod]
+        log, unavailable = await finished_log(runner, pod)
+        state = context.observed.pods.get(pod)
+        report = shared_rows.read_log(pod, state.node if state is not None else None, log)
+        if report.error is None and not outcome.ok:
+            report.error = f"{outcome.reason}: {outcome.message or 'the pod did not finish'}"
+        elif report.error is None and unavailable is not None:
+            report.error = f"{unavailable[0]}: {unavailable[1]}"
+        reports.append(report)
+        tracker.mark_submitted(pod, run.submitted.get(pod, outcome.at))
+        verdict = Verdict(True) if report.error is None else Verdict(
+            False, outcome.reason if not outcome.ok else PROBE_FAILED, shorten(report.error, 600))
+        tracker.record(pod, verdict, outcome.at)
+    tracker.extra[HISTOGRAMS] = shared_rows.histograms_of(reports)
+    colocated = len(pods) - len({r.node for r in reports if r.node})
+    if colocated > 0:
+        await runner.warn("SharedPodsColocated", f"{colocated} of the {len(pods)} probe pods shared a node with "
+                          "another: fewer schedulable nodes than spec.shared.pods, so some visibility samples "
+                          "did not cross nodes")
+    return shared_rows.build_rows(reports, data.listFiles)
+
+
+async def _remove(runner: Batches, step: StepSpec, context: StepContext, pods: Sequence[str], claim: str,
+                  timeout: float) -> None:
+    """The pods, then the claim, each until it and what depends on it (attachments, volume) are gone."""
+    assert step.companion is not None
+    seen = context.observed.uids_of(POD)
+    removal = StepTracker(f"{step.name}-delete", [pod for pod in pods if pod in seen])
+    await runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
+                       runner.remover(step, removal), timeout)
+    claims = context.observed.uids_of(CLAIM)
+    volume = StepTracker(f"{step.name}-volume-delete", [claim] if claim in claims else [])
+    await runner.batch(CLAIM, volume, judges.claim_and_volume_gone(context.observed, frozenset()),
+                       runner.companion_remover(step, volume), timeout)
+
+
+def record_metrics(run_label: str, rows: Sequence[SharedRow]) -> None:
+    """Measured rows into Prometheus, latency in seconds."""
+    for row in rows:
+        if row.state != StepState.SUCCEEDED:
+            continue
+        quantiles = {} if row.latency is None else {
+            "0.5": row.latency.p50 / 1000, "0.99": row.latency.p99 / 1000, "1": row.latency.max / 1000}
+        METRICS.record_shared(run_label, row.phase.value, row.opsPerSecond, quantiles)
+
+
+RESULTS = ResultTable("shared", SharedRow, ("operations", "durationSeconds", "opsPerSecond", "latency",
+                                            "lostUpdates", "missing", "entries", "createSeconds"), record_metrics)
