@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,12 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api import histogram
-from csibench.api.models import BenchmarkRunSpec, SharedPhase, StepState
+from csibench.api.models import BenchmarkRunSpec, SharedPhase, SharedRow, StepState
+from csibench.engine.observed import Observed
+from csibench.engine.step import StepContext
 from csibench.engine.steps.shared import probe
-from csibench.engine.steps.shared.entry import PROBE_SOURCE
+from csibench.engine.steps.shared import step as shared_step
+from csibench.engine.steps.shared.entry import PROBE_SOURCE, build_probe_command
 from csibench.engine.steps.shared.rows import PodReport, build_rows, histograms_of, read_log
 from csibench.report import shared as shared_report
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
@@ -28,6 +33,7 @@ PODS, FILES, ROUNDS, SMALL, LISTED = 3, 12, 40, 50, 300
 def run_probes(root: Path, pods: int = PODS, **options: int) -> list[tuple[int, str]]:
     """The probe as the pods run it (python3 -c <source>), one process per pod at once on one directory."""
     settings = {"files": FILES, "lock-rounds": ROUNDS, "small-files": SMALL, "list-files": LISTED, "timeout": 60,
+                "attempt": 1,
                 **{key.replace("_", "-"): value for key, value in options.items()}}
     started = [subprocess.Popen([sys.executable, "-c", PROBE_SOURCE, f"--pod={i}", f"--pods={pods}",
                                  f"--root={root}", *(f"--{key}={value}" for key, value in settings.items())],
@@ -85,22 +91,26 @@ def test_three_probes_on_one_share_measure_every_phase_and_their_checks_hold(pro
     assert sum(merged["lock"].values()) == PODS * ROUNDS
 
 
-def test_the_probe_leaves_the_share_as_it_found_it_but_for_its_small_markers(tmp_path: Path) -> None:
-    ended = run_probes(tmp_path, pods=2, files=3, lock_rounds=3, small_files=5, list_files=7)
-    assert [code for code, _ in ended] == [0, 0]
-    assert not list((tmp_path / "f").iterdir()) and not list((tmp_path / "l").iterdir())
+def test_each_attempt_works_in_a_folder_of_its_own_and_leaves_the_share_as_it_found_it(tmp_path: Path) -> None:
+    (tmp_path / "csibench-shared-0").mkdir()  # an earlier attempt's leftovers, on a volume a backend kept
+    (tmp_path / "csibench-shared-0" / "lock").write_text("00000000000000000042")
+    ended = run_probes(tmp_path, pods=2, files=3, lock_rounds=3, small_files=5, list_files=7, attempt=2)
+    assert [code for code, _ in ended] == [0, 0], ended
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["csibench-shared-0"]  # its own folder removed
+    rows = {row.phase: row for row in build_rows(reports_of([log for _, log in ended]), 7)}
+    assert rows[SharedPhase.LOCK].lostUpdates == 0  # the old counter never met this attempt's
 
 
 def test_a_pod_that_never_comes_is_named_by_the_others_and_fails_every_row(tmp_path: Path) -> None:
     started = subprocess.run([sys.executable, "-c", PROBE_SOURCE, "--pod=0", "--pods=3", f"--root={tmp_path}",
-                              "--timeout=1"], capture_output=True, text=True, timeout=60)
+                              "--attempt=7", "--timeout=1"], capture_output=True, text=True, timeout=60)
     assert started.returncode == 1
     report = read_log("pod-0", "node-0", started.stdout)
-    assert report.error == "pods 1, 2 of 3 never reached start (timed out after 1.0s)"
+    assert report.error == "pods 1, 2 of 3 never reached start (timed out after 1s)"
     rows = build_rows([report, PodReport("pod-1", None, error="Timeout: never Ready"),
                        PodReport("pod-2", None)], 10)
     assert all(row.state == StepState.FAILED for row in rows)
-    assert rows[0].message == "pod-0: pods 1, 2 of 3 never reached start (timed out after 1.0s)"
+    assert rows[0].message == "pod-0: pods 1, 2 of 3 never reached start (timed out after 1s)"
 
 
 def _line(phase: str, **fields: Any) -> str:
@@ -110,7 +120,8 @@ def _line(phase: str, **fields: Any) -> str:
 def test_a_lost_update_and_a_missing_file_fail_their_rows_and_a_failed_pod_fails_only_what_it_did_not_report() \
         -> None:
     bins = {"1000": 2}
-    one = "\n".join([_line("lock", ops=2, seconds=0.5, bins=bins, maxNs=1000, counter=3),
+    one = "\n".join([_line("lock", ops=2, seconds=0.5, bins=bins, maxNs=1000),
+                     _line("lock-counter", pod=0, counter=3),
                      _line("stat", ops=2, seconds=0.5, bins=bins, maxNs=1000, missing=1),
                      "fio: something else in the log", probe.MARKER + "{cut sho"])
     two = "\n".join([_line("lock", ops=2, seconds=1.0, bins=bins, maxNs=1000),
@@ -126,6 +137,72 @@ def test_a_lost_update_and_a_missing_file_fail_their_rows_and_a_failed_pod_fails
     create = rows[SharedPhase.CREATE]
     assert create.state == StepState.FAILED  # neither reported it: the pod that said why is named
     assert create.message == "b: OSError: [Errno 28] No space left on device: '/shared/f/1/7'"
+
+
+class Clocked(probe.Probe):
+    """A probe that notes, on this process's one clock, when it left each phase's first barrier and when its work
+    in the phase ended (it reaches the second barrier)."""
+
+    def __init__(self, options: Any, marks: dict[tuple[str, int], list[float]], lines: list[dict[str, Any]]) -> None:
+        super().__init__(options)
+        self.marks, self.lines = marks, lines
+
+    def barrier(self, phase: str) -> None:
+        if phase.endswith("-done"):
+            self.marks.setdefault((phase.removesuffix("-done"), 1), []).append(time.monotonic())
+        super().barrier(phase)
+        self.marks.setdefault((phase, 0), []).append(time.monotonic())
+
+    def emit(self, phase: str, **fields: object) -> None:
+        self.lines.append({"phase": phase, **fields})
+
+
+def test_a_phases_time_covers_it_on_every_pod_however_spread_their_starts_were(tmp_path: Path) -> None:
+    """Pods leave a barrier each at its own poll, 50 ms apart at worst here: the slowest pod's seconds still cover
+    the phase from the first pod's start to the last pod's end, so the rate over them is never inflated."""
+    marks: dict[tuple[str, int], list[float]] = {}
+    lines: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=Clocked(probe.parse([
+        f"--pod={i}", "--pods=4", f"--root={tmp_path}", "--attempt=1", "--poll-ms=50", "--files=2",
+        "--lock-rounds=20", "--small-files=20", "--list-files=30", "--timeout=60"]), marks, lines).run)
+        for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for phase in ("lock", "create", "stat", "list", "delete", "listing"):
+        slowest = max(float(line["seconds"]) for line in lines if line["phase"] == phase)
+        span = max(marks[(phase, 1)]) - min(marks[(phase, 0)])
+        assert slowest >= span, (phase, slowest, span)
+
+
+def test_numbers_no_probe_prints_are_not_taken_for_measurements() -> None:
+    hostile = "\n".join([
+        _line("create", ops=-100, seconds=float("nan"), bins={"1000": 3, str(10**400): 1}, maxNs=10**400),
+        _line("stat", ops=True, seconds=1e400, bins={"1000": 1}, maxNs=5000, missing=-7),
+        _line("lock", ops=4, seconds=1.0, bins={"1000": 4}, maxNs=1000),
+        _line("lock-counter", pod=1, counter=True)])
+    rows = {row.phase: row for row in build_rows([read_log("a", "n", hostile)], 0)}
+    create = rows[SharedPhase.CREATE]
+    assert (create.operations, create.durationSeconds, create.opsPerSecond) == (0, 0.0, None)
+    assert create.latency is not None and create.latency.max == 0.0  # an absurd maximum is no maximum
+    stat = rows[SharedPhase.STAT]
+    assert (stat.operations, stat.missing, stat.durationSeconds) == (0, 0, 0.0)
+    assert rows[SharedPhase.LOCK].lostUpdates is None  # a counter from a pod other than 0 is not the counter
+    SharedRow.model_validate_json(create.model_dump_json())  # finite, so status takes it
+
+
+def test_the_default_timeout_grows_with_what_the_spec_asks_and_the_probe_has_at_least_a_second() -> None:
+    small = step_context(shared_spec())
+    slow = step_context(spec(steps=["sharedVolume"], shared={"files": 100_000, "pollMilliseconds": 1000}))
+    assert shared_step.timeout_of(slow) >= 100_000 * 2 + shared_step.timeout_of(small) - 600
+    tiny = step_context(spec(steps=["sharedVolume"], shared={}, timeouts={"sharedVolume": 1}))
+    assert shared_step.timeout_of(tiny) == 1 and shared_step.probe_timeout(1) == 1
+    assert "--timeout=1" in build_probe_command(tiny, 0)
+
+
+def step_context(run_spec: BenchmarkRunSpec) -> StepContext:
+    return StepContext(run_spec, NAMES, {}, "ns", "Immediate", Observed("ns", "r"), {})
 
 
 def shared_spec(**more: Any) -> BenchmarkRunSpec:
@@ -162,8 +239,9 @@ def test_the_step_mounts_one_rwx_claim_in_pods_spread_over_nodes_and_leaves_noth
             "claimName": NAMES.shared_volume(0)}}]
         command = pod["spec"]["containers"][0]["command"]
         assert command[:3] == ["python3", "-c", PROBE_SOURCE] and f"--pod={index}" in command
-        preferred = pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-        assert preferred[0]["preference"]["matchFields"][0]["values"] == [f"node-{index}"]
+        apart = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+        assert apart["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+        assert apart["podAffinityTerm"]["labelSelector"]["matchLabels"] == pod["metadata"]["labels"]
     assert owned_left(fake) == []
 
 
@@ -197,6 +275,7 @@ def test_the_report_table_and_the_comparison(probe_logs: list[str]) -> None:
     ({"size": "0"}, "greater than 0"),
     ({"listFiles": -1}, "greater than or equal to 0"),
     ({"nodeSelector": {"bad key!": "x"}}, "nodeSelector"),
+    ({"pods": 16, "smallFiles": 1_000_000, "fileBytes": 1_048_576}, "more than shared.size 1Gi"),
 ])
 def test_admission_refuses_what_the_probe_cannot_run(shared: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):

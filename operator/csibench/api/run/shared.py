@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
@@ -23,15 +23,16 @@ from csibench.api.run.common import (
 
 MAX_SHARED_PODS = 16
 MAX_LIST_FILES = 10_000_000
+BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, however few bytes it holds
 
 
 class SharedSpec(_Model):
-    """The sharedVolume step: a ReadWriteMany claim of the run's class mounted by ``pods`` pods at once (pod i
-    preferring the i-th schedulable node, so each is on a node of its own where there are enough), all running
-    the same probe, which meets the others at barriers on the volume itself before each phase."""
+    """The sharedVolume step: a ReadWriteMany claim of the run's class mounted by ``pods`` pods at once (spread
+    apart by a preferred pod anti-affinity, so each is on a node of its own where there are enough), all running
+    the same probe, which meets the others at barriers on the volume itself around each phase."""
 
     pods: int = Field(3, ge=2, le=MAX_SHARED_PODS,
-                      description="Pods mounting the volume at once, spread over the schedulable nodes.")
+                      description="Pods mounting the volume at once, each preferring a node no other has.")
     size: str = Field("1Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
         f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
         f"shared.size must be greater than 0 and at most {v.SIZE_MAX}")),
@@ -77,6 +78,16 @@ class SharedSpec(_Model):
             raise ValueError(f"shared.size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
         return value
 
+    @model_validator(mode="after")
+    def _small_files_fit(self) -> SharedSpec:
+        """Every pod's small files at once, each at least a block: a run that cannot hold them is refused, not
+        failed half-way with a full volume."""
+        needed = self.pods * self.smallFiles * max(self.fileBytes, BLOCK_BYTES)
+        if needed > v.parse_quantity(self.size):
+            raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {BLOCK_BYTES} bytes) need "
+                             f"{needed} bytes, more than shared.size {self.size}: raise size or lower them")
+        return self
+
 
 class SharedPhase(StrEnum):
     """The probe's phases, in the order they run (one row each)."""
@@ -113,8 +124,9 @@ class SharedRow(_Model):
     nodes: int = Field(0, description="Distinct nodes those pods ran on.")
     operations: int | None = Field(None, description="Operations timed: visibility samples (rounds x readers), "
                                                      "lock acquisitions, files, or listings.")
-    durationSeconds: float | None = Field(None, description="The slowest pod's time in the phase (all start at one "
-                                                            "barrier), seconds.")
+    durationSeconds: float | None = Field(None, description="The slowest pod's time in the phase, from leaving the "
+                                                            "barrier before it to leaving the one after it, "
+                                                            "seconds.")
     opsPerSecond: float | None = Field(None, description="Operations over that time, every pod together (list and "
                                                          "listing: names read per second by the slowest pod).")
     latency: SharedLatency | None = Field(None, description="Per operation: visibility is half the round trip "
@@ -122,7 +134,7 @@ class SharedRow(_Model):
     lostUpdates: int | None = Field(None, description="lock: increments under the lock that the counter does not "
                                                       "hold (0 when flock serialises the pods).")
     missing: int | None = Field(None, description="stat, list, listing: files another pod created that a pod did "
-                                                  "not find.")
+                                                  "not find; delete: files a pod created that it could not find.")
     entries: int | None = Field(None, description="list, listing: the fewest names a pod read.")
     createSeconds: float | None = Field(None, description="listing: pod 0's time to create the files, seconds.")
     message: str | None = Field(None, description="Why the phase failed, in the probe's or Kubernetes' words.")

@@ -1,27 +1,35 @@
 """The shared-volume probe: what one pod of the sharedVolume step runs, as ``python3 -c <this file> <options>``.
 
 Every pod of the step mounts the same ReadWriteMany volume, each on its own node where there are enough, and runs
-this program with its index. The pods meet at barriers on the volume itself (each creates ``b/<phase>/<index>``
-and waits until all N are there), so every phase starts together on every node and a phase's aggregate rate is
-its operations over the slowest pod's time: no clock is compared between nodes. The phases:
+this program with its index. They work in a folder of this attempt's own, ``csibench-shared-<attempt>`` (the
+operator names the attempt), so files an earlier attempt left on a volume a backend kept never meet this one; pod 0
+removes the folder when every pod is done. The pods meet at barriers on the volume itself (each creates
+``b/<barrier>/<index>`` and waits until all N are there). Each phase lies between two barriers and a pod's seconds
+run from leaving the first to leaving the second, so the slowest pod's seconds cover the whole phase on every pod
+however their starts were spread (a barrier's own wait is in it: at most a poll interval and one visibility more
+than the work), and a phase's aggregate rate is every pod's operations over that time: no clock is compared
+between nodes. The phases:
 
 ``visibility``  round k: pod k mod N creates ``v/<k>``; each other pod polls (a stat every ``--poll-ms``) until
                 it sees the file and answers with ``v/<k>.<its index>``; the writer polls for the answers. One
                 sample per (round, reader): half the round trip on the writer's own clock (one visibility each
-                way, plus a poll interval and a create each way), so clocks of different nodes never meet.
+                way, plus a poll interval and a create each way), so clocks of different nodes never meet. With
+                instant visibility a sample is about half a poll interval or a whole one: the resolution.
 ``lock``        each pod ``--lock-rounds`` times: open the shared ``lock`` file, flock(LOCK_EX), read the counter,
                 write it plus one, unlock, close. A sample is the time to get the lock (open included); after the
-                phase pod 0 reads the counter: pods x rounds unless the storage lost an update under the lock.
-``create``      each pod creates ``--small-files`` files of ``--file-bytes`` in its own directory ``f/<index>``.
+                phase pod 0 reads the counter (``lock-counter``): pods x rounds unless an update was lost.
+``create``      each pod creates ``--small-files`` files of ``--file-bytes`` in its own folder ``f/<index>`` (a
+                short write is a failure).
 ``stat``        each pod stats the files its neighbour (index + 1 mod N) created: attributes across nodes.
-``list``        each pod lists its neighbour's directory once (one sample) and counts the names.
+``list``        each pod lists its neighbour's folder once (one sample) and counts the names.
 ``delete``      each pod unlinks its own files.
 ``listing``     pod 0 creates ``--list-files`` empty files in ``l`` (its seconds: ``listing-create``); then every
-                pod lists ``l`` (readdir, names only) and counts them; then pod 0 removes them.
+                pod lists ``l`` (readdir, names only) and counts them.
 
 A sample goes into a histogram with fio's own bins (``plat_val_to_idx``/``plat_idx_to_val`` of fio's stat.c,
 FIO_IO_U_PLAT_BITS 6), so the operator merges the pods' histograms exactly, as it merges fio's. Each phase prints
-one line ``CSIBENCH-SHARED {json}``; a failure prints one with ``error`` and ends the program with status 1.
+one line ``CSIBENCH-SHARED {json}``; a failure prints one with ``error`` and ends the program with status 1. Every
+loop checks the deadline (``--timeout``), so a pod that waits for nothing or works too long says so and ends.
 Only the standard library: the workload image has a plain python3. The operator reads this file's text to build
 the command, so nothing here may import csibench.
 """
@@ -94,7 +102,7 @@ class Probe:
         self.options = options
         self.me: int = options.pod
         self.pods: int = options.pods
-        self.root: str = options.root
+        self.root: str = os.path.join(options.root, f"csibench-shared-{options.attempt}")
         self.poll = options.poll_ms / 1000.0
         self.deadline = time.monotonic() + options.timeout
 
@@ -104,42 +112,64 @@ class Probe:
     def emit(self, phase: str, **fields: object) -> None:
         print(MARKER + json.dumps({"pod": self.me, "phase": phase, **fields}, sort_keys=True), flush=True)
 
+    def in_time(self, what: str) -> None:
+        if time.monotonic() > self.deadline:
+            raise ProbeFailed(f"timed out {what} (--timeout {self.options.timeout:g}s)")
+
     def wait_for(self, present: Callable[[], bool], what: str) -> None:
         """Poll ``present()`` until it is true; past the deadline, fail saying what never came."""
         while not present():
-            if time.monotonic() > self.deadline:
-                raise ProbeFailed(f"timed out waiting for {what}")
+            self.in_time(f"waiting for {what}")
             time.sleep(self.poll)
 
     def barrier(self, phase: str) -> None:
-        """Every pod at ``phase`` before any goes on (files on the shared volume itself)."""
+        """Every pod at ``phase`` before any goes on (files on the shared volume itself). A barrier's folder that
+        is gone was removed by pod 0 after every pod had arrived (the end of the run)."""
         folder = self.path("b", phase)
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, str(self.me)), "w"):
             pass
 
         def arrived() -> bool:
-            return len(os.listdir(folder)) >= self.pods
+            try:
+                return len(os.listdir(folder)) >= self.pods
+            except FileNotFoundError:
+                return True
 
         try:
             self.wait_for(arrived, f"the other pods at {phase}")
         except ProbeFailed:
             missing = sorted(set(range(self.pods)) - {int(n) for n in os.listdir(folder) if n.isdigit()})
             raise ProbeFailed(f"pods {', '.join(map(str, missing))} of {self.pods} never reached {phase} "
-                              f"(timed out after {self.options.timeout}s)") from None
+                              f"(timed out after {self.options.timeout:g}s)") from None
+
+    def phase(self, name: str, work: Callable[[], dict[str, object]]) -> None:
+        """One phase between two barriers: its seconds run from leaving the first to leaving the second, so the
+        slowest pod's seconds cover the whole phase on every pod, however their starts were spread."""
+        self.barrier(name)
+        started = time.monotonic()
+        fields = work()
+        self.barrier(f"{name}-done")
+        self.emit(name, seconds=time.monotonic() - started, **fields)
 
     def create(self, path: str, payload: bytes = b"") -> None:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         try:
-            if payload:
-                os.write(fd, payload)
+            written = 0
+            while written < len(payload):
+                done = os.write(fd, payload[written:])
+                if done <= 0:
+                    raise OSError(f"short write: {written} of {len(payload)} bytes")
+                written += done
+        except OSError as error:  # a write's error names no file: say which one
+            if error.filename is None:
+                raise OSError(error.errno, error.strerror, path) from error
+            raise
         finally:
             os.close(fd)
 
-    def visibility(self) -> None:
-        os.makedirs(self.path("v"), exist_ok=True)
-        self.barrier("visibility")
-        samples, started = Samples(), time.monotonic()
+    def visibility(self) -> dict[str, object]:
+        samples = Samples()
         for round_ in range(self.options.files):
             writer = round_ % self.pods
             readers = [pod for pod in range(self.pods) if pod != writer]
@@ -154,20 +184,21 @@ class Probe:
                             samples.add((time.monotonic_ns() - began) // 2)
                             del waiting[pod]
                     if waiting:
-                        if time.monotonic() > self.deadline:
-                            raise ProbeFailed(f"round {round_}: pods {sorted(waiting)} never answered")
+                        self.in_time(f"in round {round_}: pods {sorted(waiting)} never answered")
                         time.sleep(self.poll)
             else:
                 self.wait_for(functools.partial(all_exist, [self.path("v", round_)]),
                               f"round {round_}'s file from pod {writer}")
                 self.create(answers[self.me])
-                self.wait_for(functools.partial(all_exist, list(answers.values())), f"round {round_}'s answers")
-        self.emit("visibility", ops=samples.count, seconds=time.monotonic() - started, **samples.fields())
+                self.wait_for(functools.partial(all_exist, list(answers.values())),
+                              f"round {round_}'s answers from pods {readers}")
+        return {"ops": samples.count, **samples.fields()}
 
-    def lock(self) -> None:
-        self.barrier("lock")
-        lock_file, samples, started = self.path("lock"), Samples(), time.monotonic()
-        for _ in range(self.options.lock_rounds):
+    def lock(self) -> dict[str, object]:
+        lock_file, samples = self.path("lock"), Samples()
+        for round_ in range(self.options.lock_rounds):
+            if round_ % 100 == 0:
+                self.in_time(f"in flock round {round_}")
             began = time.monotonic_ns()
             fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -178,18 +209,18 @@ class Probe:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
-        seconds = time.monotonic() - started
-        self.barrier("lock-done")
-        extra: dict[str, object] = {}
-        if self.me == 0:
-            with open(lock_file, "rb") as counter:
-                extra["counter"] = int(counter.read().strip() or b"0")
-        self.emit("lock", ops=samples.count, seconds=seconds, **samples.fields(), **extra)
+        return {"ops": samples.count, **samples.fields()}
 
-    def timed(self, phase: str, paths: list[str], operation: Callable[[str], object]) -> Samples:
-        """One operation per path, each timed; the phase's own seconds are printed with them."""
-        samples, started, missing = Samples(), time.monotonic(), 0
-        for path in paths:
+    def counter(self) -> int:
+        with open(self.path("lock"), "rb") as counter:
+            return int(counter.read().strip() or b"0")
+
+    def timed(self, what: str, paths: list[str], operation: Callable[[str], object]) -> dict[str, object]:
+        """One operation per path, each timed; a path not found counts as missing."""
+        samples, missing = Samples(), 0
+        for number, path in enumerate(paths):
+            if number % 100 == 0:
+                self.in_time(f"in {what} ({number} of {len(paths)} done)")
             began = time.monotonic_ns()
             try:
                 operation(path)
@@ -197,28 +228,26 @@ class Probe:
                 missing += 1
                 continue
             samples.add(time.monotonic_ns() - began)
-        self.emit(phase, ops=samples.count, seconds=time.monotonic() - started, missing=missing,
-                  **samples.fields())
-        return samples
+        return {"ops": samples.count, "missing": missing, **samples.fields()}
+
+    def listed(self, folder: str, expected: int) -> dict[str, object]:
+        began, samples = time.monotonic_ns(), Samples()
+        with os.scandir(folder) as entries:
+            seen = sum(1 for _ in entries)
+        samples.add(time.monotonic_ns() - began)
+        return {"ops": 1, "entries": seen, "expected": expected, **samples.fields()}
 
     def small_files(self) -> None:
         count, mine = self.options.small_files, self.path("f", self.me)
         neighbour = self.path("f", (self.me + 1) % self.pods)
         os.makedirs(mine, exist_ok=True)
         payload = b"x" * self.options.file_bytes
-        self.barrier("create")
-        self.timed("create", [os.path.join(mine, str(n)) for n in range(count)],
-                   lambda path: self.create(path, payload))
-        self.barrier("stat")
-        self.timed("stat", [os.path.join(neighbour, str(n)) for n in range(count)], os.stat)
-        self.barrier("list")
-        began, samples = time.monotonic_ns(), Samples()
-        entries = len(os.listdir(neighbour))
-        samples.add(time.monotonic_ns() - began)
-        self.emit("list", ops=1, seconds=samples.max_ns / 1e9, entries=entries, expected=count, **samples.fields())
-        self.barrier("delete")
-        self.timed("delete", [os.path.join(mine, str(n)) for n in range(count)], os.unlink)
-        os.rmdir(mine)
+        names = [str(n) for n in range(count)]
+        self.phase("create", lambda: self.timed("create", [os.path.join(mine, n) for n in names],
+                                                lambda path: self.create(path, payload)))
+        self.phase("stat", lambda: self.timed("stat", [os.path.join(neighbour, n) for n in names], os.stat))
+        self.phase("list", lambda: self.listed(neighbour, count))
+        self.phase("delete", lambda: self.timed("delete", [os.path.join(mine, n) for n in names], os.unlink))
 
     def listing(self) -> None:
         count, folder = self.options.list_files, self.path("l")
@@ -228,27 +257,35 @@ class Probe:
             os.makedirs(folder, exist_ok=True)
             started = time.monotonic()
             for n in range(count):
+                if n % 1000 == 0:
+                    self.in_time(f"creating the listing's files ({n} of {count} done)")
                 self.create(os.path.join(folder, str(n)))
             self.emit("listing-create", ops=count, seconds=time.monotonic() - started)
-        self.barrier("listing")
-        began, samples = time.monotonic_ns(), Samples()
-        with os.scandir(folder) as entries:
-            seen = sum(1 for _ in entries)
-        samples.add(time.monotonic_ns() - began)
-        self.emit("listing", ops=1, seconds=samples.max_ns / 1e9, entries=seen, expected=count, **samples.fields())
-        self.barrier("listing-done")
-        if self.me == 0:
-            for n in range(count):
-                os.unlink(os.path.join(folder, str(n)))
+        self.phase("listing", lambda: self.listed(folder, count))
+
+    def clean(self) -> None:
+        """Pod 0, once every pod is done: the attempt's folder removed, so a backend that keeps a directory
+        across claims (a subdirectory per claim name, a retained volume) finds nothing of it."""
+        for top, folders, files in os.walk(self.root, topdown=False):
+            for name in files:
+                os.unlink(os.path.join(top, name))
+            for name in folders:
+                os.rmdir(os.path.join(top, name))
+        os.rmdir(self.root)
 
     def run(self) -> None:
+        os.makedirs(self.path("v"), exist_ok=True)
         self.emit("start", pods=self.pods)
         self.barrier("start")
-        self.visibility()
-        self.lock()
+        self.phase("visibility", self.visibility)
+        self.phase("lock", self.lock)
+        if self.me == 0:
+            self.emit("lock-counter", counter=self.counter())
         self.small_files()
         self.listing()
         self.barrier("end")
+        if self.me == 0:
+            self.clean()
         self.emit("end")
 
 
@@ -257,6 +294,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pod", type=int, required=True)
     parser.add_argument("--pods", type=int, required=True)
     parser.add_argument("--root", required=True)
+    parser.add_argument("--attempt", required=True)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--lock-rounds", type=int, default=100)
     parser.add_argument("--small-files", type=int, default=1000)
@@ -265,6 +303,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--poll-ms", type=float, default=1.0)
     parser.add_argument("--timeout", type=float, default=600.0)
     options = parser.parse_args(argv)
+    if not options.attempt.isalnum() or not options.attempt.isascii():
+        parser.error(f"--attempt {options.attempt!r}: letters and digits only")
     if not 0 <= options.pod < options.pods or options.pods < 2:
         parser.error(f"--pod {options.pod} of --pods {options.pods}: need 0 <= pod < pods and pods >= 2")
     return options

@@ -11,6 +11,7 @@ the pod never ran) fails the rows it did not report; rows every pod reported sta
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,11 +19,15 @@ from typing import Any
 from csibench.api import histogram
 from csibench.api.models import SharedLatency, SharedPhase, SharedRow, StepState
 from csibench.api.text import shorten
-from csibench.engine.steps.shared.probe import MARKER
+from csibench.engine.steps.shared.probe import MARKER, PLAT_NR, plat_value
 
 MAX_MESSAGE = 600
 LISTING_CREATE = "listing-create"
+LOCK_COUNTER = "lock-counter"
 FAILED = "failed"
+MAX_COUNT = 10**12  # more operations than any spec asks for: a number past it is not the probe's
+MAX_SECONDS = 10**7  # longer than any step's timeout
+LAST_BIN_NS = plat_value(PLAT_NR - 1)  # fio's last bin: no probe sample lies beyond it
 
 
 @dataclass
@@ -59,13 +64,25 @@ def pending_rows(list_files: int) -> list[SharedRow]:
 
 
 def _number(fields: Mapping[str, Any], key: str) -> float:
+    """A duration the probe printed; anything else (a bool, a negative, NaN, infinity, an absurd size) is 0."""
     value = fields.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    if isinstance(value, int):
+        return float(value) if 0 <= value <= MAX_SECONDS else 0.0
+    return value if math.isfinite(value) and 0.0 <= value <= MAX_SECONDS else 0.0
 
 
 def _count(fields: Mapping[str, Any], key: str) -> int:
+    """A count the probe printed; anything else (a bool, a float, a negative, an absurd size) is 0."""
     value = fields.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else 0
+
+
+def _bins(fields: Mapping[str, Any]) -> histogram.Histogram:
+    """The line's histogram, without a bin no probe could have filled."""
+    return {value: count for value, count in histogram.from_json(fields.get("bins")).items()
+            if value <= LAST_BIN_NS and count <= MAX_COUNT}
 
 
 def latency_of(histograms: Sequence[Mapping[int, int]], max_ns: int) -> SharedLatency | None:
@@ -74,8 +91,8 @@ def latency_of(histograms: Sequence[Mapping[int, int]], max_ns: int) -> SharedLa
     if any(value is None for value in found.values()):
         return None
 
-    def ms(ns: int | None) -> float:
-        return round((ns or 0) / 1e6, 4)
+    def ms(ns: int | None) -> float:  # a bin's midpoint may lie past the exact maximum: never shown above it
+        return round(min(ns or 0, max_ns) / 1e6, 4)
 
     return SharedLatency(p50=ms(found[50.0]), p90=ms(found[90.0]), p99=ms(found[99.0]), p999=ms(found[99.9]),
                          max=ms(max_ns))
@@ -97,19 +114,20 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
     operations = sum(_count(line, "ops") for line in lines)
     seconds = max(_number(line, "seconds") for line in lines)
     row.operations, row.durationSeconds = operations, round(seconds, 6)
-    row.latency = latency_of([histogram.from_json(line.get("bins")) for line in lines],
-                             max(_count(line, "maxNs") for line in lines))
+    row.latency = latency_of([_bins(line) for line in lines],
+                             min(LAST_BIN_NS, max(_count(line, "maxNs") for line in lines)))
     if phase in (SharedPhase.LIST, SharedPhase.LISTING):
         row.entries = min(_count(line, "entries") for line in lines)
         row.missing = sum(max(0, _count(line, "expected") - _count(line, "entries")) for line in lines)
         row.opsPerSecond = round(row.entries / seconds, 3) if seconds > 0 else None
     else:
         row.opsPerSecond = round(operations / seconds, 3) if seconds > 0 and phase != SharedPhase.VISIBILITY else None
-    if phase == SharedPhase.STAT:
+    if phase in (SharedPhase.STAT, SharedPhase.DELETE):
         row.missing = sum(_count(line, "missing") for line in lines)
-    if phase == SharedPhase.LOCK:
-        counter = next((line["counter"] for line in lines if isinstance(line.get("counter"), int)), None)
-        row.lostUpdates = None if counter is None else operations - counter
+    if phase == SharedPhase.LOCK:  # pod 0 reads the counter once every pod is done
+        counted = next((r.phases[LOCK_COUNTER] for r in reported if LOCK_COUNTER in r.phases
+                        and r.phases[LOCK_COUNTER].get("pod") == 0), None)
+        row.lostUpdates = None if counted is None else operations - _count(counted, "counter")
     if phase == SharedPhase.LISTING:
         created = next((r.phases[LISTING_CREATE] for r in reported if LISTING_CREATE in r.phases), None)
         row.createSeconds = round(_number(created, "seconds"), 6) if created is not None else None
@@ -122,9 +140,12 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
 
 def problem_of(row: SharedRow) -> str | None:
     """A measured phase whose check failed: a lost update under flock, or files another pod did not find."""
-    if row.lostUpdates:
+    if row.lostUpdates is not None and row.lostUpdates > 0:
         return (f"{row.lostUpdates} of {row.operations} increments under flock were lost: the lock did not "
                 "serialise the pods")
+    if row.lostUpdates is not None and row.lostUpdates < 0:
+        return (f"the counter under flock holds {-row.lostUpdates} more than the {row.operations} increments "
+                "made: it was not this attempt's")
     if row.missing:
         return f"{row.missing} files created on one node were not found from another"
     return None
@@ -138,7 +159,7 @@ def histograms_of(reports: Sequence[PodReport]) -> dict[str, dict[str, int]]:
     """Per phase, every pod's histogram merged (the stored report keeps them for the HTML page's CDF)."""
     merged: dict[str, dict[str, int]] = {}
     for phase in SharedPhase:
-        found = [histogram.from_json(r.phases[phase.value].get("bins")) for r in reports if phase.value in r.phases]
+        found = [_bins(r.phases[phase.value]) for r in reports if phase.value in r.phases]
         if found:
             merged[phase.value] = histogram.to_json(histogram.merge(found))
     return merged

@@ -1,7 +1,8 @@
-"""The sharedVolume step: a ReadWriteMany claim of the run's class, ``pods`` probe pods mounting it at once (pod i
-preferring the i-th schedulable node), each running ``probe.py``; when every pod has ended, their logs are read
-through ``pods/log`` and become one row per phase (``rows.py``); then the pods and the claim are deleted, each
-waited for until it and its volume are gone. The step's clock covers all of it; each row has the phase's own time.
+"""The sharedVolume step: a ReadWriteMany claim of the run's class, ``pods`` probe pods mounting it at once (spread
+over the nodes by a preferred pod anti-affinity among them), each running ``probe.py``; when every pod has ended,
+their logs are read through ``pods/log`` and become one row per phase (``rows.py``); then the pods and the claim
+are deleted, each waited for until it and its volume are gone. The step's clock covers all of it; each row has
+the phase's own time.
 
 A claim that does not bind (a class that refuses ReadWriteMany says so in its ProvisioningFailed) fails the step
 with the provisioner's words and no pod is made. A pod that fails says why in its row (the probe's words: which
@@ -13,6 +14,7 @@ untimed) and measured again from scratch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from csibench.api.models import SharedRow, StepState
@@ -27,8 +29,11 @@ from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches, finished_log
 from csibench.metrics import METRICS
 
-BASE_SECONDS = 600  # pods start, every phase at the defaults many times over on a slow share
-LIST_FILES_PER_SECOND = 1000  # one more second per 1,000 listFiles: pod 0 creates them, every pod lists them
+BASE_SECONDS = 600  # pods start, claim bound, the phases' barriers
+# Room per operation, far beyond a local array's (tens of microseconds) for a slow share: a visibility round waits
+# up to two poll intervals besides; lock rounds of all pods are serialised; a pod's small files go through create,
+# stat and delete; pod 0 creates the listing's files, then every pod reads them.
+SECONDS_PER_OPERATION = 0.01
 PROBE_MARGIN_SECONDS = 60  # the probes give up this long before the step does, so their logs say why
 HISTOGRAMS = "histograms"
 PROBE_FAILED = "ProbeFailed"
@@ -38,11 +43,16 @@ def timeout_of(context: StepContext) -> float:
     data = context.spec.shared
     assert data is not None
     own = context.spec.timeouts.own("sharedVolume")
-    return float(own if own is not None else BASE_SECONDS + data.listFiles // LIST_FILES_PER_SECOND)
+    if own is not None:
+        return float(own)
+    rounds = data.files * (2 * data.pollMilliseconds / 1000 + SECONDS_PER_OPERATION)
+    operations = (data.pods * data.lockRounds + 3 * data.smallFiles + 2 * data.listFiles) * SECONDS_PER_OPERATION
+    return float(math.ceil(BASE_SECONDS + rounds + operations))
 
 
-def probe_timeout(step_timeout: float) -> float:
-    return max(step_timeout / 2, step_timeout - PROBE_MARGIN_SECONDS)
+def probe_timeout(step_timeout: float) -> int:
+    """Whole seconds the probes have (their own deadline, before the step's): never under one."""
+    return max(1, math.ceil(max(step_timeout / 2, step_timeout - PROBE_MARGIN_SECONDS)))
 
 
 async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext) -> None:
@@ -102,8 +112,8 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
     colocated = len(pods) - len({r.node for r in reports if r.node})
     if colocated > 0:
         await runner.warn("SharedPodsColocated", f"{colocated} of the {len(pods)} probe pods shared a node with "
-                          "another: fewer schedulable nodes than spec.shared.pods, so some visibility samples "
-                          "did not cross nodes")
+                          "another: fewer nodes the pods could use than spec.shared.pods, so some samples did "
+                          "not cross nodes")
     return shared_rows.build_rows(reports, data.listFiles)
 
 
