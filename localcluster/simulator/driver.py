@@ -40,7 +40,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from localcluster.csi import csi_pb2 as csi
 from localcluster.csi import csi_pb2_grpc as csi_grpc
-from localcluster.simulator import volumes
+from localcluster.simulator import qos, volumes
 from localcluster.simulator.backend import Backend, InjectedFailure
 from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle, pv_name_of_handle, volume_handle
 
@@ -62,6 +62,7 @@ class VolumeRecord:
     source_snapshot: str | None
     source_volume: str | None = None  # the volume it was cloned from
     mutable: tuple[tuple[str, str], ...] = ()  # its mutable parameters (a VolumeAttributesClass's), sorted
+    kind: str = "directory"  # what holds its data: "directory", "ext4" (an image, loop-mounted) or "block"
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,22 @@ def _unsupported_capability(capability: Any) -> str | None:
     return None if capability.HasField("block") else "access type (mount or block) missing"
 
 
+def _kind_of(request: Any) -> str:
+    """What will hold a new volume's data (pure): a raw device, an ext4 image, or a directory."""
+    if any(c.HasField("block") for c in request.volume_capabilities):
+        return "block"
+    fs_type = next((c.mount.fs_type for c in request.volume_capabilities if c.HasField("mount")), "")
+    return "ext4" if fs_type == "ext4" else "directory"
+
+
+def _enforce(volume_dir: Path, limits: qos.Limits) -> None:
+    """A modify's limits: kept beside the data for the next mount, and set at once on the loop devices that
+    containers have on the volume's image now (a running fio sees the new policy)."""
+    qos.write(volume_dir, limits)
+    for device in volumes.loop_devices_of(volumes.image_of(volume_dir)):
+        qos.apply(device, limits)
+
+
 def _page(entries: list[Any], starting_token: str, max_entries: int) -> tuple[list[Any], str] | None:
     """One page of a listing: the token is the index of the page's first entry; None for a token that is not
     one (the caller answers ABORTED, as the CSI spec asks) (pure)."""
@@ -223,17 +240,27 @@ def _timestamp(seconds: float) -> Timestamp:
 
 
 # The mutable parameters (VolumeAttributesClass) the array takes: a QoS policy's name, which it records (the
-# simulated latencies stay the class's); a change is one array operation (modifyVolume), timed like the others.
-MUTABLE_PARAMETERS = frozenset({"qosPolicy"})
+# simulated latencies stay the class's), and the limits it enforces (``qos.py``: maxIOPS, maxMiBps, on the
+# volume's loop device); a change is one array operation (modifyVolume), timed like the others.
+MUTABLE_PARAMETERS = frozenset({"qosPolicy", *qos.PARAMETERS})
 
 
-def _unsupported_mutable(parameters: Any) -> str | None:
-    """Why the array refuses these mutable parameters, or None (pure)."""
+def _unsupported_mutable(parameters: Any, kind: str | None = None) -> str | None:
+    """Why the array refuses these mutable parameters for a volume of ``kind`` (None: not known yet), or None
+    (pure)."""
     unknown = sorted(set(parameters) - MUTABLE_PARAMETERS)
     if unknown:
         return f"mutable parameters {unknown} not supported (supported: {sorted(MUTABLE_PARAMETERS)})"
     empty = sorted(key for key, value in parameters.items() if not value)
-    return f"mutable parameters {empty} have no value" if empty else None
+    if empty:
+        return f"mutable parameters {empty} have no value"
+    limits, refused = qos.parse(dict(parameters))
+    if refused:
+        return refused
+    if limits and kind is not None and kind != "ext4":
+        return (f"{', '.join(sorted(limits))}: the array throttles a volume's loop device, which only ext4 volumes "
+                f"(csi.storage.k8s.io/fstype: ext4) have; this one is a {kind} volume")
+    return None
 
 
 # What the array holds in all (GetCapacity): the simulator's arrays have no real limit; this is what they report.
@@ -321,7 +348,7 @@ class Controller(csi_grpc.ControllerServicer):
         driver = self.driver
         await _require(context, name=bool(request.name), volume_capabilities=bool(request.volume_capabilities))
         reasons = [reason for reason in map(_unsupported_capability, request.volume_capabilities) if reason]
-        reasons += filter(None, [_unsupported_mutable(request.mutable_parameters)])
+        reasons += filter(None, [_unsupported_mutable(request.mutable_parameters, _kind_of(request))])
         if reasons:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(reasons))
         required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
@@ -382,7 +409,7 @@ class Controller(csi_grpc.ControllerServicer):
         if existing is None:
             volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
             record = VolumeRecord(volume_id, request.name, capacity, source_id, origin_id,
-                                  tuple(sorted(request.mutable_parameters.items())))
+                                  tuple(sorted(request.mutable_parameters.items())), _kind_of(request))
             target = driver.volume_dir(volume_id)
 
             def created() -> None:
@@ -413,6 +440,8 @@ class Controller(csi_grpc.ControllerServicer):
             facts.update({"sourceVolume": origin_id} if origin_id else {})
             await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
                                  **facts)
+            if volume_id in driver.volumes:  # its own limits, never a source's copied with its data
+                qos.write(target, qos.parse(dict(request.mutable_parameters))[0])
             existing = driver.volume_named(request.name)
             assert existing is not None
         clash = conflict(existing)
@@ -538,10 +567,10 @@ class Controller(csi_grpc.ControllerServicer):
         change what the volume has, none when it has them already."""
         driver, volume_id = self.driver, request.volume_id
         await _require(context, volume_id=bool(volume_id), mutable_parameters=bool(request.mutable_parameters))
-        unsupported = _unsupported_mutable(request.mutable_parameters)
+        record = driver.volumes.get(volume_id)
+        unsupported = _unsupported_mutable(request.mutable_parameters, record.kind if record is not None else None)
         if unsupported:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, unsupported)
-        record = driver.volumes.get(volume_id)
         if record is None:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {volume_id} not found")
         wanted = tuple(sorted({**dict(record.mutable), **dict(request.mutable_parameters)}.items()))
@@ -550,6 +579,7 @@ class Controller(csi_grpc.ControllerServicer):
                 current = driver.volumes.get(volume_id)
                 if current is not None:
                     driver.volumes[volume_id] = replace(current, mutable=wanted)
+                    _enforce(driver.volume_dir(volume_id), qos.parse(dict(wanted))[0])
 
             await driver.perform(Operation.MODIFY_VOLUME, ("modify", volume_id, repr(wanted)),
                                  class_of_handle(volume_id), record.name, modified, parameters=dict(wanted))

@@ -48,8 +48,10 @@ import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from localcluster.simulator import qos
 from localcluster.simulator.volumes import DEVICE_NAME, SYSTEM_PATH, run_tool
 
 CLONE_NEWNS = 0x00020000
@@ -202,6 +204,20 @@ def _mount_image(image: str, target: str) -> None:
     except OSError as error:
         print(f"sandbox: direct I/O not enabled on the volume at {target} ({error}); the loop device stays "
               "buffered", file=sys.stderr, flush=True)
+    if device is not None:
+        _throttle(device, Path(os.path.realpath(image)).parent)
+
+
+def _throttle(device: str, volume_dir: Path) -> None:
+    """The volume's QoS limits on its loop device (``qos.py``); a device of a volume without limits has an earlier
+    volume's cleared. A volume with limits the host cannot enforce does not start: a limit silently not kept would
+    be measured as the array's."""
+    limits = qos.read(volume_dir)
+    try:
+        qos.apply(device, limits)
+    except qos.QosUnavailable:
+        if limits:
+            raise
 
 
 def loop_device_of(target: str) -> str | None:

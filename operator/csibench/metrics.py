@@ -102,6 +102,13 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
+        # The class change (spec.modify): fio on the volumes before and after, summed over them.
+        self.modify_iops = Gauge("csibench_modify_operations_per_second",
+                                 "fio IOPS (read + write) summed over the volumes, before or after the "
+                                 "VolumeAttributesClass change.", ["run", "when"], registry=registry)
+        self.modify_bandwidth = Gauge("csibench_modify_bandwidth_bytes_per_second",
+                                      "fio bandwidth (read + write) summed over the volumes, before or after the "
+                                      "VolumeAttributesClass change.", ["run", "when"], registry=registry)
         # The shared volume (spec.shared): one series per run and probe phase; latency in seconds.
         self.shared_rate = Gauge("csibench_shared_operations_per_second",
                                  "Shared-volume probe: operations per second of a phase, every pod together.",
@@ -224,6 +231,13 @@ class Metrics:
         self.database_initialize.labels(run, str(scale)).set(seconds)
         self._remember(run, "database_initialize", (run, str(scale)))
 
+    def record_modify(self, run: str, when: str, iops: float, bytes_per_second: float) -> None:
+        """fio on the volumes before or after the class change (read and write together)."""
+        for name, gauge, value in (("modify_iops", self.modify_iops, iops),
+                                   ("modify_bandwidth", self.modify_bandwidth, bytes_per_second)):
+            gauge.labels(run, when).set(value)
+            self._remember(run, name, (run, when))
+
     def record_shared(self, run: str, phase: str, rate: float | None, quantiles: dict[str, float]) -> None:
         """One measured phase of the shared-volume probe (latency quantiles in seconds)."""
         if rate is not None:
@@ -291,6 +305,7 @@ class Metrics:
                    "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach,
+                   "modify_iops": self.modify_iops, "modify_bandwidth": self.modify_bandwidth,
                    "shared_rate": self.shared_rate, "shared_latency": self.shared_latency,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,
                    "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput}

@@ -57,6 +57,8 @@ READY_REASONS: Mapping[str, str] = {
                                                       "`groupsnapshot.storage.k8s.io/v1`; nothing was created.",
     ConditionReason.VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND: "The VolumeGroupSnapshotClass does not exist; nothing "
                                                            "was created.",
+    ConditionReason.VOLUME_ATTRIBUTES_CLASS_NOT_FOUND: "`modify` names a VolumeAttributesClass that does not "
+                                                       "exist; nothing was created.",
     ConditionReason.NOT_ENOUGH_NODES: "Too few usable nodes (move needs two; density and the data path one); "
                                       "nothing was created.",
     ConditionReason.ABOVE_VOLUME_LIMIT: "A density level is above the driver's per-node volume limit (less what "

@@ -32,7 +32,7 @@ from csibench.kube.client import ApiError, Json, TokenBucket
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
 CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
                   "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers", "csinodes",
-                  "volumegroupsnapshotcontents", "volumegroupsnapshotclasses"}
+                  "volumegroupsnapshotcontents", "volumegroupsnapshotclasses", "volumeattributesclasses"}
 
 
 @dataclass
@@ -46,6 +46,7 @@ class Behaviour:
     release_delay: float = 0.01  # PV / content removal after its claim / snapshot is gone
     resize_delay: float = 0.01  # a bound claim's larger request reaches status.capacity (resizer and kubelet)
     resize_fails: set[str] = field(default_factory=set)  # claim names whose expansion gets VolumeResizeFailed
+    modify_infeasible: set[str] = field(default_factory=set)  # VolumeAttributesClass names the driver refuses
     pod_termination: float = 0.0  # a deleted pod stays (terminating) this long
     start_delay: float = 0.0  # from a pod's volumes attached (at ready_delay) to the pod Ready (stage, publish, start)
     ignore_pinning: bool = False  # a kubelet-less scheduler that puts every pod on node-0, whatever its affinity
@@ -210,6 +211,10 @@ class FakeKube:
                                         "allowVolumeExpansion": True})
         self.put("volumesnapshotclasses", "", {"metadata": {"name": "snap"}, "driver": "sim.csibench.io"})
         self.put("volumegroupsnapshotclasses", "", {"metadata": {"name": "group"}, "driver": "sim.csibench.io"})
+        for name in ("gold", "bronze"):
+            self.put("volumeattributesclasses", "", {"metadata": {"name": name}, "driverName": "sim.csibench.io",
+                                                     "parameters": {"qosPolicy": name}})
+        self.put("volumeattributesclasses", "", {"metadata": {"name": "foreign"}, "driverName": "other.example.com"})
         self.put("namespaces", "", {"metadata": {"name": "runs"}})
 
     def put(self, plural: str, namespace: str, obj: Json, event: str = "ADDED") -> Json:
@@ -330,6 +335,7 @@ class FakeKube:
                 self.timeline.append(("status", self.status_writes[-1]))
             else:
                 requested = _requested(obj) if plural == "persistentvolumeclaims" else None
+                attributes = (obj.get("spec") or {}).get("volumeAttributesClassName")
                 _merge(obj, {k: v for k, v in body.items() if k != "status"})
                 if plural == "pods":
                     self.pod_events.append(("patched", name or ""))
@@ -338,6 +344,9 @@ class FakeKube:
                     self._run_to_completion(namespace, obj)  # a start time it waited for may have come
                 if requested is not None and _requested(obj) != requested and obj.get("status", {}).get("capacity"):
                     self._resize(namespace, obj)
+                wanted = (obj.get("spec") or {}).get("volumeAttributesClassName")
+                if plural == "persistentvolumeclaims" and wanted and wanted != attributes:
+                    self._modify(namespace, obj, wanted)
             self.put(plural, namespace, obj, "MODIFIED")
             return obj
 
@@ -494,6 +503,31 @@ class FakeKube:
                  if any(ref.get("uid") == uid for ref in claim["metadata"].get("ownerReferences") or [])]
         for name in owned:
             self._delete_one("persistentvolumeclaims", namespace, name)
+
+    def _modify(self, namespace: str, claim: Json, wanted: str) -> None:
+        """The resizer's modify controller on a claim whose VolumeAttributesClass changed: InProgress, then the
+        class in effect; a class in ``modify_infeasible`` is refused (Infeasible, and the resizer's Warning)."""
+        name, uid, delay = claim["metadata"]["name"], claim["metadata"]["uid"], self.behaviour.resize_delay
+
+        def status(**fields: Any) -> Callable[[Json], None]:
+            def change(obj: Json) -> None:
+                if obj["metadata"]["uid"] == uid:  # not a namesake made since (a restore's)
+                    obj.setdefault("status", {}).update(fields)
+                    if "currentVolumeAttributesClassName" in fields:
+                        obj["status"].pop("modifyVolumeStatus", None)
+            return change
+
+        progress = {"targetVolumeAttributesClassName": wanted, "status": "InProgress"}
+        self._update("persistentvolumeclaims", namespace, name, status(modifyVolumeStatus=progress))
+        if wanted in self.behaviour.modify_infeasible:
+            refused = {"targetVolumeAttributesClassName": wanted, "status": "Infeasible"}
+            self._later(delay, lambda: self.warn(claim, "VolumeModifyFailed", "rpc error: code = InvalidArgument "
+                                                 "desc = injected: the class's parameters are refused"))
+            self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name,
+                                                    status(modifyVolumeStatus=refused)))
+            return
+        self._later(delay, lambda: self._update("persistentvolumeclaims", namespace, name,
+                                                status(currentVolumeAttributesClassName=wanted)))
 
     def _resize(self, namespace: str, claim: Json) -> None:
         """The resizer and the kubelet on a claim whose request grew: a filesystem claim passes through

@@ -22,6 +22,7 @@ PARTS: dict[str, dict[str, Any]] = {
     "dataPath.verify": {"dataPath": {"verify": True}, "volumeSnapshotClassName": "snap"},
     "ephemeral": {"ephemeral": {"pods": 1}},
     "shared": {"shared": {}},
+    "modify": {"modify": {"volumeAttributesClassName": "gold"}},
 }
 UNSET: dict[str, dict[str, Any]] = {"dataPath.verify": {"dataPath": {"verify": False}}}  # the part, switched off
 
@@ -78,8 +79,8 @@ def test_spec_steps_lists_the_first_step_of_a_part_exactly_when_the_part_is_set(
 def test_a_part_that_enables_a_pair_may_run_its_creation_alone() -> None:
     """deleteGroupSnapshot shares createGroupSnapshot's part: only the first is held to be listed with it."""
     assert [f.name for f in listed_with_their_parts(STEP_FACTS.values())] == [
-        "moveVolume", "expandVolume", "density", "dataPath", "database", "sharedVolume", "createGroupSnapshot",
-        "verifyClone", "createEphemeral"]
+        "moveVolume", "expandVolume", "modifyVolume", "density", "dataPath", "database", "sharedVolume",
+        "createGroupSnapshot", "verifyClone", "createEphemeral"]
     spec = BenchmarkRunSpec.model_validate({"storageClassName": "sim", **PARTS["groupSnapshot"],
                                             "steps": ["createVolume", "createGroupSnapshot", "deleteVolume"]})
     assert not spec.runs_step("deleteGroupSnapshot") and spec.runs_step("createGroupSnapshot")

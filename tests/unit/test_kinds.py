@@ -117,6 +117,8 @@ def test_update_writes_only_the_kinds_fields(kind: str) -> None:
     objects = {
         CLAIM: {"metadata": {"annotations": {claim.EXPAND_TO: "2Gi"}}, "spec": {"volumeName": "pv-1"},
                 "status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                           "currentVolumeAttributesClassName": "gold",
+                           "modifyVolumeStatus": {"targetVolumeAttributesClassName": "silver", "status": "InProgress"},
                            "conditions": [{"type": "FileSystemResizePending", "status": "True"}],
                            "allocatedResourceStatuses": {"storage": "NodeResizePending"}}},
         POD: {"spec": {"nodeName": "node-0", "volumes": [{"persistentVolumeClaim": {"claimName": "c"}}]},

@@ -72,6 +72,12 @@ from csibench.api.run.datapath import (
     FioPattern,
     default_workloads,
 )
+from csibench.api.run.modify import (
+    MAX_MODIFY_ROWS,
+    ModifyRow,
+    ModifySpec,
+    ModifyWhen,
+)
 from csibench.api.run.observations import (
     ClientUsed,
     Component,
@@ -172,6 +178,7 @@ __all__ = [
     "MAX_ITERATION_FAILURES",
     "MAX_LABELS",
     "MAX_LIST_FILES",
+    "MAX_MODIFY_ROWS",
     "MAX_RATE_LEVELS",
     "MAX_REPEAT",
     "MAX_RUN_NAME",
@@ -233,6 +240,9 @@ __all__ = [
     "M",
     "Machinery",
     "ModeDurations",
+    "ModifyRow",
+    "ModifySpec",
+    "ModifyWhen",
     "MoveSpec",
     "PgbenchMode",
     "Phase",

@@ -33,6 +33,7 @@ class StepName(StrEnum):
     MOVE_VOLUME = "moveVolume"  # spec.move: publish pods made again on another node, their volumes following
     EXPAND_VOLUME = "expandVolume"  # spec.expand: online while publish's pods mount the volumes, else offline
     UNPUBLISH = "unpublish"
+    MODIFY_VOLUME = "modifyVolume"  # spec.modify: every volume moved to another VolumeAttributesClass
     DENSITY = "density"  # not a lifecycle step: spec.density's ramp of volumes per node (publish/unpublish per level)
     DATA_PATH = "dataPath"  # not a lifecycle step: fio on the run's volumes (spec.dataPath), after unpublish
     DATABASE = "database"  # not a lifecycle step: PostgreSQL + pgbench on a volume of its own (spec.database)
@@ -95,6 +96,10 @@ _FACTS = (
                            "in seconds."),
     StepFacts(StepName.UNPUBLISH, "Unpublish (Detach)", "pod", requires=StepName.PUBLISH,
               requests_per_object={ATTACHER: 2, CONTROLLER_MANAGER: 1}),
+    StepFacts(StepName.MODIFY_VOLUME, "Modify Volume (attributes class)", "vol", requires=StepName.CREATE_VOLUME,
+              spec_part="modify", requests_per_object={RESIZER: 3},
+              timeout_note="Timeout of modifyVolume (every volume's new VolumeAttributesClass in effect), in seconds; "
+                           "each fio round before and after it has this long too, plus fioSeconds."),
     StepFacts(StepName.DENSITY, "Density (volumes per node)", "pod", requires=StepName.CREATE_VOLUME,
               spec_part="density",
               own_table=True, requests_per_object={ATTACHER: 5, CONTROLLER_MANAGER: 2},

@@ -77,6 +77,21 @@ def parse_quantity(text: str) -> Decimal:
         raise ValueError(f"{text!r} is not a quantity") from error
 
 
+def size_in_bounds(value: str, what: str) -> str:
+    """A volume size in (0, SIZE_MAX], or a ValueError naming the field."""
+    if not 0 < parse_quantity(value) <= parse_quantity(SIZE_MAX):
+        raise ValueError(f"{what} must be greater than 0 and at most {SIZE_MAX}, not {value}")
+    return value
+
+
+def labels_only(labels: dict[str, str], what: str) -> dict[str, str]:
+    """Labels (a node selector) whose keys and values are valid, or a ValueError naming each problem."""
+    problems = label_problems(labels, what)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return labels
+
+
 def label_problems(labels: dict[str, str], what: str) -> list[str]:
     """Why these labels cannot go on an object, one sentence each (empty when they can)."""
     problems = []

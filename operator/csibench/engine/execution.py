@@ -188,7 +188,10 @@ class StepRunner:
         """Creates the step's companion objects (the database's claim), as the step's own are created."""
         companion = step.companion
         assert companion is not None
-        return self.requests.creating(companion.resource, lambda name: companion.manifest(step_context, 0), tracker)
+        index_of = {name: index for index, name in enumerate(companion.names(step_context.spec,
+                                                                             step_context.names))}
+        return self.requests.creating(companion.resource,
+                                      lambda name: companion.manifest(step_context, index_of.get(name, 0)), tracker)
 
     def companion_remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
         assert step.companion is not None

@@ -85,6 +85,10 @@ class Names:
         (the pod's name, then its volume's)."""
         return f"{self._objects}-e{index:05d}"
 
+    def modify_pod(self, index: int) -> str:
+        """The modifyVolume step's fio pods: ``-f`` + index (volume i's: i before the change, volumes + i after)."""
+        return f"{self._objects}-f{index:05d}"
+
     def shared_pod(self, index: int) -> str:
         """The sharedVolume step's probe pods: ``-r`` + index."""
         return f"{self._objects}-r{index:05d}"

@@ -22,6 +22,17 @@ from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 
 
+async def _remove_companion(runner: StepRunner, step: StepSpec, batches: list[StepTracker], restored: list[str],
+                            timeout: float) -> None:
+    """What the step created besides its own objects (the database's claim, the modify step's fio pods)."""
+    companion, context = step.companion, runner.context
+    assert companion is not None
+    batches.append(await _remove(runner, f"{step.name}-restore-{companion.kind}", companion.kind,
+                                 companion.resource, companion.names(context.spec, context.names), companion.gone,
+                                 timeout))
+    restored.append(f"deleted {len(batches[-1].objects)} {companion.kind}s")
+
+
 async def restore(runner: StepRunner, step: StepSpec) -> None:
     """Bring back the state ``step`` started from, untimed: delete what exists of its objects and wait until
     they and what depends on them are gone; for a deletion step (or a step that changed them, which cannot be
@@ -52,18 +63,16 @@ async def restore(runner: StepRunner, step: StepSpec) -> None:
         batches.append(await _remove(runner, f"{step.name}-restore-{holders.name}", holders.kind, holders.resource,
                                      holders.objects(context.spec, context.names), holders.gone, timeout))
         restored.append(f"deleted {len(batches[-1].objects)} {holders.kind}s of {holders.name}")
+    if step.companion is not None and step.companion.holds_objects:  # fio pods on the step's claims: first
+        await _remove_companion(runner, step, batches, restored, timeout)
     removal = await _remove(runner, f"{step.name}-restore", step.kind, step.resource, objects, step.gone, timeout)
     batches.append(removal)
     # Also what depends on objects gone before the restart, which its watches never saw (a group's members,
     # deleted after the group): a namesake made while they linger could adopt them.
     all_gone = await _wait_for(runner, f"{step.name}-restore-gone", step.kind, objects, step.gone, timeout)
     restored.append(f"deleted {len(removal.objects)} {step.kind}s")
-    if step.companion is not None:  # what the step created besides its own objects (the database's claim)
-        companion = step.companion
-        batches.append(await _remove(runner, f"{step.name}-restore-{companion.kind}", companion.kind,
-                                     companion.resource, [companion.object_name(context.names, 0)],
-                                     companion.gone, timeout))
-        restored.append(f"deleted {len(batches[-1].objects)} {companion.kind}s")
+    if step.companion is not None and not step.companion.holds_objects:  # the database's claim: after its pod
+        await _remove_companion(runner, step, batches, restored, timeout)
     if step.recreated_by is not None:
         again = await _make_again(runner, f"{step.name}-recreate", catalog_step(step.recreated_by), step_context,
                                   timeout)

@@ -90,6 +90,11 @@ class Companion:
     manifest: Callable[[StepContext, int], dict[str, Any]]
     report_key: str
     gone: Callable[[Observed, frozenset[str]], judges.Judge]
+    count: Callable[[BenchmarkRunSpec], int] = lambda spec: 1  # how many (object_name's indexes 0 .. count - 1)
+    holds_objects: bool = False  # it mounts the step's own objects (fio pods on claims): a restore deletes it first
+
+    def names(self, spec: BenchmarkRunSpec, names: Names) -> list[str]:
+        return [self.object_name(names, index) for index in range(self.count(spec))]
 
 
 SkipRule = Callable[["StepSpec", StepContext], set[str]]

@@ -18,6 +18,7 @@ from csibench.api.text import shorten
 from csibench.api.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
 from csibench.engine import judges
 from csibench.engine.errors import PlanError
+from csibench.engine.observed import CLAIM, POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube.client import ApiError
@@ -72,3 +73,18 @@ async def finished_log(runner: Batches, pod: str) -> tuple[str, tuple[str, str] 
         return await runner.pod_log(pod), None
     except ApiError as error:
         return "", (LOG_UNAVAILABLE, shorten(f"pods/log of {pod}: {error}", LOG_MESSAGE_MAX))
+
+
+async def remove_pods_then_claim(runner: Batches, step: StepSpec, context: StepContext, pods: Sequence[str],
+                                 claim: str, timeout: float) -> None:
+    """A workload step's end: its pods, then its own claim (the step's companion), each until it and what depends
+    on it (attachments, the volume) are gone; only those the run's watches saw."""
+    assert step.companion is not None
+    seen = context.observed.uids_of(POD)
+    removal = StepTracker(f"{step.name}-delete", [pod for pod in pods if pod in seen])
+    await runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
+                       runner.remover(step, removal), timeout)
+    claims = context.observed.uids_of(CLAIM)
+    volume = StepTracker(f"{step.name}-volume-delete", [claim] if claim in claims else [])
+    await runner.batch(CLAIM, volume, judges.claim_and_volume_gone(context.observed, frozenset()),
+                       runner.companion_remover(step, volume), timeout)

@@ -13,7 +13,7 @@ from typing import Any
 from csibench.api.steps import has_own_table, title_and_unit
 from csibench.api.stored_report import SCHEMA_VERSION
 from csibench.api.text import human_duration
-from csibench.report import cost, database, datapath, density, parts, shared, tables
+from csibench.report import cost, database, datapath, density, modify, parts, shared, tables
 from csibench.report.machinery import finding_lines, machinery_lines
 
 
@@ -225,6 +225,7 @@ def context_of(run: dict[str, Any]) -> ReportContext:
     notes += datapath.notes(run)
     notes += database.notes(run)
     notes += shared.notes(run)
+    notes += modify.notes(run)
     tail = [f"cleanup: {status['cleanup']}"] if status.get("cleanup") else []
     if status.get("phase") not in ("Succeeded", "Failed"):
         tail.append(f"run still in progress (phase {status.get('phase', 'Pending')}, "

@@ -95,6 +95,7 @@ class ConditionReason(StrEnum):
     EXPANSION_NOT_ALLOWED = "ExpansionNotAllowed"
     GROUP_SNAPSHOT_API_NOT_INSTALLED = "GroupSnapshotAPINotInstalled"
     VOLUME_GROUP_SNAPSHOT_CLASS_NOT_FOUND = "VolumeGroupSnapshotClassNotFound"
+    VOLUME_ATTRIBUTES_CLASS_NOT_FOUND = "VolumeAttributesClassNotFound"
     NOT_ENOUGH_NODES = "NotEnoughNodes"
     ABOVE_VOLUME_LIMIT = "AboveVolumeLimit"
     # Found while the run is under way.

@@ -138,14 +138,9 @@ class DatabaseSpec(_Model):
     @field_validator("nodeSelector")
     @classmethod
     def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        problems = v.label_problems(value, "database.nodeSelector")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return value
+        return v.labels_only(value, "database.nodeSelector")
 
     @field_validator("size")
     @classmethod
     def _size_in_bounds(cls, value: str) -> str:
-        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
-            raise ValueError(f"database.size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
-        return value
+        return v.size_in_bounds(value, "database.size")

@@ -23,7 +23,7 @@ from csibench.api.run.common import (
 
 MAX_SHARED_PODS = 16
 MAX_LIST_FILES = 10_000_000
-BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, however few bytes it holds
+_BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, however few bytes it holds
 
 
 class SharedSpec(_Model):
@@ -66,25 +66,20 @@ class SharedSpec(_Model):
     @field_validator("nodeSelector")
     @classmethod
     def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        problems = v.label_problems(value, "shared.nodeSelector")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return value
+        return v.labels_only(value, "shared.nodeSelector")
 
     @field_validator("size")
     @classmethod
     def _size_in_bounds(cls, value: str) -> str:
-        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
-            raise ValueError(f"shared.size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
-        return value
+        return v.size_in_bounds(value, "shared.size")
 
     @model_validator(mode="after")
     def _small_files_fit(self) -> SharedSpec:
         """Every pod's small files at once, each at least a block: a run that cannot hold them is refused, not
         failed half-way with a full volume."""
-        needed = self.pods * self.smallFiles * max(self.fileBytes, BLOCK_BYTES)
+        needed = self.pods * self.smallFiles * max(self.fileBytes, _BLOCK_BYTES)
         if needed > v.parse_quantity(self.size):
-            raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {BLOCK_BYTES} bytes) need "
+            raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {_BLOCK_BYTES} bytes) need "
                              f"{needed} bytes, more than shared.size {self.size}: raise size or lower them")
         return self
 

@@ -27,6 +27,7 @@ from csibench.api.run.common import (
 )
 from csibench.api.run.database import DatabaseSpec
 from csibench.api.run.datapath import DataPathSpec, DataPathWorkload, FioPattern, default_workloads
+from csibench.api.run.modify import ModifySpec
 from csibench.api.run.settings import ClientSettings, Timeouts
 from csibench.api.run.shared import SharedSpec
 from csibench.api.run.step_parts import DensitySpec, EphemeralSpec, ExpandSpec, GroupSnapshotSpec, MoveSpec
@@ -163,6 +164,11 @@ class BenchmarkRunSpec(_Model):
                           "done when its capacity says the new size and no resize is pending. Online (after "
                           "publish, while its pods mount the volumes) when publish runs, else offline. The class "
                           "must allow volume expansion; clones after it request the new size.")
+    modify: ModifySpec | None = Field(
+        None, description="Time a change of VolumeAttributesClass (the modifyVolume step, after unpublish): every "
+                          "bound claim's volumeAttributesClassName set at once, done when the claim says the new "
+                          "class is in effect (the external-resizer's ControllerModifyVolume); fio on every volume "
+                          "before and after it shows whether the limits changed.")
     density: DensitySpec | None = Field(
         None, description="Time attach against volumes per node (the density step, after unpublish): for each "
                           "level, that many of the run's volumes published at once in pods pinned to one node, "
@@ -267,9 +273,7 @@ class BenchmarkRunSpec(_Model):
     @field_validator("size")
     @classmethod
     def _size_in_bounds(cls, value: str) -> str:
-        if not 0 < v.parse_quantity(value) <= v.parse_quantity(v.SIZE_MAX):
-            raise ValueError(f"size must be greater than 0 and at most {v.SIZE_MAX}, not {value}")
-        return value
+        return v.size_in_bounds(value, "size")
 
     @field_validator("accessModes")
     @classmethod

@@ -11,6 +11,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.run.common import MAX_FINDINGS, Phase
 from csibench.api.run.database import MAX_DATABASE_ROWS
 from csibench.api.run.datapath import MAX_WORKLOADS
+from csibench.api.run.modify import MAX_MODIFY_ROWS, ModifyRow
 from csibench.api.run.observations import (
     ClientUsed,
     Condition,
@@ -114,6 +115,9 @@ class BenchmarkRunStatus(_Model):
     database: list[DatabaseRow] = Field(default_factory=list, max_length=MAX_DATABASE_ROWS,
                                         description="The database table (spec.database): per scale, its "
                                                     "initialization row, then one row per mode x clients run.")
+    modify: list[ModifyRow] = Field(default_factory=list, max_length=MAX_MODIFY_ROWS,
+                                    description="fio on the volumes before and after the class change "
+                                                "(spec.modify).")
     shared: list[SharedRow] = Field(default_factory=list, max_length=MAX_SHARED_ROWS,
                                     description="The shared-volume table (spec.shared): one row per probe phase.")
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")

@@ -33,7 +33,7 @@ from csibench.engine.results import ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.database import pgbench
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches, finished_log
+from csibench.engine.workload import Batches, finished_log, remove_pods_then_claim
 from csibench.kube.client import ApiError
 from csibench.metrics import METRICS
 
@@ -92,7 +92,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             tracker.record(pod, Verdict(False, outcome.reason, shorten(why, 600)), outcome.at)
         else:
             rows[:] = await _run_pod(runner, step, tracker, context, planned, rows, timeout)  # in place: measuring
-        await _remove(runner, step, context, pod, claim, timeout)
+        await remove_pods_then_claim(runner, step, context, [pod], claim, timeout)
 
 
 async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
@@ -154,20 +154,6 @@ async def _follow(runner: Batches, tracker: StepTracker, pod: str, planned: list
             shown = states
             await runner.show(progress)
         await asyncio.sleep(LOG_INTERVAL_SECONDS)
-
-
-async def _remove(runner: Batches, step: StepSpec, context: StepContext, pod: str, claim: str,
-                  timeout: float) -> None:
-    """The pod, then its claim, each until it and what depends on it (attachment, volume) are gone."""
-    assert step.companion is not None
-    seen = context.observed.uids_of(POD)
-    removal = StepTracker(f"{step.name}-delete", [pod] if pod in seen else [])
-    await runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
-                       runner.remover(step, removal), timeout)
-    claims = context.observed.uids_of(CLAIM)
-    volume = StepTracker(f"{step.name}-volume-delete", [claim] if claim in claims else [])
-    await runner.batch(CLAIM, volume, judges.claim_and_volume_gone(context.observed, frozenset()),
-                       runner.companion_remover(step, volume), timeout)
 
 
 def record_metrics(run_label: str, rows: Sequence[DatabaseRow]) -> None:

@@ -26,7 +26,7 @@ from csibench.engine.results import ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.shared import rows as shared_rows
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches, finished_log
+from csibench.engine.workload import Batches, finished_log, remove_pods_then_claim
 from csibench.metrics import METRICS
 
 BASE_SECONDS = 600  # pods start, claim bound, the phases' barriers
@@ -84,7 +84,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             await runner.show(f"{len(pods)} pods probing {claim}")
             rows[:] = await _run_pods(runner, step, tracker, context, pods, timeout)
         keep_rows(tracker, rows)
-        await _remove(runner, step, context, pods, claim, timeout)
+        await remove_pods_then_claim(runner, step, context, pods, claim, timeout)
 
 
 async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
@@ -115,20 +115,6 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
                           "another: fewer nodes the pods could use than spec.shared.pods, so some samples did "
                           "not cross nodes")
     return shared_rows.build_rows(reports, data.listFiles)
-
-
-async def _remove(runner: Batches, step: StepSpec, context: StepContext, pods: Sequence[str], claim: str,
-                  timeout: float) -> None:
-    """The pods, then the claim, each until it and what depends on it (attachments, volume) are gone."""
-    assert step.companion is not None
-    seen = context.observed.uids_of(POD)
-    removal = StepTracker(f"{step.name}-delete", [pod for pod in pods if pod in seen])
-    await runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
-                       runner.remover(step, removal), timeout)
-    claims = context.observed.uids_of(CLAIM)
-    volume = StepTracker(f"{step.name}-volume-delete", [claim] if claim in claims else [])
-    await runner.batch(CLAIM, volume, judges.claim_and_volume_gone(context.observed, frozenset()),
-                       runner.companion_remover(step, volume), timeout)
 
 
 def record_metrics(run_label: str, rows: Sequence[SharedRow]) -> None:

@@ -1,0 +1,101 @@
+"""The simulated array's QoS: a volume's IOPS and MiB/s limits, enforced where its data is read and written.
+
+A real array throttles a volume by its QoS policy; a VolumeAttributesClass changes that policy through
+ControllerModifyVolume (issue: "changing a volume's class"). The simulated array keeps a volume's limits beside
+its data (``qos.json`` in the volume's directory, written by the controller at CreateVolume and at every
+ControllerModifyVolume) and enforces them on the volume's loop device, the one block device all of a volume's I/O
+passes through: an ext4 volume's image is loop-mounted in the container (``sandbox.py``), so the host's block
+throttling (cgroup v1 ``blkio.throttle.*_device`` of the root group, where every simulated container runs) caps
+that device's reads and writes, IOPS and bytes per second, each direction at the limit, as an array's per-volume
+QoS does. The sandbox sets the limits when it mounts the image (and clears a loop device's earlier rules when the
+volume has none: loop devices are reused); the controller sets them on the devices in use when a modify changes
+them, so a running fio sees the new policy at once.
+
+Only volumes with a loop device can be throttled: a directory volume is a bind mount with no device of its own,
+and a raw block volume is a file bound at the device path. The array refuses QoS parameters for those (the
+driver's INVALID_ARGUMENT, which the resizer reports as Infeasible) rather than accept a limit it cannot keep.
+Buffered I/O reaches the loop device only on writeback; the data path's fio uses direct I/O, which is throttled as
+it is issued.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from localcluster.simulator.volumes import regular_file
+
+QOS_NAME = "qos.json"
+MAX_IOPS, MAX_MIBPS = "maxIOPS", "maxMiBps"  # the mutable parameters (and their keys in qos.json)
+PARAMETERS = (MAX_IOPS, MAX_MIBPS)
+LIMIT_MAX = 10**9
+BLKIO = Path("/sys/fs/cgroup/blkio")  # cgroup v1's block I/O controller, its root group
+IOPS_FILES = ("blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device")
+BPS_FILES = ("blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device")
+MIB = 1 << 20
+
+Limits = dict[str, int]
+
+
+class QosUnavailable(OSError):
+    """The host cannot throttle a device (no cgroup v1 blkio controller, or not ours to write)."""
+
+
+def parse(parameters: dict[str, str]) -> tuple[Limits, str | None]:
+    """The QoS limits among mutable parameters, and why they are refused (pure): each a whole number in
+    [1, 10**9]."""
+    limits: Limits = {}
+    for key in PARAMETERS:
+        text = parameters.get(key)
+        if text is None:
+            continue
+        if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= LIMIT_MAX:
+            return {}, f"{key} must be a whole number from 1 to {LIMIT_MAX}, not {text!r}"
+        limits[key] = int(text)
+    return limits, None
+
+
+def write(volume_dir: Path, limits: Limits) -> None:
+    """The volume's limits beside its data (none: the file removed, so a clone never keeps its source's)."""
+    path = volume_dir / QOS_NAME
+    if not limits:
+        if regular_file(path):
+            path.unlink()
+        return
+    scratch = volume_dir / f".{QOS_NAME}.new"
+    scratch.write_text(json.dumps(limits, sort_keys=True))
+    os.replace(scratch, path)
+
+
+def read(volume_dir: Path) -> Limits:
+    """The volume's limits; none when the file is missing, is not the array's own (a link) or is not valid."""
+    path = volume_dir / QOS_NAME
+    if not regular_file(path):
+        return {}
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: value for key, value in found.items()
+            if key in PARAMETERS and isinstance(value, int) and not isinstance(value, bool) and 0 < value <= LIMIT_MAX}
+
+
+def rules(device_number: str, limits: Limits) -> dict[str, str]:
+    """blkio file -> the line that sets (or, 0, clears) the device's limit there (pure)."""
+    iops, mibps = limits.get(MAX_IOPS, 0), limits.get(MAX_MIBPS, 0)
+    lines = {name: f"{device_number} {iops}" for name in IOPS_FILES}
+    lines.update({name: f"{device_number} {mibps * MIB}" for name in BPS_FILES})
+    return lines
+
+
+def apply(device: str, limits: Limits, root: Path = BLKIO) -> None:
+    """Set the device's limits (clear them where ``limits`` has none). QosUnavailable when the host cannot."""
+    number = os.stat(device).st_rdev
+    for name, line in rules(f"{os.major(number)}:{os.minor(number)}", limits).items():
+        try:
+            (root / name).write_text(line)
+        except OSError as error:
+            raise QosUnavailable(f"cannot throttle {device} on this host ({root / name}: {error})") from error
