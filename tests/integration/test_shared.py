@@ -16,7 +16,7 @@ from localcluster.runs import benchmark_run, step, wait_until_nothing_left
 from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
-PODS, FILES, ROUNDS, SMALL, LISTED = 3, 20, 50, 100, 2000
+PODS, FILES, ROUNDS, SMALL, LISTED, FIO = 3, 20, 50, 100, 2000, 2
 
 
 def test_three_pods_on_three_nodes_share_one_volume_and_every_phase_is_measured(
@@ -24,13 +24,13 @@ def test_three_pods_on_three_nodes_share_one_volume_and_every_phase_is_measured(
     run = run_to_end(kube, namespace, benchmark_run(
         "shr", storageClassName="csibench-sim", volumes=1, steps=["sharedVolume"],
         shared={"pods": PODS, "size": "64Mi", "files": FILES, "lockRounds": ROUNDS, "smallFiles": SMALL,
-                "listFiles": LISTED}), timeout=240)
+                "listFiles": LISTED, "fioSeconds": FIO, "fioSize": "8Mi"}), timeout=240)
     status = run["status"]
     assert status["phase"] == "Succeeded", status.get("message")
     record = step(run, "sharedVolume")
     assert (record["objects"], record["succeeded"], record["failed"]) == (PODS, PODS, 0), record
     rows = {row["phase"]: row for row in status["shared"]}
-    assert list(rows) == ["visibility", "lock", "create", "stat", "list", "delete", "listing"]
+    assert list(rows) == ["visibility", "lock", "create", "stat", "list", "delete", "listing", "fio"]
     for phase, row in rows.items():
         assert row["state"] == "Succeeded" and (row["pods"], row["nodes"]) == (PODS, PODS), row  # a node each
         assert 0 < row["latency"]["p50"] <= row["latency"]["max"], (phase, row)
@@ -38,6 +38,7 @@ def test_three_pods_on_three_nodes_share_one_volume_and_every_phase_is_measured(
     assert (rows["lock"]["operations"], rows["lock"]["lostUpdates"]) == (PODS * ROUNDS, 0)
     assert (rows["stat"]["operations"], rows["stat"]["missing"]) == (PODS * SMALL, 0)
     assert (rows["listing"]["entries"], rows["listing"]["missing"]) == (LISTED, 0)
+    assert rows["fio"]["writeMiBps"] > 0 and rows["fio"]["operations"] > 0  # every writer's fio, summed
     # The array's own record: one volume, made once, on every node once, deleted once within the step.
     claim = f"{status['targetNamespace']}/shr-{run['metadata']['uid'][:5]}-w00000"
     records = [json.loads(line) for line in cluster.config.ground_truth.read_text().splitlines()]

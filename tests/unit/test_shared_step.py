@@ -27,13 +27,13 @@ from csibench.report import shared as shared_report
 from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
 from tests.support.fake_runs import NAMES, owned_left, run, spec
 
-PODS, FILES, ROUNDS, SMALL, LISTED = 3, 12, 40, 50, 300
+PODS, FILES, ROUNDS, SMALL, LISTED, FIO = 3, 12, 40, 50, 300, 1
 
 
 def run_probes(root: Path, pods: int = PODS, **options: int) -> list[tuple[int, str]]:
     """The probe as the pods run it (python3 -c <source>), one process per pod at once on one directory."""
     settings = {"files": FILES, "lock-rounds": ROUNDS, "small-files": SMALL, "list-files": LISTED, "timeout": 60,
-                "attempt": 1,
+                "attempt": 1, "fio-seconds": FIO, "fio-bytes": 4 << 20,
                 **{key.replace("_", "-"): value for key, value in options.items()}}
     started = [subprocess.Popen([sys.executable, "-c", PROBE_SOURCE, f"--pod={i}", f"--pods={pods}",
                                  f"--root={root}", *(f"--{key}={value}" for key, value in settings.items())],
@@ -70,7 +70,7 @@ def test_the_probes_bins_are_fios_so_histograms_merge_exactly() -> None:
 def test_three_probes_on_one_share_measure_every_phase_and_their_checks_hold(probe_logs: list[str]) -> None:
     reports = reports_of(probe_logs)
     assert all(r.error is None for r in reports)
-    rows = {row.phase: row for row in build_rows(reports, LISTED)}
+    rows = {row.phase: row for row in build_rows(reports, LISTED, FIO)}
     assert list(rows) == list(SharedPhase)
     assert all(row.state == StepState.SUCCEEDED for row in rows.values()), rows
     assert all((row.pods, row.nodes) == (PODS, PODS) for row in rows.values())
@@ -83,6 +83,9 @@ def test_three_probes_on_one_share_measure_every_phase_and_their_checks_hold(pro
     assert (rows[SharedPhase.LIST].entries, rows[SharedPhase.LIST].missing) == (SMALL, 0)
     assert (rows[SharedPhase.LISTING].entries, rows[SharedPhase.LISTING].missing) == (LISTED, 0)
     assert rows[SharedPhase.LISTING].createSeconds is not None
+    fio = rows[SharedPhase.FIO]  # every pod's fio at once: their writes summed, fio's histograms merged
+    assert fio.writeMiBps and fio.writeMiBps > 0 and fio.opsPerSecond and fio.operations
+    assert sum(histograms_of(reports)["fio"].values()) == fio.operations
     for row in rows.values():
         assert row.latency is not None and 0 < row.latency.p50 <= row.latency.p99 <= row.latency.max * 1.01
     # The row's count is every pod's samples: the merged histogram holds them all.
@@ -94,10 +97,11 @@ def test_three_probes_on_one_share_measure_every_phase_and_their_checks_hold(pro
 def test_each_attempt_works_in_a_folder_of_its_own_and_leaves_the_share_as_it_found_it(tmp_path: Path) -> None:
     (tmp_path / "csibench-shared-0").mkdir()  # an earlier attempt's leftovers, on a volume a backend kept
     (tmp_path / "csibench-shared-0" / "lock").write_text("00000000000000000042")
-    ended = run_probes(tmp_path, pods=2, files=3, lock_rounds=3, small_files=5, list_files=7, attempt=2)
+    ended = run_probes(tmp_path, pods=2, files=3, lock_rounds=3, small_files=5, list_files=7, attempt=2,
+                       fio_seconds=0)
     assert [code for code, _ in ended] == [0, 0], ended
     assert sorted(p.name for p in tmp_path.iterdir()) == ["csibench-shared-0"]  # its own folder removed
-    rows = {row.phase: row for row in build_rows(reports_of([log for _, log in ended]), 7)}
+    rows = {row.phase: row for row in build_rows(reports_of([log for _, log in ended]), 7, 0)}
     assert rows[SharedPhase.LOCK].lostUpdates == 0  # the old counter never met this attempt's
 
 
@@ -108,7 +112,7 @@ def test_a_pod_that_never_comes_is_named_by_the_others_and_fails_every_row(tmp_p
     report = read_log("pod-0", "node-0", started.stdout)
     assert report.error == "pods 1, 2 of 3 never reached start (timed out after 1s)"
     rows = build_rows([report, PodReport("pod-1", None, error="Timeout: never Ready"),
-                       PodReport("pod-2", None)], 10)
+                       PodReport("pod-2", None)], 10, 0)
     assert all(row.state == StepState.FAILED for row in rows)
     assert rows[0].message == "pod-0: pods 1, 2 of 3 never reached start (timed out after 1s)"
 
@@ -127,7 +131,7 @@ def test_a_lost_update_and_a_missing_file_fail_their_rows_and_a_failed_pod_fails
     two = "\n".join([_line("lock", ops=2, seconds=1.0, bins=bins, maxNs=1000),
                      _line("stat", ops=2, seconds=1.0, bins=bins, maxNs=1000, missing=0),
                      _line("failed", error="OSError: [Errno 28] No space left on device: '/shared/f/1/7'")])
-    rows = {row.phase: row for row in build_rows([read_log("a", "n1", one), read_log("b", "n2", two)], 0)}
+    rows = {row.phase: row for row in build_rows([read_log("a", "n1", one), read_log("b", "n2", two)], 0, 0)}
     assert SharedPhase.LISTING not in rows  # listFiles 0: no listing row
     lock = rows[SharedPhase.LOCK]
     assert (lock.state, lock.lostUpdates, lock.opsPerSecond) == (StepState.FAILED, 1, 4.0)  # 4 ops, slowest 1 s
@@ -164,13 +168,14 @@ def test_a_phases_time_covers_it_on_every_pod_however_spread_their_starts_were(t
     lines: list[dict[str, Any]] = []
     threads = [threading.Thread(target=Clocked(probe.parse([
         f"--pod={i}", "--pods=4", f"--root={tmp_path}", "--attempt=1", "--poll-ms=50", "--files=2",
-        "--lock-rounds=20", "--small-files=20", "--list-files=30", "--timeout=60"]), marks, lines).run)
+        "--lock-rounds=20", "--small-files=20", "--list-files=30", "--fio-seconds=1", "--fio-bytes=1048576",
+        "--timeout=60"]), marks, lines).run)
         for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    for phase in ("lock", "create", "stat", "list", "delete", "listing"):
+    for phase in ("lock", "create", "stat", "list", "delete", "listing", "fio"):
         slowest = max(float(line["seconds"]) for line in lines if line["phase"] == phase)
         span = max(marks[(phase, 1)]) - min(marks[(phase, 0)])
         assert slowest >= span, (phase, slowest, span)
@@ -182,7 +187,7 @@ def test_numbers_no_probe_prints_are_not_taken_for_measurements() -> None:
         _line("stat", ops=True, seconds=1e400, bins={"1000": 1}, maxNs=5000, missing=-7),
         _line("lock", ops=4, seconds=1.0, bins={"1000": 4}, maxNs=1000),
         _line("lock-counter", pod=1, counter=True)])
-    rows = {row.phase: row for row in build_rows([read_log("a", "n", hostile)], 0)}
+    rows = {row.phase: row for row in build_rows([read_log("a", "n", hostile)], 0, 0)}
     create = rows[SharedPhase.CREATE]
     assert (create.operations, create.durationSeconds, create.opsPerSecond) == (0, 0.0, None)
     assert create.latency is not None and create.latency.max == 0.0  # an absurd maximum is no maximum
@@ -207,7 +212,8 @@ def step_context(run_spec: BenchmarkRunSpec) -> StepContext:
 
 def shared_spec(**more: Any) -> BenchmarkRunSpec:
     return spec(steps=["sharedVolume"], shared={"pods": PODS, "files": FILES, "lockRounds": ROUNDS,
-                                                 "smallFiles": SMALL, "listFiles": LISTED}, **more)
+                                                 "smallFiles": SMALL, "listFiles": LISTED, "fioSeconds": FIO,
+                                                 "fioSize": "4Mi"}, **more)
 
 
 @pytest.fixture
@@ -256,7 +262,7 @@ def test_a_claim_that_does_not_bind_fails_the_step_with_the_provisioners_words_a
 
 
 def test_the_report_table_and_the_comparison(probe_logs: list[str]) -> None:
-    rows = [row.model_dump(mode="json", exclude_none=True) for row in build_rows(reports_of(probe_logs), LISTED)]
+    rows = [row.model_dump(mode="json", exclude_none=True) for row in build_rows(reports_of(probe_logs), LISTED, FIO)]
     run_a = {"status": {"shared": rows}}
     headers, table = shared_report.table(run_a) or ([], [])
     assert headers[0] == "Phase" and [line[0] for line in table] == [p.value for p in SharedPhase]

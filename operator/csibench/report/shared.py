@@ -9,7 +9,7 @@ from typing import Any
 HEADERS = ["Phase", "Pods/nodes", "Ops", "Time s", "Rate /s", "p50 ms", "p99 ms", "max ms", "Check", "State"]
 COMPARE_HEADERS = ["Phase", "A: rate /s · p99 ms", "B: rate /s · p99 ms", "B vs A (rate)", "B vs A (p99)"]
 # Visibility has no rate (its rounds wait for each other): its latency is the figure to compare.
-RATE_UNITS = {"list": "names", "listing": "names"}
+RATE_UNITS = {"list": "names", "listing": "names", "fio": "MiB/s"}
 
 
 def rows_of(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     rows = []
     for row in found:
         latency = row.get("latency") or {}
-        rate = row.get("opsPerSecond")
+        rate = row.get("writeMiBps") if row["phase"] == "fio" else row.get("opsPerSecond")
         rows.append([row["phase"], f"{row.get('pods', 0)}/{row.get('nodes', 0)}",
                      "-" if row.get("operations") is None else str(row["operations"]),
                      _number(row.get("durationSeconds")),

@@ -53,8 +53,16 @@ class SharedSpec(_Model):
     listFiles: int = Field(10_000, ge=0, le=MAX_LIST_FILES,
                            description="Files in the directory every pod lists at once (0: no listing phase); pod 0 "
                                        "creates them first.")
+    fioSeconds: int = Field(10, ge=0, le=3600,
+                            description="Seconds of fio in every pod at once, sequential 1 MiB direct writes to a "
+                                        "file of its own: the aggregate throughput of all writers (0: no fio "
+                                        "phase).")
+    fioSize: str = Field("64Mi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
+        "quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('64Gi')) <= 0",
+        "shared.fioSize must be greater than 0 and at most 64Gi")),
+        description="Each pod's fio file (fio writes it over and over for fioSeconds).")
     image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
-                              description="Workload image (python3 inside); default: the operator's "
+                              description="Workload image (python3 and fio inside); default: the operator's "
                                           "--workload-image / CSIBENCH_WORKLOAD_IMAGE.")
     resources: Resources = Field(default_factory=Resources, description="Resources of each probe container.")
     nodeSelector: dict[str, LabelValue] = Field(
@@ -78,9 +86,11 @@ class SharedSpec(_Model):
         """Every pod's small files at once, each at least a block: a run that cannot hold them is refused, not
         failed half-way with a full volume."""
         needed = self.pods * self.smallFiles * max(self.fileBytes, _BLOCK_BYTES)
-        if needed > v.parse_quantity(self.size):
-            raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {_BLOCK_BYTES} bytes) need "
-                             f"{needed} bytes, more than shared.size {self.size}: raise size or lower them")
+        fio = self.pods * int(v.parse_quantity(self.fioSize)) if self.fioSeconds > 0 else 0
+        if needed + fio > v.parse_quantity(self.size):
+            raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {_BLOCK_BYTES} bytes) and "
+                             f"pods x fioSize need {needed + fio} bytes, more than shared.size {self.size}: raise "
+                             "size or lower them")
         return self
 
 
@@ -94,6 +104,7 @@ class SharedPhase(StrEnum):
     LIST = "list"  # each pod lists its neighbour's directory
     DELETE = "delete"  # each pod unlinks its own files
     LISTING = "listing"  # every pod lists one directory of listFiles files
+    FIO = "fio"  # every pod's fio at once: sequential 1 MiB direct writes, the aggregate of all writers
 
 
 MAX_SHARED_ROWS = len(SharedPhase)
@@ -118,18 +129,20 @@ class SharedRow(_Model):
     pods: int = Field(0, description="Pods that reported this phase.")
     nodes: int = Field(0, description="Distinct nodes those pods ran on.")
     operations: int | None = Field(None, description="Operations timed: visibility samples (rounds x readers), "
-                                                     "lock acquisitions, files, or listings.")
+                                                     "lock acquisitions, files, listings, or fio's writes.")
     durationSeconds: float | None = Field(None, description="The slowest pod's time in the phase, from leaving the "
                                                             "barrier before it to leaving the one after it, "
                                                             "seconds.")
     opsPerSecond: float | None = Field(None, description="Operations over that time, every pod together (list and "
                                                          "listing: names read per second by the slowest pod).")
     latency: SharedLatency | None = Field(None, description="Per operation: visibility is half the round trip "
-                                                            "(create, seen on another node, answered, seen back).")
+                                                            "(create, seen on another node, answered, seen back); "
+                                                            "fio's is its completion latency.")
     lostUpdates: int | None = Field(None, description="lock: increments under the lock that the counter does not "
                                                       "hold (0 when flock serialises the pods).")
     missing: int | None = Field(None, description="stat, list, listing: files another pod created that a pod did "
                                                   "not find; delete: files a pod created that it could not find.")
     entries: int | None = Field(None, description="list, listing: the fewest names a pod read.")
     createSeconds: float | None = Field(None, description="listing: pod 0's time to create the files, seconds.")
+    writeMiBps: float | None = Field(None, description="fio: MiB/s written, every pod's fio together.")
     message: str | None = Field(None, description="Why the phase failed, in the probe's or Kubernetes' words.")

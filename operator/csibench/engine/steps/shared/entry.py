@@ -9,6 +9,7 @@ from pathlib import Path
 
 from csibench.api.models import BenchmarkRunSpec, StepName
 from csibench.api.steps import facts_of
+from csibench.api.validation import parse_quantity
 from csibench.engine import judges, manifests
 from csibench.engine.actions import MEASURE
 from csibench.engine.naming import Names
@@ -42,7 +43,8 @@ def build_probe_command(context: StepContext, index: int) -> list[str]:
     return ["python3", "-c", PROBE_SOURCE, f"--pod={index}", f"--pods={data.pods}", f"--root={MOUNT_PATH}",
             f"--attempt={attempt_of(context)}", f"--files={data.files}", f"--poll-ms={data.pollMilliseconds}",
             f"--lock-rounds={data.lockRounds}", f"--small-files={data.smallFiles}",
-            f"--file-bytes={data.fileBytes}", f"--list-files={data.listFiles}",
+            f"--file-bytes={data.fileBytes}", f"--list-files={data.listFiles}", f"--fio-seconds={data.fioSeconds}",
+            f"--fio-bytes={int(parse_quantity(data.fioSize))}",
             f"--timeout={shared.probe_timeout(shared.timeout_of(context))}"]
 
 

@@ -25,6 +25,9 @@ between nodes. The phases:
 ``delete``      each pod unlinks its own files.
 ``listing``     pod 0 creates ``--list-files`` empty files in ``l`` (its seconds: ``listing-create``); then every
                 pod lists ``l`` (readdir, names only) and counts them.
+``fio``         with ``--fio-seconds``: every pod runs fio at once, sequential 1 MiB direct writes to a file of its
+                own, and prints the write side of fio's JSON: the aggregate throughput of all writers, and fio's
+                own completion histogram (the same bins as the probe's, merged the same way).
 
 A sample goes into a histogram with fio's own bins (``plat_val_to_idx``/``plat_idx_to_val`` of fio's stat.c,
 FIO_IO_U_PLAT_BITS 6), so the operator merges the pods' histograms exactly, as it merges fio's. Each phase prints
@@ -41,6 +44,7 @@ import fcntl
 import functools
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -263,6 +267,34 @@ class Probe:
             self.emit("listing-create", ops=count, seconds=time.monotonic() - started)
         self.phase("listing", lambda: self.listed(folder, count))
 
+    def fio(self) -> dict[str, object]:
+        """Every pod's fio at once (they left the same barrier): sequential 1 MiB direct writes to a file of its
+        own for ``--fio-seconds``; the write side of fio's JSON (``json+``: its completion histogram in fio's bins,
+        which the operator merges over the pods)."""
+        os.makedirs(self.path("fio"), exist_ok=True)
+        command = ["fio", "--name=shared", f"--filename={self.path('fio', self.me)}",
+                   f"--size={self.options.fio_bytes}", "--rw=write", "--bs=1M", "--direct=1", "--ioengine=psync",
+                   "--time_based", f"--runtime={self.options.fio_seconds}", "--output-format=json+"]
+        try:
+            ended = subprocess.run(command, capture_output=True, text=True, check=False,
+                                   timeout=max(1.0, self.deadline - time.monotonic()))
+        except FileNotFoundError:
+            raise ProbeFailed("fio is not in the image (the shared step's fio phase needs it)") from None
+        except subprocess.TimeoutExpired:
+            raise ProbeFailed(f"fio did not end within --timeout {self.options.timeout:g}s") from None
+        start = ended.stdout.find("{")
+        try:
+            job = json.loads(ended.stdout[start:])["jobs"][0] if start >= 0 else None
+        except (ValueError, KeyError, IndexError, TypeError):
+            job = None
+        if ended.returncode != 0 or not isinstance(job, dict) or job.get("error"):
+            words = " ".join((ended.stderr or ended.stdout[: max(start, 0)]).split())[:500]
+            raise ProbeFailed(f"fio failed (exit {ended.returncode}): {words or 'no result'}")
+        write = job.get("write") or {}
+        clat = write.get("clat_ns") or {}
+        return {"ops": int(write.get("total_ios") or 0), "bytesPerSecond": write.get("bw_bytes") or 0,
+                "iops": write.get("iops") or 0, "bins": clat.get("bins") or {}, "maxNs": int(clat.get("max") or 0)}
+
     def clean(self) -> None:
         """Pod 0, once every pod is done: the attempt's folder removed, so a backend that keeps a directory
         across claims (a subdirectory per claim name, a retained volume) finds nothing of it."""
@@ -283,6 +315,8 @@ class Probe:
             self.emit("lock-counter", counter=self.counter())
         self.small_files()
         self.listing()
+        if self.options.fio_seconds > 0:
+            self.phase("fio", self.fio)
         self.barrier("end")
         if self.me == 0:
             self.clean()
@@ -300,6 +334,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--small-files", type=int, default=1000)
     parser.add_argument("--file-bytes", type=int, default=4096)
     parser.add_argument("--list-files", type=int, default=10000)
+    parser.add_argument("--fio-seconds", type=int, default=0)
+    parser.add_argument("--fio-bytes", type=int, default=64 << 20)
     parser.add_argument("--poll-ms", type=float, default=1.0)
     parser.add_argument("--timeout", type=float, default=600.0)
     options = parser.parse_args(argv)

@@ -26,7 +26,8 @@ LISTING_CREATE = "listing-create"
 LOCK_COUNTER = "lock-counter"
 FAILED = "failed"
 MAX_COUNT = 10**12  # more operations than any spec asks for: a number past it is not the probe's
-MAX_SECONDS = 10**7  # longer than any step's timeout
+MAX_NUMBER = 10**13  # seconds, IOPS or bytes per second past any real one: a number past it is not the probe's
+MIB = 1 << 20
 LAST_BIN_NS = plat_value(PLAT_NR - 1)  # fio's last bin: no probe sample lies beyond it
 
 
@@ -59,18 +60,22 @@ def read_log(pod: str, node: str | None, log: str) -> PodReport:
     return report
 
 
-def pending_rows(list_files: int) -> list[SharedRow]:
-    return [SharedRow(phase=phase) for phase in SharedPhase if phase != SharedPhase.LISTING or list_files > 0]
+def pending_rows(list_files: int, fio_seconds: int) -> list[SharedRow]:
+    """The phases the spec runs: listing only with listFiles, fio only with fioSeconds."""
+    skipped = {SharedPhase.LISTING} if list_files <= 0 else set()
+    skipped |= {SharedPhase.FIO} if fio_seconds <= 0 else set()
+    return [SharedRow(phase=phase) for phase in SharedPhase if phase not in skipped]
 
 
 def _number(fields: Mapping[str, Any], key: str) -> float:
-    """A duration the probe printed; anything else (a bool, a negative, NaN, infinity, an absurd size) is 0."""
+    """A duration or rate the probe printed; anything else (a bool, a negative, NaN, infinity, an absurd size) is
+    0."""
     value = fields.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
     if isinstance(value, int):
-        return float(value) if 0 <= value <= MAX_SECONDS else 0.0
-    return value if math.isfinite(value) and 0.0 <= value <= MAX_SECONDS else 0.0
+        return float(value) if 0 <= value <= MAX_NUMBER else 0.0
+    return value if math.isfinite(value) and 0.0 <= value <= MAX_NUMBER else 0.0
 
 
 def _count(fields: Mapping[str, Any], key: str) -> int:
@@ -120,6 +125,9 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
         row.entries = min(_count(line, "entries") for line in lines)
         row.missing = sum(max(0, _count(line, "expected") - _count(line, "entries")) for line in lines)
         row.opsPerSecond = round(row.entries / seconds, 3) if seconds > 0 else None
+    elif phase == SharedPhase.FIO:  # fio's own rates, over its own runtime (the phase's seconds add its start)
+        row.opsPerSecond = round(sum(_number(line, "iops") for line in lines), 3)
+        row.writeMiBps = round(sum(_number(line, "bytesPerSecond") for line in lines) / MIB, 3)
     else:
         row.opsPerSecond = round(operations / seconds, 3) if seconds > 0 and phase != SharedPhase.VISIBILITY else None
     if phase in (SharedPhase.STAT, SharedPhase.DELETE):
@@ -151,8 +159,9 @@ def problem_of(row: SharedRow) -> str | None:
     return None
 
 
-def build_rows(reports: Sequence[PodReport], list_files: int, why_not: str | None = None) -> list[SharedRow]:
-    return [build_row(row.phase, reports, why_not) for row in pending_rows(list_files)]
+def build_rows(reports: Sequence[PodReport], list_files: int, fio_seconds: int,
+               why_not: str | None = None) -> list[SharedRow]:
+    return [build_row(row.phase, reports, why_not) for row in pending_rows(list_files, fio_seconds)]
 
 
 def histograms_of(reports: Sequence[PodReport]) -> dict[str, dict[str, int]]:

@@ -47,7 +47,7 @@ def timeout_of(context: StepContext) -> float:
         return float(own)
     rounds = data.files * (2 * data.pollMilliseconds / 1000 + SECONDS_PER_OPERATION)
     operations = (data.pods * data.lockRounds + 3 * data.smallFiles + 2 * data.listFiles) * SECONDS_PER_OPERATION
-    return float(math.ceil(BASE_SECONDS + rounds + operations))
+    return float(math.ceil(BASE_SECONDS + rounds + operations + data.fioSeconds))
 
 
 def probe_timeout(step_timeout: float) -> int:
@@ -59,7 +59,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     """Claim, pods, rows, removal (the caller wrote status and started nothing yet)."""
     data = context.spec.shared
     assert data is not None and step.companion is not None
-    rows = shared_rows.pending_rows(data.listFiles)
+    rows = shared_rows.pending_rows(data.listFiles, data.fioSeconds)
     tracker.extra = {HISTOGRAMS: {}}
     keep_rows(tracker, rows)
     timeout = timeout_of(context)
@@ -73,7 +73,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
         outcome = volume.outcomes[claim]
         if not outcome.ok:
             why = shorten(f"the shared claim {claim} did not bind ({outcome.reason}): {outcome.message}", 600)
-            rows[:] = shared_rows.build_rows([], data.listFiles, why)
+            rows[:] = shared_rows.build_rows([], data.listFiles, data.fioSeconds, why)
             for pod in pods:
                 tracker.mark_submitted(pod, volume.submitted.get(claim, outcome.at))
                 tracker.record(pod, Verdict(False, outcome.reason, why), outcome.at)
@@ -114,7 +114,7 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
         await runner.warn("SharedPodsColocated", f"{colocated} of the {len(pods)} probe pods shared a node with "
                           "another: fewer nodes the pods could use than spec.shared.pods, so some samples did "
                           "not cross nodes")
-    return shared_rows.build_rows(reports, data.listFiles)
+    return shared_rows.build_rows(reports, data.listFiles, data.fioSeconds)
 
 
 def record_metrics(run_label: str, rows: Sequence[SharedRow]) -> None:
