@@ -48,7 +48,8 @@ SERVICE_CIDR = "10.96.0.0/16"
 DEFAULT_STORAGE_CLASS = "csibench-sim"
 FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesystems of their size (the data path)
 # VolumeAttributesClasses of the simulated driver (the modifyVolume step): a QoS policy the array enforces on an
-# ext4 volume's loop device (simulator/qos.py), and one without limits to go back to.
+# ext4 volume's loop device (simulator/qos.py), and one without limits to go back to (0: no limit; mutable
+# parameters merge, so a class lifts a limit by naming it).
 LIMITED_ATTRIBUTES_CLASS, LIMITED_IOPS = "csibench-sim-200iops", 200
 UNLIMITED_ATTRIBUTES_CLASS = "csibench-sim-unlimited"
 # An array whose attaches slow as a node fills (2 s, plus 0.5 s per volume of it already attached or attaching to
@@ -674,7 +675,7 @@ class LocalCluster:
              "parameters": {"qosPolicy": "limited", "maxIOPS": str(LIMITED_IOPS)}},
             {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
              "metadata": {"name": UNLIMITED_ATTRIBUTES_CLASS}, "driverName": DRIVER_NAME,
-             "parameters": {"qosPolicy": "unlimited"}},
+             "parameters": {"qosPolicy": "unlimited", "maxIOPS": "0", "maxMiBps": "0"}},
         ]}))
 
     def _wait_nodes_ready(self) -> None:

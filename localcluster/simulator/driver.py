@@ -216,11 +216,12 @@ def _kind_of(request: Any) -> str:
 
 
 def _enforce(volume_dir: Path, limits: qos.Limits) -> None:
-    """A modify's limits: kept beside the data for the next mount, and set at once on the loop devices that
-    containers have on the volume's image now (a running fio sees the new policy)."""
-    qos.write(volume_dir, limits)
+    """A modify's limits: set at once on the loop devices that containers have on the volume's image now (a
+    running fio sees the new policy), then kept beside the data for the next mount; a host that cannot set them
+    leaves the kept ones as they were."""
     for device in volumes.loop_devices_of(volumes.image_of(volume_dir)):
         qos.apply(device, limits)
+    qos.write(volume_dir, limits)
 
 
 def _page(entries: list[Any], starting_token: str, max_entries: int) -> tuple[list[Any], str] | None:
@@ -576,10 +577,14 @@ class Controller(csi_grpc.ControllerServicer):
         wanted = tuple(sorted({**dict(record.mutable), **dict(request.mutable_parameters)}.items()))
         if wanted != record.mutable:
             def modified() -> None:
+                """Enforced first, then recorded: a limit that could not be set stays a failed modify, which the
+                resizer retries, never a recorded one that is not kept."""
                 current = driver.volumes.get(volume_id)
                 if current is not None:
+                    before, after = qos.parse(dict(current.mutable))[0], qos.parse(dict(wanted))[0]
+                    if before or after:  # a change of name only needs no throttling host
+                        _enforce(driver.volume_dir(volume_id), after)
                     driver.volumes[volume_id] = replace(current, mutable=wanted)
-                    _enforce(driver.volume_dir(volume_id), qos.parse(dict(wanted))[0])
 
             await driver.perform(Operation.MODIFY_VOLUME, ("modify", volume_id, repr(wanted)),
                                  class_of_handle(volume_id), record.name, modified, parameters=dict(wanted))

@@ -8,8 +8,10 @@ passes through: an ext4 volume's image is loop-mounted in the container (``sandb
 throttling (cgroup v1 ``blkio.throttle.*_device`` of the root group, where every simulated container runs) caps
 that device's reads and writes, IOPS and bytes per second, each direction at the limit, as an array's per-volume
 QoS does. The sandbox sets the limits when it mounts the image (and clears a loop device's earlier rules when the
-volume has none: loop devices are reused); the controller sets them on the devices in use when a modify changes
-them, so a running fio sees the new policy at once.
+volume has none: loop devices are reused) and notes the device; when the container ends the runtime clears what
+it set (``release``), so no rule outlives the volume's use on a device the host may give to anything else. The
+controller sets the limits on the devices in use when a modify changes them, so a running fio sees the new policy
+at once. A limit of 0 is no limit: mutable parameters merge, so a class lifts a limit by naming it 0.
 
 Only volumes with a loop device can be throttled: a directory volume is a bind mount with no device of its own,
 and a raw block volume is a file bound at the device path. The array refuses QoS parameters for those (the
@@ -20,11 +22,13 @@ it is issued.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 from pathlib import Path
 
-from localcluster.simulator.volumes import regular_file
+from localcluster.simulator.volumes import namespace_mounting, regular_file
 
 QOS_NAME = "qos.json"
 MAX_IOPS, MAX_MIBPS = "maxIOPS", "maxMiBps"  # the mutable parameters (and their keys in qos.json)
@@ -44,15 +48,17 @@ class QosUnavailable(OSError):
 
 def parse(parameters: dict[str, str]) -> tuple[Limits, str | None]:
     """The QoS limits among mutable parameters, and why they are refused (pure): each a whole number in
-    [1, 10**9]."""
+    [0, 10**9], 0 meaning no limit (a class that lifts one: mutable parameters merge, so only a value can undo a
+    value)."""
     limits: Limits = {}
     for key in PARAMETERS:
         text = parameters.get(key)
         if text is None:
             continue
-        if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= LIMIT_MAX:
-            return {}, f"{key} must be a whole number from 1 to {LIMIT_MAX}, not {text!r}"
-        limits[key] = int(text)
+        if not text.isascii() or not text.isdigit() or not 0 <= int(text) <= LIMIT_MAX:
+            return {}, f"{key} must be a whole number from 0 (no limit) to {LIMIT_MAX}, not {text!r}"
+        if int(text) > 0:
+            limits[key] = int(text)
     return limits, None
 
 
@@ -89,6 +95,46 @@ def rules(device_number: str, limits: Limits) -> dict[str, str]:
     lines = {name: f"{device_number} {iops}" for name in IOPS_FILES}
     lines.update({name: f"{device_number} {mibps * MIB}" for name in BPS_FILES})
     return lines
+
+
+def record(record_file: Path, device: str, image: str) -> None:
+    """The container's sandbox notes a device it throttled (its number and the image on it), for ``release``."""
+    number = os.stat(device).st_rdev
+    with open(record_file, "a") as noted:
+        noted.write(f"{os.major(number)}:{os.minor(number)} {image}\n")
+
+
+def release(record_file: Path, root: Path = BLKIO, settle_seconds: float = 2.0) -> None:
+    """After a container ended: the rules its sandbox set cleared from each device it throttled, so a loop device
+    the host reuses for anything else is not held to a volume's limit. A device bound to another image by now
+    (someone else's) keeps its rules; one still mounted (the container's namespace going away, or the same volume
+    in another container on this node) is waited for up to ``settle_seconds``, then kept as it is. Blocking: the
+    runtime calls it in a thread."""
+    try:
+        lines = record_file.read_text().splitlines()
+    except FileNotFoundError:
+        return
+    for line in lines:
+        number, _, image = line.partition(" ")
+        if _ours_to_clear(number, image, time.monotonic() + settle_seconds):
+            for name in (*IOPS_FILES, *BPS_FILES):
+                with contextlib.suppress(OSError):
+                    (root / name).write_text(f"{number} 0")
+    record_file.unlink(missing_ok=True)
+
+
+def _ours_to_clear(number: str, image: str, deadline: float) -> bool:
+    block = Path("/sys/dev/block") / number
+    while True:
+        try:
+            backing = (block / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            return True  # unbound: free for anyone, with no rule of ours left on it
+        if os.path.realpath(backing) != image:
+            return False  # another volume's now: its rules are its own
+        if namespace_mounting(f"/dev/{block.resolve().name}") is None or time.monotonic() > deadline:
+            return namespace_mounting(f"/dev/{block.resolve().name}") is None
+        time.sleep(0.05)
 
 
 def apply(device: str, limits: Limits, root: Path = BLKIO) -> None:

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localcluster.simulator import api
+from localcluster.simulator import api, qos
 from localcluster.simulator.sandbox import in_private_tmpfs
 from localcluster.simulator.volumes import SYSTEM_PATH
 
@@ -442,7 +442,9 @@ class Runtime:
         exposed = await asyncio.to_thread(image_dirs, who)
         _namespace_file(group, entry).unlink(missing_ok=True)
         env = {**env, CONTAINER_MARK: _mark(group, entry)}  # whose leftovers are whose (end_leftovers)
-        spec = {"namespaceFile": str(_namespace_file(group, entry)), "command": command, "env": env,
+        spec = {"namespaceFile": str(_namespace_file(group, entry)),
+                "throttleFile": str(_namespace_file(group, entry).with_name("throttled-devices")),
+                "command": command, "env": env,
                 "workingDir": container.get("workingDir") or "/", "uid": who.uid,
                 "gid": who.gid, "groups": list(who.groups), "fsGroup": who.fs_group, "root": str(root),
                 "volumes": mounts, "files": files, "readOnly": read_only_paths(container, mounts),
@@ -574,6 +576,13 @@ def end_leftovers(pgid: int, namespace_file: Path, mark: str | None = None) -> N
         namespace = namespace_file.read_text()
     except FileNotFoundError:
         return  # the sandbox failed before it made the namespace
+    try:
+        _end_namespace(namespace, mark)
+    finally:  # the volumes' QoS rules the sandbox set on their loop devices go with the container
+        qos.release(namespace_file.with_name("throttled-devices"))
+
+
+def _end_namespace(namespace: str, mark: str | None) -> None:
     if not namespace or namespace == os.readlink("/proc/self/ns/mnt"):
         return  # never the simulator's own namespace, whatever the file says
     for _attempt in range(3):  # a process may fork while the first pass kills

@@ -169,8 +169,9 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
                        ctypes.c_ulong(flags), data.encode() if data else None), f"mount {source} on {target}")
 
 
-def build_root(root: str, actions: list[Action]) -> None:
-    """Carry out ``plan_root`` under ``root`` (a directory that is about to become a tmpfs in this namespace)."""
+def build_root(root: str, actions: list[Action], record: Path | None = None) -> None:
+    """Carry out ``plan_root`` under ``root`` (a directory that is about to become a tmpfs in this namespace);
+    ``record``: where the devices throttled for the container's volumes are noted (``qos.release``)."""
     _mount("tmpfs", root, "tmpfs", 0, "mode=0755")
     for action in actions:
         inside = root + action.path
@@ -183,14 +184,14 @@ def build_root(root: str, actions: list[Action]) -> None:
         elif action.kind == "tmpfs":
             _mount("tmpfs", inside, "tmpfs", 0, "mode=1777")
         elif action.kind == "volume" and os.path.isfile(action.source):
-            _mount_image(action.source, inside)
+            _mount_image(action.source, inside, record)
         elif action.kind in ("bind", "volume", "device"):
             _mount(action.source, inside, None, MS_BIND | MS_REC)
         elif action.kind == "readonly":
             _mount(None, inside, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
-def _mount_image(image: str, target: str) -> None:
+def _mount_image(image: str, target: str, record: Path | None = None) -> None:
     """Loop-mount a volume image (util-linux sets up a self-clearing loop device, and reuses the one already on
     this image, so two containers share one superblock; ``-n`` writes nothing to the host's /run/mount), then
     switch that device to direct I/O. A device left on buffered I/O is said in the container's log: its numbers
@@ -205,19 +206,22 @@ def _mount_image(image: str, target: str) -> None:
         print(f"sandbox: direct I/O not enabled on the volume at {target} ({error}); the loop device stays "
               "buffered", file=sys.stderr, flush=True)
     if device is not None:
-        _throttle(device, Path(os.path.realpath(image)).parent)
+        _throttle(device, os.path.realpath(image), record)
 
 
-def _throttle(device: str, volume_dir: Path) -> None:
-    """The volume's QoS limits on its loop device (``qos.py``); a device of a volume without limits has an earlier
-    volume's cleared. A volume with limits the host cannot enforce does not start: a limit silently not kept would
-    be measured as the array's."""
-    limits = qos.read(volume_dir)
+def _throttle(device: str, image: str, record: Path | None) -> None:
+    """The volume's QoS limits on its loop device (``qos.py``), noted in ``record`` for the runtime to clear when
+    the container ends; a device of a volume without limits has an earlier volume's cleared. A volume with limits
+    the host cannot enforce does not start: a limit silently not kept would be measured as the array's."""
+    limits = qos.read(Path(image).parent)
     try:
         qos.apply(device, limits)
     except qos.QosUnavailable:
         if limits:
             raise
+        return
+    if limits and record is not None:
+        qos.record(record, device, image)
 
 
 def loop_device_of(target: str) -> str | None:
@@ -309,7 +313,8 @@ def enter(spec: dict[str, Any]) -> None:
     devices = {str(path): array_device(str(source)) for path, source in (spec.get("devices") or {}).items()}
     files = {str(path): str(source) for path, source in (spec.get("files") or {}).items()}
     build_root(spec["root"], plan_root(volumes, host_entries, files, [str(p) for p in spec.get("readOnly") or []],
-                                       [str(p) for p in spec.get("exposed") or []], devices))
+                                       [str(p) for p in spec.get("exposed") or []], devices),
+               Path(spec["throttleFile"]) if spec.get("throttleFile") else None)
     if spec.get("fsGroup") is not None:
         for path in volumes:
             apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))

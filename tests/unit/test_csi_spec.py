@@ -379,3 +379,54 @@ def test_a_volume_clones_with_its_data_and_a_publish_read_only_clash_is_already_
     _run(scenario())
     operations = [(r["op"], r.get("sourceVolume")) for r in records(tmp_path)]
     assert operations == [("createVolume", None), ("cloneVolume", "u1@gold"), ("attach", None)]
+
+
+def _ext4(name: str, **fields: Any) -> Any:
+    ext4 = csi.VolumeCapability(mount=csi.VolumeCapability.MountVolume(fs_type="ext4"),
+                                access_mode=csi.VolumeCapability.AccessMode(
+                                    mode=csi.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))
+    return csi.CreateVolumeRequest(name=name, parameters=CLAIM, volume_capabilities=[ext4], **fields)
+
+
+def test_qos_limits_are_kept_only_where_the_array_can_enforce_them_and_zero_lifts_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """maxIOPS on a directory volume is refused (INVALID_ARGUMENT: it has no device to throttle); on an ext4 volume
+    it is kept beside the data; 0 lifts it (mutable parameters merge); a limit the host cannot set fails the
+    modify every time, never recorded as kept; a change of name alone needs no throttling host."""
+    from localcluster.simulator import qos
+
+    refusing = {"on": False}
+
+    def apply(device: str, limits: dict[str, int], root: Path = qos.BLKIO) -> None:
+        if refusing["on"]:
+            raise qos.QosUnavailable("cannot throttle here")
+
+    monkeypatch.setattr(qos, "apply", apply)
+    monkeypatch.setattr("localcluster.simulator.volumes.loop_devices_of", lambda image: ["/dev/loop7"])
+
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path):
+            controller = stubs.controller
+            assert await _code(controller.CreateVolume(_create("pvc-d1", mutable_parameters={"maxIOPS": "200"}))) \
+                == grpc.StatusCode.INVALID_ARGUMENT
+            plain = (await controller.CreateVolume(_create("pvc-d2", mutable_parameters={"maxIOPS": "0"}))
+                     ).volume.volume_id  # "no limit" fits any volume
+            assert await _code(controller.ControllerModifyVolume(csi.ControllerModifyVolumeRequest(
+                volume_id=plain, mutable_parameters={"maxIOPS": "200"}))) == grpc.StatusCode.INVALID_ARGUMENT
+            volume_id = (await controller.CreateVolume(_ext4("pvc-e1", mutable_parameters={"maxIOPS": "200"}))
+                         ).volume.volume_id
+            folder = next(tmp_path.rglob(volume_id.split("@")[0] + "*"), None)
+            assert folder is not None and qos.read(folder) == {"maxIOPS": 200}
+            lift = csi.ControllerModifyVolumeRequest(volume_id=volume_id, mutable_parameters={
+                "qosPolicy": "unlimited", "maxIOPS": "0", "maxMiBps": "0"})
+            await controller.ControllerModifyVolume(lift)
+            assert qos.read(folder) == {}
+            refusing["on"] = True
+            limit = csi.ControllerModifyVolumeRequest(volume_id=volume_id, mutable_parameters={"maxIOPS": "100"})
+            assert [await _code(controller.ControllerModifyVolume(limit)) for _ in range(2)] == [
+                grpc.StatusCode.INTERNAL] * 2  # not recorded, so the retry fails too
+            assert qos.read(folder) == {}
+            rename = csi.ControllerModifyVolumeRequest(volume_id=plain, mutable_parameters={"qosPolicy": "gold"})
+            await controller.ControllerModifyVolume(rename)  # no limit before or after: no host needed
+
+    _run(scenario())

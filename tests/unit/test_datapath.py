@@ -23,6 +23,7 @@ from csibench.api.models import (
 )
 from csibench.api.text import collapse_lines, shorten
 from csibench.engine.errors import PlanError
+from csibench.engine.fio_log import split_log
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
 from csibench.engine.steps.datapath import barrier, checksum
 from csibench.engine.steps.datapath.fio import (
@@ -33,7 +34,6 @@ from csibench.engine.steps.datapath.fio import (
     files_that_do_not_fit,
     parse_fio_log,
     room_for_files,
-    split_log,
 )
 from csibench.engine.steps.datapath.rows import build_row, row_histograms
 from csibench.engine.steps.datapath.step import level_rates

@@ -100,7 +100,8 @@ def test_fios_log_becomes_what_each_volume_delivered_and_the_table_puts_after_ov
 def test_the_arrays_limits_are_whole_numbers_kept_beside_the_data_and_only_for_volumes_with_a_device(
         tmp_path: Path) -> None:
     assert qos.parse({"maxIOPS": "200", "qosPolicy": "gold"}) == ({"maxIOPS": 200}, None)
-    for bad in ("0", "-1", "1.5", "\uff12", "1e3", str(10**10)):  # \uff12: a full-width 2
+    assert qos.parse({"maxIOPS": "0", "maxMiBps": "8"}) == ({"maxMiBps": 8}, None)  # 0: no limit
+    for bad in ("-1", "1.5", "\uff12", "1e3", str(10**10)):  # \uff12: a full-width 2
         assert qos.parse({"maxIOPS": bad})[1] is not None, bad
     assert qos.rules("7:3", {"maxIOPS": 200}) == {
         "blkio.throttle.read_iops_device": "7:3 200", "blkio.throttle.write_iops_device": "7:3 200",
@@ -147,3 +148,70 @@ def test_a_class_that_is_not_there_or_not_the_drivers_fails_the_run_before_anyth
     assert reason in {condition.reason for condition in status.conditions}, status.conditions
     assert status.message is not None and words in status.message
     assert not [path for path, _ in fake.created if not path.endswith("/events")]  # an Event, nothing else
+
+
+def test_an_operator_restart_in_the_round_after_the_change_redoes_the_step_rather_than_find_it_done() -> None:
+    """The change's clock stops with the change, but the step is not done until the fio round after it is: a
+    restart there finds it Running and measures it again."""
+    fake = FakeKube(Behaviour(resize_delay=0.05, ready_delay=0.3))
+    run_spec = modify_spec()
+
+    def after_round_running(status: dict[str, Any]) -> bool:
+        return any(row.get("when") == "after" and row.get("state") == "Running" for row in status.get("modify", []))
+
+    previous = kill_when(fake, run_spec, after_round_running, extra_sleep=0.1)
+    assert next(s for s in previous["steps"] if s["name"] == "modifyVolume")["state"] == "Running"
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert [row.state for row in status.modify] == [StepState.SUCCEEDED] * 2
+    assert owned_left(fake) == []
+
+
+def test_with_no_bound_volume_there_is_no_fio_round_and_no_row() -> None:
+    fake = FakeKube(Behaviour(never_bind={NAMES.volume(i) for i in range(3)}))
+    status = run(fake, spec(volumes=3, steps=["createVolume", "modifyVolume", "deleteVolume"],
+                            timeouts={"createVolume": 1},
+                            modify={"volumeAttributesClassName": "gold", "fioSeconds": 1}))
+    assert status.modify == []
+    assert not [path for path, _ in fake.created if path.endswith("/pods")]
+
+
+def test_fios_words_around_its_json_are_kept_and_a_failed_job_says_why() -> None:
+    result = json.dumps({"jobs": [{"error": 0, "read": {"iops": 7.0, "bw_bytes": 28672},
+                                   "write": {"iops": float("inf"), "bw_bytes": 1}}]})
+    assert fio.parse_log(result + "\nfio: pid=12, err=28/file:io_u.c:1889, func=io_u error, error=No space left "
+                                  "on device\n").read_iops == 7.0  # words after the JSON: the JSON still counts
+    assert fio.parse_log(result).write_iops == 0.0  # not a finite number: not a measurement
+    with pytest.raises(fio.FioFailed, match="No space left on device"):
+        fio.parse_log("fio: io_u error on file /data/csibench-modify: No space left on device: write\n"
+                      + json.dumps({"jobs": [{"error": 28}]}))
+
+
+def test_a_containers_throttle_rules_go_with_it_unless_the_device_is_someone_elses(tmp_path: Path) -> None:
+    root = tmp_path / "blkio"
+    root.mkdir()
+    record = tmp_path / "throttled-devices"
+    record.write_text("7:9999 /nowhere/ext4.img\n")  # a loop device that is not bound (no such device here)
+    qos.release(record, root=root, settle_seconds=0)
+    assert (root / "blkio.throttle.read_iops_device").read_text() == "7:9999 0"
+    assert not record.exists()
+    qos.release(record, root=root)  # nothing recorded: nothing to do
+
+
+@pytest.mark.parametrize(("modify", "words"), [
+    ({"fioSize": "1Gi"}, "modify.fioSize must be less than size"),
+    ({"fioSize": "0.5"}, "String should match pattern"),
+    ({"fioSize": "0"}, "String should match pattern"),
+    ({"volumeAttributesClassName": "Not_A_Name"}, "String should match pattern"),
+    ({"fioSeconds": -1}, "greater than or equal to 0"),
+])
+def test_admission_refuses_a_change_fio_could_not_measure(modify: dict[str, Any], words: str) -> None:
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError, match=words):
+        spec(size="1Gi", steps=["createVolume", "modifyVolume"],
+             modify={"volumeAttributesClassName": "gold", **modify})
+
+
+def test_a_file_as_large_as_the_volume_is_fine_when_no_fio_runs() -> None:
+    spec(size="64Mi", steps=["createVolume", "modifyVolume"],
+         modify={"volumeAttributesClassName": "gold", "fioSeconds": 0})

@@ -27,6 +27,7 @@ class FioPattern(StrEnum):
 MAX_WORKLOADS = 16
 MAX_RATE_LEVELS = 10
 FIO_SIZE_PATTERN = r"^[1-9][0-9]{0,5}(Ki|Mi|Gi)?$"  # fio and Kubernetes read these the same way (binary units)
+WHOLE_MIB_PATTERN = r"^[1-9][0-9]{0,5}(Mi|Gi)$"  # a file of whole MiB, as fio and Kubernetes both read it
 IOENGINE_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 WORKLOAD_NAME_PATTERN = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$"
 

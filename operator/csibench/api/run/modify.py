@@ -10,7 +10,8 @@ from pydantic import Field
 
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
-from csibench.api.run.common import QUANTITY_PATTERN, StepState, cel
+from csibench.api.run.common import StepState, cel
+from csibench.api.run.datapath import WHOLE_MIB_PATTERN
 
 
 class ModifySpec(_Model):
@@ -24,9 +25,8 @@ class ModifySpec(_Model):
     fioSeconds: int = Field(10, ge=0, le=3600,
                             description="Seconds of fio (4 KiB random reads and writes, direct I/O) per volume before "
                                         "and after the change; 0: no fio, the change alone.")
-    fioSize: str = Field("64Mi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
-        "quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('64Gi')) <= 0",
-        "modify.fioSize must be greater than 0 and at most 64Gi")),
+    fioSize: str = Field("64Mi", max_length=16, pattern=WHOLE_MIB_PATTERN, json_schema_extra=cel((
+        "quantity(self).compareTo(quantity('64Gi')) <= 0", "modify.fioSize must be at most 64Gi")),
         description="The file fio reads and writes on each volume (it must fit the volume).")
 
 

@@ -20,6 +20,7 @@ from csibench.api.run.common import (
     Toleration,
     cel,
 )
+from csibench.api.run.datapath import WHOLE_MIB_PATTERN
 
 MAX_SHARED_PODS = 16
 MAX_LIST_FILES = 10_000_000
@@ -57,9 +58,8 @@ class SharedSpec(_Model):
                             description="Seconds of fio in every pod at once, sequential 1 MiB direct writes to a "
                                         "file of its own: the aggregate throughput of all writers (0: no fio "
                                         "phase).")
-    fioSize: str = Field("64Mi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
-        "quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('64Gi')) <= 0",
-        "shared.fioSize must be greater than 0 and at most 64Gi")),
+    fioSize: str = Field("64Mi", max_length=16, pattern=WHOLE_MIB_PATTERN, json_schema_extra=cel((
+        "quantity(self).compareTo(quantity('64Gi')) <= 0", "shared.fioSize must be at most 64Gi")),
         description="Each pod's fio file (fio writes it over and over for fioSeconds).")
     image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
                               description="Workload image (python3 and fio inside); default: the operator's "

@@ -74,6 +74,11 @@ _DENSITY_RULES = (
      "density cannot be combined with repeat > 1 yet: its rows have no significance test; run it in a run of its "
      "own (repeat: 1)"),
 )
+_MODIFY_RULES = (
+    ("!has(self.modify) || !has(self.modify.fioSize) || (has(self.modify.fioSeconds) && "
+     "self.modify.fioSeconds == 0) || quantity(self.modify.fioSize).isLessThan(quantity(self.size))",
+     "modify.fioSize must be less than size: fio's file lives on each volume, beside its filesystem's own"),
+)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
@@ -119,7 +124,7 @@ def _moves(workload: DataPathWorkload, metric: ThresholdMetric) -> bool:
 class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
-    model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_DATABASE_RULES,
+    model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_MODIFY_RULES, *_DATABASE_RULES,
                                                          *_EXPAND_RULES, *_DENSITY_RULES, *_THRESHOLDS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
@@ -310,6 +315,14 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_DATA_PATH_RULES[3][1])
         if len({w.name for w in data.workloads}) != len(data.workloads):
             raise ValueError("workload names must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _modify_consistent(self) -> BenchmarkRunSpec:
+        """The same rule as the CRD's CEL (a run stored before it existed is refused here)."""
+        if self.modify is not None and self.modify.fioSeconds > 0 and \
+                v.parse_quantity(self.modify.fioSize) >= v.parse_quantity(self.size):
+            raise ValueError(_MODIFY_RULES[0][1])
         return self
 
     @model_validator(mode="after")

@@ -16,14 +16,13 @@ line first (``api.text.collapse_lines``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from csibench.api import histogram
 from csibench.api import validation as v
 from csibench.api.models import BenchmarkRunSpec, DataPathSpec, DataPathWorkload, FioPattern, VolumeMode
-from csibench.api.text import collapse_lines
+from csibench.engine.fio_log import messages_of, split_log
 
 MOUNT_PATH = "/data"
 DEVICE_PATH = "/dev/csibench/data"  # a raw block volume's devicePath (volumeMode Block)
@@ -202,39 +201,6 @@ def _direction(data: dict[str, object]) -> Direction:
     return Direction(float(bw) if isinstance(bw, (int, float)) else 0.0,
                      float(iops) if isinstance(iops, (int, float)) else 0.0, p50, p99, bins,
                      float(largest) / 1e9 if bins and isinstance(largest, (int, float)) and largest > 0 else None)
-
-
-def split_log(log: str) -> tuple[list[object], str]:
-    """The JSON documents in a log, in order, and the text around them (fio's own error and warning lines)."""
-    decoder = json.JSONDecoder()
-    documents: list[object] = []
-    text: list[str] = []
-    position = 0
-    while True:
-        if log.startswith("{", position):
-            start = position
-        else:
-            found = log.find("\n{", position)  # a document starts at the beginning of a line
-            if found < 0:
-                text.append(log[position:])
-                break
-            start = found + 1
-        text.append(log[position:start])
-        try:
-            document, length = decoder.raw_decode(log[start:])
-        except ValueError:
-            text.append(log[start:])
-            break
-        documents.append(document)
-        position = start + length
-    return documents, "".join(text)
-
-
-def messages_of(log: str) -> str:
-    """fio's own lines outside its JSON documents (errors and warnings): repeated shapes counted, the last line
-    first, within MAX_MESSAGE."""
-    _, text = split_log(log)
-    return collapse_lines(text.splitlines(), MAX_MESSAGE)
 
 
 def parse_fio_log(log: str) -> VolumeResult:

@@ -20,11 +20,12 @@ from typing import Any
 from csibench.api.models import BenchmarkRunSpec
 from csibench.api.text import shorten
 from csibench.engine import judges
+from csibench.engine.fio_log import messages_of
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.datapath import barrier, checksum
-from csibench.engine.steps.datapath.fio import FioFailed, VolumeResult, messages_of, parse_fio_log
+from csibench.engine.steps.datapath.fio import FioFailed, VolumeResult, parse_fio_log
 from csibench.engine.steps.datapath.rows import PER_POD_HISTOGRAMS, volume_record
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches, finished_log

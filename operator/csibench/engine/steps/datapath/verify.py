@@ -14,11 +14,11 @@ import time
 
 from csibench.api.steps import StepName
 from csibench.engine import judges
+from csibench.engine.fio_log import messages_of
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.datapath import checksum
-from csibench.engine.steps.datapath.fio import messages_of
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches, finished_log
 

@@ -7,12 +7,15 @@ a limit shows as the ceiling it is; the same command before and after, so the tw
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
+
+from csibench.engine.fio_log import messages_of, split_log
 
 MOUNT_PATH = "/data"
 FILE_NAME = "csibench-modify"
 MIB = 1 << 20
+NO_RESULT = "fio wrote no result"
 
 
 class FioFailed(ValueError):
@@ -37,24 +40,22 @@ def build_command(seconds: int, size_bytes: int) -> list[str]:
 
 
 def parse_log(log: str) -> Delivered:
-    """The JSON document fio printed last; fio's own words (the lines before it) when there is none."""
-    start = log.find("{")
-    try:
-        document = json.loads(log[start:]) if start >= 0 else None
-    except ValueError:
-        document = None
-    jobs = document.get("jobs") if isinstance(document, dict) else None
+    """The last JSON document fio printed; fio's own words (its lines around the JSON) when there is none or its
+    job failed."""
+    documents, _ = split_log(log)
+    document = documents[-1] if documents and isinstance(documents[-1], dict) else {}
+    jobs = document.get("jobs")
     if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
-        words = " ".join(line.strip() for line in log[: start if start >= 0 else len(log)].splitlines()
-                         if line.strip())
-        raise FioFailed(words[:600] or "fio wrote no result")
+        raise FioFailed(messages_of(log) or NO_RESULT)
     job = jobs[0]
     if job.get("error"):
-        raise FioFailed(f"fio ended with error {job.get('error')}")
+        raise FioFailed(messages_of(log) or f"fio ended with error {job.get('error')}")
 
     def number(direction: str, key: str) -> float:
         value = (job.get(direction) or {}).get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else 0.0
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            return 0.0
+        return float(value)
 
     return Delivered(number("read", "iops"), number("write", "iops"), number("read", "bw_bytes"),
                      number("write", "bw_bytes"))

@@ -66,16 +66,17 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     assert data is not None
     volumes = [index for index, claim in enumerate(tracker.objects) if claim not in tracker.skipped]
     claims = [tracker.objects[index] for index in volumes]
-    before_class = next((state.attributes_class for claim in claims
-                         if (state := context.observed.claims.get(claim)) is not None), None)
-    rows = [ModifyRow(when=ModifyWhen.BEFORE, attributesClass=before_class, volumes=len(claims)),
-            ModifyRow(when=ModifyWhen.AFTER, attributesClass=data.volumeAttributesClassName, volumes=len(claims))]
-    if data.fioSeconds == 0:
+    rows = [ModifyRow(when=ModifyWhen.BEFORE, attributesClass=classes_of(context.observed, claims),
+                      volumes=len(claims)),
+            ModifyRow(when=ModifyWhen.AFTER, volumes=len(claims))]
+    if data.fioSeconds == 0 or not claims:  # nothing to measure: no rows rather than rows of nothing
         rows = []
     keep_rows(tracker, rows)
     timeout = float(context.spec.timeouts.for_step(step.name))
     try:
         if rows:
+            rows[0].state = StepState.RUNNING
+            keep_rows(tracker, rows)
             rows[0] = await _fio_round(runner, step, context, volumes, rows[0], 0, timeout)
             keep_rows(tracker, rows)
         with RESULTS.measuring(tracker, rows):
@@ -83,8 +84,15 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             await runner.batch(CLAIM, tracker, step.judge_in(context), runner.creator(step, context, tracker),
                                timeout)
         if rows:
+            # The clock stopped with the change; the step is not done until the round after it is: until then
+            # its status says Running, so a restart in that round redoes the step rather than find it finished.
+            clock, tracker.stopped = tracker.stopped, None
+            rows[1].attributesClass = classes_of(context.observed, claims)
+            rows[1].state = StepState.RUNNING
+            keep_rows(tracker, rows)
             rows[1] = await _fio_round(runner, step, context, volumes, rows[1], context.spec.volumes, timeout)
             keep_rows(tracker, rows)
+            tracker.stopped = clock
     except BaseException:
         RESULTS.interrupt_step(tracker, rows)
         raise
@@ -97,7 +105,6 @@ async def _fio_round(runner: Batches, step: StepSpec, context: StepContext, volu
     data = context.spec.modify
     assert data is not None
     await runner.show(f"fio on {len(volumes)} volumes, {row.when.value} the change")
-    row.state = StepState.RUNNING
     names = [context.names.modify_pod(first + volume) for volume in volumes]
     pods = StepTracker(f"{step.name}-fio-{row.when.value}", names)
     await runner.batch(POD, pods, judges.pod_finished(context.observed, judges.WORKLOAD_FAILED),
@@ -109,8 +116,12 @@ async def _fio_round(runner: Batches, step: StepSpec, context: StepContext, volu
         try:
             delivered.append(fio.parse_log(log))
         except fio.FioFailed as error:
-            why = outcome.message or outcome.reason if not outcome.ok else (unavailable or ("", str(error)))[1]
-            failures.append(f"{name}: {why or error}")
+            words = str(error)  # fio's own, unless it printed nothing: then Kubernetes' (the pod never ran, ...)
+            if words == fio.NO_RESULT and not outcome.ok:
+                words = f"{outcome.reason}: {outcome.message or 'the pod failed'}"
+            elif words == fio.NO_RESULT and unavailable is not None:
+                words = unavailable[1]
+            failures.append(f"{name}: {words}")
     seen = context.observed.uids_of(POD)
     removal = StepTracker(f"{step.name}-fio-{row.when.value}-delete", [name for name in names if name in seen])
     await runner.batch(POD, removal, judges.pod_gone_and_detached(context.observed, frozenset()),
@@ -132,6 +143,14 @@ def build_row(row: ModifyRow, delivered: Sequence[fio.Delivered], failures: Sequ
     done.writeMiBps = round(sum(d.write_bps for d in delivered) / fio.MIB, 2)
     done.perVolumeIOPS = round(min(d.read_iops + d.write_iops for d in delivered), 1)
     return done
+
+
+def classes_of(observed: Observed, claims: Sequence[str]) -> str | None:
+    """The classes the claims have in effect (their status), as the row names them: one, or several joined; None
+    when none has one."""
+    found = sorted({state.attributes_class for claim in claims
+                    if (state := observed.claims.get(claim)) is not None and state.attributes_class})
+    return ", ".join(found) if found else None
 
 
 def record_metrics(run_label: str, rows: Sequence[ModifyRow]) -> None:
