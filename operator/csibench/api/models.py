@@ -47,6 +47,7 @@ from csibench.api.run.common import (
     Toleration,
     TolerationOperator,
     VolumeMode,
+    WorkloadPods,
     cel,
 )
 from csibench.api.run.database import (
@@ -280,6 +281,7 @@ __all__ = [
     "TolerationOperator",
     "Verdict",
     "VolumeMode",
+    "WorkloadPods",
     "cel",
     "cel_list",
     "default_workloads",

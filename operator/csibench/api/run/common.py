@@ -208,6 +208,26 @@ class Resources(_Model):
         return self
 
 
+class WorkloadPods(_Model):
+    """What a workload step's own pods run and where (the database's, the shared volume's probes): the workload
+    image, their resources, and a node selector and tolerations that default to spec.pod's."""
+
+    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
+                              description="Workload image (fio, PostgreSQL 15, pgbench and python3 inside); default: "
+                                          "the operator's --workload-image / CSIBENCH_WORKLOAD_IMAGE.")
+    resources: Resources = Field(default_factory=Resources, description="Resources of the step's containers.")
+    nodeSelector: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        description="Node selector of the step's pods; default spec.pod's.")
+    tolerations: list[Toleration] = Field(default_factory=list,
+                                          description="Tolerations of the step's pods; default spec.pod's.")
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return v.labels_only(value, "nodeSelector")
+
+
 class Placement(StrEnum):
     """Where the publish step's pods go."""
 

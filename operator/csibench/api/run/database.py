@@ -11,12 +11,8 @@ from pydantic import Field, field_validator
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
 from csibench.api.run.common import (
-    LABEL_KEYS_RULE,
-    MAX_LABELS,
     QUANTITY_PATTERN,
-    LabelValue,
-    Resources,
-    Toleration,
+    WorkloadPods,
     cel,
 )
 
@@ -78,7 +74,7 @@ def _unique(values: list[Any], what: str) -> list[Any]:
     return values
 
 
-class DatabaseSpec(_Model):
+class DatabaseSpec(WorkloadPods):
     """The database workload: PostgreSQL with its data directory on a volume of its own (a PVC of the class under
     test) and pgbench beside it in one pod; for each scale, initialize (pgbench -i, timed), then every mode x
     clients run, with pauses in between."""
@@ -110,15 +106,6 @@ class DatabaseSpec(_Model):
                     "per scale unit) plus max_wal_size of WAL; one that cannot fails the initialization row with "
                     "PostgreSQL's message.")
     postgres: PostgresSettings = Field(default_factory=PostgresSettings, description="PostgreSQL settings.")
-    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
-                              description="Workload image (PostgreSQL 15 and pgbench inside); default: the "
-                                          "operator's --workload-image / CSIBENCH_WORKLOAD_IMAGE.")
-    resources: Resources = Field(default_factory=Resources, description="Resources of the database container.")
-    nodeSelector: dict[str, LabelValue] = Field(
-        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
-        description="Node selector of the database pod; default spec.pod's.")
-    tolerations: list[Toleration] = Field(default_factory=list,
-                                          description="Tolerations of the database pod; default spec.pod's.")
 
     @field_validator("scales")
     @classmethod
@@ -134,11 +121,6 @@ class DatabaseSpec(_Model):
     @classmethod
     def _clients_unique(cls, value: list[int]) -> list[int]:
         return _unique(value, "database.clients")
-
-    @field_validator("nodeSelector")
-    @classmethod
-    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return v.labels_only(value, "database.nodeSelector")
 
     @field_validator("size")
     @classmethod

@@ -11,13 +11,9 @@ from pydantic import Field, field_validator, model_validator
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
 from csibench.api.run.common import (
-    LABEL_KEYS_RULE,
-    MAX_LABELS,
     QUANTITY_PATTERN,
-    LabelValue,
-    Resources,
     StepState,
-    Toleration,
+    WorkloadPods,
     cel,
 )
 from csibench.api.run.datapath import WHOLE_MIB_PATTERN
@@ -27,7 +23,7 @@ MAX_LIST_FILES = 10_000_000
 _BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, however few bytes it holds
 
 
-class SharedSpec(_Model):
+class SharedSpec(WorkloadPods):
     """The sharedVolume step: a ReadWriteMany claim of the run's class mounted by ``pods`` pods at once (spread
     apart by a preferred pod anti-affinity, so each is on a node of its own where there are enough), all running
     the same probe, which meets the others at barriers on the volume itself around each phase."""
@@ -61,20 +57,6 @@ class SharedSpec(_Model):
     fioSize: str = Field("64Mi", max_length=16, pattern=WHOLE_MIB_PATTERN, json_schema_extra=cel((
         "quantity(self).compareTo(quantity('64Gi')) <= 0", "shared.fioSize must be at most 64Gi")),
         description="Each pod's fio file (fio writes it over and over for fioSeconds).")
-    image: str | None = Field(None, min_length=1, max_length=v.IMAGE_MAX, pattern=v.IMAGE_PATTERN,
-                              description="Workload image (python3 and fio inside); default: the operator's "
-                                          "--workload-image / CSIBENCH_WORKLOAD_IMAGE.")
-    resources: Resources = Field(default_factory=Resources, description="Resources of each probe container.")
-    nodeSelector: dict[str, LabelValue] = Field(
-        default_factory=dict, max_length=MAX_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
-        description="Node selector of the probe pods; default spec.pod's.")
-    tolerations: list[Toleration] = Field(default_factory=list,
-                                          description="Tolerations of the probe pods; default spec.pod's.")
-
-    @field_validator("nodeSelector")
-    @classmethod
-    def _node_selector_is_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return v.labels_only(value, "shared.nodeSelector")
 
     @field_validator("size")
     @classmethod
