@@ -38,7 +38,7 @@ import yaml
 
 from localcluster import build, pki, prometheus, sidecars
 from localcluster.simulator.__main__ import controller_socket
-from localcluster.simulator.config import DRIVER_NAME
+from localcluster.simulator.config import DRIVER_NAME, ZONAL_PARAMETER
 from localcluster.simulator.nodes import node_address
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesyst
 # parameters merge, so a class lifts a limit by naming it).
 LIMITED_ATTRIBUTES_CLASS, LIMITED_IOPS = "csibench-sim-200iops", 200
 UNLIMITED_ATTRIBUTES_CLASS = "csibench-sim-unlimited"
+ZONAL_STORAGE_CLASS = "csibench-sim-zonal"  # volumes that live in one of the nodes' three zones (config.ZONES)
 # An array whose attaches slow as a node fills (2 s, plus 0.5 s per volume of it already attached or attaching to
 # the node): examples/density.yaml's curve is not flat by construction, and its shape is known.
 DENSITY_STORAGE_CLASS = "csibench-sim-dense"
@@ -660,6 +661,10 @@ class LocalCluster:
              "metadata": {"name": FILESYSTEM_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
              "parameters": {"csi.storage.k8s.io/fstype": "ext4"}},
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": ZONAL_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
+             "parameters": {ZONAL_PARAMETER: "true"}},
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DENSITY_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,

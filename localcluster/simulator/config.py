@@ -28,6 +28,20 @@ from enum import StrEnum
 from typing import Final
 
 DRIVER_NAME: Final = "sim.csibench.io"
+# Topology: each simulated node is in a zone (node i in ZONES[i mod 3]), which its Node carries as the well-known
+# label and as the driver's own key (as a kubelet adds a CSI driver's topology to its Node), and which NodeGetInfo
+# reports. A class with ``zonal: "true"`` makes volumes that live in one zone: CreateVolume places the volume in
+# the zone the provisioner prefers and says so (accessible_topology), and an attach from another zone is refused.
+TOPOLOGY_KEY: Final = "topology.sim.csibench.io/zone"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+ZONES: Final = ("zone-a", "zone-b", "zone-c")
+ZONAL_PARAMETER: Final = "zonal"
+
+
+def zone_of_node(name: str) -> str:
+    """The zone of a simulated node by its name's index (``sim-node-4``: zone-b); a name without one: zone-a."""
+    index = name.rsplit("-", 1)[-1]
+    return ZONES[int(index) % len(ZONES)] if index.isascii() and index.isdigit() else ZONES[0]
 
 
 class Operation(StrEnum):

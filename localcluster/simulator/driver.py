@@ -42,7 +42,17 @@ from localcluster.csi import csi_pb2 as csi
 from localcluster.csi import csi_pb2_grpc as csi_grpc
 from localcluster.simulator import qos, volumes
 from localcluster.simulator.backend import Backend, InjectedFailure
-from localcluster.simulator.config import DRIVER_NAME, Operation, class_of_handle, pv_name_of_handle, volume_handle
+from localcluster.simulator.config import (
+    DRIVER_NAME,
+    TOPOLOGY_KEY,
+    ZONAL_PARAMETER,
+    ZONES,
+    Operation,
+    class_of_handle,
+    pv_name_of_handle,
+    volume_handle,
+    zone_of_node,
+)
 
 log = logging.getLogger("simulator.driver")
 VENDOR_VERSION = "0.1.0"
@@ -63,6 +73,7 @@ class VolumeRecord:
     source_volume: str | None = None  # the volume it was cloned from
     mutable: tuple[tuple[str, str], ...] = ()  # its mutable parameters (a VolumeAttributesClass's), sorted
     kind: str = "directory"  # what holds its data: "directory", "ext4" (an image, loop-mounted) or "block"
+    zone: str | None = None  # a zonal class's volume: the zone it lives in (attachable only from there)
 
 
 @dataclass(frozen=True)
@@ -207,6 +218,17 @@ def _unsupported_capability(capability: Any) -> str | None:
     return None if capability.HasField("block") else "access type (mount or block) missing"
 
 
+def _zone_for(request: Any) -> str:
+    """Where a zonal volume goes (pure): the first zone the provisioner prefers, else the first it allows, else
+    the first zone (a CreateVolume without topology: the array's own choice)."""
+    wanted = request.accessibility_requirements
+    for topology in (*wanted.preferred, *wanted.requisite):
+        zone = topology.segments.get(TOPOLOGY_KEY)
+        if zone in ZONES:
+            return str(zone)
+    return ZONES[0]
+
+
 def _kind_of(request: Any) -> str:
     """What will hold a new volume's data (pure): a raw device, an ext4 image, or a directory."""
     if any(c.HasField("block") for c in request.volume_capabilities):
@@ -278,7 +300,8 @@ class Identity(csi_grpc.IdentityServicer):
 
     async def GetPluginCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         services = [csi.PluginCapability(service=csi.PluginCapability.Service(type=kind)) for kind in (
-            csi.PluginCapability.Service.CONTROLLER_SERVICE, csi.PluginCapability.Service.GROUP_CONTROLLER_SERVICE)]
+            csi.PluginCapability.Service.CONTROLLER_SERVICE, csi.PluginCapability.Service.GROUP_CONTROLLER_SERVICE,
+            csi.PluginCapability.Service.VOLUME_ACCESSIBILITY_CONSTRAINTS)]
         # Volumes grow while pods use them, where the host lets a mounted ext4 filesystem grow (volumes.py).
         expansion = (csi.PluginCapability.VolumeExpansion.ONLINE if volumes.can_resize_online()
                      else csi.PluginCapability.VolumeExpansion.OFFLINE)
@@ -330,6 +353,8 @@ class Controller(csi_grpc.ControllerServicer):
 
     def _described(self, record: VolumeRecord) -> Any:
         volume = csi.Volume(volume_id=record.volume_id, capacity_bytes=record.capacity)
+        if record.zone is not None:
+            volume.accessible_topology.append(csi.Topology(segments={TOPOLOGY_KEY: record.zone}))
         if record.source_snapshot:
             volume.content_source.snapshot.snapshot_id = record.source_snapshot
         if record.source_volume:
@@ -397,6 +422,7 @@ class Controller(csi_grpc.ControllerServicer):
                                f"than the limit of {limit}")
         source_id = snapshot.snapshot_id if snapshot else None
         origin_id = origin.volume_id if origin else None
+        zone = _zone_for(request) if params.get(ZONAL_PARAMETER) == "true" else None
 
         def conflict(record: VolumeRecord) -> str | None:
             if record.capacity < required or (limit and record.capacity > limit):
@@ -410,7 +436,7 @@ class Controller(csi_grpc.ControllerServicer):
         if existing is None:
             volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
             record = VolumeRecord(volume_id, request.name, capacity, source_id, origin_id,
-                                  tuple(sorted(request.mutable_parameters.items())), _kind_of(request))
+                                  tuple(sorted(request.mutable_parameters.items())), _kind_of(request), zone)
             target = driver.volume_dir(volume_id)
 
             def created() -> None:
@@ -437,6 +463,7 @@ class Controller(csi_grpc.ControllerServicer):
                                 volumes.corrupt_one_byte(target))
                 restore = corrupt
             facts: dict[str, object] = {"volume": request.name}
+            facts.update({"zone": zone} if zone is not None else {})
             facts.update({"corrupted": True} if corrupting else {})
             facts.update({"sourceVolume": origin_id} if origin_id else {})
             await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
@@ -482,6 +509,10 @@ class Controller(csi_grpc.ControllerServicer):
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         if request.node_id not in driver.nodes:
             return await _fail(context, grpc.StatusCode.NOT_FOUND, f"node {request.node_id} not found")
+        zone = driver.volumes[request.volume_id].zone
+        if zone is not None and zone_of_node(request.node_id) != zone:  # a zonal disk attaches in its zone only
+            return await _fail(context, grpc.StatusCode.FAILED_PRECONDITION, f"volume {request.volume_id} lives in "
+                               f"{zone} and cannot attach to {request.node_id} in {zone_of_node(request.node_id)}")
         name = driver.name_of(request.volume_id)
         if pair in driver.published and (pair in driver.read_only) != request.readonly:
             return await _fail(context, grpc.StatusCode.ALREADY_EXISTS, f"volume {request.volume_id} is published "
@@ -849,7 +880,9 @@ class Node(csi_grpc.NodeServicer):
         self.node_id = node_id
 
     async def NodeGetInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return csi.NodeGetInfoResponse(node_id=self.node_id, max_volumes_per_node=self.driver.max_volumes_per_node)
+        return csi.NodeGetInfoResponse(node_id=self.node_id, max_volumes_per_node=self.driver.max_volumes_per_node,
+                                       accessible_topology=csi.Topology(segments={
+                                           TOPOLOGY_KEY: zone_of_node(self.node_id)}))
 
     async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return csi.NodeGetCapabilitiesResponse(capabilities=[

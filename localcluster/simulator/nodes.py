@@ -18,7 +18,7 @@ import socket
 import struct
 
 from localcluster.simulator import api
-from localcluster.simulator.config import DRIVER_NAME
+from localcluster.simulator.config import DRIVER_NAME, TOPOLOGY_KEY, ZONE_LABEL, zone_of_node
 from localcluster.versions import KUBERNETES_VERSION
 
 log = logging.getLogger("simulator.nodes")
@@ -70,7 +70,8 @@ def build_node(name: str, index: int) -> api.Obj:
         "metadata": {
             "name": name,
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                       "csibench.io/simulated": "true"},
+                       "csibench.io/simulated": "true", ZONE_LABEL: zone_of_node(name),
+                       TOPOLOGY_KEY: zone_of_node(name)},
             "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
         },
         "spec": {},
@@ -106,7 +107,7 @@ def build_csi_node(name: str, node_uid: str, max_volumes: int) -> api.Obj:
         "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
         "metadata": {"name": name, "ownerReferences": [
             {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}]},
-        "spec": {"drivers": [{"name": DRIVER_NAME, "nodeID": name, "topologyKeys": [],
+        "spec": {"drivers": [{"name": DRIVER_NAME, "nodeID": name, "topologyKeys": [TOPOLOGY_KEY],
                               "allocatable": {"count": max_volumes}}]},
     }
 

@@ -288,14 +288,16 @@ def test_node_reports_usage_where_published_and_a_single_writer_volume_has_one_t
 
 def test_both_sockets_describe_one_plugin(tmp_path: Path) -> None:
     """The node's identity names the controller and group controller services too (csi-sanity, and any client
-    of a node socket, learns from it what the plugin offers), as a one-binary driver's does."""
+    of a node socket, learns from it what the plugin offers), as a one-binary driver's does, and that volumes have
+    topology (the nodes' zones)."""
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path):
             service = csi.PluginCapability.Service
             for identity in (stubs.identity, stubs.node_identity):
                 plugin = await identity.GetPluginCapabilities(csi.GetPluginCapabilitiesRequest())
                 assert {c.service.type for c in plugin.capabilities if c.HasField("service")} == {
-                    service.CONTROLLER_SERVICE, service.GROUP_CONTROLLER_SERVICE}
+                    service.CONTROLLER_SERVICE, service.GROUP_CONTROLLER_SERVICE,
+                    service.VOLUME_ACCESSIBILITY_CONSTRAINTS}
 
     _run(scenario())
 

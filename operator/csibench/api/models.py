@@ -81,6 +81,7 @@ from csibench.api.run.modify import (
     ModifyWhen,
 )
 from csibench.api.run.observations import (
+    MAX_ZONES,
     ClientUsed,
     Component,
     Condition,
@@ -98,6 +99,7 @@ from csibench.api.run.observations import (
     StepAggregate,
     StepPhase,
     StepStatus,
+    StepZone,
 )
 from csibench.api.run.rows import (
     DatabaseRow,
@@ -191,6 +193,7 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MAX_VOLUMES_PER_GROUP",
     "MAX_WORKLOADS",
+    "MAX_ZONES",
     "PG_SIZE_PATTERN",
     "PLURAL",
     "QUANTITY_PATTERN",
@@ -270,6 +273,7 @@ __all__ = [
     "StepPhase",
     "StepState",
     "StepStatus",
+    "StepZone",
     "SynchronousCommit",
     "TaintEffect",
     "Threshold",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from csibench.api.text import shorten
 from csibench.engine.kinds import claim, group_snapshot, pod, snapshot
@@ -52,6 +52,23 @@ class WarningEvent:
     at: float
 
 
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def zone_of_volume(pv: dict[str, Any]) -> str | None:
+    """The zone a PV's required node affinity names (pure): the well-known key, or a driver's own ``*/zone`` key
+    (``topology.ebs.csi.aws.com/zone``, ``topology.gke.io/zone``), with operator In; None for a volume any node
+    may use."""
+    terms = ((((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
+             .get("nodeSelectorTerms") or [])
+    for term in terms:
+        for expression in (term or {}).get("matchExpressions") or []:
+            key, values = str(expression.get("key") or ""), expression.get("values") or []
+            if (key == ZONE_KEY or key.endswith("/zone")) and expression.get("operator") == "In" and values:
+                return str(values[0])
+    return None
+
+
 class Observed(GroupRelations, Leftovers):
     """The run's view; the group snapshots' relations (``observed_groups.py``) and what cleanup counts as left
     (``observed_leftovers.py``) are parts of it kept in modules of their own."""
@@ -65,6 +82,7 @@ class Observed(GroupRelations, Leftovers):
         self.pods: dict[str, PodState] = {}
         self.snapshots: dict[str, SnapshotState] = {}
         self.pv_claim: dict[str, str] = {}  # existing PV -> claim (by name: may be a namesake's, see owned_volumes)
+        self.volume_zones: dict[str, str] = {}  # PV -> the zone its node affinity names (kept after it is gone)
         self._pv_claim_uid: dict[str, str] = {}  # existing PV -> uid of the claim it is bound to
         self.attachments: dict[str, tuple[str, str]] = {}  # existing VolumeAttachment -> (PV, node)
         self.attached: Counter[tuple[str, str]] = Counter()  # (PV, node) -> VolumeAttachments present
@@ -201,6 +219,9 @@ class Observed(GroupRelations, Leftovers):
             return []
         claim = ref["name"]
         self._claim_of_pv[name] = claim
+        zone = zone_of_volume(event.obj)
+        if zone is not None:
+            self.volume_zones[name] = zone
         if event.type == "DELETED":
             self.pv_claim.pop(name, None)
             self._pv_claim_uid.pop(name, None)
@@ -302,6 +323,19 @@ class Observed(GroupRelations, Leftovers):
         """The PV bound to one of the run's claims, as last seen (kept after the claim is deleted)."""
         state = self.claims.get(claim)
         return state.volume if state is not None else None
+
+    def zone_of(self, kind: str, name: str) -> str | None:
+        """An object's zone, where its volume has one: a claim's volume's; a pod's first volume's that has one."""
+        if kind == CLAIM:
+            volume = self.volume_of(name)
+            return self.volume_zones.get(volume) if volume is not None else None
+        if kind == POD:
+            state = self.pods.get(name)
+            for claim in state.claims if state is not None else []:
+                zone = self.zone_of(CLAIM, claim)
+                if zone is not None:
+                    return zone
+        return None
 
     def volume_attached(self, pv: str | None, node: str | None) -> bool:
         """A VolumeAttachment of the PV to the node exists (attached, or being attached or detached)."""

@@ -18,12 +18,14 @@ from typing import Any
 from csibench.api.collect import StepCollection
 from csibench.api.models import (
     MAX_FAILURE_REASONS,
+    MAX_ZONES,
     FailureReason,
     RetriedWarnings,
     RetryCost,
     StepPhase,
     StepState,
     StepStatus,
+    StepZone,
 )
 from csibench.api.text import shorten
 from csibench.engine.judges import Verdict
@@ -68,6 +70,7 @@ class StepTracker:
     # the step says it (StepSpec.object_note, called when an object succeeds)
     object_notes: dict[str, str] = field(default_factory=dict)
     note_object: Callable[[str], str | None] | None = None
+    zone_of: Callable[[str], str | None] | None = None  # an object's zone, where its volume has one
     retried: list[RetriedWarnings] = field(default_factory=list)  # warnings retried past during the step (counted)
     retry_cost: RetryCost | None = None  # what they cost the step
     retries_of: dict[str, int] = field(default_factory=dict)  # per object: its retried Warnings, with repeats
@@ -183,6 +186,21 @@ class StepTracker:
     def latencies(self) -> list[float]:
         return [o.at - self.submitted[n] for n, o in self.outcomes.items() if o.ok]
 
+    def zones(self) -> list[StepZone]:
+        """The ended objects by zone (none when no object has a zone), the zones with most objects first."""
+        if self.zone_of is None:
+            return []
+        by_zone: dict[str, list[tuple[str, Outcome]]] = {}
+        for name, outcome in self.outcomes.items():
+            zone = self.zone_of(name)
+            if zone is not None:
+                by_zone.setdefault(zone, []).append((name, outcome))
+        rows = [StepZone(zone=zone, objects=len(ended), succeeded=sum(1 for _, o in ended if o.ok),
+                         latency=summarize([o.at - self.submitted[n] for n, o in ended
+                                            if o.ok and n in self.submitted]))
+                for zone, ended in by_zone.items()]
+        return sorted(rows, key=lambda row: (-row.objects, row.zone))[:MAX_ZONES]
+
     def counts(self) -> tuple[int, int]:
         return self._succeeded, len(self.outcomes) - self._succeeded
 
@@ -279,6 +297,7 @@ class StepTracker:
             throughput=succeeded / duration if finished and duration else None,
             latency=summarize(self.latencies()) if finished else None,
             phases=self.phases() if finished else [],
+            zones=self.zones() if finished else [],
             failureReasons=self.failure_reasons(),
             retriedWarnings=list(self.retried),
             retries=self.retry_cost,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.report import cost, database, datapath, density, modify, shared, verdicts
+from csibench.report import cost, database, datapath, density, modify, shared, verdicts, zones
 
 Table = tuple[list[str], list[list[str]]]
 Run = dict[str, Any]
@@ -32,6 +32,7 @@ def _titled(text: str) -> Callable[[Run], str]:
 
 
 RUN_TABLES: tuple[OwnTable, ...] = (
+    OwnTable("zones", _titled("Per zone (the volumes' zones)"), zones.table),
     OwnTable("modify", _titled("Class change: fio before and after (VolumeAttributesClass)"), modify.table),
     OwnTable("density", _titled("Density (volumes per node)"), density.table),
     OwnTable("datapath", _titled("Data path (fio)"), datapath.table),

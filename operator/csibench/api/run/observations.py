@@ -74,6 +74,19 @@ class RetryCost(_Model):
     message: str = Field("", description="The finding: counts, the components' per-try bounds, the tail.")
 
 
+MAX_ZONES = 16
+
+
+class StepZone(_Model):
+    """The step's objects of one zone (a claim's is its volume's, from the PV's node affinity; a pod's is its
+    volumes'), so a zonal class's rows say where it is slower."""
+
+    zone: str = Field(..., description="The zone (topology.kubernetes.io/zone, or a driver's own */zone key).")
+    objects: int = Field(0, description="Objects of the step in the zone that ended (succeeded or failed).")
+    succeeded: int = Field(0, description="Of those, succeeded.")
+    latency: Latency | None = Field(None, description="Per-object latency of the zone's succeeded objects, seconds.")
+
+
 class StepStatus(_Model):
     """Aggregates of one step."""
 
@@ -89,6 +102,9 @@ class StepStatus(_Model):
     durationSeconds: float | None = Field(None, description="Clock time of the step, in seconds.")
     throughput: float | None = Field(None, description="Succeeded objects per second of step time.")
     latency: Latency | None = Field(None, description="Per-object latency percentiles, in seconds.")
+    zones: list[StepZone] = Field(default_factory=list, max_length=MAX_ZONES,
+                                  description=f"Per zone, when the step's volumes have one (a zonal class); at most "
+                                              f"{MAX_ZONES}, the zones with most objects.")
     phases: list[StepPhase] = Field(default_factory=list, max_length=4,
                                     description="The parts of the per-object latency, where events tell them apart "
                                                 "(expandVolume: controller, then node).")
