@@ -46,6 +46,7 @@ from localcluster.simulator.config import (
     DRIVER_NAME,
     TOPOLOGY_KEY,
     ZONAL_PARAMETER,
+    ZONE_LABEL,
     ZONES,
     Operation,
     class_of_handle,
@@ -218,15 +219,22 @@ def _unsupported_capability(capability: Any) -> str | None:
     return None if capability.HasField("block") else "access type (mount or block) missing"
 
 
-def _zone_for(request: Any) -> str:
-    """Where a zonal volume goes (pure): the first zone the provisioner prefers, else the first it allows, else
-    the first zone (a CreateVolume without topology: the array's own choice)."""
+def _zones_in(topologies: Any) -> list[str]:
+    """The array's zones the topologies name, by its own key or the well-known one, in order (pure)."""
+    found = [t.segments.get(TOPOLOGY_KEY) or t.segments.get(ZONE_LABEL) for t in topologies]
+    return [zone for zone in found if zone in ZONES]
+
+
+def _zone_for(request: Any) -> str | None:
+    """Where a zonal volume goes (pure): the first zone the provisioner prefers that it allows (the requisite, when
+    it gives one: the CSI spec's MUST), else the first it allows; without topology, the array's own first zone.
+    None: it allows none of the array's zones."""
     wanted = request.accessibility_requirements
-    for topology in (*wanted.preferred, *wanted.requisite):
-        zone = topology.segments.get(TOPOLOGY_KEY)
-        if zone in ZONES:
-            return str(zone)
-    return ZONES[0]
+    allowed = _zones_in(wanted.requisite)
+    if wanted.requisite and not allowed:
+        return None
+    preferred = [zone for zone in _zones_in(wanted.preferred) if not allowed or zone in allowed]
+    return (preferred or allowed or [ZONES[0]])[0]
 
 
 def _kind_of(request: Any) -> str:
@@ -423,8 +431,14 @@ class Controller(csi_grpc.ControllerServicer):
         source_id = snapshot.snapshot_id if snapshot else None
         origin_id = origin.volume_id if origin else None
         zone = _zone_for(request) if params.get(ZONAL_PARAMETER) == "true" else None
+        if params.get(ZONAL_PARAMETER) == "true" and zone is None:
+            return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "the array has no zone the request "
+                               f"allows (its zones: {', '.join(ZONES)})")
 
         def conflict(record: VolumeRecord) -> str | None:
+            allowed = _zones_in(request.accessibility_requirements.requisite)
+            if record.zone is not None and allowed and record.zone not in allowed:
+                return f"zone {record.zone}, asked {', '.join(allowed)}"
             if record.capacity < required or (limit and record.capacity > limit):
                 return f"{record.capacity} bytes, asked {required}-{limit or 'unlimited'}"
             if (record.source_snapshot, record.source_volume) != (source_id, origin_id):

@@ -32,6 +32,12 @@ def test_a_volumes_zone_is_what_its_node_affinity_names_under_a_zone_key() -> No
     assert zone_of_volume(_affinity("kubernetes.io/hostname", ["node-1"])) is None  # a node is not a zone
     assert zone_of_volume(_affinity("topology.kubernetes.io/zone", ["eu-1a"], "NotIn")) is None
     assert zone_of_volume({"spec": {}}) is None and zone_of_volume({}) is None
+    regional = {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [  # a term per zone, as provisioned
+        {"matchExpressions": [{"key": "topology.gke.io/zone", "operator": "In", "values": ["us-central1-a"]}]},
+        {"matchExpressions": [{"key": "topology.gke.io/zone", "operator": "In", "values": ["us-central1-b"]}]}]}}}}
+    assert zone_of_volume(regional) is None  # several zones: no single zone's row
+    assert zone_of_volume(_affinity("topology.kubernetes.io/zone", ["eu-1a", "eu-1b"])) is None
+    assert zone_of_volume(_affinity("topology.kubernetes.io/zone", [""])) is None
 
 
 def test_the_simulated_nodes_are_in_three_zones_their_node_and_csinode_say_so() -> None:
@@ -64,9 +70,23 @@ def test_a_steps_objects_are_split_by_the_zone_of_their_volumes() -> None:
     assert (rows["zone-a"].objects, rows["zone-a"].succeeded) == (2, 1)
     assert rows["zone-a"].latency is not None and rows["zone-a"].latency.p50 == 1.0
     assert rows["zone-b"].latency is not None and rows["zone-b"].latency.p50 == 2.0
+    # A claim bound before its PV's event arrived (the PV watch lags): counted once the PV is seen, after the end.
+    observed.apply(WatchEvent("claims", "ADDED", {"metadata": {"name": "r-abcde-v00003", "uid": "c3"},
+                                                  "spec": {"volumeName": "pv-3"}, "status": {"phase": "Bound"}}, 1.0))
+    tracker.objects.append("r-abcde-v00003")
+    tracker.submitted["r-abcde-v00003"] = 0.0
+    tracker.outcomes["r-abcde-v00003"] = Outcome(True, 4.0)
+    tracker.zones_known = lambda: len(observed.volume_zones)
+    tracker.start()
+    tracker.stopped = tracker.started
+    assert "zone-c" not in {row.zone for row in tracker.status().zones}
+    observed.apply(WatchEvent("pvs", "ADDED", {"metadata": {"name": "pv-3"}, "spec": {
+        **_affinity("topology.kubernetes.io/zone", ["zone-c"])["spec"],
+        "claimRef": {"namespace": "ns", "name": "r-abcde-v00003", "uid": "c3"}}}, 1.0))
+    assert {row.zone: row.objects for row in tracker.status().zones} == {"zone-a": 2, "zone-b": 1, "zone-c": 1}
     run = {"status": {"steps": [{"name": "createVolume", "zones": [r.model_dump() for r in tracker.zones()]}]}}
     headers, table = zones_report.table(run) or ([], [])
-    assert headers[:2] == ["Step", "Zone"] and [row[1] for row in table] == ["zone-a", "zone-b"]
+    assert headers[:2] == ["Step", "Zone"] and [row[1] for row in table] == ["zone-a", "zone-b", "zone-c"]
     assert zones_report.table({"status": {"steps": [{"name": "createVolume"}]}}) is None
 
 
@@ -81,7 +101,7 @@ def test_a_zonal_volume_lives_where_the_provisioner_prefers_and_attaches_only_th
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path):
             info = await stubs.node.NodeGetInfo(csi.NodeGetInfoRequest())
-            assert dict(info.accessible_topology.segments) == {TOPOLOGY_KEY: "zone-a"}  # node-a
+            assert dict(info.accessible_topology.segments) == {TOPOLOGY_KEY: "zone-a"}  # no index: the first zone
             capabilities = await stubs.identity.GetPluginCapabilities(csi.GetPluginCapabilitiesRequest())
             assert csi.PluginCapability.Service.VOLUME_ACCESSIBILITY_CONSTRAINTS in [
                 c.service.type for c in capabilities.capabilities]
@@ -99,6 +119,20 @@ def test_a_zonal_volume_lives_where_the_provisioner_prefers_and_attaches_only_th
             near = (await stubs.controller.CreateVolume(create("pvc-z2", "zone-a"))).volume
             anywhere = (await stubs.controller.CreateVolume(create("pvc-z3", "zone-c", zonal=False))).volume
             assert list(anywhere.accessible_topology) == []  # not a zonal class: any node
+            only_c = create("pvc-z4", "zone-a")  # preferred outside what it allows: the requisite wins
+            del only_c.accessibility_requirements.requisite[:]
+            only_c.accessibility_requirements.requisite.append(csi.Topology(segments={"topology.kubernetes.io/zone":
+                                                                                        "zone-c"}))
+            placed = (await stubs.controller.CreateVolume(only_c)).volume
+            assert [dict(t.segments) for t in placed.accessible_topology] == [{TOPOLOGY_KEY: "zone-c"}]
+            again = create("pvc-z1", "zone-c")  # the zone-b volume asked again, allowed only in zone-c
+            del again.accessibility_requirements.requisite[:]
+            again.accessibility_requirements.requisite.append(csi.Topology(segments={TOPOLOGY_KEY: "zone-c"}))
+            assert await code(stubs.controller.CreateVolume(again)) == grpc.StatusCode.ALREADY_EXISTS
+            nowhere = create("pvc-z5", "zone-x")
+            del nowhere.accessibility_requirements.requisite[:]
+            nowhere.accessibility_requirements.requisite.append(csi.Topology(segments={TOPOLOGY_KEY: "zone-x"}))
+            assert await code(stubs.controller.CreateVolume(nowhere)) == grpc.StatusCode.RESOURCE_EXHAUSTED
             publish = csi.ControllerPublishVolumeRequest(node_id="node-a", volume_capability=MOUNT)
             publish.volume_id = far.volume_id
             assert await code(stubs.controller.ControllerPublishVolume(publish)) == \
@@ -109,4 +143,4 @@ def test_a_zonal_volume_lives_where_the_provisioner_prefers_and_attaches_only_th
 
     asyncio.run(scenario())
     zones = {r["volume"]: r.get("zone") for r in records(tmp_path) if r["op"] == "createVolume"}
-    assert zones == {"pvc-z1": "zone-b", "pvc-z2": "zone-a", "pvc-z3": None}
+    assert zones == {"pvc-z1": "zone-b", "pvc-z2": "zone-a", "pvc-z3": None, "pvc-z4": "zone-c"}

@@ -123,6 +123,7 @@ class StepRunner:
         boundaries = step.phases.boundaries(self.observed) if step.phases is not None else ()
         tracker.note_object = step.object_note(self.observed) if step.object_note is not None else None
         tracker.zone_of = lambda name: self.observed.zone_of(step.kind, name)
+        tracker.zones_known = lambda: len(self.observed.volume_zones)  # a PV seen after the step ended counts
         tracker.skipped = step.skip(step, step_context) | tracker.restore_skipped
         recorder.status.currentStep = step.name
         recorder.status.progress = f"0/{len(tracker.active)}"

@@ -56,17 +56,22 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 
 
 def zone_of_volume(pv: dict[str, Any]) -> str | None:
-    """The zone a PV's required node affinity names (pure): the well-known key, or a driver's own ``*/zone`` key
-    (``topology.ebs.csi.aws.com/zone``, ``topology.gke.io/zone``), with operator In; None for a volume any node
-    may use."""
+    """The one zone a PV's required node affinity allows (pure): the well-known key, or a driver's own ``*/zone``
+    key (``topology.ebs.csi.aws.com/zone``, ``topology.gke.io/zone``), with operator In. None for a volume any
+    node may use, and for one several zones may use (a regional disk: the provisioner writes a term per zone), which
+    belongs to no single zone's row."""
     terms = ((((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
              .get("nodeSelectorTerms") or [])
-    for term in terms:
-        for expression in (term or {}).get("matchExpressions") or []:
+    zones: set[str] = set()
+    for term in terms if isinstance(terms, list) else []:
+        expressions = (term or {}).get("matchExpressions") if isinstance(term, dict) else None
+        for expression in expressions if isinstance(expressions, list) else []:
+            if not isinstance(expression, dict) or expression.get("operator") != "In":
+                continue
             key, values = str(expression.get("key") or ""), expression.get("values") or []
-            if (key == ZONE_KEY or key.endswith("/zone")) and expression.get("operator") == "In" and values:
-                return str(values[0])
-    return None
+            if key == ZONE_KEY or key.endswith("/zone"):
+                zones.update(str(value) for value in values if value)
+    return zones.pop() if len(zones) == 1 else None
 
 
 class Observed(GroupRelations, Leftovers):

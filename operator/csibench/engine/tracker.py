@@ -71,6 +71,7 @@ class StepTracker:
     object_notes: dict[str, str] = field(default_factory=dict)
     note_object: Callable[[str], str | None] | None = None
     zone_of: Callable[[str], str | None] | None = None  # an object's zone, where its volume has one
+    zones_known: Callable[[], int] = lambda: 0  # how many volumes' zones are known: more, and zones are counted again
     retried: list[RetriedWarnings] = field(default_factory=list)  # warnings retried past during the step (counted)
     retry_cost: RetryCost | None = None  # what they cost the step
     retries_of: dict[str, int] = field(default_factory=dict)  # per object: its retried Warnings, with repeats
@@ -265,7 +266,7 @@ class StepTracker:
         # every status write of the steps after it; anything that could change it is part of the key.
         key = (len(self.outcomes), self.stopped, self.interrupted, self.restored, self.restored_objects,
                self.note, self.attempt, len(self.skipped), self.announced, len(self.retried), id(self.retry_cost),
-               id(self.collection))
+               id(self.collection), self.zones_known())
         if self._final is not None and self._final[0] == key:
             return self._final[1].model_copy()
         status = self._build_status()
