@@ -29,7 +29,6 @@ from csibench.metrics import METRICS
 POD_SLACK_SECONDS = 120  # a fio round's pods: start, the file laid out, the log read
 MODIFY_TO = "csibench.io/modify-to"  # on a claim: the class the run's PATCH asked for
 INFEASIBLE = "Infeasible"  # modifyVolumeStatus.status when the driver refused the class's parameters
-PENDING_MODIFY = frozenset({"Pending", "InProgress"})
 
 
 def target_of(context: StepContext) -> str:
@@ -39,24 +38,21 @@ def target_of(context: StepContext) -> str:
 
 def modified(observed: Observed, terminal: frozenset[str]) -> Judge:
     """Done when the claim's status says the class its PATCH asked for (``MODIFY_TO``) is in effect and no
-    modification is pending; failed when the modification is Infeasible (the resizer's last Warning on the claim
-    says why) or a terminal Warning came."""
+    modification is pending; failed when the modification is Infeasible, in the driver's words (the resizer writes
+    the status, then its Warning, whose event wakes this judge again: until it comes the claim waits, and the
+    step's timeout quotes the state), or when a terminal Warning came."""
+    def in_effect(claim: ClaimState) -> bool:
+        target = claim.annotations.get(MODIFY_TO)
+        return target is not None and claim.attributes_class == target and claim.modify_status is None
+
+    settled = judges.ready_with(observed, terminal, CLAIM, observed.claims.get, in_effect, lambda claim: None)
+
     def judge(name: str, submitted: float) -> Verdict | None:
-        def failure(claim: ClaimState) -> Verdict | None:
-            """Infeasible, in the driver's words: the resizer writes the status and then its Warning, whose event
-            wakes this judge again; until it comes the claim waits (the step's timeout quotes the state)."""
-            if claim.modify_status != INFEASIBLE:
-                return None
-            warning = observed.warnings.get((CLAIM, name))
-            if warning is None or warning.at < submitted:
-                return None
+        claim, warning = observed.claims.get(name), observed.warnings.get((CLAIM, name))
+        if claim is not None and claim.exists and claim.modify_status == INFEASIBLE and warning is not None \
+                and warning.at >= submitted:
             return Verdict(False, INFEASIBLE, shorten(warning.message, 600))
-
-        def in_effect(claim: ClaimState) -> bool:
-            target = claim.annotations.get(MODIFY_TO)
-            return target is not None and claim.attributes_class == target and claim.modify_status is None
-
-        return judges.ready_with(observed, terminal, CLAIM, observed.claims.get, in_effect, failure)(name, submitted)
+        return settled(name, submitted)
     return judge
 
 
