@@ -237,6 +237,13 @@ def _zone_for(request: Any) -> str | None:
     return (preferred or allowed or [ZONES[0]])[0]
 
 
+def _source_zone_allowed(zone: str, request: Any) -> str | None:
+    """A clone's zone (pure): its source's, as a zonal disk is copied only within its zone, when the request allows
+    it (no requisite allows any); None when it does not."""
+    allowed = _zones_in(request.accessibility_requirements.requisite)
+    return zone if not allowed or zone in allowed else None
+
+
 def _kind_of(request: Any) -> str:
     """What will hold a new volume's data (pure): a raw device, an ext4 image, or a directory."""
     if any(c.HasField("block") for c in request.volume_capabilities):
@@ -430,8 +437,16 @@ class Controller(csi_grpc.ControllerServicer):
                                f"than the limit of {limit}")
         source_id = snapshot.snapshot_id if snapshot else None
         origin_id = origin.volume_id if origin else None
-        zone = _zone_for(request) if params.get(ZONAL_PARAMETER) == "true" else None
-        if params.get(ZONAL_PARAMETER) == "true" and zone is None:
+        zonal = params.get(ZONAL_PARAMETER) == "true"
+        if zonal and origin is not None and origin.zone is not None:  # a zonal disk is cloned in its own zone
+            zone = _source_zone_allowed(origin.zone, request)
+            if zone is None:
+                return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"the source volume "
+                                   f"{origin.volume_id} lives in {origin.zone}, which the request does not allow "
+                                   f"({', '.join(_zones_in(request.accessibility_requirements.requisite))})")
+        else:
+            zone = _zone_for(request) if zonal else None
+        if zonal and zone is None:
             return await _fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "the array has no zone the request "
                                f"allows (its zones: {', '.join(ZONES)})")
 

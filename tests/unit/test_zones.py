@@ -144,3 +144,32 @@ def test_a_zonal_volume_lives_where_the_provisioner_prefers_and_attaches_only_th
     asyncio.run(scenario())
     zones = {r["volume"]: r.get("zone") for r in records(tmp_path) if r["op"] == "createVolume"}
     assert zones == {"pvc-z1": "zone-b", "pvc-z2": "zone-a", "pvc-z3": None, "pvc-z4": "zone-c"}
+
+
+def test_a_zonal_volume_is_cloned_in_its_own_zone_or_not_at_all(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path):
+            def create(name: str, prefer: str, allow: tuple[str, ...] = ZONES, source: str = "") -> Any:
+                wanted = csi.TopologyRequirement(
+                    requisite=[csi.Topology(segments={TOPOLOGY_KEY: z}) for z in allow],
+                    preferred=[csi.Topology(segments={TOPOLOGY_KEY: prefer})])
+                request = csi.CreateVolumeRequest(name=name, volume_capabilities=[MOUNT],
+                                                  parameters={**CLAIM_PARAMETERS, "zonal": "true"},
+                                                  accessibility_requirements=wanted)
+                if source:
+                    request.volume_content_source.volume.volume_id = source
+                return request
+
+            source = (await stubs.controller.CreateVolume(create("pvc-s1", "zone-b"))).volume
+            clone = (await stubs.controller.CreateVolume(create("pvc-c1", "zone-c", source=source.volume_id))).volume
+            assert [dict(t.segments) for t in clone.accessible_topology] == [{TOPOLOGY_KEY: "zone-b"}]
+            try:  # only zone-a allowed (a pod scheduled there): the source's zone is not, so no clone
+                await stubs.controller.CreateVolume(create("pvc-c2", "zone-a", ("zone-a",), source.volume_id))
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "zone-b" in str(error.details())
+            else:
+                raise AssertionError("a clone was made outside its source's zone")
+
+    asyncio.run(scenario())
+    zones = {r["volume"]: r.get("zone") for r in records(tmp_path) if r["op"] in ("createVolume", "cloneVolume")}
+    assert zones == {"pvc-s1": "zone-b", "pvc-c1": "zone-b"}
