@@ -38,7 +38,7 @@ import yaml
 
 from localcluster import build, pki, prometheus, sidecars
 from localcluster.simulator.__main__ import controller_socket
-from localcluster.simulator.config import DRIVER_NAME, ZONAL_PARAMETER
+from localcluster.simulator.config import DRIVER_NAME, HOME_ZONE_PARAMETER, ZONAL_PARAMETER
 from localcluster.simulator.nodes import node_address
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,10 @@ FILESYSTEM_STORAGE_CLASS = "csibench-sim-ext4"  # volumes that are ext4 filesyst
 LIMITED_ATTRIBUTES_CLASS, LIMITED_IOPS = "csibench-sim-200iops", 200
 UNLIMITED_ATTRIBUTES_CLASS = "csibench-sim-unlimited"
 ZONAL_STORAGE_CLASS = "csibench-sim-zonal"  # volumes that live in one of the nodes' three zones (config.ZONES)
+# ext4 volumes that live in zone-a but that any node may use, held to 1000 IOPS and 100 MiB/s each way from a node
+# of another zone (config.HOME_ZONE_PARAMETER): the cost of crossing zones, for a data-path row to show.
+HOME_ZONE_STORAGE_CLASS = "csibench-sim-homezone"
+HOME_ZONE, CROSS_ZONE_IOPS, CROSS_ZONE_MIBPS = "zone-a", 1000, 100
 # An array whose attaches slow as a node fills (2 s, plus 0.5 s per volume of it already attached or attaching to
 # the node): examples/density.yaml's curve is not flat by construction, and its shape is known.
 DENSITY_STORAGE_CLASS = "csibench-sim-dense"
@@ -665,6 +669,11 @@ class LocalCluster:
              "metadata": {"name": ZONAL_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
              "parameters": {ZONAL_PARAMETER: "true"}},
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": HOME_ZONE_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
+             "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,
+             "parameters": {"csi.storage.k8s.io/fstype": "ext4", HOME_ZONE_PARAMETER: HOME_ZONE,
+                            "crossZoneMaxIOPS": str(CROSS_ZONE_IOPS), "crossZoneMaxMiBps": str(CROSS_ZONE_MIBPS)}},
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
              "metadata": {"name": DENSITY_STORAGE_CLASS}, "provisioner": DRIVER_NAME,
              "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", "allowVolumeExpansion": True,

@@ -36,6 +36,12 @@ TOPOLOGY_KEY: Final = "topology.sim.csibench.io/zone"
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 ZONES: Final = ("zone-a", "zone-b", "zone-c")
 ZONAL_PARAMETER: Final = "zonal"
+# A class with ``homeZone: zone-b`` makes volumes that any node may use (no topology, as a shared filesystem or a
+# regional service has) but that live in that zone: staged on a node of another zone, the volume is held to the
+# class's ``crossZoneMaxIOPS`` / ``crossZoneMaxMiBps`` (ext4 volumes: throttled on their loop device, ``qos.py``),
+# the cost of crossing zones that a data-path row run in another zone shows.
+HOME_ZONE_PARAMETER: Final = "homeZone"
+CROSS_ZONE_PARAMETERS: Final = {"crossZoneMaxIOPS": "maxIOPS", "crossZoneMaxMiBps": "maxMiBps"}
 
 
 def zone_of_node(name: str) -> str:

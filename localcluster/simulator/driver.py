@@ -43,7 +43,9 @@ from localcluster.csi import csi_pb2_grpc as csi_grpc
 from localcluster.simulator import qos, volumes
 from localcluster.simulator.backend import Backend, InjectedFailure
 from localcluster.simulator.config import (
+    CROSS_ZONE_PARAMETERS,
     DRIVER_NAME,
+    HOME_ZONE_PARAMETER,
     TOPOLOGY_KEY,
     ZONAL_PARAMETER,
     ZONE_LABEL,
@@ -75,6 +77,8 @@ class VolumeRecord:
     mutable: tuple[tuple[str, str], ...] = ()  # its mutable parameters (a VolumeAttributesClass's), sorted
     kind: str = "directory"  # what holds its data: "directory", "ext4" (an image, loop-mounted) or "block"
     zone: str | None = None  # a zonal class's volume: the zone it lives in (attachable only from there)
+    home_zone: str | None = None  # a homeZone class's volume: any node may use it, another zone's at a cost
+    cross_zone: tuple[tuple[str, int], ...] = ()  # the limits (qos.py) it is held to when staged in another zone
 
 
 @dataclass(frozen=True)
@@ -254,11 +258,34 @@ def _kind_of(request: Any) -> str:
 
 def _enforce(volume_dir: Path, limits: qos.Limits) -> None:
     """A modify's limits: set at once on the loop devices that containers have on the volume's image now (a
-    running fio sees the new policy), then kept beside the data for the next mount; a host that cannot set them
-    leaves the kept ones as they were."""
+    running fio sees the new policy; with the cross-zone limits of the node it is staged on, when lower), then kept
+    beside the data for the next mount; a host that cannot set them leaves the kept ones as they were."""
+    held = qos.lower(limits, qos.read(volume_dir, qos.CROSS_ZONE_NAME))
     for device in volumes.loop_devices_of(volumes.image_of(volume_dir)):
-        qos.apply(device, limits)
+        qos.apply(device, held)
     qos.write(volume_dir, limits)
+
+
+def home_zone_of(params: dict[str, str], kind: str) -> tuple[str | None, qos.Limits, str | None]:
+    """A homeZone class's zone and cross-zone limits, and why they are refused (pure): the zone must be one of
+    the array's, the limits whole numbers (``qos.parse``), and only an ext4 volume (a loop device) can be held
+    to them; a class cannot be zonal and have a home zone at once."""
+    home = params.get(HOME_ZONE_PARAMETER)
+    named = {own: params[key] for key, own in CROSS_ZONE_PARAMETERS.items() if key in params}
+    if home is None:
+        return None, {}, (f"{', '.join(sorted(CROSS_ZONE_PARAMETERS))} need {HOME_ZONE_PARAMETER}" if named
+                          else None)
+    if home not in ZONES:
+        return None, {}, f"{HOME_ZONE_PARAMETER} {home!r} is not one of the array's zones ({', '.join(ZONES)})"
+    if params.get(ZONAL_PARAMETER) == "true":
+        return None, {}, f"{HOME_ZONE_PARAMETER} and {ZONAL_PARAMETER} exclude each other"
+    limits, refused = qos.parse(named)
+    if refused:
+        return None, {}, "cross-zone " + refused
+    if limits and kind != "ext4":
+        return None, {}, (f"cross-zone limits: the array throttles a volume's loop device, which only ext4 volumes "
+                          f"have; this one is a {kind} volume")
+    return home, limits, None
 
 
 def _page(entries: list[Any], starting_token: str, max_entries: int) -> tuple[list[Any], str] | None:
@@ -437,6 +464,9 @@ class Controller(csi_grpc.ControllerServicer):
                                f"than the limit of {limit}")
         source_id = snapshot.snapshot_id if snapshot else None
         origin_id = origin.volume_id if origin else None
+        home, cross_zone, refused = home_zone_of(params, _kind_of(request))
+        if refused:
+            return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, refused)
         zonal = params.get(ZONAL_PARAMETER) == "true"
         if zonal and origin is not None and origin.zone is not None:  # a zonal disk is cloned in its own zone
             zone = _source_zone_allowed(origin.zone, request)
@@ -465,7 +495,8 @@ class Controller(csi_grpc.ControllerServicer):
         if existing is None:
             volume_id = volume_handle(request.name.removeprefix("pvc-"), storage_class)
             record = VolumeRecord(volume_id, request.name, capacity, source_id, origin_id,
-                                  tuple(sorted(request.mutable_parameters.items())), _kind_of(request), zone)
+                                  tuple(sorted(request.mutable_parameters.items())), _kind_of(request), zone,
+                                  home, tuple(sorted(cross_zone.items())))
             target = driver.volume_dir(volume_id)
 
             def created() -> None:
@@ -493,6 +524,7 @@ class Controller(csi_grpc.ControllerServicer):
                 restore = corrupt
             facts: dict[str, object] = {"volume": request.name}
             facts.update({"zone": zone} if zone is not None else {})
+            facts.update({"homeZone": home} if home is not None else {})
             facts.update({"corrupted": True} if corrupting else {})
             facts.update({"sourceVolume": origin_id} if origin_id else {})
             await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
@@ -941,7 +973,11 @@ class Node(csi_grpc.NodeServicer):
             data = (volumes.device_of(volume_dir) if block else volumes.image_of(volume_dir) if fs_type
                     else volume_dir)
 
+            crossing = record.home_zone is not None and zone_of_node(self.node_id) != record.home_zone
+
             def staged() -> None:
+                if record.home_zone is not None:  # the cross-zone limits of this node, or none in the home zone
+                    qos.write(volume_dir, dict(record.cross_zone) if crossing else {}, qos.CROSS_ZONE_NAME)
                 _link(request.staging_target_path, data)
                 driver.staged.add(pair)
                 driver.staging_paths[pair] = request.staging_target_path
@@ -949,8 +985,9 @@ class Node(csi_grpc.NodeServicer):
             prepare = volumes.prepare_device if block else volumes.prepare_filesystem if fs_type else None
             formatted = (functools.partial(prepare, volume_dir, record.capacity, DEFAULT_CAPACITY)
                          if prepare is not None else None)
+            facts = {"crossZone": True} if crossing else {}
             await driver.perform(Operation.MOUNT, ("stage", *pair), class_of_handle(request.volume_id),
-                                 f"{record.name}:{self.node_id}", staged, io=formatted)
+                                 f"{record.name}:{self.node_id}", staged, io=formatted, **facts)
         return csi.NodeStageVolumeResponse()
 
     @_array_errors
@@ -1009,6 +1046,8 @@ class Node(csi_grpc.NodeServicer):
         if pair in driver.staged:
             def unstaged() -> None:
                 _unlink(request.staging_target_path)
+                if (record := driver.volumes.get(request.volume_id)) is not None and record.home_zone is not None:
+                    qos.write(driver.volume_dir(request.volume_id), {}, qos.CROSS_ZONE_NAME)
                 driver.staged.discard(pair)
                 driver.staging_paths.pop(pair, None)
 

@@ -13,6 +13,11 @@ it set (``release``), so no rule outlives the volume's use on a device the host 
 controller sets the limits on the devices in use when a modify changes them, so a running fio sees the new policy
 at once. A limit of 0 is no limit: mutable parameters merge, so a class lifts a limit by naming it 0.
 
+A volume of a class with a home zone (``config.HOME_ZONE_PARAMETER``) staged on a node of another zone is held to
+the class's cross-zone limits too (``crosszone.json`` beside the data, written by the node plugin at NodeStageVolume
+and removed at NodeUnstageVolume: an ext4 volume is staged on one node at a time); ``effective`` is the lower of
+the two per limit, and that is what a mount and a modify set on the device.
+
 Only volumes with a loop device can be throttled: a directory volume is a bind mount with no device of its own,
 and a raw block volume is a file bound at the device path. The array refuses QoS parameters for those (the
 driver's INVALID_ARGUMENT, which the resizer reports as Infeasible) rather than accept a limit it cannot keep.
@@ -31,6 +36,7 @@ from pathlib import Path
 from localcluster.simulator.volumes import namespace_mounting, regular_file
 
 QOS_NAME = "qos.json"
+CROSS_ZONE_NAME = "crosszone.json"
 MAX_IOPS, MAX_MIBPS = "maxIOPS", "maxMiBps"  # the mutable parameters (and their keys in qos.json)
 PARAMETERS = (MAX_IOPS, MAX_MIBPS)
 LIMIT_MAX = 10**9
@@ -62,21 +68,33 @@ def parse(parameters: dict[str, str]) -> tuple[Limits, str | None]:
     return limits, None
 
 
-def write(volume_dir: Path, limits: Limits) -> None:
-    """The volume's limits beside its data (none: the file removed, so a clone never keeps its source's)."""
-    path = volume_dir / QOS_NAME
+def write(volume_dir: Path, limits: Limits, name: str = QOS_NAME) -> None:
+    """The volume's limits beside its data (none: the file removed, so a clone never keeps its source's);
+    ``name`` CROSS_ZONE_NAME: the cross-zone limits of the node it is staged on."""
+    path = volume_dir / name
     if not limits:
         if regular_file(path):
             path.unlink()
         return
-    scratch = volume_dir / f".{QOS_NAME}.new"
+    scratch = volume_dir / f".{name}.new"
     scratch.write_text(json.dumps(limits, sort_keys=True))
     os.replace(scratch, path)
 
 
-def read(volume_dir: Path) -> Limits:
+def lower(first: Limits, second: Limits) -> Limits:
+    """Both sets of limits at once (pure): per limit the lower one; a limit only one of them has stays."""
+    return {key: min(value for value in (first.get(key), second.get(key)) if value is not None)
+            for key in PARAMETERS if key in first or key in second}
+
+
+def effective(volume_dir: Path) -> Limits:
+    """What the volume's device is held to: its own limits and, staged in another zone, the cross-zone ones."""
+    return lower(read(volume_dir), read(volume_dir, CROSS_ZONE_NAME))
+
+
+def read(volume_dir: Path, name: str = QOS_NAME) -> Limits:
     """The volume's limits; none when the file is missing, is not the array's own (a link) or is not valid."""
-    path = volume_dir / QOS_NAME
+    path = volume_dir / name
     if not regular_file(path):
         return {}
     try:

@@ -213,7 +213,7 @@ def _throttle(device: str, image: str, record: Path | None) -> None:
     """The volume's QoS limits on its loop device (``qos.py``), noted in ``record`` for the runtime to clear when
     the container ends; a device of a volume without limits has an earlier volume's cleared. A volume with limits
     the host cannot enforce does not start: a limit silently not kept would be measured as the array's."""
-    limits = qos.read(Path(image).parent)
+    limits = qos.effective(Path(image).parent)
     try:
         qos.apply(device, limits)
     except qos.QosUnavailable:

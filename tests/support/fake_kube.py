@@ -51,6 +51,7 @@ class Behaviour:
     start_delay: float = 0.0  # from a pod's volumes attached (at ready_delay) to the pod Ready (stage, publish, start)
     ignore_pinning: bool = False  # a kubelet-less scheduler that puts every pod on node-0, whatever its affinity
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
+    volume_zone: Callable[[str], str | None] = lambda claim: None  # a claim's PV's zone (its node affinity names it)
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
     snapshots_served: bool = True
@@ -597,8 +598,11 @@ class FakeKube:
     def _bind(self, namespace: str, name: str) -> None:
         def bind(claim: Json) -> None:
             pv = f"pvc-{claim['metadata']['uid']}"
+            zone = self.behaviour.volume_zone(name)
+            affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}} if zone else {}
             self.put("persistentvolumes", "", {"metadata": {"name": pv}, "spec": {"claimRef": {
-                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}}})
+                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}, **affinity}})
             claim.setdefault("spec", {})["volumeName"] = pv
             claim["status"] = {"phase": "Bound", "capacity": {"storage": _requested(claim)}}
         self._update("persistentvolumeclaims", namespace, name, bind)

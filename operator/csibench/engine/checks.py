@@ -31,6 +31,7 @@ class PlanCheck:
     nodes: tuple[str, ...] = ()
     limits: Mapping[str, int | None] = field(default_factory=dict)
     attached: Mapping[str, int] = field(default_factory=dict)
+    zones: Mapping[str, str] = field(default_factory=dict)  # node -> its topology.kubernetes.io/zone (if labelled)
 
     @property
     def driver(self) -> str:

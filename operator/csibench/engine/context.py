@@ -47,6 +47,7 @@ class RunContext:
     iterations: list[dict[str, Any]] = field(default_factory=list)  # finished iterations' records (``iterations``)
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step places pods)
     node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> room for the class's driver's volumes
+    node_zones: dict[str, str] = field(default_factory=dict)  # node -> its zone label (of ``nodes`` labelled)
     collector: StepCollector | None = None  # spec.collect: Prometheus asked after each step (``collection``)
 
     @property
@@ -74,4 +75,4 @@ class RunContext:
 
     def step_context(self, observed: Observed) -> StepContext:
         return StepContext(self.spec, self.names, self.labels, self.target_namespace, self.binding_mode, observed,
-                           self.trackers, self.nodes, self.node_limits)
+                           self.trackers, self.nodes, self.node_limits, node_zones=self.node_zones)

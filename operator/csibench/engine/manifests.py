@@ -8,10 +8,12 @@ RuntimeDefault seccomp, no service-account token.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, Resources, Toleration
+from csibench.engine.observed import ZONE_KEY as ZONE_LABEL
 
 Manifest = dict[str, Any]
 SNAPSHOT_API_GROUP = "snapshot.storage.k8s.io"
@@ -79,13 +81,13 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
                        labels: dict[str, str], resources: Resources, node_selector: dict[str, str],
                        tolerations: list[Toleration], env: dict[str, str] | None = None,
                        grace_seconds: int = 5, preferred_node: str | None = None,
-                       init: tuple[str, list[str]] | None = None) -> Manifest:
+                       init: tuple[str, list[str]] | None = None, zones: Sequence[str] = ()) -> Manifest:
     """A workload pod (fio, PostgreSQL and pgbench): one container run once (restartPolicy Never), as non-root
     with fsGroup so its volumes are writable, meeting Pod Security "restricted". With ``preferred_node``, a
     preferred node affinity on that node's name: the scheduler puts it there unless a filter forbids it (the
     volume's topology, the node's volume limit), where it places the pod itself instead of leaving it Pending.
     ``init``: (name, command) of an init container run to its end first, with the same image, mounts and
-    resources."""
+    resources. ``zones``: a required node affinity on the nodes' zone label (only nodes in those zones)."""
     body: Manifest = {"name": container, "image": image, "command": command,
                       "securityContext": dict(RESTRICTED_CONTAINER),
                       "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts if not m.device]}
@@ -112,10 +114,16 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
         pod_spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         pod_spec["tolerations"] = [t.model_dump(exclude_none=True) for t in tolerations]
+    affinity: Manifest = {}
     if preferred_node is not None:
-        pod_spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": 100, "preference": {"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [preferred_node]}]}}]}}
+                {"key": "metadata.name", "operator": "In", "values": [preferred_node]}]}}]
+    if zones:
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": list(zones)}]}]}
+    if affinity:
+        pod_spec["affinity"] = {"nodeAffinity": affinity}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": pod_spec}
 
 

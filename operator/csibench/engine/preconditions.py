@@ -24,7 +24,7 @@ from csibench.engine.checks import PlanCheck, check_class_driver
 from csibench.engine.context import RunContext, scope_of
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
-from csibench.engine.observed import Observed
+from csibench.engine.observed import ZONE_KEY, Observed
 from csibench.engine.plan import resolve_steps
 from csibench.engine.step import StepSpec
 from csibench.kube import resources as r
@@ -68,7 +68,8 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace),
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
-        environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits)
+        environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,
+        node_zones=dict(check.zones))
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings
@@ -122,7 +123,9 @@ async def _placement(check: PlanCheck, plan: list[StepSpec]) -> PlanCheck:
         attached_to = str((attachment.get("spec") or {}).get("nodeName") or "")
         if (attachment.get("spec") or {}).get("attacher") == driver and attached_to in limits:
             used[attached_to] = used.get(attached_to, 0) + 1
-    return replace(check, nodes=names, limits=limits, attached=used)
+    zones = {str(node["metadata"]["name"]): str(zone) for node in usable
+             if (zone := ((node["metadata"].get("labels") or {}).get(ZONE_KEY)))}
+    return replace(check, nodes=names, limits=limits, attached=used, zones=zones)
 
 
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],

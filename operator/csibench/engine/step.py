@@ -70,6 +70,7 @@ class StepContext:
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods (a move's targets), sorted by name
     # node -> room for the class's driver's volumes there (its CSINode limit less those attached when the run began)
     node_limits: Mapping[str, int | None] = field(default_factory=dict)
+    node_zones: Mapping[str, str] = field(default_factory=dict)  # node -> its zone label (of ``nodes`` labelled)
     # The data path's per-job rate limits, (read, write) IOPS by (workload, level slot): learned as the step runs,
     # from each workload's unthrottled row, before that workload's throttled pods are made.
     rates: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)

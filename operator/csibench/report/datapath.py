@@ -92,16 +92,24 @@ def _ms(seconds: float | None) -> str:
     return "-" if not seconds else f"{seconds * 1000:.2f}"
 
 
+def _share_table(run: dict[str, Any], part: str, key: str) -> list[list[str]]:
+    """Per workload and node (or zone): the volumes there, their I/O summed and their completions' p99."""
+    return [[title(row), str(share[key]), str(share.get("volumes", 0)), _number(share.get("readMiBps")),
+             _number(share.get("writeMiBps")), _number(share.get("readIOPS"), 0), _number(share.get("writeIOPS"), 0),
+             _ms(share.get("readP99")), _ms(share.get("writeP99"))]
+            for row in rows_of(run) for share in row.get(part) or []]
+
+
 def node_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
-    """Per workload and node: the volumes there, their I/O summed and their completions' p99 (None: no row
-    knows its nodes, e.g. a run of an older operator)."""
-    rows = []
-    for row in rows_of(run):
-        for node in row.get("nodes") or []:
-            rows.append([title(row), str(node["node"]), str(node.get("volumes", 0)), _number(node.get("readMiBps")),
-                         _number(node.get("writeMiBps")), _number(node.get("readIOPS"), 0),
-                         _number(node.get("writeIOPS"), 0), _ms(node.get("readP99")), _ms(node.get("writeP99"))])
+    """Per workload and node (None: no row knows its nodes, e.g. a run of an older operator)."""
+    rows = _share_table(run, "nodes", "node")
     return (NODE_HEADERS, rows) if rows else None
+
+
+def zone_table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Per workload and zone of its pods' nodes (None: no node had a zone label)."""
+    rows = _share_table(run, "zones", "zone")
+    return (["Workload", "Zone", *NODE_HEADERS[2:]], rows) if rows else None
 
 
 BASELINE_HEADERS = ["Workload", "Class MiB/s", "Local MiB/s", "Class / local", "Class IOPS", "Local IOPS",

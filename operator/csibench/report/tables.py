@@ -37,6 +37,7 @@ RUN_TABLES: tuple[OwnTable, ...] = (
     OwnTable("density", _titled("Density (volumes per node)"), density.table),
     OwnTable("datapath", _titled("Data path (fio)"), datapath.table),
     OwnTable("datapath-nodes", _titled("Data path per node"), datapath.node_table),
+    OwnTable("datapath-zones", _titled("Data path per zone (the pods' nodes' zones)"), datapath.zone_table),
     OwnTable("datapath-levels", _titled("Data path under load (rate levels)"), datapath.level_table),
     OwnTable("datapath-local", _titled("Data path against the nodes' own disk"), datapath.baseline_table),
     OwnTable("datapath-iterations", _titled("Data path over the iterations"), datapath.aggregate_table),

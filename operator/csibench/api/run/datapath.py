@@ -26,6 +26,7 @@ class FioPattern(StrEnum):
 
 MAX_WORKLOADS = 16
 MAX_RATE_LEVELS = 10
+MAX_WORKLOAD_ZONES = 16
 FIO_SIZE_PATTERN = r"^[1-9][0-9]{0,5}(Ki|Mi|Gi)?$"  # fio and Kubernetes read these the same way (binary units)
 WHOLE_MIB_PATTERN = r"^[1-9][0-9]{0,5}(Mi|Gi)$"  # a file of whole MiB, as fio and Kubernetes both read it
 IOENGINE_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
@@ -47,6 +48,21 @@ class DataPathWorkload(_Model):
     ioengine: str | None = Field(None, max_length=32, pattern=IOENGINE_PATTERN,
                                  description="Overrides dataPath.ioengine for this row.")
     iodepth: int | None = Field(None, ge=1, le=1024, description="Overrides dataPath.iodepth for this row.")
+    zones: list[Annotated[str, Field(min_length=1, max_length=v.LABEL_VALUE_MAX, pattern=v.LABEL_VALUE_PATTERN)]] = \
+        Field(default_factory=list, max_length=MAX_WORKLOAD_ZONES, json_schema_extra=cel(
+            ("self.all(x, self.exists_one(y, y == x))", "a workload's zones must be unique")),
+            description="Run this row's pods only on nodes in these zones (their topology.kubernetes.io/zone "
+                        "label; default: wherever the volumes' own placement allows). With volumes that live in "
+                        "one zone but may be used from any (a shared filesystem's, a service's), a row run in "
+                        "another zone beside one run in theirs shows the cost of crossing zones. A volume whose "
+                        "PV allows none of these zones fails the row's pod on it (it could never be scheduled).")
+
+    @field_validator("zones")
+    @classmethod
+    def _unique_zones(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a workload's zones must be unique")
+        return value
 
     @property
     def reads(self) -> bool:

@@ -11,7 +11,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.run.common import StepState
 from csibench.api.run.database import PgbenchMode
 from csibench.api.run.datapath import MAX_RATE_LEVELS
-from csibench.api.run.observations import Latency
+from csibench.api.run.observations import MAX_ZONES, Latency
 
 
 class DataPathLatency(_Model):
@@ -64,18 +64,30 @@ class DataPathBaseline(_Model):
     message: str | None = Field(None, description="Why the baseline failed.")
 
 
-class DataPathNodeRow(_Model):
-    """One node's share of a data-path row: the volumes whose pods ran there, their I/O summed, their completions'
-    p99 (histograms merged), so a slow node shows."""
+class DataPathShare(_Model):
+    """A part of a data-path row (a node's or a zone's pods): its volumes, their I/O summed, their completions'
+    p99 (histograms merged)."""
+
+    volumes: int = Field(0, description="Volumes (pods) of the row here.")
+    readMiBps: float | None = Field(None, description="Read bandwidth summed over these volumes, MiB/s.")
+    writeMiBps: float | None = Field(None, description="Write bandwidth summed over these volumes, MiB/s.")
+    readIOPS: float | None = Field(None, description="Read IOPS summed over these volumes.")
+    writeIOPS: float | None = Field(None, description="Write IOPS summed over these volumes.")
+    readP99: float | None = Field(None, description="Read clat p99 over these volumes' completions, seconds.")
+    writeP99: float | None = Field(None, description="Write clat p99 over these volumes' completions, seconds.")
+
+
+class DataPathNodeRow(DataPathShare):
+    """One node's share of a data-path row, so a slow node shows."""
 
     node: str = Field(..., description="Node the pods ran on.")
-    volumes: int = Field(0, description="Volumes (pods) of the row on this node.")
-    readMiBps: float | None = Field(None, description="Read bandwidth summed over this node's volumes, MiB/s.")
-    writeMiBps: float | None = Field(None, description="Write bandwidth summed over this node's volumes, MiB/s.")
-    readIOPS: float | None = Field(None, description="Read IOPS summed over this node's volumes.")
-    writeIOPS: float | None = Field(None, description="Write IOPS summed over this node's volumes.")
-    readP99: float | None = Field(None, description="Read clat p99 over this node's completions, seconds.")
-    writeP99: float | None = Field(None, description="Write clat p99 over this node's completions, seconds.")
+
+
+class DataPathZoneRow(DataPathShare):
+    """One zone's share of a data-path row (the zone of the nodes its pods ran on), so a slow zone, or the cost of
+    reaching a volume from another zone, shows."""
+
+    zone: str = Field(..., description="Zone of the nodes the pods ran on (their topology.kubernetes.io/zone).")
 
 
 class DataPathRow(_Model):
@@ -116,6 +128,9 @@ class DataPathRow(_Model):
                                          description="Per node: its volumes, their I/O summed and p99; the "
                                                      "volumes add up to the row's measured ones (beyond 64 "
                                                      "nodes, the 64 slowest per volume).")
+    zones: list[DataPathZoneRow] = Field(default_factory=list, max_length=MAX_ZONES,
+                                         description="Per zone of the pods' nodes: its volumes, their I/O summed "
+                                                     "and p99 (none when no node has a zone label).")
     message: str | None = Field(None, description="Why the row failed: the tool's own message (first failure).")
 
 

@@ -47,8 +47,9 @@ def _data_pod(context: StepContext, index: int) -> Manifest:
          manifests.WorkloadMount(barrier.VOLUME, barrier.MOUNT_PATH,
                                  annotation=(barrier.START_FILE, barrier.START_ANNOTATION))],
         {**context.labels, "csibench.io/workload": workload.name}, data.resources, spec.pod.nodeSelector,
-        spec.pod.tolerations, preferred_node=datapath.spread_node(index % volumes, context.nodes),
-        init=(barrier.LAYOUT_CONTAINER, layout))
+        spec.pod.tolerations,
+        preferred_node=datapath.spread_node(index % volumes, datapath.nodes_in(context, workload.zones)),
+        init=(barrier.LAYOUT_CONTAINER, layout), zones=workload.zones)
 
 
 def data_mount(claim: str | None, block: bool) -> manifests.WorkloadMount:
@@ -105,11 +106,21 @@ def skip_clones_without_source_checksums(step: StepSpec, context: StepContext) -
     return skip_if_prerequisite_failed(step, context) | unsummed
 
 
-async def check_files_fit(check: PlanCheck) -> None:
-    """The workloads' files fit a volume the class formats (its filesystem's reserve taken off)."""
+async def check_data_path(check: PlanCheck) -> None:
+    """The workloads' files fit a volume the class formats (its filesystem's reserve taken off), and a workload
+    that names zones has a usable node in one of them."""
     unfit = fio.files_that_do_not_fit(check.spec, check.storage_class.get("parameters") or {})
     if unfit is not None:
         raise PlanError(ConditionReason.DATA_PATH_DOES_NOT_FIT, unfit)
+    data = check.spec.dataPath
+    assert data is not None
+    known = sorted(set(check.zones.values()))
+    for workload in data.workloads:
+        if workload.zones and not any(check.zones.get(node) in workload.zones for node in check.nodes):
+            raise PlanError(ConditionReason.NOT_ENOUGH_NODES, (
+                f"dataPath workload {workload.name} runs in zones {', '.join(workload.zones)}, and no node that "
+                f"can run the pods is in them (their zones, label topology.kubernetes.io/zone: "
+                f"{', '.join(known) or 'none'})"))
 
 
 ENTRIES = (
@@ -118,7 +129,7 @@ ENTRIES = (
              skip=skip_data_pods_of_failed_volumes, terminal_warnings=judges.WORKLOAD_FAILED, manifest=_data_pod,
              report_key="dataPathPod", gone=judges.pod_gone_and_detached, measure=datapath.measure,
              results=datapath.RESULTS,
-             places_pods=lambda spec: NodesNeeded(1), check=check_files_fit),
+             places_pods=lambda spec: NodesNeeded(1), check=check_data_path),
     StepSpec(facts=facts_of(StepName.VERIFY_CLONE), kind=POD, resource=r.PODS, action=MEASURE,
              object_name=Names.verify_pod, count=lambda spec: spec.volumes, judge=judges.pod_finished,
              skip=skip_clones_without_source_checksums, terminal_warnings=judges.WORKLOAD_FAILED,

@@ -22,7 +22,7 @@ from csibench.api.text import shorten
 from csibench.engine import judges
 from csibench.engine.fio_log import messages_of
 from csibench.engine.judges import Verdict
-from csibench.engine.observed import POD
+from csibench.engine.observed import CLAIM, POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.datapath import barrier, checksum
 from csibench.engine.steps.datapath.fio import FioFailed, VolumeResult, parse_fio_log
@@ -81,8 +81,14 @@ class WorkloadPods:
         level, local = data.level_of(slot), data.is_baseline(slot)
         label = f"{workload.name}-local" if local else workload.name if level is None else f"{workload.name}-{level}"
         ran = PodsRun()
-        active, run = await self._launch(names, label, ran)
+        conflicts = {} if local else self._zone_conflicts(w, names)
+        active, run = await self._launch(names, label, ran, set(conflicts))
         for index, name in enumerate(names):
+            if name in conflicts:
+                conflict = ("VolumeZoneConflict", conflicts[name])
+                self.records.append(volume_record(workload.name, context.names.volume(index), name, None, conflict))
+                ran.failures.append(conflict)
+                continue
             if name not in active:
                 continue
             result, failure = await _outcome(self.runner, name, run)
@@ -105,6 +111,25 @@ class WorkloadPods:
         ran.seconds = (run.stopped or time.monotonic()) - (run.started or time.monotonic())
         await self._remove(active, "fio")
         return ran
+
+    def _zone_conflicts(self, w: int, names: list[str]) -> dict[str, str]:
+        """Pods of workload ``w`` that could never be scheduled: their volume's PV allows one zone, not among the
+        workload's zones. Each is recorded as failed at once (never created), with why."""
+        data, context = self.context.spec.dataPath, self.context
+        assert data is not None
+        zones = data.workloads[w].zones
+        found: dict[str, str] = {}
+        for index, name in enumerate(names):
+            claim = context.names.volume(index)
+            zone = context.observed.zone_of(CLAIM, claim)
+            if zones and zone is not None and zone not in zones and name not in self.tracker.skipped:
+                found[name] = (f"volume {claim} lives in zone {zone} (its PV's node affinity), and workload "
+                               f"{data.workloads[w].name} runs only in {', '.join(zones)}: a pod there cannot use it")
+        now = time.monotonic()
+        for name, message in found.items():
+            self.tracker.mark_submitted(name, now)
+            self.tracker.record(name, Verdict(False, "VolumeZoneConflict", message), now)
+        return found
 
     async def checksum(self) -> dict[str, dict[str, str]]:
         """spec.dataPath.verify: one pod per volume checksums fio's files there (what the snapshots then take);
@@ -138,11 +163,12 @@ class WorkloadPods:
         self.tracker.mark_submitted(name, run.submitted.get(name, outcome.at))
         self.tracker.record(name, Verdict(failure is None, *(failure or ("", ""))), outcome.at)
 
-    async def _launch(self, names: list[str], label: str, ran: PodsRun | None) -> tuple[list[str], StepTracker]:
-        """Create the pods of ``names`` not skipped and wait until each has finished; with ``ran``, they start
-        together (the barrier, its start time kept in ``ran``)."""
+    async def _launch(self, names: list[str], label: str, ran: PodsRun | None,
+                      excluded: set[str] | None = None) -> tuple[list[str], StepTracker]:
+        """Create the pods of ``names`` not skipped (nor ``excluded``) and wait until each has finished; with
+        ``ran``, they start together (the barrier, its start time kept in ``ran``)."""
         context, step = self.context, self.step
-        active = [name for name in names if name not in self.tracker.skipped]
+        active = [name for name in names if name not in self.tracker.skipped and name not in (excluded or set())]
         run = StepTracker(f"{step.name}-{label}", active)
         release = asyncio.create_task(release_barrier(self.runner, run, context.spec, ran, label)) \
             if ran is not None else None

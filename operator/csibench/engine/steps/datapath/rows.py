@@ -12,16 +12,18 @@ A row fails when any of its pods failed; its message is the first failure's (fio
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from csibench.api import histogram
 from csibench.api.models import (
+    MAX_ZONES,
     DataPathLatency,
     DataPathNodeRow,
     DataPathRow,
     DataPathSpec,
     DataPathWorkload,
+    DataPathZoneRow,
     StepState,
 )
 from csibench.api.skew import is_skewed
@@ -50,22 +52,37 @@ def merged_latency(directions: list[Direction]) -> dict[str, float | None]:
 NODE_ROWS = 64  # per row in status, so 16 workloads of up to 1024 volumes stay far below etcd's object limit
 
 
+def _grouped(results: Sequence[VolumeResult], keys: Sequence[str | None]) -> list[tuple[str, list[VolumeResult]]]:
+    """The results by key (a node's or a zone's name; one without a key is left out), in the keys' order."""
+    by_key: dict[str, list[VolumeResult]] = {}
+    for result, key in zip(results, keys, strict=True):
+        if key:
+            by_key.setdefault(key, []).append(result)
+    return sorted(by_key.items())
+
+
+def _share(found: list[VolumeResult]) -> dict[str, Any]:
+    """A share's fields (``DataPathShare``): its volumes' I/O summed and their completions' p99."""
+    return {"volumes": len(found), "readMiBps": sum(r.read.bytes_per_second for r in found) / MIB,
+            "writeMiBps": sum(r.write.bytes_per_second for r in found) / MIB,
+            "readIOPS": sum(r.read.iops for r in found), "writeIOPS": sum(r.write.iops for r in found),
+            "readP99": merged_latency([r.read for r in found])["P99"],
+            "writeP99": merged_latency([r.write for r in found])["P99"]}
+
+
+def zone_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None],
+              zones: Mapping[str, str]) -> list[DataPathZoneRow]:
+    """Per zone of the pods' nodes (``zones``: node -> zone; a pod on a node without one is left out), in name
+    order; at most MAX_ZONES (the first by name)."""
+    keys = [zones.get(node) if node else None for node in nodes]
+    return [DataPathZoneRow(zone=zone, **_share(found)) for zone, found in _grouped(results, keys)][:MAX_ZONES]
+
+
 def node_rows(results: Sequence[VolumeResult], nodes: Sequence[str | None]) -> list[DataPathNodeRow]:
     """Per node (by name; a pod whose node was never seen is left out), in name order: its volumes' I/O summed
     and their completions' p99. Beyond NODE_ROWS nodes, the NODE_ROWS slowest per volume (a slow node is what
     the rows are for); the per-volume records in the report name every pod's node."""
-    by_node: dict[str, list[VolumeResult]] = {}
-    for result, node in zip(results, nodes, strict=True):
-        if node:
-            by_node.setdefault(node, []).append(result)
-    rows = []
-    for node, found in sorted(by_node.items()):
-        rows.append(DataPathNodeRow(
-            node=node, volumes=len(found), readMiBps=sum(r.read.bytes_per_second for r in found) / MIB,
-            writeMiBps=sum(r.write.bytes_per_second for r in found) / MIB,
-            readIOPS=sum(r.read.iops for r in found), writeIOPS=sum(r.write.iops for r in found),
-            readP99=merged_latency([r.read for r in found])["P99"],
-            writeP99=merged_latency([r.write for r in found])["P99"]))
+    rows = [DataPathNodeRow(node=node, **_share(found)) for node, found in _grouped(results, nodes)]
     if len(rows) > NODE_ROWS:
         rows = sorted(sorted(rows, key=lambda n: ((n.readMiBps or 0) + (n.writeMiBps or 0)) / n.volumes)[:NODE_ROWS],
                       key=lambda n: n.node)
@@ -90,9 +107,11 @@ def slow_volumes(results: Sequence[VolumeResult], volumes: Sequence[str]) -> lis
 
 
 def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[VolumeResult],
-              failures: list[tuple[str, str]], seconds: float, nodes: Sequence[str | None] = ()) -> DataPathRow:
+              failures: list[tuple[str, str]], seconds: float, nodes: Sequence[str | None] = (),
+              zones: Mapping[str, str] | None = None) -> DataPathRow:
     """``results``: the volumes that measured; ``failures``: (reason, message) of the pods that did not;
-    ``nodes``: where each of ``results`` ran (none known: no per-node rows)."""
+    ``nodes``: where each of ``results`` ran (none known: no per-node rows); ``zones``: node -> zone (none known:
+    no per-zone rows)."""
     row = pending_row(spec, workload, len(results) + len(failures))
     row.durationSeconds = round(seconds, 3)
     row.failed = len(failures)
@@ -113,6 +132,7 @@ def build_row(spec: DataPathSpec, workload: DataPathWorkload, results: list[Volu
                                       **{f"write{k}": value for k, value in writes.items()})
         if nodes:
             row.nodes = node_rows(results, nodes)
+            row.zones = zone_rows(results, nodes, zones or {})
         windows = [r.window_ms for r in results if r.window_ms is not None]
         if windows:
             starts, ends = [start for start, _ in windows], [end for _, end in windows]

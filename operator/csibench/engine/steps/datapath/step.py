@@ -55,6 +55,11 @@ def spread_node(volume: int, nodes: Sequence[str]) -> str | None:
     return nodes[volume % len(nodes)] if nodes else None
 
 
+def nodes_in(context: StepContext, zones: Sequence[str]) -> tuple[str, ...]:
+    """The usable nodes in ``zones`` (all of them without zones), in name order."""
+    return tuple(node for node in context.nodes if not zones or context.node_zones.get(node) in zones)
+
+
 def timeout_of(context: StepContext) -> float:
     data = context.spec.dataPath
     assert data is not None
@@ -81,7 +86,8 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             keep_rows(tracker, rows)
             await runner.show(f"{workload.name} ({w + 1}/{len(data.workloads)})")
             ran = await pods.run(w, 0)
-            rows[w] = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes)
+            rows[w] = build_row(data, workload, ran.results, ran.failures, ran.seconds, ran.nodes,
+                                context.node_zones)
             rows[w].startAt = ran.start_at
             slow = slow_volumes(ran.results, ran.volumes)
             rows[w].slowVolumes = [volume for volume, _ in slow[:SLOW_SHOWN]]
