@@ -163,3 +163,14 @@ def test_operator_killed_inside_the_move_redoes_it_on_pods_made_again() -> None:
     assert [pinned(body) for body in creates[-6:]] == ["node-1", "node-2"] * 3
     assert "affinity" not in creates[-7]["spec"]  # the last of publish's pods made again by the restore
     assert owned_left(fake) == [] and not fake.named("volumeattachments")
+
+
+def test_a_pod_of_zonal_volumes_moves_only_to_a_node_of_their_zone_when_there_is_one() -> None:
+    fake = FakeKube(Behaviour(volume_zone=lambda claim: "zone-a"))
+    for name, zone in (("node-0", "zone-a"), ("node-1", "zone-b"), ("node-2", "zone-a")):
+        fake.put("nodes", "", {"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+                               "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                          "allocatable": {"pods": "110"}}})
+    status = run(fake, moved())
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert [pinned(body) for body in pod_creates(fake)[6:12]] == ["node-2"] * 6  # never zone-b's node-1

@@ -22,9 +22,12 @@ from csibench.kube import resources as r
 
 def _moved_pod(context: StepContext, index: int, origin: str | None) -> Manifest:
     """Pod i made again on another node: round-robin over the schedulable nodes other than the one it was on
-    (never that one), pinned there."""
+    (never that one), pinned there; those of its volumes' zone when they have one and it has such a node (a zonal
+    disk cannot follow its pod into another zone)."""
     others = [node for node in context.nodes if node != origin]
     assert others, "moveVolume runs only with two schedulable nodes (checked before the run)"
+    zone = context.observed.zone_of(POD, context.names.pod(index))
+    others = [node for node in others if context.node_zones.get(node) == zone] or others if zone else others
     spec = context.spec
     claims = [context.names.volume(i) for i in volumes_of_pod(index, spec.volumes, spec.pvcsPerPod)]
     return manifests.build_pod(context.names.pod(index), claims, spec, context.labels,
