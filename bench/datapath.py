@@ -17,8 +17,11 @@ measure this machine's disk, not a storage product.
 With ``--volume-mode Block`` csibench's side runs on raw block volumes (fio on each pod's device, a region per job)
 and the direct side runs the same command lines on the very device files of those volumes, as the array keeps them
 (each trial pair: csibench's run keeps its volumes, the direct side runs on their ``block.dev`` files, then the run
-is deleted): what the pod machinery costs a device, on the same backing files. The pair's order is fixed (csibench,
-then direct), since the files exist only once csibench's run has made them.
+is deleted): what the pod machinery costs a device, on the same backing files. Since the files exist only once
+csibench's run has made them, a trial is csibench, then the direct side twice on its files (C D D C D D ...): every
+csibench side runs after a direct one (but the first) and the direct sides run after each kind, so the order
+weighs on both, and the bench prints the direct side's medians after csibench and after itself apart, which shows
+whether the order moves the figures.
 """
 
 from __future__ import annotations
@@ -164,27 +167,37 @@ def main() -> None:
                              "machinery costs")
     parser.add_argument("--volume-mode", choices=["Filesystem", "Block"], default="Filesystem",
                         help="Block: csibench's side on raw block volumes, the direct side on their device files")
+    parser.add_argument("--workloads", default="",
+                        help="comma list of the default workloads to run, in their order (default: all five)")
     args = parser.parse_args()
+    wanted = [name for name in args.workloads.split(",") if name]
+    workloads = [w for w in default_workloads() if not wanted or w.name in wanted]
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
-                        rampSeconds=args.ramp, startDelaySeconds=1)
+                        rampSeconds=args.ramp, startDelaySeconds=1, workloads=workloads)
     size = f"{4 * args.jobs * int(args.file_size.removesuffix('Mi'))}Mi"
     results: dict[str, dict[str, list[tuple[float, float | None]]]] = {"csibench": {}, "direct": {}}
     skews: dict[str, list[float]] = {}
     with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         if args.volume_mode == "Block":
-            order = ["csibench", "direct"] * args.trials
-        for trial, side in enumerate(order[: 2 * args.trials]):
+            order = ["csibench", "direct", "direct"] * args.trials
+        made = ""
+        for trial, side in enumerate(order[: len(order) if args.volume_mode == "Block" else 2 * args.trials]):
             if side == "direct" and args.volume_mode == "Block":
                 totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE))
-                delete_run(kube, f"dp-{trial - 1}")
+                after = order[trial - 1]
+                for name, value in totals.items():
+                    results.setdefault(f"direct after {after}", {}).setdefault(name, []).append(value)
+                if after == "direct":  # the second on these files: the run's volumes go
+                    delete_run(kube, made)
             elif side == "direct":
                 totals = direct_trial(data, args.volumes, cluster.config.data_dir / "volumes")
             else:  # on Block the volumes stay for the direct side, which deletes the run after it
                 shape = ({"volumeMode": "Block", "cleanup": "Never", "targetNamespace": BENCH_NAMESPACE,
                           "steps": ["createVolume", "dataPath"]} if args.volume_mode == "Block"
                          else {"steps": ["createVolume", "dataPath", "deleteVolume"]})
-                run = operator_run(kube, f"dp-{trial}", 900, storageClassName=args.storage_class, size=size,
+                made = f"dp-{trial}"
+                run = operator_run(kube, made, 900, storageClassName=args.storage_class, size=size,
                                    volumes=args.volumes, dataPath=data.model_dump(mode="json", exclude_none=True),
                                    **shape)
                 totals = {row["name"]: (float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0),
@@ -207,9 +220,16 @@ def main() -> None:
           f"{args.trials} trials a side, ABBA; MiB/s read + write summed over volumes and p99 (the worse "
           "direction, every process's histogram merged): medians, and csibench / direct as the ratio of geometric "
           "means [90% interval]\n")
+    if args.volume_mode == "Block":
+        def direct_after(before: str, name: str) -> str:
+            return f"{_median([v for v, _ in results[f'direct after {before}'][name]]) or 0:,.0f}"
+
+        print("Direct side by what ran just before it (medians, MiB/s): " + "; ".join(
+            f"{w.name} after csibench {direct_after('csibench', w.name)}, after direct {direct_after('direct', w.name)}"
+            for w in workloads) + "\n")
     print("| workload | direct MiB/s | csibench MiB/s | ratio [90%] | direct p99 ms | csibench p99 ms | "
           "p99 ratio [90%] | csibench start skew s |\n|---|---|---|---|---|---|---|---|")
-    for workload in default_workloads():
+    for workload in workloads:
         direct = statistics.median(v for v, _ in results["direct"][workload.name])
         through = statistics.median(v for v, _ in results["csibench"][workload.name])
         direct_p99 = _median([p for _, p in results["direct"][workload.name]])
