@@ -35,8 +35,9 @@ def _zoned(fake: FakeKube) -> FakeKube:
     return fake
 
 
-def _data_spec(workloads: list[dict[str, Any]]) -> Any:
-    return spec(volumes=4, pvcsPerPod=1, size="64Mi", steps=["createVolume", "dataPath", "deleteVolume"],
+def _data_spec(workloads: list[dict[str, Any]],
+               steps: tuple[str, ...] = ("createVolume", "dataPath", "deleteVolume")) -> Any:
+    return spec(volumes=4, pvcsPerPod=1, size="64Mi", steps=list(steps),
                 dataPath={"rampSeconds": 0, "runtimeSeconds": 1, "workloads": workloads})
 
 
@@ -99,7 +100,9 @@ def test_a_zone_without_a_usable_node_is_refused_before_anything_is_made() -> No
 
 def test_a_volume_that_lives_outside_a_workloads_zones_fails_its_pod_at_once_with_why() -> None:
     fake = _zoned(FakeKube(Behaviour(volume_zone=lambda claim: "zone-a" if claim.endswith("1") else "zone-b")))
-    status = run(fake, _data_spec([{"name": "inB", "pattern": "read", "blockSize": "64Ki", "zones": ["zone-b"]}]))
+    # publish and unpublish first: the PVs' zones are seen (their watch) long before the data path, as in a run
+    status = run(fake, _data_spec([{"name": "inB", "pattern": "read", "blockSize": "64Ki", "zones": ["zone-b"]}],
+                                  ("createVolume", "publish", "unpublish", "dataPath", "deleteVolume")))
     row = status.dataPath[0]
     assert row.state == "Failed" and row.failed == 1 and row.volumes == 4, row
     assert "VolumeZoneConflict" in (row.message or "") and "zone-a" in (row.message or "")
