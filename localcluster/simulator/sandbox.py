@@ -315,9 +315,10 @@ def enter(spec: dict[str, Any]) -> None:
     build_root(spec["root"], plan_root(volumes, host_entries, files, [str(p) for p in spec.get("readOnly") or []],
                                        [str(p) for p in spec.get("exposed") or []], devices),
                Path(spec["throttleFile"]) if spec.get("throttleFile") else None)
-    if spec.get("fsGroup") is not None:
+    if spec.get("fsGroup") is not None:  # not on a read-only volume, as a kubelet's csi mounter skips those
         for path in volumes:
-            apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))
+            if path not in (spec.get("readOnly") or []):
+                apply_fs_group(spec["root"] + path, int(spec["fsGroup"]))
     for path in devices:  # the container's user may use its raw block volumes, as containerd gives a device node
         give_device(spec["root"] + path, uid, gid)  # to runAsUser/runAsGroup (device_ownership_from_security_context)
     os.chroot(spec["root"])

@@ -22,10 +22,11 @@ from csibench.api.models import (
     default_workloads,
 )
 from csibench.api.text import collapse_lines, shorten
+from csibench.engine import barrier
 from csibench.engine.errors import PlanError
 from csibench.engine.fio_log import split_log
 from csibench.engine.manifests import WorkloadMount, build_workload_pod
-from csibench.engine.steps.datapath import barrier, checksum
+from csibench.engine.steps.datapath import checksum
 from csibench.engine.steps.datapath.fio import (
     FSTYPE_PARAMETER,
     MIB,

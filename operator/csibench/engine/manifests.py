@@ -35,15 +35,18 @@ def claim_spec(spec: BenchmarkRunSpec) -> Manifest:
 
 
 def build_pvc(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], size: str | None = None,
-              filesystem: bool = False, access_modes: list[str] | None = None) -> Manifest:
+              filesystem: bool = False, access_modes: list[str] | None = None,
+              source_claim: str | None = None) -> Manifest:
     """A claim of the run's shape; ``size``, ``filesystem`` and ``access_modes`` for a workload's own volume (the
-    database's: ReadWriteOnce; the shared step's: ReadWriteMany)."""
+    database's: ReadWriteOnce; the shared step's: ReadWriteMany); ``source_claim``: a clone of that claim."""
     claim = claim_spec(spec)
     if size is not None:
         claim["resources"] = {"requests": {"storage": size}}
     if filesystem:  # a database writes to its volume from one pod: never a read-only or block claim
         claim["volumeMode"] = "Filesystem"
         claim["accessModes"] = list(access_modes or ["ReadWriteOnce"])
+    if source_claim is not None:
+        claim["dataSource"] = {"kind": "PersistentVolumeClaim", "name": source_claim}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "labels": labels}, "spec": claim}
 
@@ -66,10 +69,12 @@ class WorkloadMount:
     claim: str | None = None
     annotation: tuple[str, str] | None = None
     device: bool = False
+    read_only: bool = False  # the claim mounted read-only (a ReadOnlyMany claim's readers)
 
     def volume(self) -> Manifest:
         if self.claim is not None:
-            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.claim}}
+            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.claim,
+                                                                  **({"readOnly": True} if self.read_only else {})}}
         if self.annotation is not None:
             file, key = self.annotation
             return {"name": self.name, "downwardAPI": {"items": [
@@ -90,7 +95,9 @@ def build_workload_pod(name: str, container: str, image: str, command: list[str]
     resources. ``zones``: a required node affinity on the nodes' zone label (only nodes in those zones)."""
     body: Manifest = {"name": container, "image": image, "command": command,
                       "securityContext": dict(RESTRICTED_CONTAINER),
-                      "volumeMounts": [{"name": m.name, "mountPath": m.path} for m in mounts if not m.device]}
+                      "volumeMounts": [{"name": m.name, "mountPath": m.path, **({"readOnly": True} if m.read_only
+                                                                                 else {})}
+                                       for m in mounts if not m.device]}
     devices = [{"name": m.name, "devicePath": m.path} for m in mounts if m.device]
     if devices:
         body["volumeDevices"] = devices

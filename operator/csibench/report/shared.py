@@ -38,8 +38,11 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     rows = []
     for row in found:
         latency = row.get("latency") or {}
-        rate = row.get("writeMiBps") if row["phase"] == "fio" else row.get("opsPerSecond")
-        rows.append([row["phase"], f"{row.get('pods', 0)}/{row.get('nodes', 0)}",
+        fio_rate = row.get("writeMiBps") if row.get("readMiBps") is None else row.get("readMiBps")
+        rate = fio_rate if row["phase"] == "fio" else row.get("opsPerSecond")
+        phase = f"{row['phase']} (reads)" if row["phase"] == "fio" and row.get("readMiBps") is not None else \
+            row["phase"]
+        rows.append([phase, f"{row.get('pods', 0)}/{row.get('nodes', 0)}",
                      "-" if row.get("operations") is None else str(row["operations"]),
                      _number(row.get("durationSeconds")),
                      "-" if rate is None else f"{rate:.1f}" + (f" {RATE_UNITS[row['phase']]}"

@@ -1,5 +1,6 @@
 """spec.shared and its rows: one ReadWriteMany volume mounted by pods on different nodes, measured as shared
-storage's users feel it (what another node sees and when, locks, small files, listings).
+storage's users feel it (what another node sees and when, locks, small files, listings); or one ReadOnlyMany
+volume, a clone of a volume filled first, read by pods on different nodes at once (listings, every reader's fio).
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from csibench.api.run.common import (
 )
 from csibench.api.run.datapath import WHOLE_MIB_PATTERN
 
+
+class SharedAccessMode(StrEnum):
+    """How the pods share the volume."""
+
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_ONLY_MANY = "ReadOnlyMany"
+
+
 MAX_SHARED_PODS = 16
 MAX_LIST_FILES = 10_000_000
 _BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, however few bytes it holds
@@ -30,6 +39,13 @@ class SharedSpec(WorkloadPods):
 
     pods: int = Field(3, ge=2, le=MAX_SHARED_PODS,
                       description="Pods mounting the volume at once, each preferring a node no other has.")
+    accessMode: SharedAccessMode = Field(
+        SharedAccessMode.READ_WRITE_MANY,
+        description="ReadWriteMany: every phase, on one RWX claim. ReadOnlyMany: a ReadWriteOnce claim is filled "
+                    "first by one pod (listFiles files, and a fioSize file per reader), then cloned into a "
+                    "ReadOnlyMany claim (the class must clone) that the pods mount read-only and read at one "
+                    "instant: fio (sequential 1 MiB direct reads of a file each, the aggregate of all readers), "
+                    "then the listing; the other phases need writes and are not run.")
     size: str = Field("1Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
         f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
         f"shared.size must be greater than 0 and at most {v.SIZE_MAX}")),
@@ -56,7 +72,8 @@ class SharedSpec(WorkloadPods):
                                         "phase).")
     fioSize: str = Field("64Mi", max_length=16, pattern=WHOLE_MIB_PATTERN, json_schema_extra=cel((
         "quantity(self).compareTo(quantity('64Gi')) <= 0", "shared.fioSize must be at most 64Gi")),
-        description="Each pod's fio file (fio writes it over and over for fioSeconds).")
+        description="Each pod's fio file (fio writes it over and over for fioSeconds; on ReadOnlyMany, the file "
+                    "each reader reads, written when the volume is filled).")
 
     @field_validator("size")
     @classmethod
@@ -64,10 +81,18 @@ class SharedSpec(WorkloadPods):
         return v.size_in_bounds(value, "shared.size")
 
     @model_validator(mode="after")
+    def _something_to_read(self) -> SharedSpec:
+        if self.accessMode == SharedAccessMode.READ_ONLY_MANY and self.listFiles <= 0 and self.fioSeconds <= 0:
+            raise ValueError("shared: a ReadOnlyMany volume is measured by its listing and its readers' fio: "
+                             "listFiles or fioSeconds must be above 0")
+        return self
+
+    @model_validator(mode="after")
     def _small_files_fit(self) -> SharedSpec:
         """Every pod's small files at once, each at least a block: a run that cannot hold them is refused, not
         failed half-way with a full volume."""
-        needed = self.pods * self.smallFiles * max(self.fileBytes, _BLOCK_BYTES)
+        writes = self.accessMode == SharedAccessMode.READ_WRITE_MANY  # a read-only volume gets no small files
+        needed = self.pods * self.smallFiles * max(self.fileBytes, _BLOCK_BYTES) if writes else 0
         fio = self.pods * int(v.parse_quantity(self.fioSize)) if self.fioSeconds > 0 else 0
         if needed + fio > v.parse_quantity(self.size):
             raise ValueError(f"shared: pods x smallFiles x fileBytes (each file at least {_BLOCK_BYTES} bytes) and "
@@ -86,7 +111,7 @@ class SharedPhase(StrEnum):
     LIST = "list"  # each pod lists its neighbour's directory
     DELETE = "delete"  # each pod unlinks its own files
     LISTING = "listing"  # every pod lists one directory of listFiles files
-    FIO = "fio"  # every pod's fio at once: sequential 1 MiB direct writes, the aggregate of all writers
+    FIO = "fio"  # every pod's fio at once: sequential 1 MiB direct writes (reads on ReadOnlyMany), the aggregate
 
 
 MAX_SHARED_ROWS = len(SharedPhase)
@@ -127,4 +152,6 @@ class SharedRow(_Model):
     entries: int | None = Field(None, description="list, listing: the fewest names a pod read.")
     createSeconds: float | None = Field(None, description="listing: pod 0's time to create the files, seconds.")
     writeMiBps: float | None = Field(None, description="fio: MiB/s written, every pod's fio together.")
+    readMiBps: float | None = Field(None, description="fio on a ReadOnlyMany volume: MiB/s read, every pod's fio "
+                                                      "together.")
     message: str | None = Field(None, description="Why the phase failed, in the probe's or Kubernetes' words.")

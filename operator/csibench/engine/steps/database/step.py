@@ -92,7 +92,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             tracker.record(pod, Verdict(False, outcome.reason, shorten(why, 600)), outcome.at)
         else:
             rows[:] = await _run_pod(runner, step, tracker, context, planned, rows, timeout)  # in place: measuring
-        await remove_pods_then_claim(runner, step, context, [pod], claim, timeout)
+        await remove_pods_then_claim(runner, step, context, [pod], claim, timeout=timeout)
 
 
 async def _run_pod(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, StepName, VolumeMode
 from csibench.api.steps import facts_of
-from csibench.engine import judges, manifests
+from csibench.engine import barrier, judges, manifests
 from csibench.engine.actions import MEASURE
 from csibench.engine.checks import PlanCheck
 from csibench.engine.errors import PlanError
@@ -19,7 +19,7 @@ from csibench.engine.naming import Names
 from csibench.engine.observed import POD
 from csibench.engine.skips import failed_indexes, skip_if_prerequisite_failed
 from csibench.engine.step import Manifest, NodesNeeded, StepContext, StepSpec
-from csibench.engine.steps.datapath import barrier, checksum, fio, verify
+from csibench.engine.steps.datapath import checksum, fio, verify
 from csibench.engine.steps.datapath import step as datapath
 from csibench.engine.workload import workload_image
 from csibench.kube import resources as r

@@ -19,18 +19,17 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec
 from csibench.api.text import shorten
-from csibench.engine import judges
+from csibench.engine import barrier, judges
 from csibench.engine.fio_log import messages_of
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.step import StepContext, StepSpec
-from csibench.engine.steps.datapath import barrier, checksum
+from csibench.engine.steps.datapath import checksum
 from csibench.engine.steps.datapath.fio import FioFailed, VolumeResult, parse_fio_log
 from csibench.engine.steps.datapath.rows import PER_POD_HISTOGRAMS, volume_record
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches, finished_log
+from csibench.engine.workload import Batches, finished_log, release_start
 from csibench.kube.client import ApiError
-from csibench.preflight.checks import pacing_floor
 
 log = logging.getLogger(__name__)
 
@@ -191,38 +190,17 @@ class WorkloadPods:
                                 self.runner.remover(step, removal), self.timeout)
 
 
-ANNOTATE_ATTEMPTS = 5  # a late pod's start time: tries, 1 s apart doubling
-
-
 async def release_barrier(runner: Batches, run: StepTracker, spec: BenchmarkRunSpec, ran: PodsRun,
                           label: str) -> None:
-    """The start barrier (``barrier``): once every pod of the run runs (its files laid out), or once
-    startTimeoutSeconds passed, give them all one start time, startDelaySeconds ahead plus the least time the
-    run's client needs to send them all (its QPS and burst). A pod the first round missed (its create still in
-    flight, a failed patch) gets the same start time once it runs: it starts late, and the row's skew says so."""
+    """The data path's start barrier (``workload.release_start``), its start time kept in ``ran``."""
     data = spec.dataPath
     assert data is not None
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)),
-                               data.startTimeoutSeconds)
-    sending = pacing_floor(len(run.active), 1, spec.client.qps, spec.client.burst)
-    ran.start_at = barrier.start_at(time.time(), data.startDelaySeconds + sending)
-    annotation = {barrier.START_ANNOTATION: str(ran.start_at)}
-    missed = await runner.annotate_pods(run.active, annotation)
-    if missed:
-        log.info("data path %s: the start time reaches %s once they run", label, ", ".join(missed))
-        await asyncio.gather(*(_annotate_when_running(runner, run, name, annotation) for name in missed))
 
+    def started_at(start: int) -> None:
+        ran.start_at = start
 
-async def _annotate_when_running(runner: Batches, run: StepTracker, name: str, annotation: dict[str, str]) -> None:
-    for attempt in range(ANNOTATE_ATTEMPTS):
-        if not await run.passed(name, 0):
-            return  # it ended without running: its outcome says why
-        if not await runner.annotate_pods([name], annotation):
-            return
-        await asyncio.sleep(2.0 ** attempt)
-    await runner.warn("DataPathNoStartTime", f"pod {name} could not be given its start time "
-                      f"({ANNOTATE_ATTEMPTS} tries): it waits until the workload's timeout")
+    await release_start(runner, run, spec, data.startTimeoutSeconds, data.startDelaySeconds, f"data path {label}",
+                        started_at)
 
 
 async def _outcome(runner: Batches, name: str, run: StepTracker) -> tuple[VolumeResult | None,

@@ -29,6 +29,14 @@ between nodes. The phases:
                 own, and prints the write side of fio's JSON: the aggregate throughput of all writers, and fio's
                 own completion histogram (the same bins as the probe's, merged the same way).
 
+On a ReadOnlyMany volume (``--mode``): one pod fills a ReadWriteOnce volume first (``populate``: the listing's
+``--list-files`` empty files in ``l`` and a ``--fio-bytes`` file per reader in ``fio``, in the attempt's folder),
+which is then cloned into the ReadOnlyMany volume; the readers (``read``) cannot meet at barriers on a volume they
+cannot write, so the operator gives them one start time (the data path's start barrier, a file of the pod's
+annotation: ``--start-file``), and each reads from that instant: fio, sequential 1 MiB direct reads of its own
+file for ``--fio-seconds`` (every reader at once: their aggregate), then, ``READ_GAP_SECONDS`` after fio's
+runtime, at one instant again, the listing. A phase's seconds are the pod's own from the common instant.
+
 A sample goes into a histogram with fio's own bins (``plat_val_to_idx``/``plat_idx_to_val`` of fio's stat.c,
 FIO_IO_U_PLAT_BITS 6), so the operator merges the pods' histograms exactly, as it merges fio's. Each phase prints
 one line ``CSIBENCH-SHARED {json}``; a failure prints one with ``error`` and ends the program with status 1. Every
@@ -50,6 +58,8 @@ import time
 from collections.abc import Callable
 
 MARKER = "CSIBENCH-SHARED "
+READ_GAP_SECONDS = 5  # from the readers' fio's end (its runtime after the start) to their listing's common start
+WRITE_CHUNK = 1 << 20
 PLAT_BITS = 6
 PLAT_VAL = 1 << PLAT_BITS
 PLAT_NR = 29 * PLAT_VAL
@@ -267,14 +277,17 @@ class Probe:
             self.emit("listing-create", ops=count, seconds=time.monotonic() - started)
         self.phase("listing", lambda: self.listed(folder, count))
 
-    def fio(self) -> dict[str, object]:
-        """Every pod's fio at once (they left the same barrier): sequential 1 MiB direct writes to a file of its
-        own for ``--fio-seconds``; the write side of fio's JSON (``json+``: its completion histogram in fio's bins,
-        which the operator merges over the pods)."""
-        os.makedirs(self.path("fio"), exist_ok=True)
+    def fio(self, direction: str = "write") -> dict[str, object]:
+        """Every pod's fio at once (they left the same barrier, or the readers' start time): sequential 1 MiB
+        direct writes (``read``: reads, of a file the volume was filled with) to a file of its own for
+        ``--fio-seconds``; that side of fio's JSON (``json+``: its completion histogram in fio's bins, which the
+        operator merges over the pods)."""
+        if direction == "write":
+            os.makedirs(self.path("fio"), exist_ok=True)
         command = ["fio", "--name=shared", f"--filename={self.path('fio', self.me)}",
-                   f"--size={self.options.fio_bytes}", "--rw=write", "--bs=1M", "--direct=1", "--ioengine=psync",
-                   "--time_based", f"--runtime={self.options.fio_seconds}", "--output-format=json+"]
+                   f"--size={self.options.fio_bytes}", f"--rw={direction}", "--bs=1M", "--direct=1",
+                   "--ioengine=psync", "--time_based", f"--runtime={self.options.fio_seconds}",
+                   "--output-format=json+", *(["--readonly"] if direction == "read" else [])]
         try:
             ended = subprocess.run(command, capture_output=True, text=True, check=False,
                                    timeout=max(1.0, self.deadline - time.monotonic()))
@@ -290,10 +303,11 @@ class Probe:
         if ended.returncode != 0 or not isinstance(job, dict) or job.get("error"):
             words = " ".join((ended.stderr or ended.stdout[: max(start, 0)]).split())[:500]
             raise ProbeFailed(f"fio failed (exit {ended.returncode}): {words or 'no result'}")
-        write = job.get("write") or {}
-        clat = write.get("clat_ns") or {}
-        return {"ops": int(write.get("total_ios") or 0), "bytesPerSecond": write.get("bw_bytes") or 0,
-                "iops": write.get("iops") or 0, "bins": clat.get("bins") or {}, "maxNs": int(clat.get("max") or 0)}
+        side = job.get(direction) or {}
+        clat = side.get("clat_ns") or {}
+        return {"ops": int(side.get("total_ios") or 0), "bytesPerSecond": side.get("bw_bytes") or 0,
+                "iops": side.get("iops") or 0, "bins": clat.get("bins") or {}, "maxNs": int(clat.get("max") or 0),
+                "direction": direction}
 
     def clean(self) -> None:
         """Pod 0, once every pod is done: the attempt's folder removed, so a backend that keeps a directory
@@ -305,7 +319,71 @@ class Probe:
                 os.rmdir(os.path.join(top, name))
         os.rmdir(self.root)
 
+    def populate(self) -> None:
+        """Fill the volume the readers' clone is made of: the listing's files, and a file per reader for fio."""
+        started = time.monotonic()
+        if self.options.list_files > 0:
+            os.makedirs(self.path("l"), exist_ok=True)
+            for n in range(self.options.list_files):
+                if n % 1000 == 0:
+                    self.in_time(f"creating the listing's files ({n} of {self.options.list_files} done)")
+                self.create(self.path("l", n))
+            self.emit("listing-create", ops=self.options.list_files, seconds=time.monotonic() - started)
+        if self.options.fio_seconds > 0:
+            os.makedirs(self.path("fio"), exist_ok=True)
+            chunk = b"\xa5" * WRITE_CHUNK
+            for reader in range(self.pods):
+                self.in_time(f"writing reader {reader}'s fio file")
+                with open(self.path("fio", reader), "wb") as file:
+                    for _ in range(self.options.fio_bytes // WRITE_CHUNK):
+                        file.write(chunk)
+                    file.flush()
+                    os.fsync(file.fileno())
+        self.emit("populate", seconds=time.monotonic() - started)
+
+    def start_time(self) -> float:
+        """The readers' common start (epoch seconds), from the file the kubelet writes the pod's annotation to."""
+        def written() -> bool:
+            try:
+                with open(self.options.start_file) as file:
+                    return file.read().strip().isdigit()
+            except FileNotFoundError:
+                return False
+
+        self.wait_for(written, "the start time")
+        with open(self.options.start_file) as file:
+            return float(file.read().strip())
+
+    def wait_until(self, epoch: float) -> float:
+        """Sleep until the epoch instant (at once when it passed); the monotonic clock there."""
+        while (left := epoch - time.time()) > 0:
+            self.in_time("waiting for the common start")
+            time.sleep(min(left, 0.5))
+        return time.monotonic()
+
+    def read(self) -> None:
+        """A reader: fio at the common start, then the listing at one instant after fio's runtime."""
+        start = self.start_time()
+        self.emit("start", pods=self.pods)
+        if self.options.fio_seconds > 0:
+            began = self.wait_until(start)
+            fields = self.fio("read")
+            self.emit("fio", seconds=time.monotonic() - began, **fields)
+        if self.options.list_files > 0:
+            at = start + (self.options.fio_seconds + READ_GAP_SECONDS if self.options.fio_seconds > 0 else 0)
+            began = self.wait_until(at)
+            fields = self.listed(self.path("l"), self.options.list_files)
+            self.emit("listing", seconds=time.monotonic() - began, **fields)
+        self.emit("end")
+
     def run(self) -> None:
+        if self.options.mode == "populate":
+            self.populate()
+            self.emit("end")
+            return
+        if self.options.mode == "read":
+            self.read()
+            return
         os.makedirs(self.path("v"), exist_ok=True)
         self.emit("start", pods=self.pods)
         self.barrier("start")
@@ -338,7 +416,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fio-bytes", type=int, default=64 << 20)
     parser.add_argument("--poll-ms", type=float, default=1.0)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--mode", choices=["readwrite", "populate", "read"], default="readwrite")
+    parser.add_argument("--start-file", default="")
     options = parser.parse_args(argv)
+    if options.mode == "read" and not options.start_file:
+        parser.error("--mode read needs --start-file")
     if not options.attempt.isalnum() or not options.attempt.isascii():
         parser.error(f"--attempt {options.attempt!r}: letters and digits only")
     if not 0 <= options.pod < options.pods or options.pods < 2:

@@ -19,10 +19,13 @@ from typing import Any
 from csibench.api import histogram
 from csibench.api.models import SharedLatency, SharedPhase, SharedRow, StepState
 from csibench.api.text import shorten
-from csibench.engine.steps.shared.probe import MARKER, PLAT_NR, plat_value
+from csibench.engine.steps.shared.probe import MARKER as MARKER
+from csibench.engine.steps.shared.probe import PLAT_NR, plat_value
 
 MAX_MESSAGE = 600
 LISTING_CREATE = "listing-create"
+POPULATE = "populate"  # the filling pod's line on ReadOnlyMany (its listing-create line goes with the listing row)
+READ_ONLY_PHASES = (SharedPhase.FIO, SharedPhase.LISTING)  # what readers measure, in the order they run it
 LOCK_COUNTER = "lock-counter"
 FAILED = "failed"
 MAX_COUNT = 10**12  # more operations than any spec asks for: a number past it is not the probe's
@@ -60,11 +63,13 @@ def read_log(pod: str, node: str | None, log: str) -> PodReport:
     return report
 
 
-def pending_rows(list_files: int, fio_seconds: int) -> list[SharedRow]:
-    """The phases the spec runs: listing only with listFiles, fio only with fioSeconds."""
+def pending_rows(list_files: int, fio_seconds: int, read_only: bool = False) -> list[SharedRow]:
+    """The phases the spec runs: listing only with listFiles, fio only with fioSeconds; on a ReadOnlyMany volume
+    only those two (the others write), fio first."""
     skipped = {SharedPhase.LISTING} if list_files <= 0 else set()
     skipped |= {SharedPhase.FIO} if fio_seconds <= 0 else set()
-    return [SharedRow(phase=phase) for phase in SharedPhase if phase not in skipped]
+    phases = READ_ONLY_PHASES if read_only else tuple(SharedPhase)
+    return [SharedRow(phase=phase) for phase in phases if phase not in skipped]
 
 
 def _number(fields: Mapping[str, Any], key: str) -> float:
@@ -103,8 +108,10 @@ def latency_of(histograms: Sequence[Mapping[int, int]], max_ns: int) -> SharedLa
                          max=ms(max_ns))
 
 
-def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | None) -> SharedRow:
-    """The phase over every pod; failed, with the first pod's reason, unless every pod reported it."""
+def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | None,
+              created: Mapping[str, Any] | None = None) -> SharedRow:
+    """The phase over every pod; failed, with the first pod's reason, unless every pod reported it. ``created``:
+    the listing-create line of the pod that filled a ReadOnlyMany volume (not a reader's)."""
     reported = [r for r in reports if phase.value in r.phases]
     nodes = len({r.node for r in reported if r.node})
     row = SharedRow(phase=phase, pods=len(reported), nodes=nodes)
@@ -127,7 +134,11 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
         row.opsPerSecond = round(row.entries / seconds, 3) if seconds > 0 else None
     elif phase == SharedPhase.FIO:  # fio's own rates, over its own runtime (the phase's seconds add its start)
         row.opsPerSecond = round(sum(_number(line, "iops") for line in lines), 3)
-        row.writeMiBps = round(sum(_number(line, "bytesPerSecond") for line in lines) / MIB, 3)
+        rate = round(sum(_number(line, "bytesPerSecond") for line in lines) / MIB, 3)
+        if all(line.get("direction") == "read" for line in lines):
+            row.readMiBps = rate
+        else:
+            row.writeMiBps = rate
     else:
         row.opsPerSecond = round(operations / seconds, 3) if seconds > 0 and phase != SharedPhase.VISIBILITY else None
     if phase in (SharedPhase.STAT, SharedPhase.DELETE):
@@ -137,7 +148,7 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
                         and r.phases[LOCK_COUNTER].get("pod") == 0), None)
         row.lostUpdates = None if counted is None else operations - _count(counted, "counter")
     if phase == SharedPhase.LISTING:
-        created = next((r.phases[LISTING_CREATE] for r in reported if LISTING_CREATE in r.phases), None)
+        created = created or next((r.phases[LISTING_CREATE] for r in reported if LISTING_CREATE in r.phases), None)
         row.createSeconds = round(_number(created, "seconds"), 6) if created is not None else None
     row.state = StepState.SUCCEEDED
     problem = problem_of(row)
@@ -159,9 +170,10 @@ def problem_of(row: SharedRow) -> str | None:
     return None
 
 
-def build_rows(reports: Sequence[PodReport], list_files: int, fio_seconds: int,
-               why_not: str | None = None) -> list[SharedRow]:
-    return [build_row(row.phase, reports, why_not) for row in pending_rows(list_files, fio_seconds)]
+def build_rows(reports: Sequence[PodReport], list_files: int, fio_seconds: int, why_not: str | None = None,
+               read_only: bool = False, created: Mapping[str, Any] | None = None) -> list[SharedRow]:
+    return [build_row(row.phase, reports, why_not, created)
+            for row in pending_rows(list_files, fio_seconds, read_only)]
 
 
 def histograms_of(reports: Sequence[PodReport]) -> dict[str, dict[str, int]]:

@@ -10,23 +10,30 @@ pods never reached a barrier, an OSError with its path) and the others stop at t
 deadline (the step's timeout less a minute) passes, so every log is readable before the step's timeout. Every
 object carries the run's labels; after an operator restart the step is restored (pods and claim deleted,
 untimed) and measured again from scratch.
+
+On ReadOnlyMany: the ReadWriteOnce claim first, filled by one pod (then deleted, so its volume is unmounted), then
+its ReadOnlyMany clone, then the readers, given one start time once they all run (the data path's start barrier);
+the rows are the listing and fio (reads). Every claim and pod is removed at the end, on every path.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import time
 from collections.abc import Sequence
 
-from csibench.api.models import SharedRow, StepState
-from csibench.api.text import shorten
-from csibench.engine import judges
+from csibench.api.models import SharedAccessMode, SharedRow, SharedSpec, StepState
+from csibench.api.text import collapse_lines, shorten
+from csibench.engine import barrier, judges
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.results import ResultTable, keep_rows
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.steps.shared import rows as shared_rows
 from csibench.engine.tracker import StepTracker
-from csibench.engine.workload import Batches, finished_log, remove_pods_then_claim
+from csibench.engine.workload import Batches, finished_log, release_start, remove_pods, remove_pods_then_claim
 from csibench.metrics import METRICS
 
 BASE_SECONDS = 600  # pods start, claim bound, the phases' barriers
@@ -37,6 +44,9 @@ SECONDS_PER_OPERATION = 0.01
 PROBE_MARGIN_SECONDS = 60  # the probes give up this long before the step does, so their logs say why
 HISTOGRAMS = "histograms"
 PROBE_FAILED = "ProbeFailed"
+SEED, READ_ONLY_CLONE = 0, 1  # the companion claims on ReadOnlyMany: filled first, then cloned read-only
+START_TIMEOUT_SECONDS = 300  # the readers' start barrier: how long it waits for every reader to run
+START_DELAY_SECONDS = 3  # and how far ahead it sets their start
 
 
 def timeout_of(context: StepContext) -> float:
@@ -59,11 +69,15 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     """Claim, pods, rows, removal (the caller wrote status and started nothing yet)."""
     data = context.spec.shared
     assert data is not None and step.companion is not None
-    rows = shared_rows.pending_rows(data.listFiles, data.fioSeconds)
+    rows = shared_rows.pending_rows(data.listFiles, data.fioSeconds, read_only(data))
     tracker.extra = {HISTOGRAMS: {}}
     keep_rows(tracker, rows)
     timeout = timeout_of(context)
     pods = list(tracker.objects)
+    if read_only(data):
+        with RESULTS.measuring(tracker, rows):
+            await _measure_read_only(runner, step, tracker, context, rows, timeout)
+        return
     with RESULTS.measuring(tracker, rows):
         claim = step.companion.object_name(context.names, 0)
         volume = StepTracker(f"{step.name}-volume", [claim])
@@ -84,15 +98,116 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
             await runner.show(f"{len(pods)} pods probing {claim}")
             rows[:] = await _run_pods(runner, step, tracker, context, pods, timeout)
         keep_rows(tracker, rows)
-        await remove_pods_then_claim(runner, step, context, pods, claim, timeout)
+        await remove_pods_then_claim(runner, step, context, pods, claim, timeout=timeout)
+
+
+def _pod_failure(reason: str, message: str | None, log: str) -> str:
+    """Why a pod whose probe said nothing failed: its log's own lines (a probe that never started: python3's or
+    the shell's words), else Kubernetes'."""
+    words = collapse_lines([line for line in log.splitlines() if not line.startswith(shared_rows.MARKER)],
+                           shared_rows.MAX_MESSAGE)
+    return f"{reason}: {words or message or 'the pod did not finish'}"
+
+
+def read_only(data: SharedSpec) -> bool:
+    return data.accessMode == SharedAccessMode.READ_ONLY_MANY
+
+
+async def _claim(runner: Batches, step: StepSpec, context: StepContext, index: int,
+                 timeout: float) -> tuple[str, str | None]:
+    """Companion claim ``index`` made and waited for until bound (seen, on a WaitForFirstConsumer class); its
+    name, and why it did not bind (None: it did)."""
+    assert step.companion is not None
+    claim = step.companion.object_name(context.names, index)
+    volume = StepTracker(f"{step.name}-volume-{index}", [claim])
+    bound = judges.claim_seen if context.wffc else judges.claim_bound
+    await runner.batch(CLAIM, volume, bound(context.observed, frozenset({"ProvisioningFailed"})),
+                       runner.companion_creator(step, context, volume), timeout)
+    outcome = volume.outcomes[claim]
+    return claim, None if outcome.ok else shorten(f"the claim {claim} did not bind ({outcome.reason}): "
+                                                  f"{outcome.message}", 600)
+
+
+def _fail_all(tracker: StepTracker, pods: Sequence[str], reason: str, why: str) -> None:
+    now = time.monotonic()
+    for pod in pods:
+        if pod not in tracker.outcomes:
+            tracker.mark_submitted(pod, now)
+            tracker.record(pod, Verdict(False, reason, why), now)
+
+
+async def _measure_read_only(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
+                             rows: list[SharedRow], timeout: float) -> None:
+    """Fill a ReadWriteOnce claim, clone it ReadOnlyMany, read the clone from every reader at once."""
+    data = context.spec.shared
+    assert data is not None and step.companion is not None and tracker.extra is not None
+    *readers, filler = list(tracker.objects)
+    claims: list[str] = []
+    try:
+        seed, why = await _claim(runner, step, context, SEED, timeout)
+        claims.append(seed)
+        if why is None:
+            await runner.show(f"filling {seed}")
+            why = await _fill(runner, step, tracker, context, filler, timeout)
+        if why is None:
+            clone, why = await _claim(runner, step, context, READ_ONLY_CLONE, timeout)
+            claims.append(clone)
+        if why is not None:
+            rows[:] = shared_rows.build_rows([], data.listFiles, data.fioSeconds, why, read_only=True)
+            keep_rows(tracker, rows)
+            _fail_all(tracker, [*readers, filler], "NotFilled", why)
+            return
+        for row in rows:
+            row.state = StepState.RUNNING
+        keep_rows(tracker, rows)
+        await runner.show(f"{len(readers)} pods reading {claims[-1]}")
+        rows[:] = await _run_pods(runner, step, tracker, context, readers, timeout, start_barrier=True)
+        keep_rows(tracker, rows)
+    finally:
+        await remove_pods_then_claim(runner, step, context, [*readers, filler], *reversed(claims), timeout=timeout)
+
+
+async def _fill(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext, filler: str,
+                timeout: float) -> str | None:
+    """The filling pod run to its end, then deleted (its volume unmounted before the clone); why it failed, or
+    None."""
+    run = StepTracker(f"{step.name}-fill", [filler])
+    await runner.batch(POD, run, step.judge_in(context), runner.creator(step, context, run), timeout)
+    outcome = run.outcomes[filler]
+    log, unavailable = await finished_log(runner, filler)
+    report = shared_rows.read_log(filler, None, log)
+    error = report.error or (None if outcome.ok else _pod_failure(outcome.reason, outcome.message, log))
+    error = error or (f"{unavailable[0]}: {unavailable[1]}" if unavailable is not None else None)
+    if error is None and shared_rows.POPULATE not in report.phases:
+        error = "it ended without saying the volume was filled"
+    tracker.mark_submitted(filler, run.submitted.get(filler, outcome.at))
+    tracker.record(filler, Verdict(True) if error is None else Verdict(
+        False, outcome.reason if not outcome.ok else PROBE_FAILED, shorten(error, 600)), outcome.at)
+    if report.phases.get(shared_rows.LISTING_CREATE):
+        assert tracker.extra is not None
+        tracker.extra[shared_rows.LISTING_CREATE] = report.phases[shared_rows.LISTING_CREATE]
+    await remove_pods(runner, step, context, [filler], timeout)
+    return None if error is None else shorten(f"filling the volume failed ({filler}): {error}", 600)
 
 
 async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, context: StepContext,
-                    pods: list[str], timeout: float) -> list[SharedRow]:
+                    pods: list[str], timeout: float, start_barrier: bool = False) -> list[SharedRow]:
+    """The pods run to their end and their logs read into rows; with ``start_barrier`` (the readers), given one
+    start time once they all run."""
     data = context.spec.shared
     assert data is not None and tracker.extra is not None
     run = StepTracker(f"{step.name}-pod", pods)
-    await runner.batch(POD, run, step.judge_in(context), runner.creator(step, context, run), timeout)
+    release = asyncio.create_task(release_start(
+        runner, run, context.spec, START_TIMEOUT_SECONDS, START_DELAY_SECONDS, f"{step.name} readers",
+        lambda start: None)) if start_barrier else None
+    try:
+        await runner.batch(POD, run, step.judge_in(context), runner.creator(step, context, run), timeout,
+                           [lambda pod: barrier.started(context.observed.pods.get(pod))] if start_barrier else ())
+    finally:
+        if release is not None:
+            release.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await release
     reports = []
     for pod in pods:
         outcome = run.outcomes[pod]
@@ -100,7 +215,7 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
         state = context.observed.pods.get(pod)
         report = shared_rows.read_log(pod, state.node if state is not None else None, log)
         if report.error is None and not outcome.ok:
-            report.error = f"{outcome.reason}: {outcome.message or 'the pod did not finish'}"
+            report.error = _pod_failure(outcome.reason, outcome.message, log)
         elif report.error is None and unavailable is not None:
             report.error = f"{unavailable[0]}: {unavailable[1]}"
         reports.append(report)
@@ -114,7 +229,9 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
         await runner.warn("SharedPodsColocated", f"{colocated} of the {len(pods)} probe pods shared a node with "
                           "another: fewer nodes the pods could use than spec.shared.pods, so some samples did "
                           "not cross nodes")
-    return shared_rows.build_rows(reports, data.listFiles, data.fioSeconds)
+    created = tracker.extra.get(shared_rows.LISTING_CREATE)
+    return shared_rows.build_rows(reports, data.listFiles, data.fioSeconds, read_only=read_only(data),
+                                  created=created if isinstance(created, dict) else None)
 
 
 def record_metrics(run_label: str, rows: Sequence[SharedRow]) -> None:

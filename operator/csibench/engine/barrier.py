@@ -1,4 +1,6 @@
-"""The data path's start barrier: every pod of a workload begins its measured I/O at one instant (pure).
+"""A start barrier: every pod of a batch begins its measured work at one instant (pure). The data path's
+workloads use it, and the readers of a ReadOnlyMany volume (the shared step), which cannot meet at barriers on the
+volume itself; the data path is what is described here.
 
 A row sums its pods' bandwidth as if they ran at once, so they must. Pods come up one by one (attach, mount,
 container start), and the first workload also lays out its files, which takes longer on a slower volume. So:
