@@ -22,8 +22,9 @@ from csibench.engine import barrier
 from csibench.engine.steps.shared.entry import PROBE_SOURCE
 from csibench.engine.steps.shared.rows import LISTING_CREATE, POPULATE, build_rows, read_log
 from csibench.report import shared as shared_report
-from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
+from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, owned_left, run, spec
+from tests.support.shared_probe import probe_workload
 
 PODS, LISTED, FIO = 3, 200, 1
 
@@ -84,15 +85,7 @@ def readonly_spec(**shared: Any) -> BenchmarkRunSpec:
 
 @pytest.fixture
 def probe_pods(logs: tuple[str, list[str]]) -> Iterator[Any]:
-    def workload(pod: dict[str, Any]) -> tuple[int, str]:
-        command = pod["spec"]["containers"][0]["command"]
-        if command[:2] != ["python3", "-c"]:
-            return fake_fio(pod)
-        if "--mode=populate" in command:
-            return 0, logs[0]
-        index = int(next(arg for arg in command if arg.startswith("--pod=")).split("=")[1])
-        return 0, logs[1][index]
-    yield workload
+    yield probe_workload(logs[1], logs[0])
 
 
 def test_the_step_fills_a_claim_clones_it_read_only_and_its_readers_mount_the_clone(probe_pods: Any) -> None:

@@ -24,8 +24,9 @@ from csibench.engine.steps.shared import step as shared_step
 from csibench.engine.steps.shared.entry import PROBE_SOURCE, build_probe_command
 from csibench.engine.steps.shared.rows import PodReport, build_rows, histograms_of, read_log
 from csibench.report import shared as shared_report
-from tests.support.fake_kube import Behaviour, FakeKube, fake_fio
+from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, owned_left, run, spec
+from tests.support.shared_probe import probe_workload
 
 PODS, FILES, ROUNDS, SMALL, LISTED, FIO = 3, 12, 40, 50, 300, 1
 
@@ -218,13 +219,7 @@ def shared_spec(**more: Any) -> BenchmarkRunSpec:
 
 @pytest.fixture
 def probe_pods(probe_logs: list[str]) -> Iterator[Any]:
-    def workload(pod: dict[str, Any]) -> tuple[int, str]:
-        command = pod["spec"]["containers"][0]["command"]
-        if command[:2] != ["python3", "-c"]:
-            return fake_fio(pod)
-        index = int(next(arg for arg in command if arg.startswith("--pod=")).split("=")[1])
-        return 0, probe_logs[index]
-    yield workload
+    yield probe_workload(probe_logs)
 
 
 def test_the_step_mounts_one_rwx_claim_in_pods_spread_over_nodes_and_leaves_nothing(probe_pods: Any) -> None:
