@@ -260,7 +260,7 @@ def _enforce(volume_dir: Path, limits: qos.Limits) -> None:
     """A modify's limits: set at once on the loop devices that containers have on the volume's image now (a
     running fio sees the new policy; with the cross-zone limits of the node it is staged on, when lower), then kept
     beside the data for the next mount; a host that cannot set them leaves the kept ones as they were."""
-    held = qos.lower(limits, qos.read(volume_dir, qos.CROSS_ZONE_NAME))
+    held = qos.lower(limits, qos.cross_zone(volume_dir))
     for device in volumes.loop_devices_of(volumes.image_of(volume_dir)):
         qos.apply(device, held)
     qos.write(volume_dir, limits)
@@ -977,7 +977,8 @@ class Node(csi_grpc.NodeServicer):
 
             def staged() -> None:
                 if record.home_zone is not None:  # the cross-zone limits of this node, or none in the home zone
-                    qos.write(volume_dir, dict(record.cross_zone) if crossing else {}, qos.CROSS_ZONE_NAME)
+                    qos.write(volume_dir, dict(record.cross_zone) if crossing else {},
+                              qos.cross_zone_name(self.node_id))
                 _link(request.staging_target_path, data)
                 driver.staged.add(pair)
                 driver.staging_paths[pair] = request.staging_target_path
@@ -1047,7 +1048,7 @@ class Node(csi_grpc.NodeServicer):
             def unstaged() -> None:
                 _unlink(request.staging_target_path)
                 if (record := driver.volumes.get(request.volume_id)) is not None and record.home_zone is not None:
-                    qos.write(driver.volume_dir(request.volume_id), {}, qos.CROSS_ZONE_NAME)
+                    qos.write(driver.volume_dir(request.volume_id), {}, qos.cross_zone_name(self.node_id))
                 driver.staged.discard(pair)
                 driver.staging_paths.pop(pair, None)
 

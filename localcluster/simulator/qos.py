@@ -14,9 +14,11 @@ controller sets the limits on the devices in use when a modify changes them, so 
 at once. A limit of 0 is no limit: mutable parameters merge, so a class lifts a limit by naming it 0.
 
 A volume of a class with a home zone (``config.HOME_ZONE_PARAMETER``) staged on a node of another zone is held to
-the class's cross-zone limits too (``crosszone.json`` beside the data, written by the node plugin at NodeStageVolume
-and removed at NodeUnstageVolume: an ext4 volume is staged on one node at a time); ``effective`` is the lower of
-the two per limit, and that is what a mount and a modify set on the device.
+the class's cross-zone limits too (``crosszone-<node>.json`` beside the data, written by that node's plugin at
+NodeStageVolume and removed at its NodeUnstageVolume); ``effective`` is the lowest of them all per limit, and that
+is what a mount and a modify set on the device. All the simulated nodes share one host, so a volume used from
+several nodes at once (read-only by many) has one loop device, held to one limit: the strictest any of its nodes
+asks, as if every reader were as far away as the farthest.
 
 Only volumes with a loop device can be throttled: a directory volume is a bind mount with no device of its own,
 and a raw block volume is a file bound at the device path. The array refuses QoS parameters for those (the
@@ -36,7 +38,7 @@ from pathlib import Path
 from localcluster.simulator.volumes import namespace_mounting, regular_file
 
 QOS_NAME = "qos.json"
-CROSS_ZONE_NAME = "crosszone.json"
+CROSS_ZONE_PREFIX = "crosszone-"  # + the staging node's name + ".json"
 MAX_IOPS, MAX_MIBPS = "maxIOPS", "maxMiBps"  # the mutable parameters (and their keys in qos.json)
 PARAMETERS = (MAX_IOPS, MAX_MIBPS)
 LIMIT_MAX = 10**9
@@ -70,7 +72,7 @@ def parse(parameters: dict[str, str]) -> tuple[Limits, str | None]:
 
 def write(volume_dir: Path, limits: Limits, name: str = QOS_NAME) -> None:
     """The volume's limits beside its data (none: the file removed, so a clone never keeps its source's);
-    ``name`` CROSS_ZONE_NAME: the cross-zone limits of the node it is staged on."""
+    ``name`` a ``cross_zone_name``: the cross-zone limits of a node it is staged on."""
     path = volume_dir / name
     if not limits:
         if regular_file(path):
@@ -87,9 +89,25 @@ def lower(first: Limits, second: Limits) -> Limits:
             for key in PARAMETERS if key in first or key in second}
 
 
+def cross_zone_name(node: str) -> str:
+    """The file of a node's cross-zone limits on a volume it staged (the node ID has no path separator: the
+    simulator names its nodes)."""
+    if "/" in node or node in ("", ".", ".."):
+        raise ValueError(f"node {node!r} cannot name a file")
+    return f"{CROSS_ZONE_PREFIX}{node}.json"
+
+
+def cross_zone(volume_dir: Path) -> Limits:
+    """The strictest cross-zone limits of the nodes that staged the volume from another zone (none: no such node)."""
+    found: Limits = {}
+    for path in sorted(volume_dir.glob(f"{CROSS_ZONE_PREFIX}*.json")):
+        found = lower(found, read(volume_dir, path.name))
+    return found
+
+
 def effective(volume_dir: Path) -> Limits:
     """What the volume's device is held to: its own limits and, staged in another zone, the cross-zone ones."""
-    return lower(read(volume_dir), read(volume_dir, CROSS_ZONE_NAME))
+    return lower(read(volume_dir), cross_zone(volume_dir))
 
 
 def read(volume_dir: Path, name: str = QOS_NAME) -> Limits:

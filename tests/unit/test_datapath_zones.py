@@ -99,10 +99,11 @@ def test_a_zone_without_a_usable_node_is_refused_before_anything_is_made() -> No
 
 
 def test_a_volume_that_lives_outside_a_workloads_zones_fails_its_pod_at_once_with_why() -> None:
-    fake = _zoned(FakeKube(Behaviour(volume_zone=lambda claim: "zone-a" if claim.endswith("1") else "zone-b")))
-    # publish and unpublish first: the PVs' zones are seen (their watch) long before the data path, as in a run
-    status = run(fake, _data_spec([{"name": "inB", "pattern": "read", "blockSize": "64Ki", "zones": ["zone-b"]}],
-                                  ("createVolume", "publish", "unpublish", "dataPath", "deleteVolume")))
+    # The PVs come 300 ms after their claims are Bound (a PV watch lagging the claims'): the data path, right after
+    # createVolume, waits for them before it judges a volume's zone.
+    fake = _zoned(FakeKube(Behaviour(volume_zone=lambda claim: "zone-a" if claim.endswith("1") else "zone-b",
+                                     pv_delay=0.3)))
+    status = run(fake, _data_spec([{"name": "inB", "pattern": "read", "blockSize": "64Ki", "zones": ["zone-b"]}]))
     row = status.dataPath[0]
     assert row.state == "Failed" and row.failed == 1 and row.volumes == 4, row
     assert "VolumeZoneConflict" in (row.message or "") and "zone-a" in (row.message or "")
@@ -135,13 +136,29 @@ def test_a_home_zone_volume_staged_in_another_zone_is_held_to_the_cross_zone_lim
             volume = created.volume
             assert list(volume.accessible_topology) == []  # any node may use it
             volume_dir = next((tmp_path / "data").rglob(volume.volume_id.split("/")[-1]))
-            stage = csi.NodeStageVolumeRequest(volume_id=volume.volume_id, staging_target_path=str(tmp_path / "s"),
-                                               volume_capability=ext4)
-            await stubs.node.NodeStageVolume(stage)  # node-a: zone-a, not the volume's zone-b
+            def stage(node: str, volume_id: str = volume.volume_id, nodes: Any = stubs.nodes,
+                      capability: Any = ext4) -> Any:
+                return nodes[node].NodeStageVolume(csi.NodeStageVolumeRequest(
+                    volume_id=volume_id, staging_target_path=str(tmp_path / node), volume_capability=capability))
+
+            def unstage(node: str, volume_id: str = volume.volume_id, nodes: Any = stubs.nodes) -> Any:
+                return nodes[node].NodeUnstageVolume(csi.NodeUnstageVolumeRequest(
+                    volume_id=volume_id, staging_target_path=str(tmp_path / node)))
+
+            await stage("node-a")  # node-a: zone-a, not the volume's zone-b
             assert qos.effective(volume_dir) == {"maxIOPS": 300}
-            await stubs.node.NodeUnstageVolume(csi.NodeUnstageVolumeRequest(
-                volume_id=volume.volume_id, staging_target_path=str(tmp_path / "s")))
-            assert qos.effective(volume_dir) == {} and not (volume_dir / qos.CROSS_ZONE_NAME).exists()
+            await stage("node-b")  # both nodes read it from afar (one host: one device, the strictest limit)
+            await unstage("node-a")
+            assert qos.effective(volume_dir) == {"maxIOPS": 300}  # node-b still stages it from zone-a
+            await unstage("node-b")
+            assert qos.effective(volume_dir) == {} and not list(volume_dir.glob(qos.CROSS_ZONE_PREFIX + "*"))
+            near = (await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                name="pvc-h3", volume_capabilities=[ext4],
+                parameters={**CLAIM_PARAMETERS, "homeZone": "zone-a", "crossZoneMaxIOPS": "300"}))).volume
+            near_dir = next((tmp_path / "data").rglob(near.volume_id.split("/")[-1]))
+            await stage("node-a", near.volume_id)  # in its home zone: no cross-zone limit
+            assert qos.effective(near_dir) == {}
+            await unstage("node-a", near.volume_id)
             refused = csi.CreateVolumeRequest(name="pvc-h2", volume_capabilities=[ext4],
                                               parameters={**CLAIM_PARAMETERS, "homeZone": "zone-z"})
             try:
@@ -154,4 +171,5 @@ def test_a_home_zone_volume_staged_in_another_zone_is_held_to_the_cross_zone_lim
     asyncio.run(scenario())
     found = [r for r in records(tmp_path) if r["op"] in ("createVolume", "mount")]
     assert [(r["op"], r.get("homeZone"), r.get("crossZone")) for r in found] == [
-        ("createVolume", "zone-b", None), ("mount", None, True)]
+        ("createVolume", "zone-b", None), ("mount", None, True), ("mount", None, True),
+        ("createVolume", "zone-a", None), ("mount", None, None)]
