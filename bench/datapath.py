@@ -27,6 +27,7 @@ whether the order moves the figures.
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import subprocess
@@ -102,9 +103,10 @@ def device_files(kube: Kube, cluster: LocalCluster, namespace: str) -> list[Path
     return [cluster.config.data_dir / "volumes" / handle / "block.dev" for handle in handles]
 
 
-def direct_block_trial(data: DataPathSpec, devices: list[Path]) -> Trial:
+def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: float = 0.0) -> Trial:
     """Every workload with one fio process per device file (csibench's volumes' own), at once; the regions
-    written first, as the first workload's layout does in the pods."""
+    written first, as the first workload's layout does in the pods; ``gap_seconds`` idle before each workload
+    but the first (csibench's side spends that deleting one row's pods and making the next's)."""
     totals: Trial = {}
 
     def one(device: Path, command: list[str]) -> str:
@@ -114,7 +116,9 @@ def direct_block_trial(data: DataPathSpec, devices: list[Path]) -> Trial:
 
     with ThreadPoolExecutor(len(devices)) as pool:
         list(pool.map(one, devices, [build_block_layout_command(data)] * len(devices)))
-        for workload in data.workloads:
+        for index, workload in enumerate(data.workloads):
+            if index:
+                time.sleep(gap_seconds)
             command = build_fio_command(data, workload, block=True)
             started = time.monotonic()
             logs = list(pool.map(one, devices, [command] * len(devices)))
@@ -167,6 +171,9 @@ def main() -> None:
                              "machinery costs")
     parser.add_argument("--volume-mode", choices=["Filesystem", "Block"], default="Filesystem",
                         help="Block: csibench's side on raw block volumes, the direct side on their device files")
+    parser.add_argument("--direct-gap", type=float, default=0.0,
+                        help="Block: seconds the direct side idles between workloads, as csibench's side does "
+                             "between rows (it prints its own gaps)")
     parser.add_argument("--workloads", default="",
                         help="comma list of the default workloads to run, in their order (default: all five)")
     args = parser.parse_args()
@@ -184,7 +191,7 @@ def main() -> None:
         made = ""
         for trial, side in enumerate(order[: len(order) if args.volume_mode == "Block" else 2 * args.trials]):
             if side == "direct" and args.volume_mode == "Block":
-                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE))
+                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), args.direct_gap)
                 after = order[trial - 1]
                 for name, value in totals.items():
                     results.setdefault(f"direct after {after}", {}).setdefault(name, []).append(value)
@@ -205,6 +212,10 @@ def main() -> None:
                           for row in run["status"]["dataPath"]}
                 for row in run["status"]["dataPath"]:
                     skews.setdefault(row["name"], []).append(float(row.get("startSkewSeconds") or 0.0))
+                starts = [int(row["startAt"]) for row in run["status"]["dataPath"] if row.get("startAt")]
+                print("csibench's idle between rows, s: " + ", ".join(
+                    str(later - earlier - data.rampSeconds - data.runtimeSeconds)
+                    for earlier, later in itertools.pairwise(starts)), flush=True)
             for name, value in totals.items():
                 results[side].setdefault(name, []).append(value)
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f} MiB/s p99 {p or 0:.2f} ms"

@@ -58,7 +58,7 @@ def test_a_read_only_many_volume_is_filled_cloned_and_read_by_three_pods_on_thre
     run = run_to_end(kube, namespace, benchmark_run(
         "rox", storageClassName="csibench-sim", volumes=1, steps=["sharedVolume"],
         shared={"accessMode": "ReadOnlyMany", "pods": PODS, "size": "64Mi", "listFiles": LISTED,
-                "fioSeconds": FIO, "fioSize": "8Mi"}), timeout=240)
+                "fioSeconds": 4, "fioSize": "8Mi"}), timeout=240)  # 4 s: a reader 0.4 s late still reads with all
     status = run["status"]
     assert status["phase"] == "Succeeded", status.get("message")
     record = step(run, "sharedVolume")

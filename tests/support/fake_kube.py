@@ -52,6 +52,7 @@ class Behaviour:
     ignore_pinning: bool = False  # a kubelet-less scheduler that puts every pod on node-0, whatever its affinity
     never_bind: set[str] = field(default_factory=set)  # claim names that stay Pending
     volume_zone: Callable[[str], str | None] = lambda claim: None  # a claim's PV's zone (its node affinity names it)
+    pv_delay: float = 0.0  # a bound claim's PV is made this much later (the PV watch lagging the claims')
     provisioning_fails: set[str] = field(default_factory=set)  # claim names that get a ProvisioningFailed warning
     refuse_create: Callable[[str, str], ApiError | None] = lambda plural, name: None  # like a quota
     snapshots_served: bool = True
@@ -601,8 +602,12 @@ class FakeKube:
             zone = self.behaviour.volume_zone(name)
             affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}} if zone else {}
-            self.put("persistentvolumes", "", {"metadata": {"name": pv}, "spec": {"claimRef": {
-                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}, **affinity}})
+            body = {"metadata": {"name": pv}, "spec": {"claimRef": {
+                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}, **affinity}}
+            if self.behaviour.pv_delay:
+                self._later(self.behaviour.pv_delay, lambda: self.put("persistentvolumes", "", body))
+            else:
+                self.put("persistentvolumes", "", body)
             claim.setdefault("spec", {})["volumeName"] = pv
             claim["status"] = {"phase": "Bound", "capacity": {"storage": _requested(claim)}}
         self._update("persistentvolumeclaims", namespace, name, bind)

@@ -6,6 +6,7 @@ a clone), its logs read back into rows, and the step against the in-memory API s
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, owned_left, run, spec
 from tests.support.shared_probe import probe_workload
 
-PODS, LISTED, FIO = 3, 200, 1
+PODS, LISTED, FIO = 3, 200, 3  # 3 s of fio: a start 0.3 s late under a busy machine still counts as together
 
 
 def _probe(root: Path, mode: str, pod: int, *more: str) -> subprocess.Popen[str]:
@@ -71,8 +72,10 @@ def test_the_filler_makes_the_listing_and_a_file_per_reader_and_the_readers_read
     assert all(row.state == StepState.SUCCEEDED and (row.pods, row.nodes) == (PODS, PODS) for row in rows.values())
     fio = rows[SharedPhase.FIO]
     assert fio.readMiBps and fio.readMiBps > 0 and fio.writeMiBps is None and fio.latency is not None
+    assert fio.startSkewSeconds is not None and fio.skewed is False  # by fio's own clock, one start for all
     listing = rows[SharedPhase.LISTING]
     assert (listing.entries, listing.missing) == (LISTED, 0) and listing.createSeconds is not None
+    assert listing.startSkewSeconds is not None and listing.startSkewSeconds < 1.0
     headers, table = shared_report.table({"status": {"shared": [r.model_dump(mode="json", exclude_none=True)
                                                                 for r in rows.values()]}}) or ([], [])
     assert headers and table[0][0] == "fio (reads)" and table[0][4].endswith("MiB/s")
@@ -146,3 +149,33 @@ def test_a_filler_that_fails_fails_the_step_in_its_words_and_makes_no_clone() ->
 def test_a_read_only_volume_needs_something_to_read() -> None:
     with pytest.raises(ValidationError, match="listFiles or fioSeconds"):
         readonly_spec(listFiles=0, fioSeconds=0)
+
+
+def _reader_line(pod: int, start_ms: int, seconds: float = 1.0) -> str:
+    fields = {"pod": pod, "phase": "fio", "direction": "read", "ops": 100, "bytesPerSecond": 100 << 20, "iops": 100,
+              "bins": {"1000000": 100}, "maxNs": 1_000_000, "seconds": seconds, "startMs": start_ms,
+              "endMs": start_ms + int(seconds * 1000)}
+    return "CSIBENCH-SHARED " + json.dumps(fields)
+
+
+def test_readers_that_did_not_read_together_fail_the_fio_row_instead_of_summing() -> None:
+    at = 1_796_000_000_000
+    together = [read_log(f"pod-{i}", f"node-{i}", _reader_line(i, at + 20 * i)) for i in range(PODS)]
+    row = build_rows(together, 0, FIO, read_only=True)[0]
+    assert row.state == StepState.SUCCEEDED and row.startSkewSeconds == 0.04 and row.togetherSeconds == 0.96
+    apart = [read_log(f"pod-{i}", f"node-{i}", _reader_line(i, at + 1500 * i)) for i in range(PODS)]
+    row = build_rows(apart, 0, FIO, read_only=True)[0]
+    assert row.state == StepState.FAILED and row.skewed and row.togetherSeconds == 0
+    assert "did not read together" in (row.message or "")
+
+
+def test_compare_never_holds_readers_against_writers(logs: tuple[str, list[str]]) -> None:
+    readers = [read_log(f"pod-{i}", f"node-{i}", log) for i, log in enumerate(logs[1])]
+    read_rows = [r.model_dump(mode="json", exclude_none=True) for r in build_rows(readers, LISTED, FIO,
+                                                                                   read_only=True)]
+    write_row = {**read_rows[0], "writeMiBps": read_rows[0]["readMiBps"]}
+    del write_row["readMiBps"]
+    _, compared = shared_report.compare_table({"status": {"shared": [write_row]}},
+                                              {"status": {"shared": read_rows}}) or ([], [])
+    by_phase = {row[0]: row for row in compared}
+    assert set(by_phase) == {"fio", "fio (reads)", "listing"} and by_phase["fio"][3] == "-"

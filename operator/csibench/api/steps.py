@@ -112,7 +112,7 @@ _FACTS = (
               spec_part="database",
               timeout_note="Timeout of the whole database step, in seconds; default: the runs' durations and "
                            "pauses, plus 300 + 1 per scale unit for each initialization, plus 300."),
-    StepFacts(StepName.SHARED_VOLUME, "Shared Volume (RWX)", "pod", own_table=True, spec_part="shared",
+    StepFacts(StepName.SHARED_VOLUME, "Shared Volume", "pod", own_table=True, spec_part="shared",
               timeout_note="Timeout of the whole sharedVolume step (claim bound, every probe pod done, pods and "
                            "claim gone), in seconds; default: 600, plus 1 per 1,000 listFiles."),
     StepFacts(StepName.CREATE_SNAPSHOT, "Create Snapshot", "snap", requires=StepName.CREATE_VOLUME,

@@ -109,6 +109,7 @@ class Observed(GroupRelations, Leftovers):
         self._early_warnings: dict[str, list[WatchEvent]] = {}
         self._pods_of_claim: dict[str, set[str]] = defaultdict(set)
         self._claim_of_pv: dict[str, str] = {}  # every PV ever bound to one of our claims (survives deletion)
+        self._pvs_seen: set[str] = set()  # PVs of our claims seen on the PV watch (their node affinity read)
 
     def ours(self, name: str) -> bool:
         return name.startswith(self._prefix)
@@ -224,6 +225,7 @@ class Observed(GroupRelations, Leftovers):
             return []
         claim = ref["name"]
         self._claim_of_pv[name] = claim
+        self._pvs_seen.add(name)
         zone = zone_of_volume(event.obj)
         if zone is not None:
             self.volume_zones[name] = zone
@@ -328,6 +330,12 @@ class Observed(GroupRelations, Leftovers):
         """The PV bound to one of the run's claims, as last seen (kept after the claim is deleted)."""
         state = self.claims.get(claim)
         return state.volume if state is not None else None
+
+    def volume_seen(self, claim: str) -> bool:
+        """Whether the PV bound to the claim was seen on the PV watch (its zone known, if it has one); a claim not
+        bound yet has none to see."""
+        volume = self.volume_of(claim)
+        return volume is None or volume in self._pvs_seen
 
     def zone_of(self, kind: str, name: str) -> str | None:
         """An object's zone, where its volume has one: a claim's volume's; a pod's first volume's that has one."""

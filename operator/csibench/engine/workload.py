@@ -108,12 +108,13 @@ ANNOTATE_ATTEMPTS = 5  # a late pod's start time: tries, 1 s apart doubling
 
 
 async def release_start(runner: Batches, run: StepTracker, spec: BenchmarkRunSpec, start_timeout: float,
-                        start_delay: float, label: str, started_at: Callable[[int], None]) -> None:
+                        start_delay: float, label: str, started_at: Callable[[int], None],
+                        missed_reason: str = "DataPathNoStartTime") -> None:
     """A start barrier (the data path's ``barrier``; the readers of a ReadOnlyMany volume): once every pod of
     ``run`` runs, or once ``start_timeout`` passed, give them all one start time (``started_at`` is told it),
     ``start_delay`` ahead plus the least time the run's client needs to send them all (its QPS and burst). A pod
     the first round missed (its create still in flight, a failed patch) gets the same start time once it runs: it
-    starts late, and its figures say so."""
+    starts late, and its figures say so (the rows' skew); one that never gets it, a Warning ``missed_reason``."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)), start_timeout)
     sending = pacing_floor(len(run.active), 1, spec.client.qps, spec.client.burst)
@@ -123,15 +124,17 @@ async def release_start(runner: Batches, run: StepTracker, spec: BenchmarkRunSpe
     missed = await runner.annotate_pods(run.active, annotation)
     if missed:
         log.info("%s: the start time reaches %s once they run", label, ", ".join(missed))
-        await asyncio.gather(*(_annotate_when_running(runner, run, name, annotation) for name in missed))
+        await asyncio.gather(*(_annotate_when_running(runner, run, name, annotation, missed_reason)
+                               for name in missed))
 
 
-async def _annotate_when_running(runner: Batches, run: StepTracker, name: str, annotation: dict[str, str]) -> None:
+async def _annotate_when_running(runner: Batches, run: StepTracker, name: str, annotation: dict[str, str],
+                                 reason: str) -> None:
     for attempt in range(ANNOTATE_ATTEMPTS):
         if not await run.passed(name, 0):
             return  # it ended without running: its outcome says why
         if not await runner.annotate_pods([name], annotation):
             return
         await asyncio.sleep(2.0 ** attempt)
-    await runner.warn("DataPathNoStartTime", f"pod {name} could not be given its start time "
+    await runner.warn(reason, f"pod {name} could not be given its start time "
                       f"({ANNOTATE_ATTEMPTS} tries): it waits until its timeout")

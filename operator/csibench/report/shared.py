@@ -40,9 +40,7 @@ def table(run: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
         latency = row.get("latency") or {}
         fio_rate = row.get("writeMiBps") if row.get("readMiBps") is None else row.get("readMiBps")
         rate = fio_rate if row["phase"] == "fio" else row.get("opsPerSecond")
-        phase = f"{row['phase']} (reads)" if row["phase"] == "fio" and row.get("readMiBps") is not None else \
-            row["phase"]
-        rows.append([phase, f"{row.get('pods', 0)}/{row.get('nodes', 0)}",
+        rows.append([_key(row), f"{row.get('pods', 0)}/{row.get('nodes', 0)}",
                      "-" if row.get("operations") is None else str(row["operations"]),
                      _number(row.get("durationSeconds")),
                      "-" if rate is None else f"{rate:.1f}" + (f" {RATE_UNITS[row['phase']]}"
@@ -62,11 +60,16 @@ def _ratio(numerator: float | None, denominator: float | None) -> str:
     return "-" if not numerator or not denominator else f"{numerator / denominator:.2f}×"
 
 
+def _key(row: dict[str, Any]) -> str:
+    """A row's phase, fio's with its direction: a read-only volume's readers are not held against writers."""
+    return f"{row['phase']} (reads)" if row["phase"] == "fio" and row.get("readMiBps") is not None else row["phase"]
+
+
 def compare_table(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     """B vs A per phase: the rate ratio (above 1 when B does more per second) and A's p99 over B's (above 1
     when B is faster), for the phases either run has."""
-    a = {row["phase"]: row for row in rows_of(run_a)}
-    b = {row["phase"]: row for row in rows_of(run_b)}
+    a = {_key(row): row for row in rows_of(run_a)}
+    b = {_key(row): row for row in rows_of(run_b)}
     if not a and not b:
         return None
     rows = []

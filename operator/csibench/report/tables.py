@@ -42,7 +42,7 @@ RUN_TABLES: tuple[OwnTable, ...] = (
     OwnTable("datapath-local", _titled("Data path against the nodes' own disk"), datapath.baseline_table),
     OwnTable("datapath-iterations", _titled("Data path over the iterations"), datapath.aggregate_table),
     OwnTable("database", _titled("Database (pgbench)"), database.table),
-    OwnTable("shared", _titled("Shared volume (ReadWriteMany)"), shared.table),
+    OwnTable("shared", _titled("Shared volume"), shared.table),
     OwnTable("machinery-cost", _titled("CSI machinery cost per step (Prometheus)"), cost.machinery_table),
     OwnTable("collected", _titled("Collected per step (spec.collect)"), cost.queries_table),
     OwnTable("thresholds", verdicts.title, verdicts.table),
@@ -77,7 +77,7 @@ COMPARISONS: tuple[OwnComparison, ...] = (
                   datapath.compare_note),
     OwnComparison("database", "Database (pgbench)", "Database (pgbench), B vs A TPS per row:",
                   database.compare_table, _no_note),
-    OwnComparison("shared", "Shared volume (ReadWriteMany)", "Shared volume, B vs A per phase:",
+    OwnComparison("shared", "Shared volume", "Shared volume, B vs A per phase:",
                   shared.compare_table, lambda _a, _b: shared.COMPARE_NOTE),
 )
 

@@ -55,7 +55,9 @@ class DataPathWorkload(_Model):
                         "label; default: wherever the volumes' own placement allows). With volumes that live in "
                         "one zone but may be used from any (a shared filesystem's, a service's), a row run in "
                         "another zone beside one run in theirs shows the cost of crossing zones. A volume whose "
-                        "PV allows none of these zones fails the row's pod on it (it could never be scheduled).")
+                        "PV allows a single zone, not one of these, fails the row's pod on it at once "
+                        "(VolumeZoneConflict: it could never be scheduled); one allowed in several zones is left "
+                        "to the scheduler.")
 
     @field_validator("zones")
     @classmethod

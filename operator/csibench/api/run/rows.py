@@ -84,8 +84,7 @@ class DataPathNodeRow(DataPathShare):
 
 
 class DataPathZoneRow(DataPathShare):
-    """One zone's share of a data-path row (the zone of the nodes its pods ran on), so a slow zone, or the cost of
-    reaching a volume from another zone, shows."""
+    """One zone's share of a data-path row (its pods' nodes' zone): a slow zone, or what crossing zones costs."""
 
     zone: str = Field(..., description="Zone of the nodes the pods ran on (their topology.kubernetes.io/zone).")
 

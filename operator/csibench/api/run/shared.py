@@ -35,7 +35,8 @@ _BLOCK_BYTES = 4096  # a small file takes a whole block of most filesystems, how
 class SharedSpec(WorkloadPods):
     """The sharedVolume step: a ReadWriteMany claim of the run's class mounted by ``pods`` pods at once (spread
     apart by a preferred pod anti-affinity, so each is on a node of its own where there are enough), all running
-    the same probe, which meets the others at barriers on the volume itself around each phase."""
+    the same probe, which meets the others at barriers on the volume itself around each phase; or (accessMode
+    ReadOnlyMany) a filled claim's read-only clone read by them all from one start time."""
 
     pods: int = Field(3, ge=2, le=MAX_SHARED_PODS,
                       description="Pods mounting the volume at once, each preferring a node no other has.")
@@ -49,31 +50,39 @@ class SharedSpec(WorkloadPods):
     size: str = Field("1Gi", max_length=64, pattern=QUANTITY_PATTERN, json_schema_extra=cel((
         f"quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('{v.SIZE_MAX}')) <= 0",
         f"shared.size must be greater than 0 and at most {v.SIZE_MAX}")),
-        description="Size of the shared claim (ReadWriteMany, Filesystem, the run's class).")
+        description="Size of the shared claim (Filesystem, the run's class; on ReadOnlyMany, of the filled claim and "
+                    "of its clone).")
     files: int = Field(100, ge=1, le=100_000,
-                       description="Visibility rounds: in round k pod k mod pods creates a file and every other pod "
-                                   "answers once it sees it; one sample per round and reader.")
+                       description="ReadWriteMany: visibility rounds: in round k pod k mod pods creates a file and "
+                                   "every other pod answers once it sees it; one sample per round and reader.")
     pollMilliseconds: int = Field(1, ge=1, le=1000,
-                                  description="How often a waiting pod looks for a file: the visibility latency's "
-                                              "resolution.")
+                                  description="ReadWriteMany: how often a waiting pod looks for a file: the "
+                                              "visibility latency's resolution.")
     lockRounds: int = Field(100, ge=1, le=100_000,
-                            description="flock rounds per pod on one shared file (lock, counter read and written "
-                                        "plus one, unlock).")
+                            description="ReadWriteMany: flock rounds per pod on one shared file (lock, counter "
+                                        "read and written plus one, unlock).")
     smallFiles: int = Field(1000, ge=1, le=1_000_000,
-                            description="Small files each pod creates, its neighbour stats and lists, and it "
-                                        "deletes.")
-    fileBytes: int = Field(4096, ge=0, le=1_048_576, description="Bytes written into each small file.")
+                            description="ReadWriteMany: small files each pod creates, its neighbour stats and "
+                                        "lists, and it deletes.")
+    fileBytes: int = Field(4096, ge=0, le=1_048_576,
+                           description="ReadWriteMany: bytes written into each small file.")
     listFiles: int = Field(10_000, ge=0, le=MAX_LIST_FILES,
                            description="Files in the directory every pod lists at once (0: no listing phase); pod 0 "
-                                       "creates them first.")
+                                       "creates them first (on ReadOnlyMany, the pod that fills the volume).")
     fioSeconds: int = Field(10, ge=0, le=3600,
                             description="Seconds of fio in every pod at once, sequential 1 MiB direct writes to a "
-                                        "file of its own: the aggregate throughput of all writers (0: no fio "
-                                        "phase).")
+                                        "file of its own (reads, on ReadOnlyMany): the aggregate throughput of "
+                                        "all writers (readers) (0: no fio phase).")
     fioSize: str = Field("64Mi", max_length=16, pattern=WHOLE_MIB_PATTERN, json_schema_extra=cel((
         "quantity(self).compareTo(quantity('64Gi')) <= 0", "shared.fioSize must be at most 64Gi")),
         description="Each pod's fio file (fio writes it over and over for fioSeconds; on ReadOnlyMany, the file "
                     "each reader reads, written when the volume is filled).")
+
+    startDelaySeconds: int = Field(5, ge=1, le=300,
+                                   description="ReadOnlyMany: once every reader runs, they all begin this many "
+                                               "seconds later, at one instant (room for each node's kubelet to "
+                                               "write the start time into the pods); a reader that starts late "
+                                               "shows in the rows' skew, and fails them when it spoils the sum.")
 
     @field_validator("size")
     @classmethod
@@ -154,4 +163,12 @@ class SharedRow(_Model):
     writeMiBps: float | None = Field(None, description="fio: MiB/s written, every pod's fio together.")
     readMiBps: float | None = Field(None, description="fio on a ReadOnlyMany volume: MiB/s read, every pod's fio "
                                                       "together.")
+    startSkewSeconds: float | None = Field(None, description="ReadOnlyMany (no barriers): the latest reader's "
+                                                             "start of the phase minus the earliest's, by their "
+                                                             "clocks, seconds.")
+    togetherSeconds: float | None = Field(None, description="ReadOnlyMany fio: how long every reader read at once "
+                                                            "(the earliest end minus the latest start), seconds.")
+    skewed: bool | None = Field(None, description="ReadOnlyMany: the readers' starts spread over more than 10% of "
+                                                  "the phase (fio: its runtime), so the row's sum adds up readers "
+                                                  "that did not all read at once; the row fails and says so.")
     message: str | None = Field(None, description="Why the phase failed, in the probe's or Kubernetes' words.")

@@ -34,6 +34,10 @@ from csibench.kube.client import ApiError
 log = logging.getLogger(__name__)
 
 
+PV_WAIT_SECONDS = 10.0  # a workload with zones: how long it waits for its volumes' PVs to be seen (their zones)
+PV_POLL_SECONDS = 0.05
+
+
 @dataclass
 class PodsRun:
     """What one run of a workload's pods (unthrottled, or at one rate level) measured."""
@@ -80,7 +84,7 @@ class WorkloadPods:
         level, local = data.level_of(slot), data.is_baseline(slot)
         label = f"{workload.name}-local" if local else workload.name if level is None else f"{workload.name}-{level}"
         ran = PodsRun()
-        conflicts = {} if local else self._zone_conflicts(w, names)
+        conflicts = {} if local else await self._zone_conflicts(w, names)
         active, run = await self._launch(names, label, ran, set(conflicts))
         for index, name in enumerate(names):
             if name in conflicts:
@@ -111,13 +115,20 @@ class WorkloadPods:
         await self._remove(active, "fio")
         return ran
 
-    def _zone_conflicts(self, w: int, names: list[str]) -> dict[str, str]:
+    async def _zone_conflicts(self, w: int, names: list[str]) -> dict[str, str]:
         """Pods of workload ``w`` that could never be scheduled: their volume's PV allows one zone, not among the
-        workload's zones. Each is recorded as failed at once (never created), with why."""
+        workload's zones. Each is recorded as failed at once (never created), with why. The PVs' watch may lag the
+        claims' (a claim Bound before its PV is seen): up to PV_WAIT_SECONDS for the bound claims' PVs first."""
         data, context = self.context.spec.dataPath, self.context
         assert data is not None
         zones = data.workloads[w].zones
         found: dict[str, str] = {}
+        if not zones:
+            return found
+        claims = [context.names.volume(index) for index in range(len(names))]
+        deadline = time.monotonic() + PV_WAIT_SECONDS
+        while not all(map(context.observed.volume_seen, claims)) and time.monotonic() < deadline:
+            await asyncio.sleep(PV_POLL_SECONDS)
         for index, name in enumerate(names):
             claim = context.names.volume(index)
             zone = context.observed.zone_of(CLAIM, claim)

@@ -305,9 +305,14 @@ class Probe:
             raise ProbeFailed(f"fio failed (exit {ended.returncode}): {words or 'no result'}")
         side = job.get(direction) or {}
         clat = side.get("clat_ns") or {}
-        return {"ops": int(side.get("total_ios") or 0), "bytesPerSecond": side.get("bw_bytes") or 0,
-                "iops": side.get("iops") or 0, "bins": clat.get("bins") or {}, "maxNs": int(clat.get("max") or 0),
-                "direction": direction}
+        fields: dict[str, object] = {
+            "ops": int(side.get("total_ios") or 0), "bytesPerSecond": side.get("bw_bytes") or 0,
+            "iops": side.get("iops") or 0, "bins": clat.get("bins") or {}, "maxNs": int(clat.get("max") or 0),
+            "direction": direction}
+        ended_ms, runtime_ms = json.loads(ended.stdout[start:]).get("timestamp_ms"), side.get("runtime")
+        if isinstance(ended_ms, int) and isinstance(runtime_ms, int) and runtime_ms > 0:  # when it measured
+            fields.update(startMs=ended_ms - runtime_ms, endMs=ended_ms)
+        return fields
 
     def clean(self) -> None:
         """Pod 0, once every pod is done: the attempt's folder removed, so a backend that keeps a directory
@@ -371,9 +376,10 @@ class Probe:
             self.emit("fio", seconds=time.monotonic() - began, **fields)
         if self.options.list_files > 0:
             at = start + (self.options.fio_seconds + READ_GAP_SECONDS if self.options.fio_seconds > 0 else 0)
-            began = self.wait_until(at)
+            began, started_ms = self.wait_until(at), time.time_ns() // 1_000_000
             fields = self.listed(self.path("l"), self.options.list_files)
-            self.emit("listing", seconds=time.monotonic() - began, **fields)
+            self.emit("listing", seconds=time.monotonic() - began, startMs=started_ms,
+                      endMs=time.time_ns() // 1_000_000, **fields)
         self.emit("end")
 
     def run(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from csibench.api import histogram
 from csibench.api.models import SharedLatency, SharedPhase, SharedRow, StepState
+from csibench.api.skew import is_skewed
 from csibench.api.text import shorten
 from csibench.engine.steps.shared.probe import MARKER as MARKER
 from csibench.engine.steps.shared.probe import PLAT_NR, plat_value
@@ -31,6 +32,7 @@ FAILED = "failed"
 MAX_COUNT = 10**12  # more operations than any spec asks for: a number past it is not the probe's
 MAX_NUMBER = 10**13  # seconds, IOPS or bytes per second past any real one: a number past it is not the probe's
 MIB = 1 << 20
+MAX_EPOCH_MS = 10**14  # the year 5138: an instant past it is not the probe's
 LAST_BIN_NS = plat_value(PLAT_NR - 1)  # fio's last bin: no probe sample lies beyond it
 
 
@@ -87,6 +89,12 @@ def _count(fields: Mapping[str, Any], key: str) -> int:
     """A count the probe printed; anything else (a bool, a float, a negative, an absurd size) is 0."""
     value = fields.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else 0
+
+
+def _epoch_ms(fields: Mapping[str, Any], key: str) -> int:
+    """An instant the probe printed (ms since the epoch, by its node's clock); anything else is 0."""
+    value = fields.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < MAX_EPOCH_MS else 0
 
 
 def _bins(fields: Mapping[str, Any]) -> histogram.Histogram:
@@ -147,6 +155,15 @@ def build_row(phase: SharedPhase, reports: Sequence[PodReport], why_not: str | N
         counted = next((r.phases[LOCK_COUNTER] for r in reported if LOCK_COUNTER in r.phases
                         and r.phases[LOCK_COUNTER].get("pod") == 0), None)
         row.lostUpdates = None if counted is None else operations - _count(counted, "counter")
+    windows = [(_epoch_ms(line, "startMs"), _epoch_ms(line, "endMs")) for line in lines
+               if _epoch_ms(line, "startMs") and _epoch_ms(line, "endMs") >= _epoch_ms(line, "startMs")]
+    readers = all(line.get("direction") == "read" for line in lines) if phase == SharedPhase.FIO else True
+    if readers and len(windows) == len(lines) and len(lines) > 1:  # the readers' own clocks: they met at no barrier
+        starts, ends = [start for start, _ in windows], [end for _, end in windows]
+        row.startSkewSeconds = round((max(starts) - min(starts)) / 1000, 3)
+        row.togetherSeconds = round(max(0, min(ends) - max(starts)) / 1000, 3)
+        span = max(end - start for start, end in windows) / 1000
+        row.skewed = is_skewed(row.startSkewSeconds, span) if phase == SharedPhase.FIO else None
     if phase == SharedPhase.LISTING:
         created = created or next((r.phases[LISTING_CREATE] for r in reported if LISTING_CREATE in r.phases), None)
         row.createSeconds = round(_number(created, "seconds"), 6) if created is not None else None
@@ -167,6 +184,10 @@ def problem_of(row: SharedRow) -> str | None:
                 "made: it was not this attempt's")
     if row.missing:
         return f"{row.missing} files created on one node were not found from another"
+    if row.skewed:
+        return (f"the readers did not read together: their starts spread over {row.startSkewSeconds:g}s, more "
+                f"than a tenth of the phase, and all read at once for {row.togetherSeconds:g}s only (a reader "
+                "that ran late, or a node's clock); the sum would add up readers that did not overlap")
     return None
 
 

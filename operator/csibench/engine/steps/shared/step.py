@@ -45,8 +45,8 @@ PROBE_MARGIN_SECONDS = 60  # the probes give up this long before the step does, 
 HISTOGRAMS = "histograms"
 PROBE_FAILED = "ProbeFailed"
 SEED, READ_ONLY_CLONE = 0, 1  # the companion claims on ReadOnlyMany: filled first, then cloned read-only
+NOT_BOUND, NOT_FILLED = "ClaimNotBound", "NotFilled"  # why readers never ran: a claim, or the filling pod
 START_TIMEOUT_SECONDS = 300  # the readers' start barrier: how long it waits for every reader to run
-START_DELAY_SECONDS = 3  # and how far ahead it sets their start
 
 
 def timeout_of(context: StepContext) -> float:
@@ -142,20 +142,21 @@ async def _measure_read_only(runner: Batches, step: StepSpec, tracker: StepTrack
     data = context.spec.shared
     assert data is not None and step.companion is not None and tracker.extra is not None
     *readers, filler = list(tracker.objects)
-    claims: list[str] = []
+    claims: list[str] = [step.companion.object_name(context.names, SEED)]
     try:
         seed, why = await _claim(runner, step, context, SEED, timeout)
-        claims.append(seed)
+        reason = NOT_BOUND
         if why is None:
             await runner.show(f"filling {seed}")
-            why = await _fill(runner, step, tracker, context, filler, timeout)
+            why, reason = await _fill(runner, step, tracker, context, filler, timeout), NOT_FILLED
         if why is None:
-            clone, why = await _claim(runner, step, context, READ_ONLY_CLONE, timeout)
-            claims.append(clone)
+            claims.append(step.companion.object_name(context.names, READ_ONLY_CLONE))
+            _, why = await _claim(runner, step, context, READ_ONLY_CLONE, timeout)
+            reason = NOT_BOUND
         if why is not None:
             rows[:] = shared_rows.build_rows([], data.listFiles, data.fioSeconds, why, read_only=True)
             keep_rows(tracker, rows)
-            _fail_all(tracker, [*readers, filler], "NotFilled", why)
+            _fail_all(tracker, [*readers, filler], reason, why)
             return
         for row in rows:
             row.state = StepState.RUNNING
@@ -198,8 +199,8 @@ async def _run_pods(runner: Batches, step: StepSpec, tracker: StepTracker, conte
     assert data is not None and tracker.extra is not None
     run = StepTracker(f"{step.name}-pod", pods)
     release = asyncio.create_task(release_start(
-        runner, run, context.spec, START_TIMEOUT_SECONDS, START_DELAY_SECONDS, f"{step.name} readers",
-        lambda start: None)) if start_barrier else None
+        runner, run, context.spec, START_TIMEOUT_SECONDS, data.startDelaySeconds, f"{step.name} readers",
+        lambda start: None, "SharedNoStartTime")) if start_barrier else None
     try:
         await runner.batch(POD, run, step.judge_in(context), runner.creator(step, context, run), timeout,
                            [lambda pod: barrier.started(context.observed.pods.get(pod))] if start_barrier else ())
