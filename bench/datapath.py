@@ -174,6 +174,9 @@ def main() -> None:
     parser.add_argument("--direct-gap", type=float, default=0.0,
                         help="Block: seconds the direct side idles between workloads, as csibench's side does "
                              "between rows (it prints its own gaps)")
+    parser.add_argument("--match-gap", action="store_true",
+                        help="Block: the direct side idles between workloads as long as the csibench run before it "
+                             "did between rows (by the rows' start times, whole seconds)")
     parser.add_argument("--workloads", default="",
                         help="comma list of the default workloads to run, in their order (default: all five)")
     args = parser.parse_args()
@@ -188,10 +191,10 @@ def main() -> None:
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         if args.volume_mode == "Block":
             order = ["csibench", "direct", "direct"] * args.trials
-        made = ""
+        made, gap = "", args.direct_gap
         for trial, side in enumerate(order[: len(order) if args.volume_mode == "Block" else 2 * args.trials]):
             if side == "direct" and args.volume_mode == "Block":
-                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), args.direct_gap)
+                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap)
                 after = order[trial - 1]
                 for name, value in totals.items():
                     results.setdefault(f"direct after {after}", {}).setdefault(name, []).append(value)
@@ -213,9 +216,11 @@ def main() -> None:
                 for row in run["status"]["dataPath"]:
                     skews.setdefault(row["name"], []).append(float(row.get("startSkewSeconds") or 0.0))
                 starts = [int(row["startAt"]) for row in run["status"]["dataPath"] if row.get("startAt")]
-                print("csibench's idle between rows, s: " + ", ".join(
-                    str(later - earlier - data.rampSeconds - data.runtimeSeconds)
-                    for earlier, later in itertools.pairwise(starts)), flush=True)
+                idle = [later - earlier - data.rampSeconds - data.runtimeSeconds
+                        for earlier, later in itertools.pairwise(starts)]
+                print(f"csibench's idle between rows, s: {idle}", flush=True)
+                if args.match_gap and idle:  # the direct side pauses as long between its rows
+                    gap = float(statistics.median(idle))
             for name, value in totals.items():
                 results[side].setdefault(name, []).append(value)
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f} MiB/s p99 {p or 0:.2f} ms"
