@@ -285,7 +285,7 @@ class StepRunner:
             await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
             self.publish()
             try:
-                await self.recorder.write()
+                await self.recorder.write(progress=True)
             except ApiError as error:
                 log.warning("progress update failed: %s", error)
 
