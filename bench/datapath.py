@@ -22,21 +22,33 @@ csibench's run has made them, a trial is csibench, then the direct side twice on
 csibench side runs after a direct one (but the first) and the direct sides run after each kind, so the order
 weighs on both, and the bench prints the direct side's medians after csibench and after itself apart, which shows
 whether the order moves the figures.
+
+To trace what the pods' side has that the direct side has not (docs/benchmarks.md, "the write p99 traced
+further"): ``--direct-sandbox`` runs each direct fio in the simulated kubelet's sandbox, ``--direct-sessions`` in a
+session of its own as the kubelet starts containers, ``--direct-noise`` beside a process burning a fraction of a
+core, ``--start-delay`` sets the pods' delay after the start barrier's release; and every trial prints the CPU that
+every process but fio used in each measured window (``bench/proc_cpu.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import json
+import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, machine_facts, operator_run
+from bench.proc_cpu import CpuSampler, describe
 from csibench.api.models import DataPathSpec, default_workloads
 from csibench.api.stats import RatioInterval, ratio_interval
 from csibench.engine.steps.datapath.fio import (
@@ -103,16 +115,40 @@ def device_files(kube: Kube, cluster: LocalCluster, namespace: str) -> list[Path
     return [cluster.config.data_dir / "volumes" / handle / "block.dev" for handle in handles]
 
 
-def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: float = 0.0) -> Trial:
+def sandboxed(command: list[str], device: Path, root: Path) -> list[str]:
+    """``command`` run as a pod's container is: the simulated kubelet's sandbox (a private mount namespace, a tmpfs
+    root showing the host, ``device`` bound at the pod's device path, chroot, the workload's user)."""
+    spec = {"command": command, "uid": int(WORKLOAD_USER), "gid": int(WORKLOAD_USER), "groups": [],
+            "root": str(root), "volumes": {}, "devices": {DEVICE_PATH: str(device)}}
+    return [sys.executable, "-m", "localcluster.simulator.sandbox", json.dumps(spec)]
+
+
+def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: float = 0.0,
+                       sandbox_dir: Path | None = None,
+                       windows: dict[str, tuple[float, float]] | None = None, sessions: bool = False) -> Trial:
     """Every workload with one fio process per device file (csibench's volumes' own), at once; the regions
     written first, as the first workload's layout does in the pods; ``gap_seconds`` idle before each workload
-    but the first (csibench's side spends that deleting one row's pods and making the next's)."""
+    but the first (csibench's side spends that deleting one row's pods and making the next's). With
+    ``sandbox_dir`` each fio runs in the pods' sandbox (roots under it) and writes its output to a file there, as
+    a pod's container does to its log; ``windows`` gets each workload's measured window (epoch seconds). With
+    ``sessions`` each fio starts a session of its own, as the simulated kubelet starts each container: with the
+    kernel's autogroups (``/proc/sys/kernel/sched_autogroup_enabled``) that is a scheduling group of its own, as a
+    pod's CPU cgroup is on a real node."""
     totals: Trial = {}
 
     def one(device: Path, command: list[str]) -> str:
-        argv = ["setpriv", f"--reuid={WORKLOAD_USER}", f"--regid={WORKLOAD_USER}", "--clear-groups",
-                *[part.replace(DEVICE_PATH, str(device)) for part in command]]
-        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        if sandbox_dir is None:
+            argv = ["setpriv", f"--reuid={WORKLOAD_USER}", f"--regid={WORKLOAD_USER}", "--clear-groups",
+                    *[part.replace(DEVICE_PATH, str(device)) for part in command]]
+            return subprocess.run(argv, capture_output=True, text=True, check=True,
+                                  start_new_session=sessions).stdout
+        container = sandbox_dir / device.parent.name
+        (container / "rootfs").mkdir(parents=True, exist_ok=True)
+        log = container / "fio.log"
+        with log.open("wb") as output:
+            subprocess.run(sandboxed(command, device, container / "rootfs"), stdout=output,
+                           stderr=subprocess.STDOUT, check=True, env=dict(os.environ), start_new_session=sessions)
+        return log.read_text()
 
     with ThreadPoolExecutor(len(devices)) as pool:
         list(pool.map(one, devices, [build_block_layout_command(data)] * len(devices)))
@@ -120,12 +156,31 @@ def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: flo
             if index:
                 time.sleep(gap_seconds)
             command = build_fio_command(data, workload, block=True)
-            started = time.monotonic()
+            started, began = time.monotonic(), time.time()
             logs = list(pool.map(one, devices, [command] * len(devices)))
+            if windows is not None:
+                windows[workload.name] = (began + data.rampSeconds, began + data.rampSeconds + data.runtimeSeconds)
             row = build_row(data, workload, [parse_fio_log(log) for log in logs], [], time.monotonic() - started)
             totals[workload.name] = ((row.readMiBps or 0.0) + (row.writeMiBps or 0.0),
                                      _p99_ms(row.latency.model_dump() if row.latency else {}))
     return totals
+
+
+@contextlib.contextmanager
+def cpu_noise(cores: float, burst_ms: float) -> Iterator[None]:
+    """One process that burns ``cores`` of a CPU (busy ``burst_ms``, then asleep) while the block is run."""
+    if cores <= 0:
+        yield
+        return
+    period = burst_ms / 1000 / cores
+    script = (f"import time\nwhile True:\n    end = time.perf_counter() + {burst_ms / 1000}\n"
+              f"    while time.perf_counter() < end: pass\n    time.sleep({period - burst_ms / 1000})\n")
+    process = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
 
 
 def delete_run(kube: Kube, name: str) -> None:
@@ -159,6 +214,9 @@ def main() -> None:
     parser.add_argument("--file-size", default="64Mi")
     parser.add_argument("--runtime", type=int, default=5)
     parser.add_argument("--ramp", type=int, default=1)
+    parser.add_argument("--start-delay", type=int, default=1,
+                        help="csibench's side: dataPath.startDelaySeconds, from the start barrier's release to fio's "
+                             "start (the step's default is 5)")
     parser.add_argument("--trials", type=int, default=2, help="trials of each side (ABBA order)")
     parser.add_argument("--api-port", type=int, default=19743)
     parser.add_argument("--storage-class", default="csibench-sim",
@@ -177,16 +235,38 @@ def main() -> None:
     parser.add_argument("--match-gap", action="store_true",
                         help="Block: the direct side idles between workloads as long as the csibench run before it "
                              "did between rows (by the rows' start times, whole seconds)")
+    parser.add_argument("--direct-sandbox", action="store_true",
+                        help="Block: the direct side runs each fio in the simulated kubelet's sandbox, as a pod's "
+                             "container (its device bound at the pod's device path, output to a file), without the "
+                             "cluster's work around it")
+    parser.add_argument("--direct-sessions", action="store_true",
+                        help="Block: each direct fio in a session of its own, as the simulated kubelet starts each "
+                             "container (with the kernel's autogroups, a scheduling group of its own)")
+    parser.add_argument("--direct-noise", type=float, default=0.0,
+                        help="Block: cores of other work beside the direct side (one process busy for --noise-burst "
+                             "ms, then asleep, at that duty cycle), to see what a little CPU of others does to its "
+                             "p99; the cluster's own work during csibench's rows is printed per window")
+    parser.add_argument("--noise-burst", type=float, default=2.0, help="milliseconds of each --direct-noise burst")
     parser.add_argument("--workloads", default="",
                         help="comma list of the default workloads to run, in their order (default: all five)")
     args = parser.parse_args()
     wanted = [name for name in args.workloads.split(",") if name]
     workloads = [w for w in default_workloads() if not wanted or w.name in wanted]
     data = DataPathSpec(jobsPerVolume=args.jobs, fileSize=args.file_size, runtimeSeconds=args.runtime,
-                        rampSeconds=args.ramp, startDelaySeconds=1, workloads=workloads)
+                        rampSeconds=args.ramp, startDelaySeconds=args.start_delay, workloads=workloads)
     size = f"{4 * args.jobs * int(args.file_size.removesuffix('Mi'))}Mi"
     results: dict[str, dict[str, list[tuple[float, float | None]]]] = {"csibench": {}, "direct": {}}
     skews: dict[str, list[float]] = {}
+    others: dict[str, dict[str, list[float]]] = {"csibench": {}, "direct": {}}  # cores used by all but fio
+    sampler = CpuSampler().start()
+
+    def other_cpu(side: str, windows: dict[str, tuple[float, float]]) -> None:
+        time.sleep(2 * sampler.interval)  # a sample after the last window's end
+        for name, (start, end) in windows.items():
+            used = sampler.others(start, end)
+            others[side].setdefault(name, []).append(sum(used.values()) / (end - start))
+            print(f"  {side} {name}: besides fio {describe(used, end - start)}", flush=True)
+
     with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         if args.volume_mode == "Block":
@@ -194,7 +274,12 @@ def main() -> None:
         made, gap = "", args.direct_gap
         for trial, side in enumerate(order[: len(order) if args.volume_mode == "Block" else 2 * args.trials]):
             if side == "direct" and args.volume_mode == "Block":
-                totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap)
+                windows: dict[str, tuple[float, float]] = {}
+                with cpu_noise(args.direct_noise, args.noise_burst):
+                    totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap,
+                                                cluster.config.state_dir / "direct-sandbox" if args.direct_sandbox
+                                                else None, windows, args.direct_sessions)
+                other_cpu("direct", windows)
                 after = order[trial - 1]
                 for name, value in totals.items():
                     results.setdefault(f"direct after {after}", {}).setdefault(name, []).append(value)
@@ -215,6 +300,9 @@ def main() -> None:
                           for row in run["status"]["dataPath"]}
                 for row in run["status"]["dataPath"]:
                     skews.setdefault(row["name"], []).append(float(row.get("startSkewSeconds") or 0.0))
+                other_cpu("csibench", {row["name"]: (int(row["startAt"]) + data.rampSeconds,
+                                                     int(row["startAt"]) + data.rampSeconds + data.runtimeSeconds)
+                                       for row in run["status"]["dataPath"] if row.get("startAt")})
                 starts = [int(row["startAt"]) for row in run["status"]["dataPath"] if row.get("startAt")]
                 idle = [later - earlier - data.rampSeconds - data.runtimeSeconds
                         for earlier, later in itertools.pairwise(starts)]
@@ -225,10 +313,12 @@ def main() -> None:
                 results[side].setdefault(name, []).append(value)
             print(f"trial {trial} {side}: " + ", ".join(f"{n} {v:.0f} MiB/s p99 {p or 0:.2f} ms"
                                                        for n, (v, p) in totals.items()), flush=True)
+    sampler.stop()
     print(f"\n### Data path: csibench vs direct fio ({machine_facts()})\n")
     where = f"on {args.state_dir}" if args.state_dir else "on the repository's disk"
     if args.volume_mode == "Block":
-        where += ", raw block (csibench: each pod's device; direct: the same volumes' device files)"
+        where += ", raw block (csibench: each pod's device; direct: the same volumes' device files" + (
+            ", each fio in the pods' sandbox)" if args.direct_sandbox else ")")
     print(f"`{command_line('bench.datapath')}`: class {args.storage_class}, volumes {where}, {args.volumes} volumes "
           "over the local "
           f"cluster's nodes x {args.jobs} jobs, {args.file_size} files, "
@@ -243,6 +333,9 @@ def main() -> None:
         print("Direct side by what ran just before it (medians, MiB/s): " + "; ".join(
             f"{w.name} after csibench {direct_after('csibench', w.name)}, after direct {direct_after('direct', w.name)}"
             for w in workloads) + "\n")
+    print("CPU used by every process but fio in the measured windows (medians, cores): " + "; ".join(
+        f"{w.name} csibench {_median(list(others['csibench'].get(w.name, []))) or 0:.2f}, "
+        f"direct {_median(list(others['direct'].get(w.name, []))) or 0:.2f}" for w in workloads) + "\n")
     print("| workload | direct MiB/s | csibench MiB/s | ratio [90%] | direct p99 ms | csibench p99 ms | "
           "p99 ratio [90%] | csibench start skew s |\n|---|---|---|---|---|---|---|---|")
     for workload in workloads:
