@@ -60,6 +60,7 @@ from csibench.engine.steps.datapath.fio import (
     parse_fio_log,
 )
 from csibench.engine.steps.datapath.rows import build_row
+from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.runs import get_run
@@ -183,6 +184,29 @@ def cpu_noise(cores: float, burst_ms: float) -> Iterator[None]:
         process.wait()
 
 
+@contextlib.contextmanager
+def idle_pods(kube: Kube, count: int) -> Iterator[None]:
+    """``count`` pods that only sleep, one per node in turn, Running on the cluster while the block is run: the
+    kubelets' and the API server's work for running pods, without their I/O."""
+    nodes = sorted(str(present(node.metadata).name) for node in kube.core.list_node().items)
+    names = [f"idle-{index}" for index in range(count)]
+    for index, name in enumerate(names):
+        body = manifests.workload_pod(name, "unused", "exec sleep 3600", user=int(WORKLOAD_USER), grace=0)
+        body["spec"].pop("volumes")
+        body["spec"]["containers"][0].pop("volumeMounts")
+        body["spec"]["nodeName"] = nodes[index % len(nodes)]
+        kube.core.create_namespaced_pod(BENCH_NAMESPACE, body)  # type: ignore[arg-type]  # the client validates a dict body
+    try:
+        wait_until(lambda: all(present(kube.core.read_namespaced_pod(name, BENCH_NAMESPACE).status).phase
+                               == "Running" for name in names), 120, "idle pods Running")
+        yield
+    finally:
+        for name in names:
+            kube.core.delete_namespaced_pod(name, BENCH_NAMESPACE, grace_period_seconds=0)
+        wait_until(lambda: not [pod for pod in kube.core.list_namespaced_pod(BENCH_NAMESPACE).items
+                                if str(present(pod.metadata).name).startswith("idle-")], 120, "idle pods gone")
+
+
 def delete_run(kube: Kube, name: str) -> None:
     """Delete a run and wait until it is gone (its cleanup removed its volumes)."""
     kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", BENCH_NAMESPACE, "benchmarkruns", name)
@@ -242,6 +266,9 @@ def main() -> None:
     parser.add_argument("--direct-sessions", action="store_true",
                         help="Block: each direct fio in a session of its own, as the simulated kubelet starts each "
                              "container (with the kernel's autogroups, a scheduling group of its own)")
+    parser.add_argument("--direct-beside-pods", action="store_true",
+                        help="Block: as many pods as volumes, sleeping, Running on the cluster's nodes while the "
+                             "direct side runs (the cluster's work for running pods, without their I/O)")
     parser.add_argument("--direct-noise", type=float, default=0.0,
                         help="Block: cores of other work beside the direct side (one process busy for --noise-burst "
                              "ms, then asleep, at that duty cycle), to see what a little CPU of others does to its "
@@ -275,7 +302,8 @@ def main() -> None:
         for trial, side in enumerate(order[: len(order) if args.volume_mode == "Block" else 2 * args.trials]):
             if side == "direct" and args.volume_mode == "Block":
                 windows: dict[str, tuple[float, float]] = {}
-                with cpu_noise(args.direct_noise, args.noise_burst):
+                beside = idle_pods(kube, args.volumes) if args.direct_beside_pods else contextlib.nullcontext()
+                with cpu_noise(args.direct_noise, args.noise_burst), beside:
                     totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap,
                                                 cluster.config.state_dir / "direct-sandbox" if args.direct_sandbox
                                                 else None, windows, args.direct_sessions)
