@@ -256,19 +256,19 @@ def main() -> None:
     parser.add_argument("--direct-gap", type=float, default=0.0,
                         help="Block: seconds the direct side idles between workloads, as csibench's side does "
                              "between rows (it prints its own gaps)")
-    parser.add_argument("--match-gap", action="store_true",
-                        help="Block: the direct side idles between workloads as long as the csibench run before it "
-                             "did between rows (by the rows' start times, whole seconds)")
-    parser.add_argument("--direct-sandbox", action="store_true",
-                        help="Block: the direct side runs each fio in the simulated kubelet's sandbox, as a pod's "
-                             "container (its device bound at the pod's device path, output to a file), without the "
-                             "cluster's work around it")
-    parser.add_argument("--direct-sessions", action="store_true",
-                        help="Block: each direct fio in a session of its own, as the simulated kubelet starts each "
-                             "container (with the kernel's autogroups, a scheduling group of its own)")
-    parser.add_argument("--direct-beside-pods", action="store_true",
-                        help="Block: as many pods as volumes, sleeping, Running on the cluster's nodes while the "
-                             "direct side runs (the cluster's work for running pods, without their I/O)")
+    switches = {  # Block: what the direct side may be given of the pods' side, one at a time
+        "--match-gap": "Block: the direct side idles between workloads as long as the csibench run before it "
+            "did between rows (by the rows' start times, whole seconds)",
+        "--direct-sandbox": "Block: the direct side runs each fio in the simulated kubelet's sandbox, as a pod's "
+            "container (its device bound at the pod's device path, output to a file), without the "
+            "cluster's work around it",
+        "--direct-sessions": "Block: each direct fio in a session of its own, as the simulated kubelet starts each "
+            "container (with the kernel's autogroups, a scheduling group of its own)",
+        "--direct-beside-pods": "Block: as many pods as volumes, sleeping, Running on the cluster's nodes while the "
+            "direct side runs (the cluster's work for running pods, without their I/O)",
+    }
+    for flag, text in switches.items():
+        parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument("--direct-noise", type=float, default=0.0,
                         help="Block: cores of other work beside the direct side (one process busy for --noise-burst "
                              "ms, then asleep, at that duty cycle), to see what a little CPU of others does to its "
