@@ -293,6 +293,7 @@ def main() -> None:
             used = sampler.others(start, end)
             others[side].setdefault(name, []).append(sum(used.values()) / (end - start))
             print(f"  {side} {name}: besides fio {describe(used, end - start)}", flush=True)
+        sampler.forget_before(max((end for _, end in windows.values()), default=time.time()))
 
     with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
@@ -304,9 +305,10 @@ def main() -> None:
                 windows: dict[str, tuple[float, float]] = {}
                 beside = idle_pods(kube, args.volumes) if args.direct_beside_pods else contextlib.nullcontext()
                 with cpu_noise(args.direct_noise, args.noise_burst), beside:
+                    sandbox_dir = cluster.config.state_dir / "direct-sandbox" if args.direct_sandbox else None
                     totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap,
-                                                cluster.config.state_dir / "direct-sandbox" if args.direct_sandbox
-                                                else None, windows, args.direct_sessions)
+                                                sandbox_dir=sandbox_dir, windows=windows,
+                                                sessions=args.direct_sessions)
                 other_cpu("direct", windows)
                 after = order[trial - 1]
                 for name, value in totals.items():

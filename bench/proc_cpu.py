@@ -72,6 +72,13 @@ class CpuSampler:
             self.samples.append((time.time(), read_processes()))
             self._stop.wait(self.interval)
 
+    def forget_before(self, moment: float) -> None:
+        """Drop the samples older than ``moment`` (epoch seconds) but the last of them: a sample holds every
+        process, and a bench runs for many minutes."""
+        older = [sample for sample in self.samples if sample[0] < moment]
+        if len(older) > 1:
+            del self.samples[:len(older) - 1]
+
     def others(self, start: float, end: float, excluded: frozenset[str] = frozenset({"fio"})) -> dict[str, float]:
         """CPU seconds per process name between the samples nearest ``start`` and ``end`` (epoch seconds)."""
         samples = list(self.samples)
