@@ -19,7 +19,7 @@ from csibench.kube.watch import WatchEvent
 from csibench.report.compare import render_compare
 from csibench.report.render import render_table
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
+from tests.support.fake_runs import NAMES, Status, kill_when, owned_left, resume, run, running, spec, steps_of
 
 RAMP = ["createVolume", "density", "deleteVolume"]
 
@@ -170,7 +170,14 @@ def _event(source: str, kind: str, obj: dict[str, Any], at: float = 1.0) -> Watc
 def test_operator_killed_inside_the_ramp_redoes_it_from_the_first_level() -> None:
     fake = FakeKube(Behaviour(ready_delay=0.2, release_delay=0.05))
     run_spec = spec(volumes=4, pvcsPerPod=1, steps=RAMP, density={"volumesPerNode": [2, 4]})
-    previous = kill_when(fake, run_spec, running("density"), extra_sleep=0.3)
+    first_level_pod = NAMES.density_pod(0)
+
+    def inside_the_ramp(status: Status) -> bool:
+        # A level's pods exist: the kill lands while the ramp runs, however slowly the loop turns (a sleep did not).
+        with fake.lock:
+            started = any(k[0] == "pods" and k[2] == first_level_pod for k in fake.objects)
+        return started and running("density")(status)
+    previous = kill_when(fake, run_spec, inside_the_ramp, extra_sleep=0)
     status = resume(fake, run_spec, previous)
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     step = next(s for s in status.steps if s.name == "density")
