@@ -64,6 +64,7 @@ DENSITY_PARAMETERS = {"attachLatency": "2s", "attachLatencyPerAttached": "500ms"
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
 GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8s.io/v1, the simulated driver's
 # The simulator's mirror pod (sim-node-0) and container: the simulated CSI driver, as a vendor's driver pod stands.
+FIRST_NODE = "sim-node-0"  # where the component pods are registered (the simulator names nodes sim-node-<i>)
 SIMULATOR_COMPONENT = "csi-sim-driver"
 SIMULATOR_IMAGE = "csibench.io/csi-sim-driver:local"  # recorded on its mirror pod; nothing pulls it
 
@@ -347,12 +348,7 @@ class LocalCluster:
         self._signal(record, signal.SIGKILL)
         self._reap(record)
         self._processes.remove(record)
-        executable, args = self.sidecar_command(sidecar)
-        self._spawn(component, executable, args)
-        node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
-        self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-sim-node-0", "--ignore-not-found",
-                     "--grace-period=0", "--force")
-        self.kubectl("create", "-f", "-", input_text=json.dumps(self._sidecar_mirror_pod(sidecar, node)))
+        self._start_sidecar(sidecar)  # its supervisor replaces the pod with one carrying the new flags
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)
@@ -574,8 +570,20 @@ class LocalCluster:
         if unknown:
             raise ClusterError(f"flags for unknown components {sorted(unknown)}; known: {sidecars.SIDECAR_NAMES}")
         for sidecar in sidecars.SIDECARS:
-            executable, args = self.sidecar_command(sidecar)
-            self._spawn(sidecar.name, executable, args)
+            self._start_sidecar(sidecar)
+
+    def _start_sidecar(self, sidecar: sidecars.Sidecar) -> None:
+        """The sidecar under ``localcluster.staticpod``, which registers its pod on the first node and restarts
+        the process when that pod is deleted."""
+        executable, args = self.sidecar_command(sidecar)
+        pod = self.sidecar_pod(sidecar, {"metadata": {"name": FIRST_NODE, "uid": ""}})  # the supervisor owns it
+        pod_file = self.config.state_dir / "pods" / f"{sidecar.name}.json"
+        pod_file.parent.mkdir(exist_ok=True)
+        pod_file.write_text(json.dumps(pod, indent=2) + "\n")
+        self._spawn(sidecar.name, sys.executable, [
+            "-m", "localcluster.staticpod", f"--kubeconfig={self.config.kubeconfig.resolve()}",
+            f"--pod={pod_file.resolve()}", "--", executable, *args,
+        ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
     def _install_sidecar_rbac(self) -> None:
         """The upstream RBAC manifests of each sidecar, moved to kube-system, and Prometheus's read-only role."""
@@ -588,15 +596,16 @@ class LocalCluster:
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}))
 
-    def _sidecar_mirror_pod(self, sidecar: sidecars.Sidecar, node: dict[str, Any]) -> dict[str, Any]:
+    def sidecar_pod(self, sidecar: sidecars.Sidecar, node: dict[str, Any]) -> dict[str, Any]:
+        """The pod a sidecar runs as on ``node``, with its real command line and metrics port."""
         executable, args = self.sidecar_command(sidecar)
         return sidecars.mirror_pod(sidecar, node["metadata"]["name"], node["metadata"]["uid"], executable, args,
                                    metrics_port=self.config.sidecar_metrics_port(sidecar.name))
 
     def mirror_pods(self, node: dict[str, Any]) -> list[dict[str, Any]]:
-        """A mirror pod per sidecar process and one for the simulator (the simulated driver) on ``node``, with
-        their real command lines and metrics ports."""
-        items = [self._sidecar_mirror_pod(sidecar, node) for sidecar in sidecars.SIDECARS]
+        """A pod per sidecar and one for the simulator (the simulated driver) on ``node``, with their real command
+        lines and metrics ports. The launcher registers the simulator's; each sidecar's supervisor its own."""
+        items = [self.sidecar_pod(sidecar, node) for sidecar in sidecars.SIDECARS]
         executable, args = self.simulator_command()
         items.append(sidecars.process_mirror_pod(
             SIMULATOR_COMPONENT, node["metadata"]["name"], node["metadata"]["uid"], image=SIMULATOR_IMAGE,
@@ -605,9 +614,11 @@ class LocalCluster:
         return items
 
     def _register_mirror_pods(self) -> None:
-        node = json.loads(self.kubectl("get", "node", "sim-node-0", "-o", "json"))
+        node = json.loads(self.kubectl("get", "node", FIRST_NODE, "-o", "json"))
+        simulator = [pod for pod in self.mirror_pods(node)
+                     if pod["metadata"]["annotations"]["kubernetes.io/config.mirror"] == SIMULATOR_COMPONENT]
         self.kubectl("create", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                  "items": self.mirror_pods(node)}))
+                                                                  "items": simulator}))
 
     def _start_prometheus(self) -> None:
         """Prometheus with its config, its SD token and its data in the state directory."""

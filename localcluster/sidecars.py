@@ -3,11 +3,13 @@
 Each runs as a process with ``--kubeconfig`` and an identity of its own: a token the API server maps to the
 ServiceAccount its upstream manifests use (``system:serviceaccount:kube-system:csi-provisioner``, ...), bound by
 the upstream RBAC manifests shipped in the pinned modules, with the namespace set to ``kube-system``. Leader
-election is off (one replica each). Each is registered as a mirror pod in ``kube-system`` carrying its real
-command line, as a kubelet registers static pods, so ``kubectl get pods -n kube-system`` shows what runs and
-with which flags. Each serves its metrics on ``--http-endpoint`` (the first node's address, a port of the
-cluster's own), and its mirror pod is host-network with that port named ``http-metrics``, as control-plane
-static pods are: the local Prometheus finds it there (``localcluster.prometheus``).
+election is on, with upstream's timings (a lease of 15 s), in ``kube-system``: one replica each, so the lease
+matters when a component restarts, as it does on a real cluster. Each runs under ``localcluster.staticpod``,
+which registers its pod in ``kube-system`` carrying the real command line, so ``kubectl get pods -n
+kube-system`` shows what runs and with which flags, and restarts the process when that pod is deleted. Each
+serves its metrics on ``--http-endpoint`` (the first node's address, a port of the cluster's own), and its pod
+is host-network with that port named ``http-metrics``, as control-plane static pods are: the local Prometheus
+finds it there (``localcluster.prometheus``).
 
 Flags: the launcher sets what wiring needs (kubeconfig, CSI socket, leader election, ``--extra-create-metadata``
 so the driver learns a volume's claim and class) and raises every client's ``--kube-api-qps`` /
@@ -45,7 +47,7 @@ class Sidecar:
     rbac_manifest: str  # path inside the module
     service_account: str
     csi: bool
-    # Flags the wiring needs besides --kubeconfig, --csi-address, --leader-election and --v.
+    # Flags the wiring needs besides --kubeconfig, --csi-address, --leader-election* and --v.
     wiring: tuple[str, ...] = ()
 
     @property
@@ -72,11 +74,15 @@ SIDECAR_NAMES = tuple(sidecar.name for sidecar in SIDECARS)
 
 
 def command_args(sidecar: Sidecar, kubeconfig: Path, csi_socket: Path | None, flags: Mapping[str, str],
-                 upstream_defaults: bool = False, http_endpoint: str | None = None) -> list[str]:
+                 upstream_defaults: bool = False, http_endpoint: str | None = None,
+                 leader_election: bool = True) -> list[str]:
     """The sidecar's arguments: wiring first (with ``--http-endpoint=host:port`` for its metrics, when given),
     then the raised client limits (unless upstream defaults are wanted), then the caller's flags; Go's flag
     package keeps the last value of a repeated flag (pure)."""
-    args = [f"--kubeconfig={kubeconfig}", "--leader-election=false", f"--v={LOG_VERBOSITY}"]
+    election = [f"--leader-election={str(leader_election).lower()}"]
+    if leader_election:
+        election.append(f"--leader-election-namespace={NAMESPACE}")
+    args = [f"--kubeconfig={kubeconfig}", *election, f"--v={LOG_VERBOSITY}"]
     if sidecar.csi:
         assert csi_socket is not None
         args.append(f"--csi-address={csi_socket}")

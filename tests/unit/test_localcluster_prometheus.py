@@ -183,19 +183,17 @@ def test_a_reconfigured_sidecars_new_mirror_pod_keeps_its_port_and_host_network(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=19443))
     cluster._processes = [ProcessRecord("csi-attacher", 1, "/bin/csi-attacher", "/dev/null")]
-    created: list[dict[str, Any]] = []
-
-    def kubectl(*args: str, input_text: str | None = None, check: bool = True) -> str:
-        if args[0] == "create":
-            created.append(json.loads(input_text or "{}"))
-        return json.dumps(node()) if args[:2] == ("get", "node") else ""
-
-    monkeypatch.setattr(cluster, "kubectl", kubectl)
+    spawned: list[list[str]] = []
     monkeypatch.setattr(cluster, "exit_of", lambda record: "not running")
-    monkeypatch.setattr(cluster, "_spawn", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cluster, "_spawn", lambda name, executable, args, env=None: spawned.append(args))
     cluster.reconfigure_sidecar("csi-attacher", {"timeout": "30s"})
-    (pod,) = created
+    (args,) = spawned
+    # The new supervisor gets the pod to register and the new command line, the same in both.
+    pod_file = Path(next(a for a in args if a.startswith("--pod=")).removeprefix("--pod="))
+    pod = json.loads(pod_file.read_text())
     container = pod["spec"]["containers"][0]
+    assert args[:2] == ["-m", "localcluster.staticpod"] and args[args.index("--") + 1:] == [
+        *container["command"], *container["args"]]
     assert pod["spec"]["hostNetwork"] is True
     assert container["ports"] == [{"name": "http-metrics", "containerPort": 19451, "protocol": "TCP"}]
     assert "--http-endpoint=127.0.1.1:19451" in container["args"] and container["args"][-1] == "--timeout=30s"
