@@ -45,6 +45,15 @@ class Backend:
         self._truth = truth
         self._slots = asyncio.Semaphore(model.concurrency) if model.concurrency > 0 else None
         self._random = random.Random(model.seed)
+        self._deletes: dict[Operation, int] = {}  # deletes asked of this array, per operation (``leakEvery``)
+
+    def leaks_next(self, operation: Operation) -> bool:
+        """Count one delete asked of this array; True when the class leaks it (every ``leakEvery``th of the
+        ``leakOperations``): the driver acknowledges it and does nothing."""
+        if operation not in self.model.leak_operations or self.model.leak_every <= 0:
+            return False
+        self._deletes[operation] = self._deletes.get(operation, 0) + 1
+        return self._deletes[operation] % self.model.leak_every == 0
 
     async def run(self, operation: Operation, obj: str, extra_delay: float = 0.0, **facts: object) -> None:
         """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record); ``facts`` go into

@@ -18,6 +18,10 @@ requires) set how that array behaves:
 ``corruptCloneSuffix`` a clone whose claim's name ends with this gets one byte of its largest file flipped after
                        the copy (directory volumes only: a class with an fstype is left alone, and the ground
                        truth records ``corrupted`` only where a byte was flipped): a bug verification must catch
+``leakEvery``          "N": every Nth delete of ``leakOperations`` on this array is acknowledged without being done
+                       (the volume or snapshot stays on the array, the ground truth records ``leaked: true``): a
+                       leak made on purpose, that a disruption's or a churn's leak count must find exactly
+``leakOperations``     comma list of deleteVolume, deleteSnapshot (default deleteVolume)
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ class Operation(StrEnum):
     DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"  # DeleteVolumeGroupSnapshot
     MODIFY_VOLUME = "modifyVolume"  # ControllerModifyVolume (a VolumeAttributesClass change)
 
+
+# The deletes an array can acknowledge without doing (``leakEvery``).
+LEAKABLE: Final = frozenset({Operation.DELETE_VOLUME, Operation.DELETE_SNAPSHOT})
 
 # Latency parameters named other than ``<operation>Latency``.
 LATENCY_PARAMETERS = {Operation.EXPAND_VOLUME: "expandLatency",
@@ -122,6 +129,8 @@ class BackendModel:
     attach_latency_per_attached: float = 0.0
     node_attach_latency: dict[str, float] = field(default_factory=dict)  # node -> added to its attaches
     corrupt_clone_suffix: str = ""  # clones of claims whose name ends so are corrupted (none when empty)
+    leak_every: int = 0  # every Nth delete of leak_operations is acknowledged and not done (0: none)
+    leak_operations: frozenset[Operation] = frozenset({Operation.DELETE_VOLUME})
 
     def latency(self, operation: Operation) -> float:
         return self.latencies.get(operation, 0.0)
@@ -138,10 +147,17 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
         concurrency = int(params.get("concurrency", "0"))
         failure_rate = float(params.get("failureRate", "0"))
         seed = int(params["seed"]) if "seed" in params else None
+        leak_every = int(params.get("leakEvery", "0"))
     except ValueError as error:
         raise ParameterError(str(error)) from None
     if concurrency < 0:
         raise ParameterError(f"concurrency must be >= 0, got {concurrency}")
+    if leak_every < 0:
+        raise ParameterError(f"leakEvery must be >= 0, got {leak_every}")
+    leak_operations = _parse_operations(params.get("leakOperations", Operation.DELETE_VOLUME.value), "leakOperations")
+    if not leak_operations <= LEAKABLE:
+        raise ParameterError(f"leakOperations: only {', '.join(sorted(LEAKABLE))} can leak, got "
+                             f"{', '.join(sorted(leak_operations - LEAKABLE))}")
     if not 0.0 <= failure_rate <= 1.0:
         raise ParameterError(f"failureRate must be within [0, 1], got {failure_rate}")
     return BackendModel(
@@ -155,6 +171,8 @@ def parse_backend_model(parameters: dict[str, str] | None) -> BackendModel:
         attach_latency_per_attached=parse_duration(params.get("attachLatencyPerAttached", "0")),
         node_attach_latency=_parse_node_latencies(params.get("nodeAttachLatency", "")),
         corrupt_clone_suffix=params.get("corruptCloneSuffix", "").strip(),
+        leak_every=leak_every,
+        leak_operations=leak_operations,
     )
 
 

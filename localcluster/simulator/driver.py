@@ -549,6 +549,11 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class or volume_id in driver.deleted_volumes:
             return csi.DeleteVolumeResponse()
 
+        if volume_id in driver.volumes and driver.ctx.backend(storage_class).leaks_next(Operation.DELETE_VOLUME):
+            await driver.perform(Operation.DELETE_VOLUME, ("delete-volume", volume_id), storage_class, name,
+                                 lambda: None, leaked=True)  # acknowledged, not done: the array keeps it
+            return csi.DeleteVolumeResponse()
+
         def deleted() -> None:
             record = driver.volumes.pop(volume_id, None)
             if record is not None:
@@ -778,6 +783,12 @@ class Controller(csi_grpc.ControllerServicer):
         storage_class = class_of_handle(snapshot_id)
         await driver.settle(("snapshot", snapshot_id.rpartition("@")[0]))
         if not storage_class or snapshot_id in driver.deleted_snapshots:
+            return csi.DeleteSnapshotResponse()
+
+        if snapshot_id in driver.snapshots and driver.ctx.backend(storage_class).leaks_next(
+                Operation.DELETE_SNAPSHOT):
+            await driver.perform(Operation.DELETE_SNAPSHOT, ("delete-snapshot", snapshot_id), storage_class,
+                                 snapshot_id, lambda: None, leaked=True)  # acknowledged, not done
             return csi.DeleteSnapshotResponse()
 
         def deleted() -> None:

@@ -108,6 +108,36 @@ def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tm
     assert [r["result"] for r in records(tmp_path)] == ["error", "error"]
 
 
+def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and_snapshot(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
+            ids = []
+            for index in range(7):
+                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                    name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
+                ids.append(created.volume.volume_id)
+            snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
+                source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
+            for snapshot_id in snapshots:
+                await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(snapshot_id=snapshot_id))
+            for volume_id in ids:  # every one answered as deleted
+                await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            # The array still holds the 3rd and 6th volume and the 3rd snapshot: CSI's own listing says so.
+            listed = await stubs.controller.ListVolumes(csi.ListVolumesRequest())
+            assert sorted(e.volume.volume_id for e in listed.entries) == sorted([ids[2], ids[5]])
+            kept = await stubs.controller.ListSnapshots(csi.ListSnapshotsRequest())
+            assert [e.snapshot.snapshot_id for e in kept.entries] == [snapshots[2]]
+            assert (tmp_path / "data" / "volumes" / ids[2]).is_dir() and not (tmp_path / "data" / "volumes" / ids[0]
+                                                                              ).exists()
+
+    _run(scenario())
+    deletes = [r for r in records(tmp_path) if r["op"] in ("deleteVolume", "deleteSnapshot")]
+    assert [(r["op"], r.get("leaked", False)) for r in deletes] == [
+        ("deleteSnapshot", False), ("deleteSnapshot", False), ("deleteSnapshot", True),
+        *[("deleteVolume", index % 3 == 2) for index in range(7)]]
+    assert all(r["result"] == "ok" for r in deletes)
+
+
 def test_without_the_claim_metadata_create_volume_is_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path):

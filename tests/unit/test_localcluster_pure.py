@@ -57,7 +57,8 @@ def test_backend_model_defaults_are_instant_and_unlimited() -> None:
 
 
 @pytest.mark.parametrize("params", [{"failureRate": "1.5"}, {"concurrency": "-1"}, {"concurrency": "x"},
-                                    {"hangOperations": "format"}])
+                                    {"hangOperations": "format"}, {"leakEvery": "-1"}, {"leakEvery": "1/50"},
+                                    {"leakEvery": "2", "leakOperations": "createVolume"}])
 def test_bad_backend_parameters_are_rejected(params: dict[str, str]) -> None:
     with pytest.raises(ParameterError):
         parse_backend_model(params)
@@ -74,14 +75,17 @@ def test_sidecar_command_lines_wire_the_driver_and_raise_client_limits_unless_up
     provisioner = next(s for s in sidecars.SIDECARS if s.name == "csi-provisioner")
     args = sidecars.command_args(provisioner, Path("/s/p.kubeconfig"), Path("/s/csi/controller.sock"),
                                  {"worker-threads": "20", "kube-api-qps": "50"})
-    assert args[:4] == ["--kubeconfig=/s/p.kubeconfig", "--leader-election=false", "--v=2",
-                        "--csi-address=/s/csi/controller.sock"]
+    assert args[:5] == ["--kubeconfig=/s/p.kubeconfig", "--leader-election=true",
+                        "--leader-election-namespace=kube-system", "--v=2", "--csi-address=/s/csi/controller.sock"]
     assert "--extra-create-metadata=true" in args  # the driver finds the claim, hence the class
     # Go keeps the last of a repeated flag: the caller's value wins over the raised default.
     assert args[-3:] == ["--kube-api-qps=50", "--kube-api-burst=1000", "--worker-threads=20"]
     controller = next(s for s in sidecars.SIDECARS if s.name == "snapshot-controller")
     upstream = sidecars.command_args(controller, Path("/k"), None, {}, upstream_defaults=True)
-    assert upstream == ["--kubeconfig=/k", "--leader-election=false", "--v=2"]
+    assert upstream == ["--kubeconfig=/k", "--leader-election=true", "--leader-election-namespace=kube-system",
+                        "--v=2"]
+    single = sidecars.command_args(controller, Path("/k"), None, {}, leader_election=False)
+    assert single[:3] == ["--kubeconfig=/k", "--leader-election=false", "--v=2"]
 
 
 def test_sidecar_options_from_the_command_line() -> None:
