@@ -349,6 +349,23 @@ class LocalCluster:
         self._reap(record)
         self._processes.remove(record)
         self._start_sidecar(sidecar)  # its supervisor replaces the pod with one carrying the new flags
+        self._wait_sidecar_pod(sidecar)
+
+    def _wait_sidecar_pod(self, sidecar: sidecars.Sidecar, timeout: float = 60.0) -> None:
+        """Wait until the sidecar's pod runs with its current command line (its supervisor registers it)."""
+        _, args = self.sidecar_command(sidecar)
+        name = f"{sidecar.name}-{FIRST_NODE}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, name, "-o", "json", "--ignore-not-found",
+                                check=False)
+            pod = json.loads(text) if text.strip().startswith("{") else None
+            if (pod and (pod.get("status") or {}).get("phase") == "Running"
+                    and pod["spec"]["containers"][0].get("args") == args):
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"{name} did not run with its new command line within {timeout:.0f}s\n"
+                           + self.component_logs())
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)

@@ -22,10 +22,11 @@ import prometheus_client
 from localcluster.simulator import api
 from localcluster.simulator.backend import GroundTruth
 from localcluster.simulator.context import Context, Informers
-from localcluster.simulator.driver import Driver, serve
+from localcluster.simulator.driver import Driver, serve_controller, serve_node
 from localcluster.simulator.kubelet import Kubelet
 from localcluster.simulator.logserver import LogServers
 from localcluster.simulator.nodes import DEFAULT_KUBELET_PORT, Nodes, node_address
+from localcluster.simulator.plugins import NodePlugins
 
 log = logging.getLogger("simulator")
 
@@ -58,10 +59,17 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         )
         ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set)
         sockets = {name: node_socket(csi_dir, name) for name in node_names}
-        servers = await serve(Driver(ctx, data_dir, max_volumes_per_node), controller_socket(csi_dir), sockets)
+        driver = Driver(ctx, data_dir, max_volumes_per_node)
+        driver.nodes.update(sockets)
+        controller = await serve_controller(driver, controller_socket(csi_dir))
+        plugins = NodePlugins(client, sockets, lambda node, socket: serve_node(driver, node, socket))
+        await plugins.start()
+        log.info("CSI driver serving: controller %s, nodes %s", controller_socket(csi_dir),
+                 ", ".join(str(path) for path in sockets.values()))
         nodes = Nodes(client, node_names, kubelet_port, max_volumes_per_node)
         await nodes.register()
         kubelet = Kubelet(ctx, sockets, data_dir / "kubelet")
+        informers.pods.handlers.append(plugins.on_pod)
         logs = None
         if tls is not None:
             logs = LogServers([node_address(i) for i in range(len(node_names))], kubelet_port, *tls,
@@ -71,6 +79,7 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
                  for informer in informers.all()]
         tasks.append(asyncio.create_task(nodes.heartbeat(), name="heartbeat"))
         await asyncio.gather(*(informer.synced.wait() for informer in informers.all()))
+        await plugins.register()
         log.info("simulator ready: %d nodes, all informers synced", len(node_names))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -82,8 +91,8 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         await kubelet.shutdown()
         if logs is not None:
             logs.stop()
-        for server in servers:
-            await server.stop(grace=None)
+        await plugins.stop()
+        await controller.stop(grace=None)
         if metrics is not None:
             metrics.shutdown()
             metrics.server_close()

@@ -1088,23 +1088,37 @@ class Node(csi_grpc.NodeServicer):
         return csi.NodeGetVolumeStatsResponse(usage=[usage], volume_condition=condition)
 
 
+async def _listen(server: grpc.aio.Server, socket: Path) -> grpc.aio.Server:
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    socket.unlink(missing_ok=True)
+    server.add_insecure_port(f"unix://{socket}")
+    await server.start()
+    return server
+
+
+async def serve_controller(driver: Driver, socket: Path) -> grpc.aio.Server:
+    """The controller plugin's server (identity, controller, group controller), listening on ``socket``."""
+    server = grpc.aio.server()
+    csi_grpc.add_IdentityServicer_to_server(Identity(), server)
+    csi_grpc.add_ControllerServicer_to_server(Controller(driver), server)
+    csi_grpc.add_GroupControllerServicer_to_server(GroupController(driver), server)
+    return await _listen(server, socket)
+
+
+async def serve_node(driver: Driver, node_id: str, socket: Path) -> grpc.aio.Server:
+    """One node plugin's server (identity, node), listening on ``socket``; the node is one the array serves."""
+    driver.nodes.add(node_id)
+    server = grpc.aio.server()
+    csi_grpc.add_IdentityServicer_to_server(Identity(), server)
+    csi_grpc.add_NodeServicer_to_server(Node(driver, node_id), server)
+    return await _listen(server, socket)
+
+
 async def serve(driver: Driver, controller_socket: Path, node_sockets: dict[str, Path]) -> list[grpc.aio.Server]:
     """Start the controller plugin's server and one node plugin server per node; return them (running)."""
-    servers = []
     driver.nodes.update(node_sockets)
-    for node_id, socket in [(None, controller_socket), *node_sockets.items()]:
-        socket.parent.mkdir(parents=True, exist_ok=True)
-        socket.unlink(missing_ok=True)
-        server = grpc.aio.server()
-        csi_grpc.add_IdentityServicer_to_server(Identity(), server)
-        if node_id is None:
-            csi_grpc.add_ControllerServicer_to_server(Controller(driver), server)
-            csi_grpc.add_GroupControllerServicer_to_server(GroupController(driver), server)
-        else:
-            csi_grpc.add_NodeServicer_to_server(Node(driver, node_id), server)
-        server.add_insecure_port(f"unix://{socket}")
-        await server.start()
-        servers.append(server)
+    servers = [await serve_controller(driver, controller_socket)]
+    servers += [await serve_node(driver, node_id, socket) for node_id, socket in node_sockets.items()]
     log.info("CSI driver %s serving: controller %s, nodes %s", DRIVER_NAME, controller_socket,
              ", ".join(str(path) for path in node_sockets.values()))
     return servers
