@@ -324,6 +324,20 @@ class LocalCluster:
             if component == "kube-apiserver":
                 self._wait_http(f"{self.config.server}/readyz", component, authenticated=True)
 
+    @contextlib.contextmanager
+    def paused(self, component: str) -> Iterator[float]:
+        """One component frozen (SIGSTOP) for the ``with`` block, then resumed (SIGCONT, whatever the block
+        raised): a slow API server or etcd as its clients see it, a process that answers nothing and keeps its
+        connections. Yields the wall-clock time it was frozen at."""
+        record = next((p for p in self._processes if p.name == component), None)
+        if record is None or self.exit_of(record) is not None:
+            raise ClusterError(f"{component} is not running; running: {[p.name for p in self._processes]}")
+        os.kill(record.pid, signal.SIGSTOP)
+        try:
+            yield time.time()
+        finally:
+            os.kill(record.pid, signal.SIGCONT)
+
     def ground_truth_records(self) -> list[dict[str, Any]]:
         """What the simulated arrays did, one record per operation (op, object, storageClass, start, finish,
         result), as the simulator appends them to the ground-truth file."""

@@ -498,6 +498,7 @@ def _operator(args: argparse.Namespace) -> int:
     import kopf
 
     import csibench.handlers  # noqa: F401 - registers the handlers with kopf
+    from csibench.handlers import DELETE_CLEANUP_ENV
     from csibench.metrics import serve
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -516,6 +517,8 @@ def _operator(args: argparse.Namespace) -> int:
         os.environ[PROMETHEUS_URL_ENV] = args.prometheus_url
         if args.allow_link_local_prometheus:
             os.environ[PROMETHEUS_ALLOW_LINK_LOCAL_ENV] = "true"
+    if args.deleted_run_cleanup_seconds is not None:  # the delete handler reads it when a run is deleted
+        os.environ[DELETE_CLEANUP_ENV] = str(args.deleted_run_cleanup_seconds)
     serve(args.metrics_port)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")
@@ -561,6 +564,16 @@ def _prometheus_url(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL of a Prometheus (scheme, host, optional "
                                          "port and path; no user, query or fragment)")
     return text
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 3600]")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -681,6 +694,9 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--allow-link-local-prometheus", action="store_true",
                           help="let --prometheus-url (never a run's spec.collect.prometheusUrl) be a link-local or "
                                "cloud metadata address")
+    operator.add_argument("--deleted-run-cleanup-seconds", type=_positive_seconds, default=None,
+                          help="how long the cleanup of a deleted run waits for its objects to go before a Warning "
+                               "event names what is left and the run is released (default 50)")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print a CRD generated from the models (BenchmarkRun by default)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,10 +48,17 @@ TERMINAL = {Phase.SUCCEEDED.value, Phase.FAILED.value}
 SUITE_TERMINAL = {SuitePhase.SUCCEEDED.value, SuitePhase.FAILED.value}
 SUITE_RETRY_SECONDS = 30.0
 SUITE_CLIENT = ClientSettings(qps=20, burst=40, maxInFlight=4)  # a suite reads its runs every 2 s, no more
-DELETE_CLEANUP_SECONDS = 50.0
+DELETE_CLEANUP_SECONDS = 50.0  # the default of ``csibench operator --deleted-run-cleanup-seconds``
+DELETE_CLEANUP_ENV = "CSIBENCH_DELETED_RUN_CLEANUP_SECONDS"
 DELETE_RETRIES = 5  # then kopf gives up and releases the finalizer: a run is never stuck on deletion forever
 DELETE_BACKOFF_SECONDS = 10.0
 log = logging.getLogger(__name__)
+
+
+def deleted_run_cleanup_seconds() -> float:
+    """How long a deleted run's cleanup waits for its objects to go before a Warning names what is left: the
+    operator's ``--deleted-run-cleanup-seconds`` (passed on in ``DELETE_CLEANUP_ENV``), else 50 s."""
+    return float(os.environ.get(DELETE_CLEANUP_ENV) or DELETE_CLEANUP_SECONDS)
 
 
 def plain(value: Any) -> Any:
@@ -140,7 +148,7 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: 
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"])
     client = await _client_for(ClientSettings())
     try:
-        await clean_up_deleted_run(client, ref, plain(status), DELETE_CLEANUP_SECONDS)
+        await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds())
     except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
         log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)
     except (ApiError, TimeoutError) as error:

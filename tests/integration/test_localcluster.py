@@ -21,7 +21,7 @@ from localcluster.launcher import ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run
 from localcluster.simulator.config import DRIVER_NAME, Operation
-from tests.support.cluster import bound_claims, create_claims, create_pod, prometheus_query
+from tests.support.cluster import bound_claims, create_claims, create_pod, phase, prometheus_query, wait_pod_phase
 from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
@@ -104,11 +104,36 @@ def test_deleting_a_sidecars_pod_restarts_it_as_a_new_pod_that_waits_for_the_lea
     assert old_pid not in _component_pids(executable) and len(new_pids) == 1
     # The new candidate waits out the lease (15 s) that the old process held when it stopped.
     assert _lease_held_by(kube, f"{name}-") == (lease, old_holder, transitions)
+
     def moved() -> tuple[str, str, int] | None:
         held = _lease_held_by(kube, f"{name}-")
         return held if held is not None and held[1] != old_holder else None
     _, new_holder, new_transitions = wait_until(moved, 45, "the lease moved")
     assert new_holder.startswith(f"{name}-") and new_transitions == transitions + 1
+
+
+def test_deleting_a_node_plugins_pod_restarts_that_nodes_plugin_and_its_mounts_go_on(
+        kube: Kube, namespace: str, storage_class: Any) -> None:
+    """As a DaemonSet's pod: the plugin of that node stops and comes back under a new pod; a pod already running
+    there keeps its volume, and a pod started there meanwhile mounts once the plugin listens again."""
+    node, plugin = "sim-node-1", "csi-sim-node-sim-node-1"
+    immediate = storage_class("Immediate")
+    create_claims(kube, namespace, ["before", "during"], immediate)
+    wait_until(lambda: len(bound_claims(kube, namespace)) == 2, 60, "both claims Bound")
+    create_pod(kube, namespace, {**manifests.pod("runs-before", ["before"]), "spec": {
+        **manifests.pod("runs-before", ["before"])["spec"], "nodeName": node}})
+    wait_pod_phase(kube, namespace, "runs-before", "Running", 60)
+    old_uid = present(kube.core.read_namespaced_pod(plugin, "kube-system").metadata).uid
+    kube.core.delete_namespaced_pod(plugin, "kube-system")
+    create_pod(kube, namespace, {**manifests.pod("starts-during", ["during"]), "spec": {
+        **manifests.pod("starts-during", ["during"])["spec"], "nodeName": node}})
+
+    def replaced() -> bool:
+        pods = kube.core.list_namespaced_pod("kube-system", field_selector=f"metadata.name={plugin}").items
+        return any(present(p.metadata).uid != old_uid and present(p.status).phase == "Running" for p in pods)
+    wait_until(replaced, 30, f"a new {plugin} Running")
+    wait_pod_phase(kube, namespace, "starts-during", "Running", 60)
+    assert phase(kube, namespace, "runs-before") == "Running"
 
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,9 +233,24 @@ def test_cleanup_never_leaves_objects_and_says_where(kube: Kube, namespace: str,
     wait_until_nothing_left(kube, run, 60, "objects removed once the run is deleted")
 
 
+@pytest.fixture
+def operator_with_short_deleted_run_cleanup(cluster: LocalCluster, operator: OperatorProcess,
+                                            tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The shared operator steps aside for one whose deleted runs' cleanup gives up after 10 s, not 50."""
+    operator.stop()
+    short = OperatorProcess(cluster, tmp_path / "operator-short-cleanup.log",
+                            extra_args=["--deleted-run-cleanup-seconds=10"])
+    try:
+        short.start()
+        yield short
+    finally:
+        short.stop()
+        operator.start()
+
+
 def test_a_deleted_run_whose_cleanup_cannot_finish_names_what_is_left_in_a_warning(
-        kube: Kube, namespace: str, operator: OperatorProcess) -> None:
-    """Issue 41: a claim someone holds with a finalizer outlives the deleted run's cleanup (50 s); before the
+        kube: Kube, namespace: str, operator_with_short_deleted_run_cleanup: OperatorProcess) -> None:
+    """Issue 41: a claim someone holds with a finalizer outlives the deleted run's cleanup (10 s here); before the
     finalizer goes, a Warning Event names it, why it is left (the finalizer), and its volume."""
     run = run_to_end(kube, namespace, benchmark_run("held", storageClassName="csibench-sim", volumes=2,
                                                     steps=["createVolume"], cleanup="Never"), own_namespace=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from localcluster import pki, prometheus, sidecars
-from localcluster.launcher import REPO_ROOT, ClusterConfig, ClusterState, LocalCluster, ProcessRecord
+from localcluster.launcher import REPO_ROOT, ClusterConfig, ClusterError, ClusterState, LocalCluster, ProcessRecord
 from localcluster.simulator.__main__ import _host_port
 
 API_SERVER = "https://127.0.0.1:19443"
@@ -223,3 +224,25 @@ def test_start_up_counts_targets_up_and_names_those_down() -> None:
         {"labels": {"job": "csibench-operator", "pod": "c"}, "health": "down"}]}}
     assert prometheus.target_problems(targets, "csi-machinery") == [
         "b http://127.2.0.1:2/metrics: down (connection refused)"]
+
+
+def _state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+
+
+def test_a_paused_component_is_stopped_inside_the_block_and_running_after_it_whatever_it_raised(
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=19443))
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        cluster._children[child.pid] = child
+        cluster._processes = [ProcessRecord("etcd", child.pid, "sleep", "/dev/null")]
+        with pytest.raises(RuntimeError, match="inside"), cluster.paused("etcd"):
+            assert _state_of(child.pid) == "T"
+            raise RuntimeError("inside")
+        assert _state_of(child.pid) in "SR"
+        with pytest.raises(ClusterError, match="kube-apiserver is not running"), cluster.paused("kube-apiserver"):
+            pass
+    finally:
+        child.kill()
+        child.wait()
