@@ -63,55 +63,6 @@ def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kub
                            *as_controller).strip() == "yes"
 
 
-def _lease_held_by(kube: Kube, prefix: str) -> tuple[str, str, int] | None:
-    """(lease, holder, transitions) of the kube-system Lease whose holder's name starts with ``prefix``."""
-    for lease in kube.coordination.list_namespaced_lease("kube-system").items:
-        spec = present(lease.spec)
-        if (spec.holder_identity or "").startswith(prefix):
-            return present(present(lease.metadata).name), spec.holder_identity or "", spec.lease_transitions or 0
-    return None
-
-
-def _component_pids(executable: str) -> set[int]:
-    """The processes running ``executable`` itself (not its supervisor, whose command line names it too)."""
-    pids = set()
-    for proc in Path("/proc").iterdir():
-        try:
-            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
-        except OSError:
-            continue
-        if proc.name.isdigit() and argv0 == executable.encode():
-            pids.add(int(proc.name))
-    return pids
-
-
-def test_deleting_a_sidecars_pod_restarts_it_as_a_new_pod_that_waits_for_the_lease(kube: Kube,
-                                                                                   cluster: LocalCluster) -> None:
-    """As a Deployment's pod on a real cluster: a new process under a new pod uid and hostname, which takes the
-    leader Lease only once the old holder's lease expires (the sidecars do not release it by default)."""
-    name = "csi-provisioner-sim-node-0"
-    executable, _ = cluster.sidecar_command(next(s for s in sidecars.SIDECARS if s.name == "csi-provisioner"))
-    lease, old_holder, transitions = wait_until(lambda: _lease_held_by(kube, f"{name}-"), 30, "provisioner's lease")
-    (old_pid,) = _component_pids(executable)
-    old_uid = present(kube.core.read_namespaced_pod(name, "kube-system").metadata).uid
-    kube.core.delete_namespaced_pod(name, "kube-system")
-
-    def replaced() -> bool:
-        pods = kube.core.list_namespaced_pod("kube-system", field_selector=f"metadata.name={name}").items
-        return any(present(p.metadata).uid != old_uid and present(p.status).phase == "Running" for p in pods)
-    wait_until(replaced, 30, f"a new {name} Running")
-    new_pids = wait_until(lambda: _component_pids(executable) - {old_pid}, 30, "a new provisioner process")
-    assert old_pid not in _component_pids(executable) and len(new_pids) == 1
-    # The new candidate waits out the lease (15 s) that the old process held when it stopped.
-    assert _lease_held_by(kube, f"{name}-") == (lease, old_holder, transitions)
-
-    def moved() -> tuple[str, str, int] | None:
-        held = _lease_held_by(kube, f"{name}-")
-        return held if held is not None and held[1] != old_holder else None
-    _, new_holder, new_transitions = wait_until(moved, 45, "the lease moved")
-    assert new_holder.startswith(f"{name}-") and new_transitions == transitions + 1
-
-
 def test_deleting_a_node_plugins_pod_restarts_that_nodes_plugin_and_its_mounts_go_on(
         kube: Kube, namespace: str, storage_class: Any) -> None:
     """As a DaemonSet's pod: the plugin of that node stops and comes back under a new pod; a pod already running

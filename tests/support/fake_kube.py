@@ -187,6 +187,7 @@ class FakeKube:
         self.max_in_flight = 16
         self.requests = 0
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
+        self.denied: set[tuple[str, str, str]] = set()  # (verb, resource, namespace) a SelfSubjectAccessReview denies
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
         self.unready_snapshot_deletes: list[str] = []  # snapshots deleted while still being taken (bound, not ready)
         self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
@@ -308,6 +309,10 @@ class FakeKube:
                 raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
         self._delete_one(plural, namespace, name)
         return True
+
+    async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
+        self._count("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        return (verb, resource, namespace) not in self.denied
 
     async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:
         self._count("PATCH", path)

@@ -18,10 +18,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import Machinery
+from csibench.api.models import DisruptionState, Machinery
 from csibench.api.text import human_duration, shorten
 from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
+from csibench.engine.disruptions import Disruptor, pending_result
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import POD, Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
@@ -134,6 +135,8 @@ class StepRunner:
         attempt = f" (attempt {tracker.attempt})" if tracker.attempt > 1 else ""
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
+        disruptors = self._disruptors(step.name, tracker)
+        injecting = [asyncio.create_task(d.run(), name=f"disruption:{step.name}") for d in disruptors]
         try:
             if step.measure is not None:  # a measuring step (the data path) drives its own batches
                 self._progress_of = None
@@ -141,7 +144,10 @@ class StepRunner:
             else:
                 await self._batch(step.kind, tracker, judge, submit,
                                   float(context.spec.timeouts.for_step(step.name)), boundaries)
+            await self._settle(disruptors, injecting)
         finally:
+            for task in injecting:
+                task.cancel()
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         await self._collect(step, tracker)
@@ -158,6 +164,35 @@ class StepRunner:
         await recorder.event("StepCompleted", f"{step.name}: {status.succeeded}/{len(tracker.active)} succeeded in "
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
+
+    def _disruptors(self, step: str, tracker: StepTracker) -> list[Disruptor]:
+        """The step's disruptions (spec.disruptions), each with its result in status (Pending until it acts)."""
+        spec, status = self.context.spec, self.recorder.status
+        if len(status.disruptions) != len(spec.disruptions):
+            status.disruptions = [pending_result(d) for d in spec.disruptions]
+        disruptors = []
+        for index, disruption in enumerate(spec.disruptions):
+            if disruption.step == step:
+                status.disruptions[index] = pending_result(disruption)  # a step measured again starts afresh
+                disruptors.append(Disruptor(self.client, disruption, tracker, status.disruptions[index]))
+        return disruptors
+
+    async def _settle(self, disruptors: list[Disruptor], injecting: list[asyncio.Task[None]]) -> None:
+        """After the batch: a disruption still waiting for its moment never comes; one injected is waited for
+        until its component recovered (or its recovery timed out), then its figures are written."""
+        for disruptor, task in zip(disruptors, injecting, strict=True):
+            if disruptor.injected is None and not task.done():
+                task.cancel()
+        await asyncio.gather(*injecting, return_exceptions=True)
+        for disruptor in disruptors:
+            disruptor.settle()
+            await self.recorder.event(
+                "Disruption", f"{disruptor.spec.step}: {disruptor.result.kind} of {disruptor.result.target}: "
+                f"{disruptor.result.state}" + (f" in {disruptor.result.recoverySeconds} s, stalled "
+                                               f"{disruptor.result.stallSeconds} s"
+                                               if disruptor.result.recoverySeconds is not None else "")
+                + (f" ({disruptor.result.message})" if disruptor.result.message else ""),
+                warning=disruptor.result.state != DisruptionState.RECOVERED)
 
     async def _collect(self, step: StepSpec, tracker: StepTracker) -> None:
         """spec.collect over the step's window, once its clock stopped (outside it): readings into the step's

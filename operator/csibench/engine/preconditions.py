@@ -3,7 +3,8 @@
 Before: the plan (steps, order, classes), the StorageClass, the snapshot API and class, the nodes a step that
 places pods itself may use (and the driver's room on each), each planned step's own check (``StepSpec.check``:
 the class allows expansion, the data path's files fit a volume, a density level fits its node, ...), the target
-namespace (exists, is not a system or the operator's own namespace), cluster facts and the preflight of the CSI
+namespace (exists, is not a system or the operator's own namespace), the rights each disruption needs on its
+component's pods, cluster facts and the preflight of the CSI
 machinery serving the class (``csibench.preflight``; what to do with its findings is the run's decision), and a
 server-side dry run of one of each object the run will create, so that whatever the API server would refuse (a
 LimitRange, an admission policy) fails the run now with the API's own message. A run that fails here leaves
@@ -22,6 +23,7 @@ from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.checks import PlanCheck, check_class_driver
 from csibench.engine.context import RunContext, scope_of
+from csibench.engine.disruptions import access_problem
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import ZONE_KEY, Observed
@@ -70,6 +72,10 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         labels=run_labels(ref.name, ref.uid, spec.labels),
         environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,
         node_zones=dict(check.zones))
+    for disruption in spec.disruptions:
+        problem = await access_problem(client, disruption)
+        if problem is not None:
+            raise PlanError(ConditionReason.MISSING_RIGHTS, problem)
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings

@@ -103,6 +103,10 @@ class KubeApi(Reader, WatchSource, Protocol):
         ``grace_seconds``, that grace period instead of the object's own (a pod's terminationGracePeriodSeconds)."""
         ...
 
+    async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
+        """Whether this client may ``verb`` ``resource`` in ``namespace`` (a SelfSubjectAccessReview)."""
+        ...
+
     async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:
         """The patched object; None for a 404. A ``metadata.uid`` in the body is a precondition."""
         ...

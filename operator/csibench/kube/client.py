@@ -39,6 +39,7 @@ from csibench.metrics import METRICS
 
 Json = dict[str, Any]
 T = TypeVar("T")
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 class ApiError(RuntimeError):
@@ -384,6 +385,14 @@ class KubeClient:
             if error.status == 404:
                 return False
             raise
+
+    async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
+        """Whether this client's identity may ``verb`` ``resource`` in ``namespace`` (a SelfSubjectAccessReview,
+        which every authenticated identity may create)."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
+            "resourceAttributes": {"namespace": namespace, "verb": verb, "group": group, "resource": resource}}}
+        answer = await self.request("POST", SELF_SUBJECT_ACCESS_REVIEWS, review)
+        return bool((answer.get("status") or {}).get("allowed"))
 
     async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:
         """A JSON merge patch; None if the object is gone (404). A ``metadata.uid`` in the body makes it a

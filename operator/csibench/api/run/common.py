@@ -98,6 +98,7 @@ class ConditionReason(StrEnum):
     VOLUME_ATTRIBUTES_CLASS_NOT_FOUND = "VolumeAttributesClassNotFound"
     NOT_ENOUGH_NODES = "NotEnoughNodes"
     ABOVE_VOLUME_LIMIT = "AboveVolumeLimit"
+    MISSING_RIGHTS = "MissingRights"
     # Found while the run is under way.
     TARGET_NAMESPACE_DELETED = "TargetNamespaceDeleted"
     STORAGE_CLASS_DELETED = "StorageClassDeleted"

@@ -27,6 +27,7 @@ from csibench.api.run.common import (
 )
 from csibench.api.run.database import DatabaseSpec
 from csibench.api.run.datapath import DataPathSpec, DataPathWorkload, FioPattern, default_workloads
+from csibench.api.run.disruptions import MAX_DISRUPTIONS, DisruptionSpec
 from csibench.api.run.modify import ModifySpec
 from csibench.api.run.settings import ClientSettings, Timeouts
 from csibench.api.run.shared import SharedSpec
@@ -107,6 +108,18 @@ _THRESHOLDS_RULES = (
 )
 
 
+_DISRUPTION_STEP_RUNS = "a disruption names a step this run does not run"
+_DISRUPTION_TOO_LATE = "a disruption's afterObjects must be less than volumes: no step has more objects"
+_DISRUPTION_REPEATED = ("disruptions cannot be combined with repeat > 1 yet: a disruption changes what each "
+                        "iteration measures; run it in a run of its own (repeat: 1)")
+_DISRUPTIONS_RULES = (
+    ("!has(self.disruptions) || self.disruptions.all(d, (!has(self.steps) || d.step in self.steps) && "
+     f"{_STEP_RUNS.replace('t.step', 'd.step')})", _DISRUPTION_STEP_RUNS),
+    ("!has(self.disruptions) || self.disruptions.all(d, !has(d.afterObjects) || d.afterObjects < self.volumes)",
+     _DISRUPTION_TOO_LATE),
+    ("!has(self.disruptions) || size(self.disruptions) == 0 || self.repeat == 1", _DISRUPTION_REPEATED),
+)
+
 _DIRECTION = {ThresholdMetric.READ_P99: "read", ThresholdMetric.WRITE_P99: "write"}
 
 
@@ -125,7 +138,8 @@ class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_MODIFY_RULES, *_DATABASE_RULES,
-                                                         *_EXPAND_RULES, *_DENSITY_RULES, *_THRESHOLDS_RULES))
+                                                         *_EXPAND_RULES, *_DENSITY_RULES, *_THRESHOLDS_RULES,
+                                                         *_DISRUPTIONS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -253,6 +267,10 @@ class BenchmarkRunSpec(_Model):
         default_factory=list, max_length=MAX_THRESHOLDS,
         description="Bounds on what the run measures (the verdict: condition ThresholdsMet, status.verdict). A run "
                     "that measured but broke a bound still Succeeded as a measurement; its verdict is Fail.")
+    disruptions: list[DisruptionSpec] = Field(
+        default_factory=list, max_length=MAX_DISRUPTIONS,
+        description="Faults injected inside a step (a CSI component restarted), each measured: recovery, stall, "
+                    "throughput before and after, objects not recovered. Needs the operator's disruption rights.")
     collect: CollectSpec | None = Field(
         None, description="PromQL over each step's window (kube-burner style): by default the CSI machinery's "
                           "CPU-seconds and peak memory per container per step; values go into status.steps[]."
@@ -374,6 +392,17 @@ class BenchmarkRunSpec(_Model):
                     selector.mode is not None and selector.mode not in self.database.modes) or (
                     selector.clients is not None and selector.clients not in self.database.clients)):
                 raise ValueError(f"{_THRESHOLD_DATABASE_RUNS}: {threshold.subject}")
+        return self
+
+    @model_validator(mode="after")
+    def _disruptions_consistent(self) -> BenchmarkRunSpec:
+        if self.disruptions and self.repeat != 1:
+            raise ValueError(_DISRUPTION_REPEATED)
+        for disruption in self.disruptions:
+            if not self.runs_step(disruption.step):
+                raise ValueError(f"{_DISRUPTION_STEP_RUNS}: {disruption.step}")
+            if disruption.afterObjects is not None and disruption.afterObjects >= self.volumes:
+                raise ValueError(f"{_DISRUPTION_TOO_LATE} ({disruption.afterObjects} >= {self.volumes})")
         return self
 
     def runs_step(self, step: str) -> bool:

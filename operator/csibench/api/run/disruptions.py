@@ -1,0 +1,140 @@
+"""spec.disruptions: faults injected inside a step, and what each cost the batch (status.disruptions).
+
+A disruption names the step it happens in, when (after that many of the step's objects reached their terminal
+state, or after that many seconds of the step's clock), and what: ``RestartComponent`` deletes the pods of a CSI
+component (selected by labels in a namespace, optionally on one node) and waits for their replacements to be
+Ready. It is the one place where a run acts on objects it did not create, so it is opt-in twice: the spec names the
+component, and the operator needs rights it does not have by default (checked before anything is created).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from csibench.api import validation as v
+from csibench.api.base import Model as _Model
+from csibench.api.run.common import LABEL_KEYS_RULE, LabelValue, cel
+from csibench.api.steps import StepName
+
+MAX_DISRUPTIONS = 4
+MAX_SELECTOR_LABELS = 8
+MAX_UNRECOVERED_NAMED = 10
+_ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
+# The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
+DISRUPTABLE_STEPS: tuple[StepName, ...] = (
+    StepName.CREATE_VOLUME, StepName.PUBLISH, StepName.UNPUBLISH, StepName.CREATE_SNAPSHOT,
+    StepName.CLONE_FROM_SNAPSHOT, StepName.DELETE_CLONE, StepName.DELETE_SNAPSHOT, StepName.DELETE_VOLUME,
+)
+
+
+class DisruptionKind(StrEnum):
+    """What a disruption does."""
+
+    RESTART_COMPONENT = "RestartComponent"  # delete the component's pods; their controller (or kubelet) replaces them
+
+
+class ComponentTarget(_Model):
+    """The pods of one CSI component: those in namespace whose labels include selector (and on node, if set)."""
+
+    namespace: str = Field(..., min_length=1, max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN,
+                           description="Namespace of the component's pods, e.g. kube-system.")
+    selector: dict[str, LabelValue] = Field(
+        ..., min_length=1, max_length=MAX_SELECTOR_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        description="Labels the component's pods carry, e.g. {app.kubernetes.io/name: csi-provisioner} (all must "
+                    "match).")
+    node: str | None = Field(None, min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
+                             description="Only the pods on this node (a node plugin's pod on one node).")
+
+    @field_validator("selector")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if len(key) > v.LABEL_KEY_MAX or re.fullmatch(v.LABEL_KEY_PATTERN, key) is None:
+                raise ValueError(f"selector key {key!r}: {LABEL_KEYS_RULE[1]}")
+        return value
+
+    def label_selector(self) -> str:
+        """The selector as a labelSelector query value (keys and values validated above)."""
+        return ",".join(f"{key}={value}" for key, value in sorted(self.selector.items()))
+
+    def describe(self) -> str:
+        where = f" on {self.node}" if self.node else ""
+        return f"pods {self.label_selector()} in {self.namespace}{where}"
+
+
+class DisruptionSpec(_Model):
+    """One fault injected inside a step: when, and what."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("has(self.afterObjects) != has(self.afterSeconds)", _ONE_MOMENT),
+        (f"self.step in {[s.value for s in DISRUPTABLE_STEPS]}",
+         f"a disruption's step must be one of {', '.join(DISRUPTABLE_STEPS)}")))
+
+    step: StepName = Field(..., description="The step it happens in (a batch step: "
+                                            f"{', '.join(DISRUPTABLE_STEPS)}).")
+    afterObjects: int | None = Field(None, ge=0, le=100000,
+                                     description="Inject once this many of the step's objects reached their terminal "
+                                                 "state (0: as the step starts).")
+    afterSeconds: float | None = Field(None, ge=0, le=3600,
+                                       description="Inject this many seconds into the step's clock.")
+    kind: DisruptionKind = Field(DisruptionKind.RESTART_COMPONENT, description="What happens: RestartComponent "
+                                 "deletes the component's pods and waits for their replacements to be Ready.")
+    component: ComponentTarget = Field(..., description="The CSI component whose pods are restarted.")
+    recoveryTimeoutSeconds: int = Field(300, ge=1, le=3600,
+                                        description="How long to wait for the replacements to be Ready before the "
+                                                    "disruption counts as not recovered.")
+
+    @model_validator(mode="after")
+    def _one_moment(self) -> DisruptionSpec:
+        if (self.afterObjects is None) == (self.afterSeconds is None):
+            raise ValueError(_ONE_MOMENT)
+        return self
+
+    @field_validator("step")
+    @classmethod
+    def _batch_step(cls, value: StepName) -> StepName:
+        if value not in DISRUPTABLE_STEPS:
+            raise ValueError(f"a disruption's step must be one of {', '.join(DISRUPTABLE_STEPS)}")
+        return value
+
+
+class DisruptionState(StrEnum):
+    PENDING = "Pending"  # its step has not reached the moment yet
+    INJECTED = "Injected"  # the pods were deleted; waiting for their replacements
+    RECOVERED = "Recovered"  # every deleted pod has a Ready replacement
+    NOT_RECOVERED = "NotRecovered"  # the replacements were not Ready within recoveryTimeoutSeconds
+    NOT_REACHED = "NotReached"  # the step ended before the moment came: nothing was injected
+    FAILED = "Failed"  # it could not be injected (no pod matched, the delete was refused): message says why
+
+
+class DisruptionResult(_Model):
+    """What one disruption did and what it cost its step; times are on the step's clock (seconds since it started)."""
+
+    step: StepName = Field(..., description="The step it happens in.")
+    kind: DisruptionKind = Field(..., description="What it does.")
+    target: str = Field(..., description="The pods it acts on, as selected.")
+    state: DisruptionState = Field(DisruptionState.PENDING, description=(
+        "Pending, Injected, Recovered, NotRecovered (no Ready replacement within recoveryTimeoutSeconds), "
+        "NotReached (the step ended first: nothing injected) or Failed (message says why)."))
+    pods: list[str] = Field(default_factory=list, description="The pods it deleted.")
+    injectedAtSeconds: float | None = Field(None, description="When the first delete was sent.")
+    recoveredAtSeconds: float | None = Field(None, description="When the last replacement pod was Ready (its watch "
+                                                               "event).")
+    recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - injectedAtSeconds.")
+    stallSeconds: float | None = Field(
+        None, description="The longest time without any of the step's objects reaching its terminal state, among "
+                          "the gaps that end after the injection (from the injection, the step's start or the "
+                          "completion before, to the next completion or the step's end).")
+    completedBefore: int | None = Field(None, description="Objects terminal before the injection.")
+    completedAfter: int | None = Field(None, description="Objects terminal after it.")
+    throughputBefore: float | None = Field(None, description="Objects per second before the injection.")
+    throughputAfter: float | None = Field(
+        None, description="Objects per second from recovery to the step's end (none when the step ended first).")
+    unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
+                                                      "injection.")
+    unrecoveredNames: list[str] = Field(default_factory=list,
+                                        description=f"The first {MAX_UNRECOVERED_NAMED} of them.")
+    message: str | None = Field(None, description="Why it failed or did not recover.")

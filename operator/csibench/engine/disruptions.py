@@ -1,0 +1,193 @@
+"""spec.disruptions inside a step: wait for the moment, inject, watch the component recover, then say what it cost.
+
+A ``Disruptor`` runs beside its step's batch. It waits until the step's clock has run ``afterSeconds`` or
+``afterObjects`` of the step's objects are terminal (read from the step's tracker in memory), then, for
+``RestartComponent``, lists the component's pods (its labels in its namespace, on its node if one is named),
+starts a watch on them, and deletes each one by uid (the very pod it listed, never a namesake created since). The
+injection is stamped when the first delete is sent; the recovery when the watch delivers the last of as many new
+pods (uids not listed before) Ready as were deleted, stamped on arrival like every object's terminal event. Both
+are kept on the step's clock, and once the step has ended ``settle`` adds the figures of ``disruption_figures``.
+
+Nothing to undo: a deleted pod is replaced by its controller (a Deployment, a DaemonSet, the kubelet for a static
+pod), and a component that never comes back is reported NotRecovered, never restarted by csibench. The operator
+needs rights to list, watch and delete those pods; ``access_problem`` says which it lacks before the run creates
+anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from csibench.api.models import (
+    ComponentTarget,
+    DisruptionKind,
+    DisruptionResult,
+    DisruptionSpec,
+    DisruptionState,
+)
+from csibench.api.text import shorten
+from csibench.engine.disruption_figures import Ending, disruption_figures
+from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError, Json
+from csibench.kube.watch import Watch, WatchEvent
+
+log = logging.getLogger(__name__)
+MOMENT_POLL_SECONDS = 0.01  # how often the tracker's count is read in memory (no request)
+RIGHTS = ("list", "watch", "delete")
+
+
+def pending_result(spec: DisruptionSpec) -> DisruptionResult:
+    return DisruptionResult(step=spec.step, kind=spec.kind, target=spec.component.describe())
+
+
+def pod_query(target: ComponentTarget) -> dict[str, str]:
+    query = {"labelSelector": target.label_selector()}
+    if target.node is not None:
+        query["fieldSelector"] = f"spec.nodeName={target.node}"
+    return query
+
+
+def ready(pod: Json) -> bool:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return not meta.get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
+    """Which right on the component's pods the operator lacks (a SelfSubjectAccessReview per verb), or None."""
+    missing = [verb for verb in RIGHTS
+               if not await client.can_i(verb, "pods", spec.component.namespace)]
+    if not missing:
+        return None
+    return (f"disruption in {spec.step} needs {', '.join(missing)} on pods in namespace "
+            f"{spec.component.namespace}, which the operator's identity lacks (deploy/ grants no rights on pods it "
+            "did not create: a Role there, bound to its ServiceAccount, and an exception in its admission policy)")
+
+
+class Disruptor:
+    """One disruption of the step whose tracker it reads; ``result`` is updated in place (it is in status)."""
+
+    def __init__(self, client: KubeApi, spec: DisruptionSpec, tracker: StepTracker, result: DisruptionResult) -> None:
+        self.client = client
+        self.spec = spec
+        self.tracker = tracker
+        self.result = result
+        self.injected: float | None = None  # monotonic
+        self.recovered: float | None = None
+        self._listed: set[str] = set()  # uids of the component's pods before the injection
+        self._new_ready: dict[str, float] = {}  # uid -> when a new pod was first seen Ready
+        self._wanted = 0
+        self._done = asyncio.Event()
+
+    async def run(self) -> None:
+        """Watch the component's pods (from before the moment, so that the injection is one request when it
+        comes), wait for the moment, inject, wait for the recovery (or its timeout). Cancelled before the moment:
+        the result stays as it was (``settle`` says NotReached)."""
+        assert self.spec.kind == DisruptionKind.RESTART_COMPONENT
+        target = self.spec.component
+        watch = Watch(self.client, "disruption", r.PODS, target.namespace, pod_query(target),
+                      asyncio.get_running_loop(), self._sink)
+        watch.start()
+        try:
+            await asyncio.wait_for(watch.synced.wait(), 60)
+            await self._moment()
+            await self._restart()
+        except ApiError as error:
+            self.result.state = DisruptionState.FAILED
+            self.result.message = shorten(f"{self.spec.component.describe()}: {error.message}", 300)
+        finally:
+            watch.stop()
+
+    async def _moment(self) -> None:
+        tracker, spec = self.tracker, self.spec
+        while tracker.started is None:
+            await asyncio.sleep(MOMENT_POLL_SECONDS)
+        if spec.afterSeconds is not None:
+            await asyncio.sleep(max(0.0, tracker.started + spec.afterSeconds - time.monotonic()))
+            return
+        wanted = spec.afterObjects or 0
+        while len(tracker.outcomes) < wanted:
+            await asyncio.sleep(MOMENT_POLL_SECONDS)
+
+    async def _restart(self) -> None:
+        """Delete each of the component's pods as they are now (by uid), then wait for as many new ones Ready."""
+        target = self.spec.component
+        listing = await self.client.get(r.PODS.path(target.namespace), pod_query(target)) or {}
+        pods = [p for p in listing.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        if not pods:
+            self.result.state = DisruptionState.FAILED
+            self.result.message = f"no pod matches {target.describe()}: nothing was injected"
+            return
+        self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
+        self._wanted = len(pods)
+        for pod in pods:
+            meta = pod["metadata"]
+            await self.client.delete(r.PODS.path(target.namespace, meta["name"]), uid=meta["uid"],
+                                     on_send=self._stamp)
+            self.result.pods.append(meta["name"])
+        self.result.state = DisruptionState.INJECTED
+        self._note_times()
+        log.info("disruption in %s: deleted %s", self.spec.step, ", ".join(self.result.pods))
+        try:
+            await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds)
+            self.result.state = DisruptionState.RECOVERED
+        except TimeoutError:
+            self.result.state = DisruptionState.NOT_RECOVERED
+            self.result.message = (f"{len(self._new_ready)} of {self._wanted} replacement pods Ready within "
+                                   f"{self.spec.recoveryTimeoutSeconds} s")
+        self._note_times()
+
+    def _stamp(self, at: float) -> None:
+        if self.injected is None:
+            self.injected = at
+
+    def _sink(self, events: list[WatchEvent]) -> None:
+        """New pods Ready, once the first delete has left (a replacement cannot exist before it)."""
+        for event in events:
+            if self.injected is None:
+                continue
+            pod = event.obj
+            uid = (pod.get("metadata") or {}).get("uid", "")
+            if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
+                    self._new_ready and ready(pod):
+                self._new_ready[uid] = event.at
+                if len(self._new_ready) >= self._wanted:
+                    self.recovered = event.at
+                    self._done.set()
+
+    def _note_times(self) -> None:
+        started = self.tracker.started
+        if started is None or self.injected is None:
+            return
+        self.result.injectedAtSeconds = round(self.injected - started, 3)
+        if self.recovered is not None:
+            self.result.recoveredAtSeconds = round(self.recovered - started, 3)
+            self.result.recoverySeconds = round(self.recovered - self.injected, 3)
+
+    def settle(self) -> None:
+        """After the step: NotReached if the moment never came, else the figures of what it cost."""
+        tracker, started, stopped = self.tracker, self.tracker.started, self.tracker.stopped
+        if self.result.state == DisruptionState.PENDING:
+            self.result.state = DisruptionState.NOT_REACHED
+            self.result.message = "the step ended before the moment came: nothing was injected"
+            return
+        if self.injected is None or started is None or stopped is None:
+            return
+        to_clock: Callable[[float], float] = lambda at: at - started  # noqa: E731 - a one-line conversion
+        endings = [Ending(name, to_clock(outcome.at), outcome.ok) for name, outcome in tracker.outcomes.items()]
+        unfinished = [name for name in tracker.active if name not in tracker.outcomes]
+        figures = disruption_figures(endings, unfinished, to_clock(self.injected),
+                                     to_clock(self.recovered) if self.recovered is not None else None,
+                                     to_clock(stopped))
+        self.result.completedBefore = figures.completed_before
+        self.result.completedAfter = figures.completed_after
+        self.result.throughputBefore = figures.throughput_before
+        self.result.throughputAfter = figures.throughput_after
+        self.result.stallSeconds = figures.stall_seconds
+        self.result.unrecovered = figures.unrecovered
+        self.result.unrecoveredNames = figures.unrecovered_names

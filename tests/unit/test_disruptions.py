@@ -1,0 +1,147 @@
+"""spec.disruptions: admission, the rights checked before anything exists, the figures, and a component restarted
+inside a step of a run on the fake cluster (a controller there replaces the deleted pod)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.models import DisruptionSpec, DisruptionState
+from csibench.engine.disruption_figures import Ending, disruption_figures
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.support.fake_runs import owned_left, run, spec
+
+PROVISIONER = {"namespace": "kube-system", "selector": {"app.kubernetes.io/name": "csi-provisioner"}}
+
+
+def disruption(**fields: Any) -> dict[str, Any]:
+    return {"step": "createVolume", "afterObjects": 2, "component": PROVISIONER, **fields}
+
+
+# -- admission ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("fields", "problem"), [
+    ({"afterSeconds": 1.0}, "exactly one"),  # both moments
+    ({"afterObjects": None}, "exactly one"),  # neither
+    ({"step": "dataPath"}, "must be one of"),  # not a batch step
+    ({"component": {"namespace": "kube-system", "selector": {}}}, "at least 1"),
+    ({"component": {"namespace": "Kube_System", "selector": {"a": "b"}}}, "pattern"),
+    ({"component": {"namespace": "kube-system", "selector": {"bad key!": "b"}}}, "selector key"),
+])
+def test_a_disruption_needs_one_moment_a_batch_step_and_a_valid_target(fields: dict[str, Any],
+                                                                        problem: str) -> None:
+    body = disruption(**fields)
+    if fields.get("afterObjects", 0) is None:
+        body.pop("afterObjects")
+    with pytest.raises(ValidationError, match=problem):
+        DisruptionSpec.model_validate(body)
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ({"steps": ["createVolume", "deleteVolume"], "disruptions": [disruption(step="publish")]}, "does not run"),
+    ({"volumes": 2, "disruptions": [disruption(afterObjects=2)]}, "less than volumes"),
+    ({"repeat": 2, "disruptions": [disruption()]}, "repeat"),
+])
+def test_the_run_refuses_a_disruption_it_could_never_inject(fields: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        spec(**fields)
+
+
+# -- the figures ----------------------------------------------------------------------------------------------------
+def test_figures_split_the_step_at_the_injection_and_find_the_stall_around_it() -> None:
+    endings = [Ending("a", 1.0, True), Ending("b", 2.0, True), Ending("c", 9.0, True), Ending("d", 10.0, True),
+               Ending("e", 11.0, False), Ending("f", 30.0, True)]
+    figures = disruption_figures(endings, ["g"], injected=3.0, recovered=4.0, step_end=31.0)
+    assert (figures.completed_before, figures.completed_after) == (2, 4)
+    assert figures.throughput_before == pytest.approx(2 / 3, abs=1e-3)
+    assert figures.throughput_after == pytest.approx(4 / 27, abs=1e-3)  # c, d, e, f from 4 s to 31 s
+    # 2 -> 9 spans the injection (7 s); 11 -> 30 is longer but begins after the recovery: not the fault's
+    assert figures.stall_seconds == 7.0
+    assert (figures.unrecovered, figures.unrecovered_names) == (2, ["e", "g"])
+
+
+def test_figures_of_a_component_that_never_recovered_stall_to_the_steps_end() -> None:
+    figures = disruption_figures([Ending("a", 1.0, True)], ["b", "c"], injected=0.0, recovered=None, step_end=60.0)
+    assert figures.throughput_before is None and figures.throughput_after is None
+    assert figures.stall_seconds == 59.0 and figures.unrecovered == 2
+
+
+# -- on the fake cluster -------------------------------------------------------------------------------------------
+def component_pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"app.kubernetes.io/name": "csi-provisioner"}},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "csi-provisioner", "image": "p"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def replaced_after(fake: FakeKube, delay: float) -> list[str]:
+    """A Deployment in kube-system: a deleted pod comes back Ready (new uid) ``delay`` seconds later. Returns the
+    list of uids it deleted, filled as it goes."""
+    deleted: list[str] = []
+    original = fake._delete_one
+
+    def delete_one(plural: str, namespace: str, name: str) -> None:
+        if plural == "pods" and namespace == "kube-system":
+            deleted.append(fake.objects[(plural, namespace, name)]["metadata"]["uid"])
+            original(plural, namespace, name)
+            fake._later(delay, lambda: fake.put("pods", "kube-system", component_pod(name)))
+            return
+        original(plural, namespace, name)
+    fake._delete_one = delete_one  # type: ignore[method-assign]  # the fake's controller, for this test
+    return deleted
+
+
+def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_still_finishes() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.8))  # every claim binds at 0.8 s: the restart comes first
+    fake.put("pods", "kube-system", component_pod("csi-provisioner-0"))
+    first_uid = fake.objects[("pods", "kube-system", "csi-provisioner-0")]["metadata"]["uid"]
+    bystander = fake.put("pods", "kube-system", {**component_pod("other"), "metadata": {
+        "name": "other", "labels": {"app.kubernetes.io/name": "csi-attacher"}}})
+    deleted = replaced_after(fake, 0.3)
+    status = run(fake, spec(volumes=6, steps=["createVolume", "deleteVolume"],
+                            disruptions=[disruption(afterObjects=None, afterSeconds=0.1)]))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.RECOVERED, result
+    assert result.pods == ["csi-provisioner-0"] and deleted == [first_uid]
+    assert result.injectedAtSeconds is not None and result.recoverySeconds is not None
+    assert 0.3 <= result.recoverySeconds < 5, result
+    assert result.injectedAtSeconds == pytest.approx(0.1, abs=0.1)
+    assert (result.completedBefore, result.completedAfter, result.unrecovered) == (0, 6, 0)
+    # Nothing completed from the start to the binds at 0.8 s: the stall is that stretch.
+    assert result.stallSeconds is not None and 0.7 <= result.stallSeconds <= 2, result
+    # Only the selected component was touched; the run's own objects are gone.
+    assert fake.objects[("pods", "kube-system", "other")]["metadata"]["uid"] == bystander["metadata"]["uid"]
+    assert owned_left(fake) == []
+
+
+def test_a_moment_the_step_never_reaches_injects_nothing() -> None:
+    fake = FakeKube()
+    fake.put("pods", "kube-system", component_pod("csi-provisioner-0"))
+    deleted = replaced_after(fake, 0.1)
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                            disruptions=[disruption(afterSeconds=600.0, afterObjects=None)]))
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.NOT_REACHED and deleted == [] and result.pods == []
+
+
+def test_no_pod_matching_the_component_fails_the_disruption_not_the_run() -> None:
+    fake = FakeKube()
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"], disruptions=[disruption(
+        afterObjects=0)]))
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.FAILED and "no pod matches" in (result.message or "")
+    assert status.phase is not None and status.phase.value == "Succeeded"
+
+
+def test_without_the_rights_the_run_fails_before_creating_anything_and_names_them() -> None:
+    fake = FakeKube()
+    fake.put("pods", "kube-system", component_pod("csi-provisioner-0"))
+    fake.denied = {("delete", "pods", "kube-system"), ("watch", "pods", "kube-system")}
+    status = run(fake, spec(volumes=3, disruptions=[disruption()]))
+    assert status.phase is not None and status.phase.value == "Failed"
+    ready = status.conditions[0]
+    assert ready.reason == "MissingRights", ready
+    assert "watch, delete on pods in namespace kube-system" in ready.message, ready
+    assert not fake.named("persistentvolumeclaims", "default") and owned_left(fake) == []
+    assert ("pods", "kube-system", "csi-provisioner-0") in fake.objects
