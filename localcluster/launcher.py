@@ -355,6 +355,7 @@ class LocalCluster:
         merged.setdefault(component, {}).update(flags)
         self.config = replace(self.config, sidecar_flags=merged)
         record = next(p for p in self._processes if p.name == component)
+        old_uid = self._sidecar_pod_uid(sidecar)
         self._signal(record, signal.SIGTERM)
         deadline = time.monotonic() + 15
         while self.exit_of(record) is None and time.monotonic() < deadline:
@@ -363,18 +364,27 @@ class LocalCluster:
         self._reap(record)
         self._processes.remove(record)
         self._start_sidecar(sidecar)  # its supervisor replaces the pod with one carrying the new flags
-        self._wait_sidecar_pod(sidecar)
+        self._wait_sidecar_pod(sidecar, old_uid)
 
-    def _wait_sidecar_pod(self, sidecar: sidecars.Sidecar, timeout: float = 60.0) -> None:
-        """Wait until the sidecar's pod runs with its current command line (its supervisor registers it)."""
+    def _sidecar_pod(self, sidecar: sidecars.Sidecar) -> dict[str, Any] | None:
+        text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, f"{sidecar.name}-{FIRST_NODE}", "-o", "json",
+                            "--ignore-not-found", check=False)
+        found = json.loads(text) if text.strip().startswith("{") else None
+        return found if isinstance(found, dict) else None
+
+    def _sidecar_pod_uid(self, sidecar: sidecars.Sidecar) -> str | None:
+        pod = self._sidecar_pod(sidecar)
+        return str(pod["metadata"]["uid"]) if pod else None
+
+    def _wait_sidecar_pod(self, sidecar: sidecars.Sidecar, old_uid: str | None, timeout: float = 60.0) -> None:
+        """Wait until the sidecar's new pod (not ``old_uid``) runs with its current command line (its supervisor
+        registers it)."""
         _, args = self.sidecar_command(sidecar)
         name = f"{sidecar.name}-{FIRST_NODE}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, name, "-o", "json", "--ignore-not-found",
-                                check=False)
-            pod = json.loads(text) if text.strip().startswith("{") else None
-            if (pod and (pod.get("status") or {}).get("phase") == "Running"
+            pod = self._sidecar_pod(sidecar)
+            if (pod and pod["metadata"].get("uid") != old_uid and (pod.get("status") or {}).get("phase") == "Running"
                     and pod["spec"]["containers"][0].get("args") == args):
                 return
             time.sleep(0.2)

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from localcluster.simulator import api
 
 log = logging.getLogger("staticpod")
@@ -50,6 +52,7 @@ NAMESPACE = "kube-system"
 LEASE = api.Resource("/apis/coordination.k8s.io/v1", "leases", True, "Lease")
 DEFAULT_GRACE_SECONDS = 30.0
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 10.0
+BACKOFF_RESET_SECONDS = 60.0  # a child that ran this long before exiting starts the back-off afresh
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWUTS = 0x04000000
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # a ReplicaSet's pod-name suffix alphabet
@@ -84,12 +87,16 @@ def grace_of(pod: Obj | None) -> float:
     return float(value) if value is not None else DEFAULT_GRACE_SECONDS
 
 
-def _in_own_uts_namespace(hostname: str) -> Callable[[], None]:
-    """A ``preexec_fn``: die with the supervisor, and run under ``hostname`` in a new UTS namespace."""
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child of a threaded process must not dlopen
+
+
+def _in_own_uts_namespace(hostname: str, parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: die with the supervisor (``parent``), and run under ``hostname`` in a new UTS namespace."""
     def prepare() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if libc.unshare(_CLONE_NEWUTS) != 0:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the supervisor died before the line above: nobody would stop this child
+            os._exit(1)
+        if _LIBC.unshare(_CLONE_NEWUTS) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUTS)")
         socket.sethostname(hostname)
     return prepare
@@ -107,13 +114,15 @@ class Supervisor:
         self.child: subprocess.Popen[bytes] | None = None
         self.hostname = ""
         self.uid = ""
+        self.started = 0.0  # when the current child started (monotonic)
         self.stopping = asyncio.Event()
 
     # -- the child ------------------------------------------------------------------------------------------
     def start_child(self) -> None:
         """Start the component under the current pod's hostname (a crashed container restarts in its pod)."""
         self.child = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stderr,
-                                      preexec_fn=_in_own_uts_namespace(self.hostname))
+                                      preexec_fn=_in_own_uts_namespace(self.hostname, os.getpid()))
+        self.started = time.monotonic()
         log.info("started %s as %s (pid %d)", self.name, self.hostname, self.child.pid)
 
     async def stop_child(self, grace: float) -> None:
@@ -131,25 +140,27 @@ class Supervisor:
 
     # -- the pod --------------------------------------------------------------------------------------------
     async def register(self) -> None:
-        """Create the pod anew (a leftover of an earlier supervisor is replaced) and remember its uid."""
-        node = None
-        while node is None:
-            node = await self.client.get(api.NODE.path(name=self.node_name))
-            if node is None:
-                await asyncio.sleep(0.2)
+        """Create the pod anew (a leftover of an earlier supervisor is replaced) and remember its uid; retried
+        until it is done or the supervisor stops (the API server may be away: a test stops it, or pauses it)."""
         path = api.POD.path(NAMESPACE, self.name)
-        while True:
-            old = await self.client.get(path)
-            if old is not None:
-                await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                                                "preconditions": {"uid": old["metadata"]["uid"]}})
-            created = await self.client.create(api.POD, with_node_owner(self.template, node), NAMESPACE)
-            if created is not None:
-                self.uid = created["metadata"]["uid"]
-                self.hostname = start_hostname(self.name)
-                log.info("registered pod %s/%s uid %s", NAMESPACE, self.name, self.uid)
-                return
-            await asyncio.sleep(0.1)
+        while not self.stopping.is_set():
+            try:
+                node = await self.client.get(api.NODE.path(name=self.node_name))
+                if node is not None:
+                    old = await self.client.get(path)
+                    if old is not None:
+                        await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                        "gracePeriodSeconds": 0,
+                                                        "preconditions": {"uid": old["metadata"]["uid"]}})
+                    created = await self.client.create(api.POD, with_node_owner(self.template, node), NAMESPACE)
+                    if created is not None:
+                        self.uid = created["metadata"]["uid"]
+                        self.hostname = start_hostname(self.name)
+                        log.info("registered pod %s/%s uid %s", NAMESPACE, self.name, self.uid)
+                        return
+            except (api.ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+                log.warning("registering pod %s: %s; retrying", self.name, error)
+            await asyncio.sleep(0.5)
 
     async def release_leases(self) -> None:
         listing = await self.client.request("GET", LEASE.path(NAMESPACE))
@@ -195,6 +206,8 @@ class Supervisor:
     # -- the loop -------------------------------------------------------------------------------------------
     async def run(self) -> None:
         await self.register()
+        if self.stopping.is_set():
+            return
         self.start_child()
         backoff = BACKOFF_FIRST
         while not self.stopping.is_set():
@@ -213,8 +226,12 @@ class Supervisor:
                 await self.stop_child(grace_of(pod))
                 backoff = BACKOFF_FIRST
                 await self.register()
+                if self.stopping.is_set():
+                    break
                 self.start_child()
                 continue
+            if time.monotonic() - self.started >= BACKOFF_RESET_SECONDS:
+                backoff = BACKOFF_FIRST  # it ran well for a while: this is a new failure, not the same one again
             log.warning("%s (%s) exited by itself (%s); restarting in %.0f s", self.name, self.hostname,
                         self.child.returncode if self.child else None, backoff)
             with contextlib.suppress(TimeoutError):

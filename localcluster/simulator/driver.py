@@ -131,6 +131,9 @@ class Driver:
         # (volume ID, node ID) -> target path -> the access mode it was published with
         self.targets: dict[tuple[str, str], dict[str, int]] = {}
         self._in_flight: dict[tuple[str, ...], asyncio.Task[None]] = {}
+        # IDs whose delete the array acknowledged without doing it (a class's leakEvery): they stay on the array
+        self.leaked_volumes: set[str] = set()
+        self.leaked_snapshots: set[str] = set()
 
     def volume_named(self, name: str) -> VolumeRecord | None:
         volume_id = self.volume_names.get(name)
@@ -161,6 +164,18 @@ class Driver:
             self._in_flight[key] = task
             task.add_done_callback(lambda finished: self._finished(key, finished))
         await asyncio.shield(task)
+
+    def leaks(self, operation: Operation, key: tuple[str, ...], object_id: str, present: bool, storage_class: str,
+              leaked: set[str]) -> bool:
+        """Whether this delete, a new one of an object the array holds, is one its class leaks (``leakEvery``):
+        acknowledged and not done. A retry joining a delete still in flight is no new delete, so retries never
+        shift which deletes leak; a retry of a leaked one never gets here (the caller answers it as before)."""
+        if object_id in leaked or key in self._in_flight or not present:
+            return False
+        if self.ctx.backend(storage_class).leaks_next(operation):
+            leaked.add(object_id)
+            return True
+        return False
 
     async def settle(self, key: tuple[str, ...]) -> None:
         """Wait for the operation in flight under ``key``, if any, whatever its outcome: an undo (detach,
@@ -549,9 +564,14 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class or volume_id in driver.deleted_volumes:
             return csi.DeleteVolumeResponse()
 
-        if volume_id in driver.volumes and driver.ctx.backend(storage_class).leaks_next(Operation.DELETE_VOLUME):
-            await driver.perform(Operation.DELETE_VOLUME, ("delete-volume", volume_id), storage_class, name,
-                                 lambda: None, leaked=True)  # acknowledged, not done: the array keeps it
+        key = ("delete-volume", volume_id)
+        if volume_id in driver.leaked_volumes:  # a retry of a leaked delete: answered as before, recorded once
+            await driver.settle(key)
+            return csi.DeleteVolumeResponse()
+        if driver.leaks(Operation.DELETE_VOLUME, key, volume_id, volume_id in driver.volumes, storage_class,
+                        driver.leaked_volumes):
+            await driver.perform(Operation.DELETE_VOLUME, key, storage_class, name, lambda: None,
+                                 leaked=True)  # acknowledged, not done: the array keeps it
             return csi.DeleteVolumeResponse()
 
         def deleted() -> None:
@@ -785,10 +805,14 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class or snapshot_id in driver.deleted_snapshots:
             return csi.DeleteSnapshotResponse()
 
-        if snapshot_id in driver.snapshots and driver.ctx.backend(storage_class).leaks_next(
-                Operation.DELETE_SNAPSHOT):
-            await driver.perform(Operation.DELETE_SNAPSHOT, ("delete-snapshot", snapshot_id), storage_class,
-                                 snapshot_id, lambda: None, leaked=True)  # acknowledged, not done
+        key = ("delete-snapshot", snapshot_id)
+        if snapshot_id in driver.leaked_snapshots:  # a retry of a leaked delete: answered as before, recorded once
+            await driver.settle(key)
+            return csi.DeleteSnapshotResponse()
+        if driver.leaks(Operation.DELETE_SNAPSHOT, key, snapshot_id, snapshot_id in driver.snapshots, storage_class,
+                        driver.leaked_snapshots):
+            await driver.perform(Operation.DELETE_SNAPSHOT, key, storage_class, snapshot_id, lambda: None,
+                                 leaked=True)  # acknowledged, not done
             return csi.DeleteSnapshotResponse()
 
         def deleted() -> None:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import aiohttp
 import grpc
 
 from localcluster.simulator import api
@@ -80,20 +81,26 @@ class NodePlugins:
         await asyncio.gather(*(self._register(node) for node in self.sockets))
 
     async def _register(self, node: str) -> None:
+        """Register the node's plugin pod anew (one left by an earlier simulator is replaced); retried until it
+        is done (the API server may be away for a while in tests)."""
         path = api.POD.path(NAMESPACE, pod_name(node))
         while True:
-            found = await self.client.get(api.NODE.path(name=node))
-            if found is not None:
-                break
-            await asyncio.sleep(0.2)
-        old = await self.client.get(path)
-        if old is not None:  # a pod of an earlier simulator
-            await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                                            "preconditions": {"uid": old["metadata"]["uid"]}})
-        created = await self.client.create(api.POD, build_plugin_pod(node, found["metadata"]["uid"],
-                                                                     self.sockets[node]), NAMESPACE)
-        if created is not None:
-            self.uids[node] = created["metadata"]["uid"]
+            try:
+                found = await self.client.get(api.NODE.path(name=node))
+                if found is not None:
+                    old = await self.client.get(path)
+                    if old is not None:
+                        await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                        "gracePeriodSeconds": 0,
+                                                        "preconditions": {"uid": old["metadata"]["uid"]}})
+                    created = await self.client.create(api.POD, build_plugin_pod(node, found["metadata"]["uid"],
+                                                                                 self.sockets[node]), NAMESPACE)
+                    if created is not None:
+                        self.uids[node] = created["metadata"]["uid"]
+                        return
+            except (api.ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+                log.warning("registering the node plugin pod of %s: %s; retrying", node, error)
+            await asyncio.sleep(0.5)
 
     def on_pod(self, event: str, pod: api.Obj) -> None:
         """A pod event (the kubelet's pod informer): our plugin pod deleted, or marked for deletion, restarts

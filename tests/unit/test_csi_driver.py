@@ -138,6 +138,28 @@ def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and
     assert all(r["result"] == "ok" for r in deletes)
 
 
+def test_retries_neither_undo_a_leak_nor_shift_which_deletes_leak(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path, leakEvery="2", deleteVolumeLatency="200ms"):
+            ids = [(await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+                name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))).volume.volume_id
+                for index in range(4)]
+
+            async def delete(volume_id: str, controller: Any = stubs.controller) -> None:
+                await controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            await delete(ids[0])
+            await delete(ids[1])  # the 2nd delete: leaked
+            await delete(ids[1])  # the provisioner's retry: answered as before, nothing done or recorded again
+            await asyncio.gather(delete(ids[2]), delete(ids[2]))  # a retry joining the 3rd, still in flight
+            await delete(ids[3])  # so the 4th is the next to leak
+            listed = await stubs.controller.ListVolumes(csi.ListVolumesRequest())
+            assert sorted(e.volume.volume_id for e in listed.entries) == sorted([ids[1], ids[3]])
+
+    _run(scenario())
+    deletes = [(r["object"], r.get("leaked", False)) for r in records(tmp_path) if r["op"] == "deleteVolume"]
+    assert deletes == [("pvc-u0", False), ("pvc-u1", True), ("pvc-u2", False), ("pvc-u3", True)]
+
+
 def test_without_the_claim_metadata_create_volume_is_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path):

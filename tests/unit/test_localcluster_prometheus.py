@@ -187,10 +187,11 @@ def test_a_reconfigured_sidecars_new_mirror_pod_keeps_its_port_and_host_network(
     spawned: list[list[str]] = []
     monkeypatch.setattr(cluster, "exit_of", lambda record: "not running")
     monkeypatch.setattr(cluster, "_spawn", lambda name, executable, args, env=None: spawned.append(args))
-    waited: list[str] = []
-    monkeypatch.setattr(cluster, "_wait_sidecar_pod", lambda sidecar: waited.append(sidecar.name))
+    waited: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(cluster, "_sidecar_pod_uid", lambda sidecar: "old-uid")
+    monkeypatch.setattr(cluster, "_wait_sidecar_pod", lambda sidecar, old_uid: waited.append((sidecar.name, old_uid)))
     cluster.reconfigure_sidecar("csi-attacher", {"timeout": "30s"})
-    assert waited == ["csi-attacher"]  # returns once the new pod runs, as callers expect
+    assert waited == [("csi-attacher", "old-uid")]  # returns once a new pod runs, as callers expect
     (args,) = spawned
     # The new supervisor gets the pod to register and the new command line, the same in both.
     pod_file = Path(next(a for a in args if a.startswith("--pod=")).removeprefix("--pod="))
