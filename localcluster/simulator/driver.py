@@ -165,17 +165,21 @@ class Driver:
             task.add_done_callback(lambda finished: self._finished(key, finished))
         await asyncio.shield(task)
 
-    def leaks(self, operation: Operation, key: tuple[str, ...], object_id: str, present: bool, storage_class: str,
-              leaked: set[str]) -> bool:
-        """Whether this delete, a new one of an object the array holds, is one its class leaks (``leakEvery``):
-        acknowledged and not done. A retry joining a delete still in flight is no new delete, so retries never
-        shift which deletes leak; a retry of a leaked one never gets here (the caller answers it as before)."""
-        if object_id in leaked or key in self._in_flight or not present:
-            return False
-        if self.ctx.backend(storage_class).leaks_next(operation):
-            leaked.add(object_id)
+    async def leaked_delete(self, operation: Operation, delete_key: tuple[str, ...], object_id: str, obj: str,
+                            present: bool, leaked: set[str]) -> bool:
+        """Answer a delete the array acknowledges without doing it, and say so (True); False: the caller deletes.
+        It is one when the ID was leaked before (a sidecar's retry: answered as before, recorded once) or when it
+        is a new delete of an object the array holds that its class leaks (``leakEvery``). A retry joining a
+        delete still in flight is no new delete, so retries never shift which deletes leak."""
+        key, storage_class = (f"{operation.value}-leak", object_id), class_of_handle(object_id)
+        if object_id in leaked:
+            await self.settle(key)
             return True
-        return False
+        if delete_key in self._in_flight or not present or not self.ctx.backend(storage_class).leaks_next(operation):
+            return False
+        leaked.add(object_id)
+        await self.perform(operation, key, storage_class, obj, lambda: None, leaked=True)  # the array keeps it
+        return True
 
     async def settle(self, key: tuple[str, ...]) -> None:
         """Wait for the operation in flight under ``key``, if any, whatever its outcome: an undo (detach,
@@ -564,14 +568,8 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class or volume_id in driver.deleted_volumes:
             return csi.DeleteVolumeResponse()
 
-        key = ("delete-volume", volume_id)
-        if volume_id in driver.leaked_volumes:  # a retry of a leaked delete: answered as before, recorded once
-            await driver.settle(key)
-            return csi.DeleteVolumeResponse()
-        if driver.leaks(Operation.DELETE_VOLUME, key, volume_id, volume_id in driver.volumes, storage_class,
-                        driver.leaked_volumes):
-            await driver.perform(Operation.DELETE_VOLUME, key, storage_class, name, lambda: None,
-                                 leaked=True)  # acknowledged, not done: the array keeps it
+        if await driver.leaked_delete(Operation.DELETE_VOLUME, ("delete-volume", volume_id), volume_id, name,
+                                      volume_id in driver.volumes, driver.leaked_volumes):
             return csi.DeleteVolumeResponse()
 
         def deleted() -> None:
@@ -805,14 +803,8 @@ class Controller(csi_grpc.ControllerServicer):
         if not storage_class or snapshot_id in driver.deleted_snapshots:
             return csi.DeleteSnapshotResponse()
 
-        key = ("delete-snapshot", snapshot_id)
-        if snapshot_id in driver.leaked_snapshots:  # a retry of a leaked delete: answered as before, recorded once
-            await driver.settle(key)
-            return csi.DeleteSnapshotResponse()
-        if driver.leaks(Operation.DELETE_SNAPSHOT, key, snapshot_id, snapshot_id in driver.snapshots, storage_class,
-                        driver.leaked_snapshots):
-            await driver.perform(Operation.DELETE_SNAPSHOT, key, storage_class, snapshot_id, lambda: None,
-                                 leaked=True)  # acknowledged, not done
+        if await driver.leaked_delete(Operation.DELETE_SNAPSHOT, ("delete-snapshot", snapshot_id), snapshot_id,
+                                      snapshot_id, snapshot_id in driver.snapshots, driver.leaked_snapshots):
             return csi.DeleteSnapshotResponse()
 
         def deleted() -> None:

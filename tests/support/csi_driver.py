@@ -73,3 +73,13 @@ def records(tmp_path: Path) -> list[dict[str, Any]]:
     """The ground truth the driver's array wrote, one record per operation."""
     path = tmp_path / "truth.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def create_volumes(stubs: Any, count: int, prefix: str = "pvc-u") -> list[str]:
+    """``count`` volumes named ``<prefix><index>`` (one CreateVolume each, in order); their IDs."""
+    ids = []
+    for index in range(count):
+        created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
+            name=f"{prefix}{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
+        ids.append(created.volume.volume_id)
+    return ids

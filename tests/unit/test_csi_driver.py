@@ -12,7 +12,7 @@ import pytest
 
 from localcluster.csi import csi_pb2 as csi
 from localcluster.simulator.config import ParameterError, parse_backend_model
-from tests.support.csi_driver import CLAIM, MOUNT, driver_stubs, records
+from tests.support.csi_driver import CLAIM, MOUNT, create_volumes, driver_stubs, records
 
 
 def _run(coroutine: Any) -> Any:
@@ -111,11 +111,7 @@ def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tm
 def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and_snapshot(tmp_path: Path) -> None:
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
-            ids = []
-            for index in range(7):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                    name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
-                ids.append(created.volume.volume_id)
+            ids = await create_volumes(stubs, 7)
             snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
                 source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
             for snapshot_id in snapshots:
@@ -141,9 +137,7 @@ def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and
 def test_retries_neither_undo_a_leak_nor_shift_which_deletes_leak(tmp_path: Path) -> None:
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, leakEvery="2", deleteVolumeLatency="200ms"):
-            ids = [(await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))).volume.volume_id
-                for index in range(4)]
+            ids = await create_volumes(stubs, 4)
 
             async def delete(volume_id: str, controller: Any = stubs.controller) -> None:
                 await controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
@@ -300,11 +294,7 @@ def test_attach_slows_with_the_volumes_attached_to_the_node_and_staging_stops_at
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, max_volumes_per_node=2, attachLatency="20ms",
                                   attachLatencyPerAttached="40ms"):
-            ids = []
-            for index in range(4):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                    name=f"pvc-u{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
-                ids.append(created.volume.volume_id)
+            ids = await create_volumes(stubs, 4)
             await asyncio.gather(*(stubs.controller.ControllerPublishVolume(
                 csi.ControllerPublishVolumeRequest(volume_id=volume, node_id="node-a", volume_capability=MOUNT))
                 for volume in ids[:3]))
@@ -334,11 +324,7 @@ def test_one_slow_node_attaches_later_than_the_others(tmp_path: Path) -> None:
     one late pod)."""
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, attachLatency="10ms", nodeAttachLatency="node-b=300ms"):
-            ids = []
-            for index in range(2):
-                created = await stubs.controller.CreateVolume(csi.CreateVolumeRequest(
-                    name=f"pvc-s{index}", parameters=CLAIM, volume_capabilities=[MOUNT]))
-                ids.append(created.volume.volume_id)
+            ids = await create_volumes(stubs, 2, prefix="pvc-s")
             await asyncio.gather(*(stubs.controller.ControllerPublishVolume(csi.ControllerPublishVolumeRequest(
                 volume_id=volume, node_id=node, volume_capability=MOUNT))
                 for volume, node in zip(ids, ["node-a", "node-b"], strict=True)))
