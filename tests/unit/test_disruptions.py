@@ -3,6 +3,8 @@ inside a step of a run on the fake cluster (a controller there replaces the dele
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -74,9 +76,16 @@ def component_pod(name: str) -> dict[str, Any]:
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def replaced_after(fake: FakeKube, delay: float) -> list[str]:
-    """A Deployment in kube-system: a deleted pod comes back Ready (new uid) ``delay`` seconds later. Returns the
-    list of uids it deleted, filled as it goes."""
+def lease(holder: str, transitions: int, acquired: float) -> dict[str, Any]:
+    return {"metadata": {"name": "sim-csibench-io"}, "spec": {
+        "holderIdentity": holder, "leaseTransitions": transitions, "leaseDurationSeconds": 15,
+        "acquireTime": dt.datetime.fromtimestamp(acquired, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
+def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = None) -> list[str]:
+    """A Deployment in kube-system: a deleted pod comes back Ready (new uid) ``delay`` seconds later, and with
+    ``leader_after``, its process takes the provisioner's Lease that much after the delete. Returns the list of
+    uids it deleted, filled as it goes."""
     deleted: list[str] = []
     original = fake._delete_one
 
@@ -85,6 +94,9 @@ def replaced_after(fake: FakeKube, delay: float) -> list[str]:
             deleted.append(fake.objects[(plural, namespace, name)]["metadata"]["uid"])
             original(plural, namespace, name)
             fake._later(delay, lambda: fake.put("pods", "kube-system", component_pod(name)))
+            if leader_after is not None:
+                fake._later(leader_after, lambda: fake.put("leases", "kube-system", lease(
+                    f"{name}-b2mc7", 4, time.time()), event="MODIFIED"))
             return
         original(plural, namespace, name)
     fake._delete_one = delete_one  # type: ignore[method-assign]  # the fake's controller, for this test
@@ -97,7 +109,9 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     first_uid = fake.objects[("pods", "kube-system", "csi-provisioner-0")]["metadata"]["uid"]
     bystander = fake.put("pods", "kube-system", {**component_pod("other"), "metadata": {
         "name": "other", "labels": {"app.kubernetes.io/name": "csi-attacher"}}})
-    deleted = replaced_after(fake, 0.3)
+    fake.put("leases", "kube-system", lease("csi-provisioner-0-x7k2p", 3, time.time() - 60))
+    fake.put("leases", "kube-system", {**lease("someone-else", 9, time.time()), "metadata": {"name": "other"}})
+    deleted = replaced_after(fake, 0.3, leader_after=0.6)
     status = run(fake, spec(volumes=6, steps=["createVolume", "deleteVolume"],
                             disruptions=[disruption(afterObjects=None, afterSeconds=0.1)]))
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
@@ -110,6 +124,11 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     assert (result.completedBefore, result.completedAfter, result.unrecovered) == (0, 6, 0)
     # Nothing completed from the start to the binds at 0.8 s: the stall is that stretch.
     assert result.stallSeconds is not None and 0.7 <= result.stallSeconds <= 2, result
+    # The Lease the deleted pod held moved once; the new leader took it after the pod was Ready.
+    assert result.leases == ["sim-csibench-io"] and result.leaseTransitions == 1, result
+    assert result.leaderSeconds is not None and 0.5 <= result.leaderSeconds < 3, result
+    assert result.leaderAcquiredAtSeconds == pytest.approx(result.injectedAtSeconds + result.leaderSeconds,
+                                                           abs=0.01)
     # Only the selected component was touched; the run's own objects are gone.
     assert fake.objects[("pods", "kube-system", "other")]["metadata"]["uid"] == bystander["metadata"]["uid"]
     assert owned_left(fake) == []

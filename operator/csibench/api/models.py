@@ -78,6 +78,7 @@ from csibench.api.run.datapath import (
 from csibench.api.run.disruptions import (
     DISRUPTABLE_STEPS,
     MAX_DISRUPTIONS,
+    MAX_LEASES_NAMED,
     MAX_SELECTOR_LABELS,
     MAX_UNRECOVERED_NAMED,
     ComponentTarget,
@@ -198,6 +199,7 @@ __all__ = [
     "MAX_FINDINGS",
     "MAX_ITERATION_FAILURES",
     "MAX_LABELS",
+    "MAX_LEASES_NAMED",
     "MAX_LIST_FILES",
     "MAX_MODIFY_ROWS",
     "MAX_RATE_LEVELS",

@@ -17,11 +17,13 @@ anything.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
 
 from csibench.api.models import (
+    MAX_LEASES_NAMED,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
@@ -39,6 +41,11 @@ from csibench.kube.watch import Watch, WatchEvent
 log = logging.getLogger(__name__)
 MOMENT_POLL_SECONDS = 0.01  # how often the tracker's count is read in memory (no request)
 RIGHTS = ("list", "watch", "delete")
+
+
+def wall_seconds(stamp: str) -> float:
+    """An RFC 3339 time (a Lease's acquireTime, microseconds) as seconds since the epoch."""
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def pending_result(spec: DisruptionSpec) -> DisruptionResult:
@@ -81,6 +88,7 @@ class Disruptor:
         self.recovered: float | None = None
         self._listed: set[str] = set()  # uids of the component's pods before the injection
         self._new_ready: dict[str, float] = {}  # uid -> when a new pod was first seen Ready
+        self._leases: dict[str, tuple[str, int]] = {}  # Lease name -> (holder, transitions) before the injection
         self._wanted = 0
         self._done = asyncio.Event()
 
@@ -125,6 +133,7 @@ class Disruptor:
             return
         self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
         self._wanted = len(pods)
+        await self._note_leases([p["metadata"]["name"] for p in pods])
         for pod in pods:
             meta = pod["metadata"]
             await self.client.delete(r.PODS.path(target.namespace, meta["name"]), uid=meta["uid"],
@@ -141,6 +150,46 @@ class Disruptor:
             self.result.message = (f"{len(self._new_ready)} of {self._wanted} replacement pods Ready within "
                                    f"{self.spec.recoveryTimeoutSeconds} s")
         self._note_times()
+
+    async def _note_leases(self, pod_names: list[str]) -> None:
+        """The Leases the pods about to be deleted hold (a sidecar campaigns under its hostname, the pod's name),
+        as they are now. Best effort: an operator that may not read Leases there reports none."""
+        try:
+            listing = await self.client.get(r.LEASES.path(self.spec.component.namespace)) or {}
+        except ApiError as error:
+            log.info("disruption in %s: Leases of %s not read: %s", self.spec.step, self.spec.component.namespace,
+                     error.message)
+            return
+        for lease in listing.get("items") or []:
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            if holder and any(holder == name or holder.startswith(f"{name}-") for name in pod_names):
+                self._leases[lease["metadata"]["name"]] = (holder, int(spec.get("leaseTransitions") or 0))
+        self.result.leases = sorted(self._leases)[:MAX_LEASES_NAMED]
+
+    async def read_leases(self) -> None:
+        """After the step: how the noted Leases moved (transitions; when the last one got a new holder)."""
+        if not self._leases or self.injected is None or self.tracker.anchor is None:
+            return
+        transitions, acquired, still_held = 0, [], False
+        for name, (holder, before) in self._leases.items():
+            try:
+                lease = await self.client.get(r.LEASES.path(self.spec.component.namespace, name))
+            except ApiError:
+                return
+            spec = (lease or {}).get("spec") or {}
+            transitions += max(0, int(spec.get("leaseTransitions") or 0) - before)
+            if lease is None or spec.get("holderIdentity") in (None, "", holder):
+                still_held = True
+            elif spec.get("acquireTime"):
+                acquired.append(wall_seconds(str(spec["acquireTime"])))
+        self.result.leaseTransitions = transitions
+        if acquired and not still_held:
+            anchor = self.tracker.anchor
+            at = anchor.mono + (max(acquired) - anchor.wall)  # the holder's clock, read as the operator's
+            started = self.tracker.started or anchor.mono
+            self.result.leaderAcquiredAtSeconds = round(at - started, 3)
+            self.result.leaderSeconds = round(at - self.injected, 3)
 
     def _stamp(self, at: float) -> None:
         if self.injected is None:

@@ -185,6 +185,7 @@ class StepRunner:
                 task.cancel()
         await asyncio.gather(*injecting, return_exceptions=True)
         for disruptor in disruptors:
+            await disruptor.read_leases()
             disruptor.settle()
             await self.recorder.event(
                 "Disruption", f"{disruptor.spec.step}: {disruptor.result.kind} of {disruptor.result.target}: "

@@ -22,6 +22,7 @@ from csibench.api.steps import StepName
 MAX_DISRUPTIONS = 4
 MAX_SELECTOR_LABELS = 8
 MAX_UNRECOVERED_NAMED = 10
+MAX_LEASES_NAMED = 16
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
 # The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
 DISRUPTABLE_STEPS: tuple[StepName, ...] = (
@@ -133,6 +134,15 @@ class DisruptionResult(_Model):
     throughputBefore: float | None = Field(None, description="Objects per second before the injection.")
     throughputAfter: float | None = Field(
         None, description="Objects per second from recovery to the step's end (none when the step ended first).")
+    leases: list[str] = Field(default_factory=list, max_length=MAX_LEASES_NAMED, description=(
+        "The leader Leases the deleted pods held (holder identity: the pod's name, or starting with it), in the "
+        "component's namespace; empty when none, or when the operator may not read Leases there."))
+    leaseTransitions: int | None = Field(None, description="How often those Leases changed holder by the step's end.")
+    leaderAcquiredAtSeconds: float | None = Field(
+        None, description="When the last of those Leases was taken by a new holder (its acquireTime, on the step's "
+                          "clock); none while one is still held by a deleted pod's identity.")
+    leaderSeconds: float | None = Field(None, description="leaderAcquiredAtSeconds - injectedAtSeconds: how long the "
+                                                          "component had no working leader.")
     unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
                                                       "injection.")
     unrecoveredNames: list[str] = Field(default_factory=list,
