@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from csibench.api.models import DisruptionSpec, DisruptionState
+from csibench.api.models import BenchmarkRunStatus, DisruptionResult, DisruptionSpec, DisruptionState
 from csibench.engine.disruption_figures import Ending, disruption_figures
+from csibench.engine.thresholds import judge_one
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import owned_left, run, spec
 
@@ -112,7 +113,10 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     fake.put("leases", "kube-system", lease("csi-provisioner-0-x7k2p", 3, time.time() - 60))
     fake.put("leases", "kube-system", {**lease("someone-else", 9, time.time()), "metadata": {"name": "other"}})
     deleted = replaced_after(fake, 0.3, leader_after=0.6)
-    status = run(fake, spec(volumes=6, steps=["createVolume", "deleteVolume"],
+    bounds = [{"disruption": 0, "metric": "recoverySeconds", "max": 5}, {"disruption": 0, "metric": "unrecovered",
+                                                                          "max": 0},
+              {"disruption": 0, "metric": "stallSeconds", "max": 0.1}]  # the last breaks: the batch stood still
+    status = run(fake, spec(volumes=6, steps=["createVolume", "deleteVolume"], thresholds=bounds,
                             disruptions=[disruption(afterObjects=None, afterSeconds=0.1)]))
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     (result,) = status.disruptions
@@ -132,6 +136,28 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     # Only the selected component was touched; the run's own objects are gone.
     assert fake.objects[("pods", "kube-system", "other")]["metadata"]["uid"] == bystander["metadata"]["uid"]
     assert owned_left(fake) == []
+    assert [(t.subject, t.metric, t.met) for t in status.thresholds] == [
+        ("disruption 0", "recoverySeconds", True), ("disruption 0", "unrecovered", True),
+        ("disruption 0", "stallSeconds", False)]
+
+
+def test_a_component_that_never_recovered_breaks_a_bound_on_its_recovery() -> None:
+    run_spec = spec(volumes=3, disruptions=[disruption()], thresholds=[
+        {"disruption": 0, "metric": "recoverySeconds", "max": 30}, {"disruption": 0, "metric": "leaderSeconds",
+                                                                    "max": 30}])
+    status = BenchmarkRunStatus(disruptions=[DisruptionResult(
+        step="createVolume", kind="RestartComponent", target="pods", state=DisruptionState.NOT_RECOVERED,
+        injectedAtSeconds=1.0)])
+    recovery, leader = (judge_one(run_spec, status, t) for t in run_spec.thresholds)
+    assert recovery.met is False and "never" in recovery.message
+    assert leader.met is None and "not measured" in leader.message  # no Lease seen: nothing to judge
+
+
+def test_a_threshold_on_a_disruption_the_run_does_not_have_is_refused() -> None:
+    with pytest.raises(ValidationError, match="disruption this run does not have"):
+        spec(disruptions=[disruption()], thresholds=[{"disruption": 1, "metric": "stallSeconds", "max": 1}])
+    with pytest.raises(ValidationError, match="metric is one of recoverySeconds"):
+        spec(disruptions=[disruption()], thresholds=[{"disruption": 0, "metric": "throughput", "max": 1}])
 
 
 def test_a_moment_the_step_never_reaches_injects_nothing() -> None:

@@ -165,6 +165,7 @@ from csibench.api.run.step_parts import (
 from csibench.api.run.thresholds import (
     BASELINE_PATTERN,
     DATABASE_METRICS,
+    DISRUPTION_METRICS,
     MAX_BASELINE_ROWS,
     MAX_SHAPE_DIFFERENCES,
     MAX_THRESHOLDS,
@@ -183,6 +184,7 @@ __all__ = [
     "BASELINE_PATTERN",
     "DATABASE_METRICS",
     "DISRUPTABLE_STEPS",
+    "DISRUPTION_METRICS",
     "FIO_SIZE_PATTERN",
     "GROUP",
     "IOENGINE_PATTERN",

@@ -27,6 +27,7 @@ from csibench.api.models import (
     BenchmarkRunSpec,
     BenchmarkRunStatus,
     DatabaseRowKind,
+    DisruptionState,
     StepState,
     Threshold,
     ThresholdMetric,
@@ -41,7 +42,8 @@ MESSAGE_MAX = 2000  # a condition's and an Event's message: every bound is in st
 M = ThresholdMetric
 # The worse end of each metric: the row a database selector is judged on.
 HIGHER_IS_WORSE = {M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED,
-                   M.READ_P99, M.WRITE_P99, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS}
+                   M.READ_P99, M.WRITE_P99, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS, M.RECOVERY_SECONDS,
+                   M.LEADER_SECONDS, M.STALL_SECONDS, M.UNRECOVERED}
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,20 @@ def _database_value(status: BenchmarkRunStatus, threshold: Threshold) -> tuple[f
     return value, f" (worst: scale {row.scale} {row.mode} {row.clients} clients)" if len(measured) > 1 else ""
 
 
+def _disruption_value(status: BenchmarkRunStatus, index: int, metric: ThresholdMetric,
+                      ) -> tuple[float | None, str, bool]:
+    """(value, note, broken without a value): a component that never recovered breaks a bound on its recovery
+    time even though there is no number to show."""
+    result = status.disruptions[index] if index < len(status.disruptions) else None
+    if result is None or result.state not in (DisruptionState.RECOVERED, DisruptionState.NOT_RECOVERED):
+        return None, f" ({result.state})" if result is not None else "", False
+    value = {M.RECOVERY_SECONDS: result.recoverySeconds, M.LEADER_SECONDS: result.leaderSeconds,
+             M.STALL_SECONDS: result.stallSeconds,
+             M.UNRECOVERED: None if result.unrecovered is None else float(result.unrecovered)}[metric]
+    never = value is None and metric == M.RECOVERY_SECONDS and result.state == DisruptionState.NOT_RECOVERED
+    return value, "", never
+
+
 def _shown(value: float, threshold: Threshold) -> tuple[str, dict[float, str]]:
     """The value and each bound with the digits that tell them apart (1.0001 is not '1', 6 is not 5.999999999),
     times in the unit that shows their digits ('125 µs > 120 µs')."""
@@ -154,17 +170,21 @@ def _shown(value: float, threshold: Threshold) -> tuple[str, dict[float, str]]:
 def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Threshold,
               measured: bool = True) -> ThresholdResult:
     """One bound against status; ``measured`` False: the run failed to measure, so only counts are judged."""
-    where = ""
+    where, never = "", False
     if threshold.step is not None:
         value = _step_value(spec, status, threshold.step, threshold.metric)
     elif threshold.workload is not None:
         value = _workload_value(spec, status, threshold.workload, threshold.metric)
+    elif threshold.disruption is not None:
+        value, where, never = _disruption_value(status, threshold.disruption, threshold.metric)
     else:
         value, where = _database_value(status, threshold)
     head = f"{threshold.subject} {threshold.metric}"
     base = {"subject": threshold.subject, "metric": str(threshold.metric), "bound": threshold.bound}
+    if never and threshold.max is not None and measured:
+        return ThresholdResult(**base, met=False, message=f"{head}: never, within any bound ({threshold.bound})")
     if value is None:
-        return ThresholdResult(**base, message=f"{head}: not measured")
+        return ThresholdResult(**base, message=f"{head}: not measured{where}")
     if not measured and threshold.metric != M.FAILED:
         return ThresholdResult(**base, measured=value,
                                message=f"{head} {_shown(value, threshold)[0]}: not judged, the run failed to measure")

@@ -93,6 +93,8 @@ _STEP_RUNS = " && ".join(f"(t.step != '{step}' || ({condition}))" for step, cond
 _THRESHOLD_STEP_RUNS = "a threshold names a step this run does not run"
 _THRESHOLD_WORKLOAD_RUNS = "a threshold names a data-path workload this run does not run"
 _THRESHOLD_DATABASE_RUNS = "a database threshold selects a scale, mode or clients count this run does not run"
+_THRESHOLD_DISRUPTION_RUNS = "a disruption threshold names a disruption this run does not have (an index of " \
+                             "spec.disruptions)"
 _THRESHOLDS_RULES = (
     (f"!has(self.thresholds) || self.thresholds.all(t, !has(t.step) || ((!has(self.steps) || t.step in self.steps) "
      f"&& {_STEP_RUNS}))", _THRESHOLD_STEP_RUNS),
@@ -105,6 +107,8 @@ _THRESHOLDS_RULES = (
      "(!has(t.database.mode) || !has(self.database.modes) || t.database.mode in self.database.modes) && "
      "(!has(t.database.clients) || (has(self.database.clients) ? t.database.clients in self.database.clients : "
      f"t.database.clients in {list(DatabaseSpec().clients)}))))", _THRESHOLD_DATABASE_RUNS),
+    ("!has(self.thresholds) || self.thresholds.all(t, !has(t.disruption) || (has(self.disruptions) && "
+     "t.disruption < size(self.disruptions)))", _THRESHOLD_DISRUPTION_RUNS),
 )
 
 
@@ -386,6 +390,8 @@ class BenchmarkRunSpec(_Model):
             if threshold.workload is not None and not _moves(workloads[threshold.workload], threshold.metric):
                 raise ValueError(f"workload {threshold.workload} does not {_DIRECTION[threshold.metric]}: a "
                                  f"{threshold.metric} threshold on it could never be judged")
+            if threshold.disruption is not None and threshold.disruption >= len(self.disruptions):
+                raise ValueError(f"{_THRESHOLD_DISRUPTION_RUNS}: {threshold.disruption}")
             selector = threshold.database
             if selector is not None and (self.database is None or (
                     selector.scale is not None and selector.scale not in self.database.scales) or (

@@ -14,6 +14,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.run.common import MAX_RUN_NAME, cel
 from csibench.api.run.database import PgbenchMode
 from csibench.api.run.datapath import WORKLOAD_NAME_PATTERN
+from csibench.api.run.disruptions import MAX_DISRUPTIONS
 from csibench.api.steps import StepName
 from csibench.api.text import plain_number
 
@@ -22,7 +23,8 @@ class ThresholdMetric(StrEnum):
     """What a threshold bounds. Steps: ``durationSeconds``, ``throughput`` (objects/s), the per-object latency
     ``latencyP50``/``latencyP90``/``latencyP99``/``latencyMax`` (seconds) and ``failed`` (objects). Data-path
     workloads: ``mibps`` and ``iops`` (read + write, summed over volumes) and the merged ``readP99``/``writeP99``
-    (seconds). Database rows: ``tps``, ``latencyAverageMs`` and ``failedTransactions``."""
+    (seconds). Database rows: ``tps``, ``latencyAverageMs`` and ``failedTransactions``. Disruptions:
+    ``recoverySeconds``, ``leaderSeconds``, ``stallSeconds`` and ``unrecovered`` (objects)."""
 
     DURATION_SECONDS = "durationSeconds"
     THROUGHPUT = "throughput"
@@ -38,14 +40,20 @@ class ThresholdMetric(StrEnum):
     TPS = "tps"
     LATENCY_AVERAGE_MS = "latencyAverageMs"
     FAILED_TRANSACTIONS = "failedTransactions"
+    RECOVERY_SECONDS = "recoverySeconds"
+    LEADER_SECONDS = "leaderSeconds"
+    STALL_SECONDS = "stallSeconds"
+    UNRECOVERED = "unrecovered"
 
 
 M = ThresholdMetric
 STEP_METRICS = (M.DURATION_SECONDS, M.THROUGHPUT, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED)
 WORKLOAD_METRICS = (M.MIBPS, M.IOPS, M.READ_P99, M.WRITE_P99)
 DATABASE_METRICS = (M.TPS, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS)
+DISRUPTION_METRICS = (M.RECOVERY_SECONDS, M.LEADER_SECONDS, M.STALL_SECONDS, M.UNRECOVERED)
 SECONDS_METRICS = frozenset({M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX,
-                             M.READ_P99, M.WRITE_P99})  # shown in µs / ms / s
+                             M.READ_P99, M.WRITE_P99, M.RECOVERY_SECONDS, M.LEADER_SECONDS,
+                             M.STALL_SECONDS})  # shown in µs / ms / s
 MAX_THRESHOLDS = 32
 MAX_BASELINE_ROWS = 64
 MAX_SHAPE_DIFFERENCES = 15  # one per shape field (api/shape.py)
@@ -66,11 +74,11 @@ class DatabaseRowSelector(_Model):
     clients: int | None = Field(None, ge=1, le=1000, description="pgbench clients (one of database.clients).")
 
 
-_THRESHOLD_SUBJECT = "a threshold names exactly one of step, workload or database"
+_THRESHOLD_SUBJECT = "a threshold names exactly one of step, workload, database or disruption"
 _THRESHOLD_BOUND = "a threshold needs min, max or both"
 _THRESHOLD_RULES = (
-    ("(has(self.step) ? 1 : 0) + (has(self.workload) ? 1 : 0) + (has(self.database) ? 1 : 0) == 1",
-     _THRESHOLD_SUBJECT),
+    ("(has(self.step) ? 1 : 0) + (has(self.workload) ? 1 : 0) + (has(self.database) ? 1 : 0) + "
+     "(has(self.disruption) ? 1 : 0) == 1", _THRESHOLD_SUBJECT),
     ("has(self.min) || has(self.max)", _THRESHOLD_BOUND),
     ("!has(self.min) || !has(self.max) || self.min <= self.max", "a threshold's min must be at most its max"),
     (f"!has(self.step) || self.metric in {cel_list(STEP_METRICS)}",
@@ -79,6 +87,8 @@ _THRESHOLD_RULES = (
      f"a workload threshold's metric is one of {', '.join(WORKLOAD_METRICS)}"),
     (f"!has(self.database) || self.metric in {cel_list(DATABASE_METRICS)}",
      f"a database threshold's metric is one of {', '.join(DATABASE_METRICS)}"),
+    (f"!has(self.disruption) || self.metric in {cel_list(DISRUPTION_METRICS)}",
+     f"a disruption threshold's metric is one of {', '.join(DISRUPTION_METRICS)}"),
 )
 
 
@@ -93,6 +103,8 @@ class Threshold(_Model):
     workload: str | None = Field(None, min_length=1, max_length=32, pattern=WORKLOAD_NAME_PATTERN,
                                  description="The data-path workload bounded (one of dataPath.workloads).")
     database: DatabaseRowSelector | None = Field(None, description="The database runs bounded.")
+    disruption: int | None = Field(None, ge=0, lt=MAX_DISRUPTIONS,
+                                   description="The disruption bounded: its index in spec.disruptions (0 first).")
     metric: ThresholdMetric = Field(..., description="What is bounded; its unit is the status field's (seconds, "
                                                      "objects/s, MiB/s, IOPS, TPS, ms, counts).")
     min: float | None = Field(None, ge=0, description="The measured value must be at least this.")
@@ -101,15 +113,17 @@ class Threshold(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> Threshold:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        if sum(x is not None for x in (self.step, self.workload, self.database)) != 1:
+        if sum(x is not None for x in (self.step, self.workload, self.database, self.disruption)) != 1:
             raise ValueError(_THRESHOLD_SUBJECT)
         if self.min is None and self.max is None:
             raise ValueError(_THRESHOLD_BOUND)
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError("a threshold's min must be at most its max")
-        allowed = STEP_METRICS if self.step else WORKLOAD_METRICS if self.workload else DATABASE_METRICS
+        kind = ("step" if self.step else "workload" if self.workload else "disruption"
+                if self.disruption is not None else "database")
+        allowed = {"step": STEP_METRICS, "workload": WORKLOAD_METRICS, "database": DATABASE_METRICS,
+                   "disruption": DISRUPTION_METRICS}[kind]
         if self.metric not in allowed:
-            kind = "step" if self.step else "workload" if self.workload else "database"
             raise ValueError(f"a {kind} threshold's metric is one of {', '.join(allowed)}")
         return self
 
@@ -120,6 +134,8 @@ class Threshold(_Model):
             return str(self.step)
         if self.workload is not None:
             return f"workload {self.workload}"
+        if self.disruption is not None:
+            return f"disruption {self.disruption}"
         selector = self.database or DatabaseRowSelector()
         parts = [f"scale {selector.scale}" if selector.scale else "",
                  str(selector.mode) if selector.mode else "",
