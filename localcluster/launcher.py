@@ -657,7 +657,7 @@ class LocalCluster:
     def _register_mirror_pods(self) -> None:
         node = json.loads(self.kubectl("get", "node", FIRST_NODE, "-o", "json"))
         simulator = [pod for pod in self.mirror_pods(node)
-                     if pod["metadata"]["annotations"]["kubernetes.io/config.mirror"] == SIMULATOR_COMPONENT]
+                     if pod["metadata"]["annotations"].get("kubernetes.io/config.mirror") == SIMULATOR_COMPONENT]
         self.kubectl("create", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                   "items": simulator}))
 

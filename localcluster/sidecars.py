@@ -32,6 +32,7 @@ import yaml
 
 from localcluster import versions
 from localcluster.prometheus import METRICS_PORT_NAME, PART_OF, PART_OF_LABEL
+from localcluster.simulator.runtime import HOST_PROCESS_ANNOTATION
 
 NAMESPACE = "kube-system"
 RAISED_CLIENT_LIMITS: Mapping[str, str] = {"kube-api-qps": "500", "kube-api-burst": "1000"}
@@ -152,15 +153,17 @@ def mirror_pod(sidecar: Sidecar, node: str, node_uid: str, executable: str, args
                metrics_port: int | None = None) -> dict[str, Any]:
     """A mirror pod for a running sidecar process, as a kubelet writes one for a static pod (pure)."""
     return process_mirror_pod(sidecar.name, node, node_uid, image=sidecar.image, identity=sidecar.user,
-                              executable=executable, args=args, metrics_port=metrics_port)
+                              executable=executable, args=args, metrics_port=metrics_port, restartable=True)
 
 
 def process_mirror_pod(component: str, node: str, node_uid: str, *, image: str, identity: str, executable: str,
-                       args: list[str], metrics_port: int | None = None) -> dict[str, Any]:
+                       args: list[str], metrics_port: int | None = None, restartable: bool = False) -> dict[str, Any]:
     """A mirror pod ``<component>-<node>`` in kube-system for a process the launcher runs on the host: one
     container named after the component with the real command line, host-network (it listens on the node's
     address, as a control-plane static pod does) and, with ``metrics_port``, the container port ``http-metrics``
-    that the local Prometheus scrapes (pure)."""
+    that the local Prometheus scrapes (pure). ``restartable``: a supervisor restarts the process when the pod is
+    deleted (``localcluster.staticpod``), so the pod is marked ``csibench.io/host-process`` instead of as a static
+    pod's mirror, whose deletion restarts nothing (the simulator's own pod is one)."""
     container: dict[str, Any] = {"name": component, "image": image, "command": [executable], "args": args}
     if metrics_port is not None:
         container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": metrics_port, "protocol": "TCP"}]
@@ -169,8 +172,9 @@ def process_mirror_pod(component: str, node: str, node_uid: str, *, image: str, 
         "metadata": {
             "name": f"{component}-{node}", "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/name": component, PART_OF_LABEL: PART_OF},
-            "annotations": {"kubernetes.io/config.mirror": component, "kubernetes.io/config.source": "file",
-                            "csibench.io/identity": identity},
+            "annotations": {**({HOST_PROCESS_ANNOTATION: component} if restartable else {
+                "kubernetes.io/config.mirror": component, "kubernetes.io/config.source": "file"}),
+                "csibench.io/identity": identity},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
                                  "controller": True}],
         },

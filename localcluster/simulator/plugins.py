@@ -22,6 +22,7 @@ import aiohttp
 import grpc
 
 from localcluster.simulator import api
+from localcluster.simulator.runtime import HOST_PROCESS_ANNOTATION
 
 log = logging.getLogger("simulator.plugins")
 NAMESPACE = "kube-system"
@@ -38,7 +39,7 @@ def pod_name(node: str) -> str:
 
 
 def build_plugin_pod(node: str, node_uid: str, socket: Path) -> api.Obj:
-    """The node plugin's pod on ``node``: owned by the node and marked as a mirror pod, so the simulated kubelet
+    """The node plugin's pod on ``node``: owned by the node and marked as a host process, so the simulated kubelet
     only reports its status (pure)."""
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -46,7 +47,7 @@ def build_plugin_pod(node: str, node_uid: str, socket: Path) -> api.Obj:
             "name": pod_name(node), "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/name": COMPONENT, "app.kubernetes.io/component": "node-plugin",
                        PART_OF_LABEL: PART_OF},
-            "annotations": {"kubernetes.io/config.mirror": COMPONENT, "kubernetes.io/config.source": "api"},
+            "annotations": {HOST_PROCESS_ANNOTATION: COMPONENT},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
                                  "controller": True}],
         },

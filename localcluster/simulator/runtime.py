@@ -53,6 +53,10 @@ from localcluster.simulator.volumes import SYSTEM_PATH
 
 log = logging.getLogger("simulator.runtime")
 PAUSE_IMAGE_NAME = "pause"
+# A pod that stands for a process the local cluster runs on the host (status only, for this kubelet), which its
+# supervisor restarts when the pod is deleted, as a Deployment's or DaemonSet's would be (a static pod's mirror,
+# also status only, is restarted by nothing).
+HOST_PROCESS_ANNOTATION = "csibench.io/host-process"
 DEFAULT_GRACE_SECONDS = 30.0
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"  # where a kubelet keeps a pod's emptyDirs
 DOWNWARD_API_PLUGIN = "kubernetes.io~downward-api"
@@ -78,7 +82,8 @@ def is_pause_image(image: str) -> bool:
 def runs_processes(pod: api.Obj) -> bool:
     """A pod with any container that is not a pause image runs for real (pure). Mirror pods stay status-only: they
     stand for processes the launcher runs itself (the CSI sidecars), like a kubelet's static pods."""
-    if "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {}):
+    annotations = pod["metadata"].get("annotations") or {}
+    if "kubernetes.io/config.mirror" in annotations or HOST_PROCESS_ANNOTATION in annotations:
         return False
     containers = (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or [])
     return any(not is_pause_image(c.get("image", "")) for c in containers)

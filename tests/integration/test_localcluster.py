@@ -45,7 +45,7 @@ def test_sidecars_run_as_mirror_pods_with_their_identities_and_command_lines(kub
     pods = {present(p.metadata).name: p for p in kube.core.list_namespaced_pod("kube-system").items}
     for sidecar in sidecars.SIDECARS:
         pod = pods[f"{sidecar.name}-sim-node-0"]
-        assert present(present(pod.metadata).annotations)["kubernetes.io/config.mirror"] == sidecar.name
+        assert present(present(pod.metadata).annotations)["csibench.io/host-process"] == sidecar.name
         (container,) = present(pod.spec).containers
         executable, args = cluster.sidecar_command(sidecar)
         assert container.command == [executable] and container.args == args

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus, DisruptionResult, DisruptionSpec, DisruptionState
 from csibench.engine.disruption_figures import Ending, disruption_figures
+from csibench.engine.disruptions import never_reached
 from csibench.engine.thresholds import judge_one
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import owned_left, run, spec
@@ -43,7 +44,9 @@ def test_a_disruption_needs_one_moment_a_batch_step_and_a_valid_target(fields: d
 
 @pytest.mark.parametrize(("fields", "problem"), [
     ({"steps": ["createVolume", "deleteVolume"], "disruptions": [disruption(step="publish")]}, "does not run"),
-    ({"volumes": 2, "disruptions": [disruption(afterObjects=2)]}, "less than volumes"),
+    ({"volumes": 2, "disruptions": [disruption(afterObjects=2)]}, "less than its step's objects"),
+    ({"volumes": 6, "pvcsPerPod": 2, "disruptions": [disruption(step="publish", afterObjects=3)]},
+     "publish has 3"),
     ({"repeat": 2, "disruptions": [disruption()]}, "repeat"),
 ])
 def test_the_run_refuses_a_disruption_it_could_never_inject(fields: dict[str, Any], problem: str) -> None:
@@ -58,9 +61,10 @@ def test_figures_split_the_step_at_the_injection_and_find_the_stall_around_it() 
     figures = disruption_figures(endings, ["g"], injected=3.0, recovered=4.0, step_end=31.0)
     assert (figures.completed_before, figures.completed_after) == (2, 4)
     assert figures.throughput_before == pytest.approx(2 / 3, abs=1e-3)
-    assert figures.throughput_after == pytest.approx(4 / 27, abs=1e-3)  # c, d, e, f from 4 s to 31 s
-    # 2 -> 9 spans the injection (7 s); 11 -> 30 is longer but begins after the recovery: not the fault's
-    assert figures.stall_seconds == 7.0
+    assert figures.throughput_after == pytest.approx(3 / 27, abs=1e-3)  # c, d, f (e failed) from 4 s to 31 s
+    # from the injection at 3 to 9 (the second before it is idle time of its own); 11 -> 30 is longer but begins
+    # after the recovery: not the fault's
+    assert figures.stall_seconds == 6.0
     assert (figures.unrecovered, figures.unrecovered_names) == (2, ["e", "g"])
 
 
@@ -71,8 +75,11 @@ def test_figures_of_a_component_that_never_recovered_stall_to_the_steps_end() ->
 
 
 # -- on the fake cluster -------------------------------------------------------------------------------------------
-def component_pod(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"app.kubernetes.io/name": "csi-provisioner"}},
+def component_pod(name: str, **metadata: Any) -> dict[str, Any]:
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "csi-provisioner-5d9f", "uid": "rs",
+              "controller": True}]
+    return {"metadata": {"name": name, "labels": {"app.kubernetes.io/name": "csi-provisioner"},
+                         "ownerReferences": owner, **metadata},
             "spec": {"nodeName": "node-0", "containers": [{"name": "csi-provisioner", "image": "p"}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -127,7 +134,7 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     assert result.injectedAtSeconds == pytest.approx(0.1, abs=0.1)
     assert (result.completedBefore, result.completedAfter, result.unrecovered) == (0, 6, 0)
     # Nothing completed from the start to the binds at 0.8 s: the stall is that stretch.
-    assert result.stallSeconds is not None and 0.7 <= result.stallSeconds <= 2, result
+    assert result.stallSeconds is not None and 0.5 <= result.stallSeconds <= 2, result
     # The Lease the deleted pod held moved once; the new leader took it after the pod was Ready.
     assert result.leases == ["sim-csibench-io"] and result.leaseTransitions == 1, result
     assert result.leaderSeconds is not None and 0.5 <= result.leaderSeconds < 3, result
@@ -177,6 +184,34 @@ def test_no_pod_matching_the_component_fails_the_disruption_not_the_run() -> Non
     (result,) = status.disruptions
     assert result.state == DisruptionState.FAILED and "no pod matches" in (result.message or "")
     assert status.phase is not None and status.phase.value == "Succeeded"
+
+
+@pytest.mark.parametrize(("metadata", "problem"), [
+    ({"annotations": {"kubernetes.io/config.mirror": "x"}}, "static pod's mirror: deleting it restarts nothing"),
+    ({"ownerReferences": []}, "no controller: deleting it would remove it for good"),
+])
+def test_a_pod_that_would_not_come_back_is_not_deleted(metadata: dict[str, Any], problem: str) -> None:
+    fake = FakeKube()
+    fake.put("pods", "kube-system", component_pod("csi-provisioner-0", **metadata))
+    deleted = replaced_after(fake, 0.1)
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"], disruptions=[disruption(
+        afterObjects=0)]))
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.FAILED and problem in (result.message or ""), result
+    assert deleted == [] and ("pods", "kube-system", "csi-provisioner-0") in fake.objects
+
+
+def test_a_run_that_ends_before_the_disruptions_step_says_it_never_reached_it() -> None:
+    specs = [DisruptionSpec.model_validate(disruption()), DisruptionSpec.model_validate(disruption(step="publish"))]
+    results: list[DisruptionResult] = []  # the run failed before its first step: none listed yet
+    never_reached(results, specs)
+    assert [(r.step, r.state) for r in results] == [("createVolume", DisruptionState.NOT_REACHED),
+                                                    ("publish", DisruptionState.NOT_REACHED)]
+    assert all("the run ended before" in (r.message or "") for r in results)
+    done = results[0].model_copy(update={"state": DisruptionState.RECOVERED, "message": None})
+    later = [done, results[1].model_copy(update={"state": DisruptionState.PENDING, "message": None})]
+    never_reached(later, specs)
+    assert [r.state for r in later] == [DisruptionState.RECOVERED, DisruptionState.NOT_REACHED]
 
 
 def test_without_the_rights_the_run_fails_before_creating_anything_and_names_them() -> None:

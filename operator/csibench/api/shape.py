@@ -1,7 +1,8 @@
 """A run's shape: what it measured on and how much (class, volumes, PVCs per pod, size, access and volume mode,
-steps, pod, client limits, the workload parts), as opposed to what it measured. Two runs of different shapes are
-not two measurements of the same storage: ``csibench history`` keeps one shape in a series, and a baseline
-comparison says which parts differ (and, with ``spec.baselineRequireSameShape``, refuses to compare) (pure).
+steps, pod, client limits, the workload parts, the faults injected), as opposed to what it measured. Two runs of
+different shapes are not two measurements of the same storage: ``csibench history`` keeps one shape in a series,
+and a baseline comparison says which parts differ (and, with ``spec.baselineRequireSameShape``, refuses to
+compare) (pure).
 
 A spec is read with the model's defaults filled, so a field one run spelled out at its default and the other left
 out is not a difference; a spec an older or newer operator wrote that the model does not take is read as stored.
@@ -19,7 +20,7 @@ from csibench.api.models import BenchmarkRunSpec
 from csibench.api.text import shorten
 
 SHAPE_FIELDS = ("storageClassName", "volumes", "pvcsPerPod", "size", "accessModes", "volumeMode", "steps", "pod",
-                "client", "dataPath", "database", "density", "move", "expand", "groupSnapshot")
+                "client", "dataPath", "database", "density", "move", "expand", "groupSnapshot", "disruptions")
 VALUE_LENGTH = 80  # characters of one side of a difference as said
 
 

@@ -20,7 +20,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from csibench.api.models import (
     MAX_LEASES_NAMED,
@@ -40,7 +40,24 @@ from csibench.kube.watch import Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 MOMENT_POLL_SECONDS = 0.01  # how often the tracker's count is read in memory (no request)
+WATCH_SYNC_SECONDS = 60
 RIGHTS = ("list", "watch", "delete")
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+class DisruptionError(Exception):
+    """The disruption cannot be injected (or not all of it); the message says why."""
+
+
+def unrestartable(pod: Json) -> str | None:
+    """Why deleting this pod would not restart it (pure): a static pod's mirror (the kubelet only writes it
+    again) or a pod no controller owns (gone for good); None when a controller replaces it."""
+    meta = pod.get("metadata") or {}
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return "is a static pod's mirror: deleting it restarts nothing"
+    if not any(owner.get("controller") for owner in meta.get("ownerReferences") or []):
+        return "has no controller: deleting it would remove it for good"
+    return None
 
 
 def wall_seconds(stamp: str) -> float:
@@ -50,6 +67,17 @@ def wall_seconds(stamp: str) -> float:
 
 def pending_result(spec: DisruptionSpec) -> DisruptionResult:
     return DisruptionResult(step=spec.step, kind=spec.kind, target=spec.component.describe())
+
+
+def never_reached(results: list[DisruptionResult], specs: list[DisruptionSpec]) -> None:
+    """At the run's end: a disruption whose step never ran (the run failed first) is NotReached, and one never
+    listed yet is listed so (every spec.disruptions entry has its result)."""
+    if len(results) != len(specs):
+        results[:] = [pending_result(spec) for spec in specs]
+    for result in results:
+        if result.state == DisruptionState.PENDING:
+            result.state = DisruptionState.NOT_REACHED
+            result.message = f"the run ended before {result.step} reached the moment: nothing was injected"
 
 
 def pod_query(target: ComponentTarget) -> dict[str, str]:
@@ -91,6 +119,7 @@ class Disruptor:
         self._leases: dict[str, tuple[str, int]] = {}  # Lease name -> (holder, transitions) before the injection
         self._wanted = 0
         self._done = asyncio.Event()
+        self.on_injected: Callable[[], Awaitable[None]] | None = None  # status written at once: pods were deleted
 
     async def run(self) -> None:
         """Watch the component's pods (from before the moment, so that the injection is one request when it
@@ -102,14 +131,26 @@ class Disruptor:
                       asyncio.get_running_loop(), self._sink)
         watch.start()
         try:
-            await asyncio.wait_for(watch.synced.wait(), 60)
+            try:
+                await asyncio.wait_for(watch.synced.wait(), WATCH_SYNC_SECONDS)
+            except TimeoutError:
+                raise DisruptionError(f"the watch on {target.describe()} did not list them within "
+                                      f"{WATCH_SYNC_SECONDS} s") from None
+            leases = await self._leases_now()
             await self._moment()
-            await self._restart()
+            await self._restart(leases)
         except ApiError as error:
-            self.result.state = DisruptionState.FAILED
-            self.result.message = shorten(f"{self.spec.component.describe()}: {error.message}", 300)
+            self._failed(f"{target.describe()}: {error.message}")
+        except DisruptionError as error:
+            self._failed(str(error))
         finally:
             watch.stop()
+
+    def _failed(self, message: str) -> None:
+        """Not injected, or not all of it: Failed when nothing was deleted, else the recovery says the rest."""
+        self.result.message = shorten(message, 300)
+        if not self.result.pods:
+            self.result.state = DisruptionState.FAILED
 
     async def _moment(self) -> None:
         tracker, spec = self.tracker, self.spec
@@ -117,50 +158,75 @@ class Disruptor:
             await asyncio.sleep(MOMENT_POLL_SECONDS)
         if spec.afterSeconds is not None:
             await asyncio.sleep(max(0.0, tracker.started + spec.afterSeconds - time.monotonic()))
+            self.result.momentAtSeconds = round(time.monotonic() - tracker.started, 3)
             return
         wanted = spec.afterObjects or 0
         while len(tracker.outcomes) < wanted:
             await asyncio.sleep(MOMENT_POLL_SECONDS)
+        self.result.momentAtSeconds = round(time.monotonic() - tracker.started, 3)
 
-    async def _restart(self) -> None:
-        """Delete each of the component's pods as they are now (by uid), then wait for as many new ones Ready."""
+    async def _restart(self, leases: list[Json]) -> None:
+        """Delete each of the component's pods as they are now (by uid), then wait for as many new ones Ready.
+        A pod that would not come back is refused before anything is deleted: a static pod (deleting its mirror
+        pod restarts nothing) or a pod no controller owns (deleted for good)."""
         target = self.spec.component
         listing = await self.client.get(r.PODS.path(target.namespace), pod_query(target)) or {}
         pods = [p for p in listing.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
         if not pods:
-            self.result.state = DisruptionState.FAILED
-            self.result.message = f"no pod matches {target.describe()}: nothing was injected"
-            return
+            raise DisruptionError(f"no pod matches {target.describe()}: nothing was injected")
+        for pod in pods:
+            problem = unrestartable(pod)
+            if problem is not None:
+                raise DisruptionError(f"pod {pod['metadata']['name']} {problem}: nothing was injected")
         self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
-        self._wanted = len(pods)
-        await self._note_leases([p["metadata"]["name"] for p in pods])
+        self._note_leases(leases, [p["metadata"]["name"] for p in pods])
+        refused = []
         for pod in pods:
             meta = pod["metadata"]
-            await self.client.delete(r.PODS.path(target.namespace, meta["name"]), uid=meta["uid"],
-                                     on_send=self._stamp)
+            try:
+                await self.client.delete(r.PODS.path(target.namespace, meta["name"]), uid=meta["uid"],
+                                         on_send=self._stamp)
+            except ApiError as error:
+                refused.append(f"{meta['name']}: {error.message}")
+                continue
             self.result.pods.append(meta["name"])
+        if not self.result.pods:
+            raise DisruptionError("every delete was refused: " + "; ".join(refused))
+        self._wanted = len(self.result.pods)
+        if len(self._new_ready) >= self._wanted:
+            self._done.set()
         self.result.state = DisruptionState.INJECTED
         self._note_times()
+        if refused:
+            self.result.message = shorten("deletes refused, those pods were not restarted: " + "; ".join(refused),
+                                          300)
+        if self.on_injected is not None:
+            await self.on_injected()
         log.info("disruption in %s: deleted %s", self.spec.step, ", ".join(self.result.pods))
         try:
             await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds)
             self.result.state = DisruptionState.RECOVERED
         except TimeoutError:
             self.result.state = DisruptionState.NOT_RECOVERED
-            self.result.message = (f"{len(self._new_ready)} of {self._wanted} replacement pods Ready within "
-                                   f"{self.spec.recoveryTimeoutSeconds} s")
+            self.result.message = shorten(f"{len(self._new_ready)} of {self._wanted} replacement pods Ready within "
+                                          f"{self.spec.recoveryTimeoutSeconds} s"
+                                          + (f"; {self.result.message}" if self.result.message else ""), 300)
         self._note_times()
 
-    async def _note_leases(self, pod_names: list[str]) -> None:
-        """The Leases the pods about to be deleted hold (a sidecar campaigns under its hostname, the pod's name),
-        as they are now. Best effort: an operator that may not read Leases there reports none."""
+    async def _leases_now(self) -> list[Json]:
+        """The Leases in the component's namespace, read before the moment (so the injection waits for no request
+        but its deletes). Best effort: an operator that may not read Leases there reports none."""
         try:
             listing = await self.client.get(r.LEASES.path(self.spec.component.namespace)) or {}
         except ApiError as error:
             log.info("disruption in %s: Leases of %s not read: %s", self.spec.step, self.spec.component.namespace,
                      error.message)
-            return
-        for lease in listing.get("items") or []:
+            return []
+        return list(listing.get("items") or [])
+
+    def _note_leases(self, leases: list[Json], pod_names: list[str]) -> None:
+        """The Leases the pods about to be deleted hold (a sidecar campaigns under its hostname, the pod's name)."""
+        for lease in leases:
             spec = lease.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
             if holder and any(holder == name or holder.startswith(f"{name}-") for name in pod_names):
@@ -171,7 +237,7 @@ class Disruptor:
         """After the step: how the noted Leases moved (transitions; when the last one got a new holder)."""
         if not self._leases or self.injected is None or self.tracker.anchor is None:
             return
-        transitions, acquired, still_held = 0, [], False
+        transitions, acquired, kept = 0, [], []
         for name, (holder, before) in self._leases.items():
             try:
                 lease = await self.client.get(r.LEASES.path(self.spec.component.namespace, name))
@@ -179,17 +245,22 @@ class Disruptor:
                 return
             spec = (lease or {}).get("spec") or {}
             transitions += max(0, int(spec.get("leaseTransitions") or 0) - before)
-            if lease is None or spec.get("holderIdentity") in (None, "", holder):
-                still_held = True
-            elif spec.get("acquireTime"):
+            if spec.get("holderIdentity") == holder:
+                kept.append(name)  # the deleted pod's identity holds it still, or again (a StatefulSet's same name)
+            elif spec.get("holderIdentity") and spec.get("acquireTime"):
                 acquired.append(wall_seconds(str(spec["acquireTime"])))
         self.result.leaseTransitions = transitions
-        if acquired and not still_held:
+        if kept:
+            note = (f"Lease {', '.join(kept)} still names the deleted pod's identity: not taken over (or taken "
+                    "back under the same name, which no transition shows)")
+            self.result.message = shorten(f"{self.result.message}; {note}" if self.result.message else note, 300)
+        elif acquired and len(acquired) == len(self._leases):
             anchor = self.tracker.anchor
-            at = anchor.mono + (max(acquired) - anchor.wall)  # the holder's clock, read as the operator's
+            at = anchor.mono + (max(acquired) - anchor.wall)  # the new holder's clock, read as the operator's
             started = self.tracker.started or anchor.mono
-            self.result.leaderAcquiredAtSeconds = round(at - started, 3)
-            self.result.leaderSeconds = round(at - self.injected, 3)
+            # Clocks of two machines: never before the injection the operator stamped.
+            self.result.leaderAcquiredAtSeconds = round(max(at, self.injected) - started, 3)
+            self.result.leaderSeconds = round(max(0.0, at - self.injected), 3)
 
     def _stamp(self, at: float) -> None:
         if self.injected is None:

@@ -174,8 +174,18 @@ class StepRunner:
         for index, disruption in enumerate(spec.disruptions):
             if disruption.step == step:
                 status.disruptions[index] = pending_result(disruption)  # a step measured again starts afresh
-                disruptors.append(Disruptor(self.client, disruption, tracker, status.disruptions[index]))
+                disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index])
+                disruptor.on_injected = self._injected
+                disruptors.append(disruptor)
         return disruptors
+
+    async def _injected(self) -> None:
+        """Pods the run did not create were just deleted: status says so now, not at the next progress write."""
+        self.publish()
+        try:
+            await self.recorder.write()
+        except ApiError as error:
+            log.warning("status update after a disruption failed: %s", error)
 
     async def _settle(self, disruptors: list[Disruptor], injecting: list[asyncio.Task[None]]) -> None:
         """After the batch: a disruption still waiting for its moment never comes; one injected is waited for
@@ -183,7 +193,9 @@ class StepRunner:
         for disruptor, task in zip(disruptors, injecting, strict=True):
             if disruptor.injected is None and not task.done():
                 task.cancel()
-        await asyncio.gather(*injecting, return_exceptions=True)
+        for outcome in await asyncio.gather(*injecting, return_exceptions=True):
+            if isinstance(outcome, Exception):
+                log.error("a disruption's task failed", exc_info=outcome)
         for disruptor in disruptors:
             await disruptor.read_leases()
             disruptor.settle()

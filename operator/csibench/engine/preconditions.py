@@ -73,6 +73,9 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,
         node_zones=dict(check.zones))
     for disruption in spec.disruptions:
+        if disruption.component.namespace == operator_namespace():
+            raise PlanError(ConditionReason.INVALID_SPEC, f"a disruption may not act in the operator's own namespace "
+                            f"({disruption.component.namespace}): it would restart the operator measuring it")
         problem = await access_problem(client, disruption)
         if problem is not None:
             raise PlanError(ConditionReason.MISSING_RIGHTS, problem)

@@ -33,6 +33,7 @@ from csibench.engine import manifests
 from csibench.engine.cleanup import cleanup
 from csibench.engine.collection import build_collector
 from csibench.engine.context import RunContext
+from csibench.engine.disruptions import never_reached
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.iterations import (
@@ -167,6 +168,7 @@ class RunEngine:
 
     async def finish(self, verdict: RunVerdict) -> BenchmarkRunStatus:
         """The run's end, with its thresholds judged against what it measured and its baseline compared."""
+        never_reached(self.status.disruptions, self.spec.disruptions)
         baseline = await self._compare_with_baseline(verdict) if self.spec.baseline else None
         thresholds = judge(self.spec, self.status, verdict)
         judged = Judgement(thresholds, baseline) if thresholds is not None or baseline is not None else None

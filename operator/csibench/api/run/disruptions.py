@@ -121,19 +121,24 @@ class DisruptionResult(_Model):
         "Pending, Injected, Recovered, NotRecovered (no Ready replacement within recoveryTimeoutSeconds), "
         "NotReached (the step ended first: nothing injected) or Failed (message says why)."))
     pods: list[str] = Field(default_factory=list, description="The pods it deleted.")
-    injectedAtSeconds: float | None = Field(None, description="When the first delete was sent.")
+    momentAtSeconds: float | None = Field(None, description="When the moment came (afterObjects reached, or "
+                                                            "afterSeconds passed).")
+    injectedAtSeconds: float | None = Field(None, description="When the first delete was sent (after the moment: "
+                                                              "the pods are listed, then deleted).")
     recoveredAtSeconds: float | None = Field(None, description="When the last replacement pod was Ready (its watch "
                                                                "event).")
     recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - injectedAtSeconds.")
     stallSeconds: float | None = Field(
-        None, description="The longest time without any of the step's objects reaching its terminal state, among "
-                          "the gaps that end after the injection (from the injection, the step's start or the "
-                          "completion before, to the next completion or the step's end).")
+        None, description="The longest time from the injection on without any of the step's objects reaching its "
+                          "terminal state, among the stretches that begin before the recovery (from the injection "
+                          "or a terminal event, to the next terminal event or the step's end).")
     completedBefore: int | None = Field(None, description="Objects terminal before the injection.")
     completedAfter: int | None = Field(None, description="Objects terminal after it.")
-    throughputBefore: float | None = Field(None, description="Objects per second before the injection.")
+    throughputBefore: float | None = Field(None, description="Objects that succeeded per second before the "
+                                                             "injection.")
     throughputAfter: float | None = Field(
-        None, description="Objects per second from recovery to the step's end (none when the step ended first).")
+        None, description="Objects that succeeded per second from recovery to the step's end (none when the step "
+                          "ended first).")
     leases: list[str] = Field(default_factory=list, max_length=MAX_LEASES_NAMED, description=(
         "The leader Leases the deleted pods held (holder identity: the pod's name, or starting with it), in the "
         "component's namespace; empty when none, or when the operator may not read Leases there."))

@@ -113,13 +113,15 @@ _THRESHOLDS_RULES = (
 
 
 _DISRUPTION_STEP_RUNS = "a disruption names a step this run does not run"
-_DISRUPTION_TOO_LATE = "a disruption's afterObjects must be less than volumes: no step has more objects"
+_DISRUPTION_TOO_LATE = ("a disruption's afterObjects must be less than its step's objects (volumes; publish and "
+                        "unpublish: its pods, volumes / pvcsPerPod rounded up)")
 _DISRUPTION_REPEATED = ("disruptions cannot be combined with repeat > 1 yet: a disruption changes what each "
                         "iteration measures; run it in a run of its own (repeat: 1)")
 _DISRUPTIONS_RULES = (
     ("!has(self.disruptions) || self.disruptions.all(d, (!has(self.steps) || d.step in self.steps) && "
      f"{_STEP_RUNS.replace('t.step', 'd.step')})", _DISRUPTION_STEP_RUNS),
-    ("!has(self.disruptions) || self.disruptions.all(d, !has(d.afterObjects) || d.afterObjects < self.volumes)",
+    ("!has(self.disruptions) || self.disruptions.all(d, !has(d.afterObjects) || d.afterObjects < "
+     "(d.step in ['publish', 'unpublish'] ? (self.volumes + self.pvcsPerPod - 1) / self.pvcsPerPod : self.volumes))",
      _DISRUPTION_TOO_LATE),
     ("!has(self.disruptions) || size(self.disruptions) == 0 || self.repeat == 1", _DISRUPTION_REPEATED),
 )
@@ -407,8 +409,10 @@ class BenchmarkRunSpec(_Model):
         for disruption in self.disruptions:
             if not self.runs_step(disruption.step):
                 raise ValueError(f"{_DISRUPTION_STEP_RUNS}: {disruption.step}")
-            if disruption.afterObjects is not None and disruption.afterObjects >= self.volumes:
-                raise ValueError(f"{_DISRUPTION_TOO_LATE} ({disruption.afterObjects} >= {self.volumes})")
+            objects = -(-self.volumes // self.pvcsPerPod) if disruption.step in (
+                StepName.PUBLISH, StepName.UNPUBLISH) else self.volumes
+            if disruption.afterObjects is not None and disruption.afterObjects >= objects:
+                raise ValueError(f"{_DISRUPTION_TOO_LATE}: {disruption.step} has {objects}")
         return self
 
     def runs_step(self, step: str) -> bool:

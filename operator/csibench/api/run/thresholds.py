@@ -56,7 +56,7 @@ SECONDS_METRICS = frozenset({M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M
                              M.STALL_SECONDS})  # shown in µs / ms / s
 MAX_THRESHOLDS = 32
 MAX_BASELINE_ROWS = 64
-MAX_SHAPE_DIFFERENCES = 15  # one per shape field (api/shape.py)
+MAX_SHAPE_DIFFERENCES = 16  # one per shape field (api/shape.py)
 # NAMESPACE/ (a DNS label) then a run's name (a DNS label of at most MAX_RUN_NAME characters)
 BASELINE_PATTERN = (f"^([a-z0-9]([-a-z0-9]{{0,{v.DNS_LABEL_MAX - 2}}}[a-z0-9])?/)?"
                     f"[a-z0-9]([-a-z0-9]{{0,{MAX_RUN_NAME - 2}}}[a-z0-9])?$")
