@@ -28,6 +28,10 @@ def test_schema_is_structural_and_described() -> None:
         if not path.endswith("[]"):  # list items are explained by their field's description
             assert node.get("description"), f"{path} has no description (kubectl explain would be empty)"
         assert not ("properties" in node and "additionalProperties" in node), path
+        # OpenAPI v3.0, as the API server reads it: an exclusive bound is a flag beside minimum/maximum, and a
+        # number there (JSON Schema 2020's form, pydantic's for gt/lt) makes it refuse the whole CRD.
+        for bound in ("exclusiveMinimum", "exclusiveMaximum"):
+            assert isinstance(node.get(bound, False), bool), f"{path}: {bound} {node[bound]!r} (use ge/le)"
     assert version["subresources"] == {"status": {}}
 
 

@@ -103,7 +103,7 @@ class Threshold(_Model):
     workload: str | None = Field(None, min_length=1, max_length=32, pattern=WORKLOAD_NAME_PATTERN,
                                  description="The data-path workload bounded (one of dataPath.workloads).")
     database: DatabaseRowSelector | None = Field(None, description="The database runs bounded.")
-    disruption: int | None = Field(None, ge=0, lt=MAX_DISRUPTIONS,
+    disruption: int | None = Field(None, ge=0, le=MAX_DISRUPTIONS - 1,
                                    description="The disruption bounded: its index in spec.disruptions (0 first).")
     metric: ThresholdMetric = Field(..., description="What is bounded; its unit is the status field's (seconds, "
                                                      "objects/s, MiB/s, IOPS, TPS, ms, counts).")
