@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from localcluster import pki, prometheus, sidecars
+from localcluster.kube import wait_until
 from localcluster.launcher import REPO_ROOT, ClusterConfig, ClusterError, ClusterState, LocalCluster, ProcessRecord
 from localcluster.simulator.__main__ import _host_port
 
@@ -238,10 +239,11 @@ def test_a_paused_component_is_stopped_inside_the_block_and_running_after_it_wha
     try:
         cluster._children[child.pid] = child
         cluster._processes = [ProcessRecord("etcd", child.pid, "sleep", "/dev/null")]
+        # Signals are delivered asynchronously: the state is read until it shows them (a few ms).
         with pytest.raises(RuntimeError, match="inside"), cluster.paused("etcd"):
-            assert _state_of(child.pid) == "T"
+            wait_until(lambda: _state_of(child.pid) == "T", 5, "the process stopped")
             raise RuntimeError("inside")
-        assert _state_of(child.pid) in "SR"
+        wait_until(lambda: _state_of(child.pid) in "SR", 5, "the process running again")
         with pytest.raises(ClusterError, match="kube-apiserver is not running"), cluster.paused("kube-apiserver"):
             pass
     finally:
