@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from csibench.engine.disruption_figures import Ending, disruption_figures
 from csibench.engine.disruptions import never_reached
 from csibench.engine.thresholds import judge_one
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import owned_left, run, spec
+from tests.support.fake_runs import NAMES, owned_left, run, spec
 
 PROVISIONER = {"namespace": "kube-system", "selector": {"app.kubernetes.io/name": "csi-provisioner"}}
 
@@ -90,7 +91,8 @@ def lease(holder: str, transitions: int, acquired: float) -> dict[str, Any]:
         "acquireTime": dt.datetime.fromtimestamp(acquired, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
 
 
-def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = None) -> list[str]:
+def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = None,
+                   then: Callable[[], object] | None = None) -> list[str]:
     """A Deployment in kube-system: a deleted pod comes back Ready (new uid) ``delay`` seconds later, and with
     ``leader_after``, its process takes the provisioner's Lease that much after the delete. Returns the list of
     uids it deleted, filled as it goes."""
@@ -105,6 +107,8 @@ def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = No
             if leader_after is not None:
                 fake._later(leader_after, lambda: fake.put("leases", "kube-system", lease(
                     f"{name}-b2mc7", 4, time.time()), event="MODIFIED"))
+            if then is not None:
+                fake._later(0.1, then)
             return
         original(plural, namespace, name)
     fake._delete_one = delete_one  # type: ignore[method-assign]  # the fake's controller, for this test
@@ -119,7 +123,12 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
         "name": "other", "labels": {"app.kubernetes.io/name": "csi-attacher"}}})
     fake.put("leases", "kube-system", lease("csi-provisioner-0-x7k2p", 3, time.time() - 60))
     fake.put("leases", "kube-system", {**lease("someone-else", 9, time.time()), "metadata": {"name": "other"}})
-    deleted = replaced_after(fake, 0.3, leader_after=0.6)
+    def provisioner_timed_out() -> None:  # what a sidecar says of a call cut by the restart: retried, not failed
+        claim = next(o for k, o in list(fake.objects.items())
+                     if k[0] == "persistentvolumeclaims" and k[2] == NAMES.volume(0))
+        fake.warn(claim, "ProvisioningFailed", "failed to provision volume with StorageClass \"sim\": rpc error: "
+                  "code = DeadlineExceeded desc = context deadline exceeded")
+    deleted = replaced_after(fake, 0.3, leader_after=0.6, then=provisioner_timed_out)
     bounds = [{"disruption": 0, "metric": "recoverySeconds", "max": 5}, {"disruption": 0, "metric": "unrecovered",
                                                                           "max": 0},
               {"disruption": 0, "metric": "stallSeconds", "max": 0.1}]  # the last breaks: the batch stood still
@@ -135,6 +144,8 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     assert (result.completedBefore, result.completedAfter, result.unrecovered) == (0, 6, 0)
     # Nothing completed from the start to the binds at 0.8 s: the stall is that stretch.
     assert result.stallSeconds is not None and 0.5 <= result.stallSeconds <= 2, result
+    assert [(w.reason, w.cause, w.count, w.objects) for w in result.warnings] == [
+        ("ProvisioningFailed", "DeadlineExceeded", 1, 1)]
     # The Lease the deleted pod held moved once; the new leader took it after the pod was Ready.
     assert result.leases == ["sim-csibench-io"] and result.leaseTransitions == 1, result
     assert result.leaderSeconds is not None and 0.5 <= result.leaderSeconds < 3, result

@@ -23,12 +23,14 @@ import time
 from collections.abc import Awaitable, Callable
 
 from csibench.api.models import (
+    MAX_FAILURE_REASONS,
     MAX_LEASES_NAMED,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
     DisruptionSpec,
     DisruptionState,
+    RetriedWarnings,
 )
 from csibench.api.text import shorten
 from csibench.engine.disruption_figures import Ending, disruption_figures
@@ -120,6 +122,8 @@ class Disruptor:
         self._wanted = 0
         self._done = asyncio.Event()
         self.on_injected: Callable[[], Awaitable[None]] | None = None  # status written at once: pods were deleted
+        # The retried Warnings about the step's objects whose latest line came at or after a moment (monotonic)
+        self.warnings_since: Callable[[float], list[RetriedWarnings]] | None = None
 
     async def run(self) -> None:
         """Watch the component's pods (from before the moment, so that the injection is one request when it
@@ -309,5 +313,7 @@ class Disruptor:
         self.result.throughputBefore = figures.throughput_before
         self.result.throughputAfter = figures.throughput_after
         self.result.stallSeconds = figures.stall_seconds
+        if self.warnings_since is not None:
+            self.result.warnings = self.warnings_since(self.injected)[:MAX_FAILURE_REASONS]
         self.result.unrecovered = figures.unrecovered
         self.result.unrecoveredNames = figures.unrecovered_names

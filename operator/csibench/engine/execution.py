@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import DisruptionState, Machinery
+from csibench.api.models import DisruptionState, Machinery, RetriedWarnings
 from csibench.api.text import human_duration, shorten
 from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
@@ -26,9 +26,10 @@ from csibench.engine.disruptions import Disruptor, pending_result
 from csibench.engine.judges import Judge, Verdict
 from csibench.engine.observed import POD, Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
-from csibench.engine.retries import RETRIED_BY
+from csibench.engine.retries import RETRIED_BY, retried_warnings
 from csibench.engine.status import StatusRecorder
 from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.timing import rfc3339
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -135,7 +136,7 @@ class StepRunner:
         attempt = f" (attempt {tracker.attempt})" if tracker.attempt > 1 else ""
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
-        disruptors = self._disruptors(step.name, tracker)
+        disruptors = self._disruptors(step, tracker)
         injecting = [asyncio.create_task(d.run(), name=f"disruption:{step.name}") for d in disruptors]
         try:
             if step.measure is not None:  # a measuring step (the data path) drives its own batches
@@ -165,17 +166,23 @@ class StepRunner:
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
 
-    def _disruptors(self, step: str, tracker: StepTracker) -> list[Disruptor]:
+    def _disruptors(self, step: StepSpec, tracker: StepTracker) -> list[Disruptor]:
         """The step's disruptions (spec.disruptions), each with its result in status (Pending until it acts)."""
         spec, status = self.context.spec, self.recorder.status
+
+        def warnings_since(since: float) -> list[RetriedWarnings]:
+            anchor = tracker.anchor
+            per_object = self.observed.retried_since(step.kind, tracker.active, since)
+            return retried_warnings(per_object, lambda mono: rfc3339(anchor.wall_of(mono)) if anchor else "")
         if len(status.disruptions) != len(spec.disruptions):
             status.disruptions = [pending_result(d) for d in spec.disruptions]
         disruptors = []
         for index, disruption in enumerate(spec.disruptions):
-            if disruption.step == step:
+            if disruption.step == step.name:
                 status.disruptions[index] = pending_result(disruption)  # a step measured again starts afresh
                 disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index])
                 disruptor.on_injected = self._injected
+                disruptor.warnings_since = warnings_since
                 disruptors.append(disruptor)
         return disruptors
 

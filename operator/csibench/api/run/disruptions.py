@@ -16,7 +16,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
-from csibench.api.run.common import LABEL_KEYS_RULE, LabelValue, cel
+from csibench.api.run.common import LABEL_KEYS_RULE, MAX_FAILURE_REASONS, LabelValue, cel
+from csibench.api.run.observations import RetriedWarnings
 from csibench.api.steps import StepName
 
 MAX_DISRUPTIONS = 4
@@ -148,6 +149,10 @@ class DisruptionResult(_Model):
                           "clock); none while one is still held by a deleted pod's identity.")
     leaderSeconds: float | None = Field(None, description="leaderAcquiredAtSeconds - injectedAtSeconds: how long the "
                                                           "component had no working leader.")
+    warnings: list[RetriedWarnings] = Field(
+        default_factory=list, max_length=MAX_FAILURE_REASONS,
+        description="Warnings about the step's objects that Kubernetes retried past, by reason and cause, whose latest "
+                    "line came from the injection on (an Event repeated across it counts all its repeats).")
     unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
                                                       "injection.")
     unrecoveredNames: list[str] = Field(default_factory=list,
