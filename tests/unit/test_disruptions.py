@@ -178,6 +178,19 @@ def test_a_threshold_on_a_disruption_the_run_does_not_have_is_refused() -> None:
         spec(disruptions=[disruption()], thresholds=[{"disruption": 0, "metric": "throughput", "max": 1}])
 
 
+def test_a_component_of_two_pods_recovers_when_both_replacements_are_ready() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.8))
+    for name in ("csi-provisioner-0", "csi-provisioner-1"):
+        fake.put("pods", "kube-system", component_pod(name))
+    deleted = replaced_after(fake, 0.3)
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                            disruptions=[disruption(afterObjects=None, afterSeconds=0.0)]))
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.RECOVERED and sorted(result.pods) == ["csi-provisioner-0",
+                                                                                 "csi-provisioner-1"], result
+    assert len(deleted) == 2 and result.recoverySeconds is not None and result.recoverySeconds >= 0.3, result
+
+
 def test_a_moment_the_step_never_reaches_injects_nothing() -> None:
     fake = FakeKube()
     fake.put("pods", "kube-system", component_pod("csi-provisioner-0"))

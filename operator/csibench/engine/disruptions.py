@@ -197,8 +197,7 @@ class Disruptor:
         if not self.result.pods:
             raise DisruptionError("every delete was refused: " + "; ".join(refused))
         self._wanted = len(self.result.pods)
-        if len(self._new_ready) >= self._wanted:
-            self._done.set()
+        self._check_recovered()
         self.result.state = DisruptionState.INJECTED
         self._note_times()
         if refused:
@@ -280,9 +279,14 @@ class Disruptor:
             if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
                     self._new_ready and ready(pod):
                 self._new_ready[uid] = event.at
-                if len(self._new_ready) >= self._wanted:
-                    self.recovered = event.at
-                    self._done.set()
+                self._check_recovered()
+
+    def _check_recovered(self) -> None:
+        """Recovered once as many new pods were Ready as were deleted (known when the deletes are done: a
+        replacement may be Ready before the last of several deletes left), at the time the last of those was."""
+        if self._wanted and not self._done.is_set() and len(self._new_ready) >= self._wanted:
+            self.recovered = sorted(self._new_ready.values())[self._wanted - 1]
+            self._done.set()
 
     def _note_times(self) -> None:
         started = self.tracker.started
