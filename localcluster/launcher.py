@@ -211,6 +211,20 @@ def describe_exit(returncode: int) -> str:
         return f"killed by signal {-returncode}"
 
 
+def _children_of(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _argv0(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
 def _pid_runs(record: ProcessRecord) -> bool:
     """True when the PID is alive and still runs what we launched (PIDs get reused). Only for processes another
     invocation started: a child of ours may show an empty command line right after ``Popen`` returns."""
@@ -390,6 +404,19 @@ class LocalCluster:
             time.sleep(0.2)
         raise ClusterError(f"{name} did not run with its new command line within {timeout:.0f}s\n"
                            + self.component_logs())
+
+    def process_pids(self) -> dict[str, int]:
+        """component -> the pid of the process doing its work: a supervised sidecar's child (the binary itself, not
+        ``localcluster.staticpod``), every other component's own."""
+        state = ClusterState.load(self.config.state_dir)
+        pids = {}
+        for record in state.processes if state else []:
+            pids[record.name] = record.pid
+            if record.args[:2] == ["-m", "localcluster.staticpod"] and "--" in record.args:
+                binary = record.args[record.args.index("--") + 1]
+                pids[record.name] = next((pid for pid in _children_of(record.pid) if _argv0(pid) == binary),
+                                         record.pid)
+        return pids
 
     def running(self) -> bool:
         state = ClusterState.load(self.config.state_dir)

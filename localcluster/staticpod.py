@@ -237,11 +237,27 @@ class Supervisor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), backoff)
             backoff = min(BACKOFF_MAX, backoff * 2)
+            await self.api_server_ready()
             if not self.stopping.is_set():
                 self.start_child()
         await self.stop_child(grace_of(self.template))
         with contextlib.suppress(Exception):
             await self.release_leases()
+
+    async def api_server_ready(self) -> None:
+        """Wait until the API server answers /readyz (or the supervisor stops). A sidecar that starts while it is
+        away may decide for its whole life that an API is missing (csi-snapshotter turns group snapshots off when
+        it cannot list their CRDs), and a sidecar that lost its lease while the launcher restarted the API server
+        would otherwise be restarted into the outage. A kubelet does not wait so; this keeps the local cluster
+        usable across its own restarts of the API server."""
+        while not self.stopping.is_set():
+            try:
+                async with self.client.session.get(self.client.server + "/readyz") as response:
+                    if response.status == 200:
+                        return
+            except (aiohttp.ClientError, OSError, TimeoutError) as error:
+                log.info("waiting for the API server before restarting %s: %s", self.name, error)
+            await asyncio.sleep(0.5)
 
     def _wait_child(self) -> None:
         """Block until the current child exits (polled, so a cancelled wait ends within a tenth of a second)."""

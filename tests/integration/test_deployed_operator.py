@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from localcluster.kube import Kube, wait_until
-from localcluster.launcher import REPO_ROOT, ClusterState, LocalCluster
+from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, create_run, describe_stuck_run, get_run, step, wait_for_phase
 from tests.support.chart import CHART, RELEASE, helm, local_values, value_args
@@ -164,9 +164,8 @@ def unix(rfc3339: str) -> float:
 
 
 def component_pids(cluster: LocalCluster, names: list[str]) -> dict[str, int]:
-    state = ClusterState.load(cluster.config.state_dir)
-    assert state is not None
-    return {record.name: record.pid for record in state.processes if record.name in names}
+    """The processes doing each component's work (a sidecar's binary, not its supervisor)."""
+    return {name: pid for name, pid in cluster.process_pids().items() if name in names}
 
 
 def cpu_of(run: dict[str, Any], step_name: str) -> dict[str, float]:
