@@ -64,6 +64,7 @@ DENSITY_PARAMETERS = {"attachLatency": "2s", "attachLatencyPerAttached": "500ms"
 DEFAULT_SNAPSHOT_CLASS = "csibench-sim-snapclass"
 GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8s.io/v1, the simulated driver's
 # The simulator's mirror pod (sim-node-0) and container: the simulated CSI driver, as a vendor's driver pod stands.
+DOWN_GRACE_SECONDS = 4.0  # then ``down`` kills what still runs (supervisors release their Leases within 2 s)
 FIRST_NODE = "sim-node-0"  # where the component pods are registered (the simulator names nodes sim-node-<i>)
 SIMULATOR_COMPONENT = "csi-sim-driver"
 SIMULATOR_IMAGE = "csibench.io/csi-sim-driver:local"  # recorded on its mirror pod; nothing pulls it
@@ -294,13 +295,16 @@ class LocalCluster:
             raise
 
     def down(self) -> None:
-        """Stop every process this cluster started, newest first; SIGKILL what ignores SIGTERM for 10 s."""
+        """Stop every process this cluster started, newest first; SIGKILL what ignores SIGTERM for 4 s. The API
+        server drains its watches on SIGTERM and, with etcd, outlasted 10 s every time: nothing of a cluster being
+        torn down needs a graceful stop (the next ``up`` starts from an empty state directory), and the 10 s cost
+        every test session and benchmark its wait."""
         state = ClusterState.load(self.config.state_dir)
         records = list(state.processes) if state else []
         records += [r for r in self._processes if r.pid not in {s.pid for s in records}]
         for record in reversed(records):
             self._signal(record, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + DOWN_GRACE_SECONDS
         for record in reversed(records):
             while self.exit_of(record) is None and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -53,6 +53,7 @@ LEASE = api.Resource("/apis/coordination.k8s.io/v1", "leases", True, "Lease")
 DEFAULT_GRACE_SECONDS = 30.0
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 10.0
 BACKOFF_RESET_SECONDS = 60.0  # a child that ran this long before exiting starts the back-off afresh
+RELEASE_SECONDS = 2.0  # at most this long releasing the stopped child's Leases
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWUTS = 0x04000000
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # a ReplicaSet's pod-name suffix alphabet
@@ -241,8 +242,10 @@ class Supervisor:
             if not self.stopping.is_set():
                 self.start_child()
         await self.stop_child(grace_of(self.template))
+        # Bounded: when the whole cluster stops, the API server may be going away too, and a request to it can hang
+        # until the launcher's SIGKILL (it cost every `down` 10 s).
         with contextlib.suppress(Exception):
-            await self.release_leases()
+            await asyncio.wait_for(self.release_leases(), RELEASE_SECONDS)
 
     async def api_server_ready(self) -> None:
         """Wait until the API server answers /readyz (or the supervisor stops). A sidecar that starts while it is
