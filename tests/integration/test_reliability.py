@@ -110,7 +110,9 @@ def test_operator_killed_inside_every_step_redoes_each_and_the_run_succeeds(
     progress_at_kill: dict[str, str | None] = {}
     for target in ALL_STEPS:
         try:
-            wait_until(functools.partial(running, target), 240, f"{name}: step {target} running", 0.02)
+            # Read at 10 Hz: each read decodes the run's whole status, and at 50 Hz the test's own CPU slowed the
+            # operator's restarts beside it. A kill still lands inside the step: each takes at least 2 s here.
+            wait_until(functools.partial(running, target), 240, f"{name}: step {target} running", 0.1)
         except AssertionError as error:
             raise stuck(error) from None
         time.sleep(delays[target])
