@@ -191,6 +191,24 @@ def test_a_component_of_two_pods_recovers_when_both_replacements_are_ready() -> 
     assert len(deleted) == 2 and result.recoverySeconds is not None and result.recoverySeconds >= 0.3, result
 
 
+def test_a_daemonset_of_many_pods_is_named_in_bounds_and_an_odd_lease_is_not_an_exception() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.5))
+    for index in range(20):
+        fake.put("pods", "kube-system", component_pod(f"csi-provisioner-{index:02d}"))
+    odd = lease("csi-provisioner-00-x", 3, time.time())
+    odd["spec"].update(leaseTransitions="many", acquireTime="not a time")
+    fake.put("leases", "kube-system", odd)
+    deleted = replaced_after(fake, 0.1, then=lambda: fake.put("leases", "kube-system", {**odd, "spec": {
+        **odd["spec"], "holderIdentity": "someone-new"}}, event="MODIFIED"))
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                            disruptions=[disruption(afterObjects=None, afterSeconds=0.0)]))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    (result,) = status.disruptions
+    assert result.state == DisruptionState.RECOVERED and len(deleted) == result.podsDeleted == 20, result
+    assert result.pods == [f"csi-provisioner-{index:02d}" for index in range(16)]
+    assert result.leases == ["sim-csibench-io"] and result.leaderSeconds is None and result.leaseTransitions == 0
+
+
 def test_a_moment_the_step_never_reaches_injects_nothing() -> None:
     fake = FakeKube()
     fake.put("pods", "kube-system", component_pod("csi-provisioner-0"))

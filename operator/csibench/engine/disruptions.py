@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from csibench.api.models import (
     MAX_FAILURE_REASONS,
     MAX_LEASES_NAMED,
+    MAX_PODS_NAMED,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
@@ -60,6 +61,11 @@ def unrestartable(pod: Json) -> str | None:
     if not any(owner.get("controller") for owner in meta.get("ownerReferences") or []):
         return "has no controller: deleting it would remove it for good"
     return None
+
+
+def whole(value: object) -> int:
+    """A count from another writer's object (a Lease's leaseTransitions): 0 unless it is a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def wall_seconds(stamp: str) -> float:
@@ -153,7 +159,7 @@ class Disruptor:
     def _failed(self, message: str) -> None:
         """Not injected, or not all of it: Failed when nothing was deleted, else the recovery says the rest."""
         self.result.message = shorten(message, 300)
-        if not self.result.pods:
+        if not self._wanted:
             self.result.state = DisruptionState.FAILED
 
     async def _moment(self) -> None:
@@ -184,7 +190,7 @@ class Disruptor:
                 raise DisruptionError(f"pod {pod['metadata']['name']} {problem}: nothing was injected")
         self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
         self._note_leases(leases, [p["metadata"]["name"] for p in pods])
-        refused = []
+        refused, deleted = [], []
         for pod in pods:
             meta = pod["metadata"]
             try:
@@ -193,10 +199,12 @@ class Disruptor:
             except ApiError as error:
                 refused.append(f"{meta['name']}: {error.message}")
                 continue
-            self.result.pods.append(meta["name"])
-        if not self.result.pods:
+            deleted.append(meta["name"])
+            self.result.pods = deleted[:MAX_PODS_NAMED]  # status holds names in bounds: a DaemonSet has many pods
+            self.result.podsDeleted = len(deleted)
+        if not deleted:
             raise DisruptionError("every delete was refused: " + "; ".join(refused))
-        self._wanted = len(self.result.pods)
+        self._wanted = len(deleted)
         self._check_recovered()
         self.result.state = DisruptionState.INJECTED
         self._note_times()
@@ -205,7 +213,7 @@ class Disruptor:
                                           300)
         if self.on_injected is not None:
             await self.on_injected()
-        log.info("disruption in %s: deleted %s", self.spec.step, ", ".join(self.result.pods))
+        log.info("disruption in %s: deleted %d pods: %s", self.spec.step, len(deleted), ", ".join(self.result.pods))
         try:
             await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds)
             self.result.state = DisruptionState.RECOVERED
@@ -233,31 +241,35 @@ class Disruptor:
             spec = lease.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
             if holder and any(holder == name or holder.startswith(f"{name}-") for name in pod_names):
-                self._leases[lease["metadata"]["name"]] = (holder, int(spec.get("leaseTransitions") or 0))
+                self._leases[lease["metadata"]["name"]] = (holder, whole(spec.get("leaseTransitions")))
         self.result.leases = sorted(self._leases)[:MAX_LEASES_NAMED]
 
     async def read_leases(self) -> None:
         """After the step: how the noted Leases moved (transitions; when the last one got a new holder)."""
         if not self._leases or self.injected is None or self.tracker.anchor is None:
             return
-        transitions, acquired, kept = 0, [], []
+        transitions, acquired, kept, still_unread = 0, [], [], False
         for name, (holder, before) in self._leases.items():
             try:
                 lease = await self.client.get(r.LEASES.path(self.spec.component.namespace, name))
             except ApiError:
                 return
             spec = (lease or {}).get("spec") or {}
-            transitions += max(0, int(spec.get("leaseTransitions") or 0) - before)
+            transitions += max(0, whole(spec.get("leaseTransitions")) - before)
             if spec.get("holderIdentity") == holder:
                 kept.append(name)  # the deleted pod's identity holds it still, or again (a StatefulSet's same name)
             elif spec.get("holderIdentity") and spec.get("acquireTime"):
-                acquired.append(wall_seconds(str(spec["acquireTime"])))
+                try:
+                    acquired.append(wall_seconds(str(spec["acquireTime"])))
+                except ValueError:  # a Lease another writer filled oddly: no leader time, never an exception
+                    still_unread = True
+                    continue
         self.result.leaseTransitions = transitions
         if kept:
             note = (f"Lease {', '.join(kept)} still names the deleted pod's identity: not taken over (or taken "
                     "back under the same name, which no transition shows)")
             self.result.message = shorten(f"{self.result.message}; {note}" if self.result.message else note, 300)
-        elif acquired and len(acquired) == len(self._leases):
+        elif acquired and len(acquired) == len(self._leases) and not still_unread:
             anchor = self.tracker.anchor
             at = anchor.mono + (max(acquired) - anchor.wall)  # the new holder's clock, read as the operator's
             started = self.tracker.started or anchor.mono

@@ -24,6 +24,7 @@ MAX_DISRUPTIONS = 4
 MAX_SELECTOR_LABELS = 8
 MAX_UNRECOVERED_NAMED = 10
 MAX_LEASES_NAMED = 16
+MAX_PODS_NAMED = 16
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
 # The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
 DISRUPTABLE_STEPS: tuple[StepName, ...] = (
@@ -121,7 +122,9 @@ class DisruptionResult(_Model):
     state: DisruptionState = Field(DisruptionState.PENDING, description=(
         "Pending, Injected, Recovered, NotRecovered (no Ready replacement within recoveryTimeoutSeconds), "
         "NotReached (the step ended first: nothing injected) or Failed (message says why)."))
-    pods: list[str] = Field(default_factory=list, description="The pods it deleted.")
+    pods: list[str] = Field(default_factory=list, max_length=MAX_PODS_NAMED,
+                            description=f"The pods it deleted (the first {MAX_PODS_NAMED}).")
+    podsDeleted: int | None = Field(None, description="How many pods it deleted (a DaemonSet's can be many).")
     momentAtSeconds: float | None = Field(None, description="When the moment came (afterObjects reached, or "
                                                             "afterSeconds passed).")
     injectedAtSeconds: float | None = Field(None, description="When the first delete was sent (after the moment: "
