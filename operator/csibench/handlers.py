@@ -35,6 +35,7 @@ from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
 from csibench.engine.resume import resume
 from csibench.engine.run import RunEngine
+from csibench.engine.scaling import restore_all
 from csibench.engine.status import StatusRecorder
 from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
@@ -112,6 +113,8 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     client = await _client_for(spec.client, f"{ref.namespace}/{ref.name}")
     try:
         engine = RunEngine(ref, spec, client)
+        if phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
+            await _undo_disruptions(client, ref, spec)  # before the step is redone or the run fails
         if phase == Phase.RUNNING.value and spec.restartPolicy == RestartPolicy.REDO:
             await resume(engine, plain(status))
         elif phase in (Phase.RUNNING.value, Phase.CLEANING_UP.value):
@@ -120,6 +123,14 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
             await engine.execute()
     finally:
         await client.close()
+
+
+async def _undo_disruptions(client: KubeClient, ref: RunRef, spec: BenchmarkRunSpec) -> None:
+    """What a disruption of this run left undone when the operator stopped (a workload scaled down) is undone;
+    a problem is logged (the run's end tries again)."""
+    for problem in await restore_all(client, ref.uid, spec.disruptions):
+        log.error("run %s/%s: a workload its disruption scaled down was not given back: %s", ref.namespace,
+                  ref.name, problem)
 
 
 async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any]) -> None:
@@ -138,16 +149,19 @@ async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any])
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, retries=DELETE_RETRIES, backoff=DELETE_BACKOFF_SECONDS)
-async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, **_: Any) -> None:
     """Remove what the run created. What it created is read from its status (recorded as it went), never
     from the spec; every delete is still limited to objects carrying the run's uid label, but for orphaned
-    snapshot contents, whose ownership is proven by uid instead (``engine/reclaim.py``)."""
+    snapshot contents, whose ownership is proven by uid instead (``engine/reclaim.py``). A workload one of its
+    disruptions scaled down is given back its replicas first (the workload's own annotation proves the run did
+    it; the spec only says where to look)."""
     METRICS.forget_run(f"{meta['namespace']}/{meta['name']}")
     if not status.get("targetNamespace"):
         return  # never got past its preconditions: nothing was created
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"])
     client = await _client_for(ClientSettings())
     try:
+        await _undo_deleted_run_disruptions(client, ref, plain(spec))
         await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds())
     except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
         log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)
@@ -156,6 +170,18 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, status: kopf.Status, **_: 
                                   delay=DELETE_BACKOFF_SECONDS) from error
     finally:
         await client.close()
+
+
+async def _undo_deleted_run_disruptions(client: KubeClient, ref: RunRef, spec: dict[str, Any]) -> None:
+    """A deleted run's scaled-down workloads given back; a problem is retried (kopf), then the finalizer goes."""
+    try:
+        disruptions = BenchmarkRunSpec.model_validate(spec).disruptions
+    except ValidationError:
+        return  # a spec that never validated never ran a disruption
+    problems = await restore_all(client, ref.uid, disruptions)
+    if problems:
+        raise kopf.TemporaryError("a workload a disruption scaled down was not given back: " + "; ".join(problems),
+                                  delay=DELETE_BACKOFF_SECONDS)
 
 
 @kopf.daemon(GROUP, VERSION, SUITE_PLURAL, cancellation_timeout=2.0)

@@ -264,6 +264,6 @@ def test_without_the_rights_the_run_fails_before_creating_anything_and_names_the
     assert status.phase is not None and status.phase.value == "Failed"
     ready = status.conditions[0]
     assert ready.reason == "MissingRights", ready
-    assert "watch, delete on pods in namespace kube-system" in ready.message, ready
+    assert "watch pods, delete pods in namespace kube-system" in ready.message, ready
     assert not fake.named("persistentvolumeclaims", "default") and owned_left(fake) == []
     assert ("pods", "kube-system", "csi-provisioner-0") in fake.objects

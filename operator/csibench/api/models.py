@@ -76,17 +76,23 @@ from csibench.api.run.datapath import (
     default_workloads,
 )
 from csibench.api.run.disruptions import (
+    CONTROL_PLANE_NAMESPACE,
     DISRUPTABLE_STEPS,
+    MAX_DISRUPTION_SECONDS,
     MAX_DISRUPTIONS,
     MAX_LEASES_NAMED,
     MAX_PODS_NAMED,
     MAX_SELECTOR_LABELS,
     MAX_UNRECOVERED_NAMED,
+    PAUSE_KINDS,
+    PAUSED_COMPONENT,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
     DisruptionSpec,
     DisruptionState,
+    WorkloadKind,
+    WorkloadTarget,
 )
 from csibench.api.run.modify import (
     MAX_MODIFY_ROWS,
@@ -183,6 +189,7 @@ from csibench.api.steps import StepName
 
 __all__ = [
     "BASELINE_PATTERN",
+    "CONTROL_PLANE_NAMESPACE",
     "DATABASE_METRICS",
     "DISRUPTABLE_STEPS",
     "DISRUPTION_METRICS",
@@ -196,6 +203,7 @@ __all__ = [
     "MAX_DATABASE_ROWS",
     "MAX_DENSITY_LEVELS",
     "MAX_DISRUPTIONS",
+    "MAX_DISRUPTION_SECONDS",
     "MAX_EPHEMERAL_PODS",
     "MAX_EPHEMERAL_VOLUMES_PER_POD",
     "MAX_FAILURE_REASONS",
@@ -220,6 +228,8 @@ __all__ = [
     "MAX_WORKLOADS",
     "MAX_WORKLOAD_ZONES",
     "MAX_ZONES",
+    "PAUSED_COMPONENT",
+    "PAUSE_KINDS",
     "PG_SIZE_PATTERN",
     "PLURAL",
     "QUANTITY_PATTERN",
@@ -319,7 +329,9 @@ __all__ = [
     "TolerationOperator",
     "Verdict",
     "VolumeMode",
+    "WorkloadKind",
     "WorkloadPods",
+    "WorkloadTarget",
     "cel",
     "cel_list",
     "default_workloads",

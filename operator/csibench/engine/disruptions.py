@@ -1,17 +1,23 @@
 """spec.disruptions inside a step: wait for the moment, inject, watch the component recover, then say what it cost.
 
 A ``Disruptor`` runs beside its step's batch. It waits until the step's clock has run ``afterSeconds`` or
-``afterObjects`` of the step's objects are terminal (read from the step's tracker in memory), then, for
-``RestartComponent``, lists the component's pods (its labels in its namespace, on its node if one is named),
-starts a watch on them, and deletes each one by uid (the very pod it listed, never a namesake created since). The
-injection is stamped when the first delete is sent; the recovery when the watch delivers the last of as many new
-pods (uids not listed before) Ready as were deleted, stamped on arrival like every object's terminal event. Both
-are kept on the step's clock, and once the step has ended ``settle`` adds the figures of ``disruption_figures``.
+``afterObjects`` of the step's objects are terminal (read from the step's tracker in memory), then injects:
 
-Nothing to undo: a deleted pod is replaced by its controller (a Deployment, a DaemonSet, the kubelet for a static
-pod), and a component that never comes back is reported NotRecovered, never restarted by csibench. The operator
-needs rights to list, watch and delete those pods; ``access_problem`` says which it lacks before the run creates
-anything.
+- ``RestartComponent`` lists the component's pods (its labels in its namespace, on its node if one is named) and
+  deletes each one by uid (the very pod it listed, never a namesake created since);
+- ``ScaleDown`` takes the workload to zero replicas, and after ``seconds`` back to what it had (``scaling``);
+- ``PauseApiServer`` / ``PauseEtcd`` ask the local cluster to freeze the process for ``seconds`` (``pausing``).
+
+The injection is stamped when its first request is sent. The recovery is stamped on the watch event that shows
+it, on arrival like every object's terminal event: as many new pods (uids not listed before) Ready as were
+deleted or scaled away, or, for a pause, the local cluster's answer (the first event the API server delivered
+after it). Both are kept on the step's clock, and once the step has ended ``settle`` adds the figures of
+``disruption_figures``.
+
+Undoing: a deleted pod is replaced by its controller, and a component that never comes back is reported
+NotRecovered, never restarted by csibench. A scaled-down workload is given back its replicas on every path
+(``scaling.restore``, shielded from cancellation here). A pause ends by the local cluster's own clock. The
+operator needs rights it lacks by default; ``access_problem`` says which before the run creates anything.
 """
 
 from __future__ import annotations
@@ -23,18 +29,24 @@ import time
 from collections.abc import Awaitable, Callable
 
 from csibench.api.models import (
+    CONTROL_PLANE_NAMESPACE,
     MAX_FAILURE_REASONS,
     MAX_LEASES_NAMED,
     MAX_PODS_NAMED,
+    PAUSE_KINDS,
+    PAUSED_COMPONENT,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
     DisruptionSpec,
     DisruptionState,
     RetriedWarnings,
+    WorkloadTarget,
 )
 from csibench.api.text import shorten
 from csibench.engine.disruption_figures import Ending, disruption_figures
+from csibench.engine.pausing import answer_of, build_request, not_local, pausable, pause_query
+from csibench.engine.scaling import RESOURCES, ScaleError, pod_selector, read_workload, restore, scale_down
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -74,7 +86,7 @@ def wall_seconds(stamp: str) -> float:
 
 
 def pending_result(spec: DisruptionSpec) -> DisruptionResult:
-    return DisruptionResult(step=spec.step, kind=spec.kind, target=spec.component.describe())
+    return DisruptionResult(step=spec.step, kind=spec.kind, target=spec.describe_target())
 
 
 def never_reached(results: list[DisruptionResult], specs: list[DisruptionSpec]) -> None:
@@ -101,65 +113,126 @@ def ready(pod: Json) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
+def rights_needed(spec: DisruptionSpec) -> list[tuple[str, str, str]]:
+    """(verb, resource, group) the operator needs in the disruption's namespace (pure)."""
+    pods = [(verb, "pods", "") for verb in RIGHTS]
+    if spec.kind == DisruptionKind.SCALE_DOWN and spec.workload is not None:
+        plural = RESOURCES[spec.workload.kind].plural
+        return [("list", "pods", ""), ("watch", "pods", ""), ("get", plural, "apps"), ("patch", plural, "apps"),
+                ("patch", f"{plural}/scale", "apps")]
+    if spec.kind in PAUSE_KINDS:
+        return [("list", "pods", ""), ("watch", "pods", ""), ("patch", "pods", "")]
+    return pods
+
+
 async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
-    """Which right on the component's pods the operator lacks (a SelfSubjectAccessReview per verb), or None."""
-    missing = [verb for verb in RIGHTS
-               if not await client.can_i(verb, "pods", spec.component.namespace)]
+    """Which rights the operator lacks for the disruption (a SelfSubjectAccessReview each), or None."""
+    namespace = spec.target_namespace()
+    missing = [f"{verb} {resource}" for verb, resource, group in rights_needed(spec)
+               if not await client.can_i(verb, resource, namespace, group)]
     if not missing:
         return None
-    return (f"disruption in {spec.step} needs {', '.join(missing)} on pods in namespace "
-            f"{spec.component.namespace}, which the operator's identity lacks (deploy/ grants no rights on pods it "
-            "did not create: a Role there, bound to its ServiceAccount, and an exception in its admission policy)")
+    return (f"disruption in {spec.step} needs {', '.join(missing)} in namespace {namespace}, which the operator's "
+            "identity lacks (deploy/components/disruptions grants them in the namespaces it names, and admits them "
+            "for CSI components only)")
+
+
+async def locality_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
+    """A pause asked of a cluster that is not csibench's local one (no pausable pod): why, else None."""
+    if spec.kind not in PAUSE_KINDS:
+        return None
+    listing = await client.get(r.PODS.path(CONTROL_PLANE_NAMESPACE), pause_query(spec.kind)) or {}
+    if any(pausable(pod, spec.kind) for pod in listing.get("items") or []):
+        return None
+    return not_local(spec.kind)
 
 
 class Disruptor:
     """One disruption of the step whose tracker it reads; ``result`` is updated in place (it is in status)."""
 
-    def __init__(self, client: KubeApi, spec: DisruptionSpec, tracker: StepTracker, result: DisruptionResult) -> None:
+    def __init__(self, client: KubeApi, spec: DisruptionSpec, tracker: StepTracker, result: DisruptionResult,
+                 run_uid: str = "") -> None:
         self.client = client
         self.spec = spec
         self.tracker = tracker
         self.result = result
+        self.run_uid = run_uid  # marks what a ScaleDown changed, and names a pause request
         self.injected: float | None = None  # monotonic
+        self.restored: float | None = None
         self.recovered: float | None = None
         self._listed: set[str] = set()  # uids of the component's pods before the injection
         self._new_ready: dict[str, float] = {}  # uid -> when a new pod was first seen Ready
         self._leases: dict[str, tuple[str, int]] = {}  # Lease name -> (holder, transitions) before the injection
         self._wanted = 0
+        self._pause_id = ""
+        self._watch: Watch | None = None
+        self._query: dict[str, str] = {}  # the watched pods' query
+        self._leases_before: list[Json] = []
         self._done = asyncio.Event()
         self.on_injected: Callable[[], Awaitable[None]] | None = None  # status written at once: pods were deleted
         # The retried Warnings about the step's objects whose latest line came at or after a moment (monotonic)
         self.warnings_since: Callable[[float], list[RetriedWarnings]] | None = None
 
-    async def run(self) -> None:
-        """Watch the component's pods (from before the moment, so that the injection is one request when it
-        comes), wait for the moment, inject, wait for the recovery (or its timeout). Cancelled before the moment:
-        the result stays as it was (``settle`` says NotReached)."""
-        assert self.spec.kind == DisruptionKind.RESTART_COMPONENT
-        target = self.spec.component
-        watch = Watch(self.client, "disruption", r.PODS, target.namespace, pod_query(target),
-                      asyncio.get_running_loop(), self._sink)
-        watch.start()
+    async def arm(self) -> bool:
+        """Before the step's clock starts (untimed): watch the pods that will show the recovery and read the
+        Leases, so that the injection is one request when the moment comes. False (and Failed) when it cannot."""
         try:
+            namespace, query = await self._watched()
+            self._query = query
+            self._watch = Watch(self.client, "disruption", r.PODS, namespace, query, asyncio.get_running_loop(),
+                                self._sink)
+            self._watch.start()
             try:
-                await asyncio.wait_for(watch.synced.wait(), WATCH_SYNC_SECONDS)
+                await asyncio.wait_for(self._watch.synced.wait(), WATCH_SYNC_SECONDS)
             except TimeoutError:
-                raise DisruptionError(f"the watch on {target.describe()} did not list them within "
-                                      f"{WATCH_SYNC_SECONDS} s") from None
-            leases = await self._leases_now()
-            await self._moment()
-            await self._restart(leases)
+                raise DisruptionError(f"the watch on the pods of {self.spec.describe_target()} did not list them "
+                                      f"within {WATCH_SYNC_SECONDS} s") from None
+            self._leases_before = await self._leases_now()
+            return True
         except ApiError as error:
-            self._failed(f"{target.describe()}: {error.message}")
-        except DisruptionError as error:
+            self._failed(f"{self.spec.describe_target()}: {error.message}")
+        except (DisruptionError, ScaleError) as error:
+            self._failed(str(error))
+        self.disarm()
+        return False
+
+    def disarm(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+
+    async def run(self) -> None:
+        """Once armed: wait for the moment, inject, wait for the recovery (or its timeout). Cancelled before the
+        moment: the result stays as it was (``settle`` says NotReached)."""
+        try:
+            await self._moment()
+            if self.spec.kind == DisruptionKind.RESTART_COMPONENT:
+                await self._restart(self._leases_before)
+            elif self.spec.kind == DisruptionKind.SCALE_DOWN:
+                await self._scale_down(self._leases_before)
+            else:
+                await self._pause(self._leases_before)
+        except ApiError as error:
+            self._failed(f"{self.spec.describe_target()}: {error.message}")
+        except (DisruptionError, ScaleError) as error:
             self._failed(str(error))
         finally:
-            watch.stop()
+            self.disarm()
+
+    async def _watched(self) -> tuple[str, dict[str, str]]:
+        """The namespace and query of the pods whose events show the recovery."""
+        spec = self.spec
+        if spec.component is not None:
+            return spec.component.namespace, pod_query(spec.component)
+        if spec.workload is not None:
+            workload = await read_workload(self.client, spec.workload)
+            return spec.workload.namespace, {"labelSelector": pod_selector(workload)}
+        return CONTROL_PLANE_NAMESPACE, pause_query(spec.kind)
 
     def _failed(self, message: str) -> None:
-        """Not injected, or not all of it: Failed when nothing was deleted, else the recovery says the rest."""
+        """Not injected, or not all of it: Failed when nothing was done, else the recovery says the rest."""
         self.result.message = shorten(message, 300)
-        if not self._wanted:
+        if self.result.state == DisruptionState.PENDING:
             self.result.state = DisruptionState.FAILED
 
     async def _moment(self) -> None:
@@ -175,20 +248,25 @@ class Disruptor:
             await asyncio.sleep(MOMENT_POLL_SECONDS)
         self.result.momentAtSeconds = round(time.monotonic() - tracker.started, 3)
 
+    async def _live_pods(self, namespace: str, query: dict[str, str]) -> list[Json]:
+        """The pods as they are now (all noted as listed: none of them is a replacement)."""
+        listing = await self.client.get(r.PODS.path(namespace), query) or {}
+        self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
+        return [p for p in listing.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+
     async def _restart(self, leases: list[Json]) -> None:
         """Delete each of the component's pods as they are now (by uid), then wait for as many new ones Ready.
         A pod that would not come back is refused before anything is deleted: a static pod (deleting its mirror
         pod restarts nothing) or a pod no controller owns (deleted for good)."""
         target = self.spec.component
-        listing = await self.client.get(r.PODS.path(target.namespace), pod_query(target)) or {}
-        pods = [p for p in listing.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        assert target is not None
+        pods = await self._live_pods(target.namespace, pod_query(target))
         if not pods:
             raise DisruptionError(f"no pod matches {target.describe()}: nothing was injected")
         for pod in pods:
             problem = unrestartable(pod)
             if problem is not None:
                 raise DisruptionError(f"pod {pod['metadata']['name']} {problem}: nothing was injected")
-        self._listed = {p["metadata"]["uid"] for p in listing.get("items") or []}
         self._note_leases(leases, [p["metadata"]["name"] for p in pods])
         refused, deleted = [], []
         for pod in pods:
@@ -204,54 +282,123 @@ class Disruptor:
             self.result.podsDeleted = len(deleted)
         if not deleted:
             raise DisruptionError("every delete was refused: " + "; ".join(refused))
-        self._wanted = len(deleted)
-        self._check_recovered()
-        self.result.state = DisruptionState.INJECTED
-        self._note_times()
         if refused:
             self.result.message = shorten("deletes refused, those pods were not restarted: " + "; ".join(refused),
                                           300)
+        await self._announce()
+        log.info("disruption in %s: deleted %d pods: %s", self.spec.step, len(deleted), ", ".join(self.result.pods))
+        self._expect(len(deleted))
+        await self._await_recovery(f"{{ready}} of {len(deleted)} replacement pods Ready")
+
+    async def _scale_down(self, leases: list[Json]) -> None:
+        """Zero replicas for ``seconds``, then what it had (given back whatever interrupts the wait), then wait
+        for that many new pods Ready."""
+        workload = self.spec.workload
+        assert workload is not None and self.spec.seconds is not None
+        pods = await self._live_pods(workload.namespace, self._query)
+        self._note_leases(leases, [p["metadata"]["name"] for p in pods])
+        try:
+            replicas = await scale_down(self.client, workload, self.run_uid, on_send=self._stamp)
+            self.result.replicasBefore = replicas
+            self.result.pods = [p["metadata"]["name"] for p in pods][:MAX_PODS_NAMED]
+            self.result.podsDeleted = len(pods)
+            await self._announce()
+            log.info("disruption in %s: %s scaled to 0 from %d for %d s", self.spec.step, workload.describe(),
+                     replicas, self.spec.seconds)
+            await asyncio.sleep(max(0.0, (self.injected or time.monotonic()) + self.spec.seconds - time.monotonic()))
+        finally:
+            if self.injected is not None:  # shielded: a cancelled step (run failed, deleted) still gives it back
+                await asyncio.shield(self._give_back(workload))
+        self._note_times()
+        self._expect(replicas)
+        await self._await_recovery(f"{{ready}} of {replicas} pods Ready after the scale back")
+
+    async def _give_back(self, workload: WorkloadTarget) -> None:
+        try:
+            await restore(self.client, workload, self.run_uid, on_send=self._stamp_restored)
+        except ApiError as error:
+            log.error("disruption in %s: %s not given back its replicas: %s (the run's end tries again)",
+                      self.spec.step, workload.describe(), error.message)
+            self.result.message = shorten(f"not given back its replicas: {error.message}", 300)
+
+    async def _pause(self, leases: list[Json]) -> None:
+        """Ask the local cluster to freeze the process for ``seconds``; recovered when its answer arrives."""
+        assert self.spec.seconds is not None
+        pods = [p for p in await self._live_pods(CONTROL_PLANE_NAMESPACE, pause_query(self.spec.kind))
+                if pausable(p, self.spec.kind)]
+        if not pods:
+            raise DisruptionError(not_local(self.spec.kind))
+        pod = pods[0]
+        self._note_leases(leases, None)
+        self._pause_id = f"{self.run_uid}/{self.spec.step}/{time.time_ns()}"
+        answered = await self.client.merge_patch(
+            r.PODS.path(CONTROL_PLANE_NAMESPACE, pod["metadata"]["name"]),
+            build_request(pod["metadata"]["uid"], self._pause_id, self.spec.seconds), on_send=self._stamp)
+        if answered is None:
+            raise DisruptionError(f"pod {pod['metadata']['name']} disappeared: nothing was injected")
+        self.result.pods = [pod["metadata"]["name"]]
+        self.result.state = DisruptionState.INJECTED
+        self._note_times()
+        log.info("disruption in %s: %s paused for %d s", self.spec.step, PAUSED_COMPONENT[self.spec.kind],
+                 self.spec.seconds)
+        self._check_pause_answer(answered, time.monotonic())
+        await self._await_recovery("no answer from the local cluster", extra=float(self.spec.seconds))
+
+    async def _announce(self) -> None:
+        """The fault is in: status says so at once (objects the run did not create were changed)."""
+        self.result.state = DisruptionState.INJECTED
+        self._note_times()
         if self.on_injected is not None:
             await self.on_injected()
-        log.info("disruption in %s: deleted %d pods: %s", self.spec.step, len(deleted), ", ".join(self.result.pods))
+
+    def _expect(self, pods: int) -> None:
+        self._wanted = pods
+        self._check_recovered()
+
+    async def _await_recovery(self, shortfall: str, extra: float = 0.0) -> None:
+        """Wait for the recovery (recoveryTimeoutSeconds, plus ``extra``); NotRecovered with ``shortfall`` (its
+        ``{ready}`` filled in) when it does not come."""
         try:
-            await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds)
+            await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds + extra)
             self.result.state = DisruptionState.RECOVERED
         except TimeoutError:
             self.result.state = DisruptionState.NOT_RECOVERED
-            self.result.message = shorten(f"{len(self._new_ready)} of {self._wanted} replacement pods Ready within "
-                                          f"{self.spec.recoveryTimeoutSeconds} s"
+            text = shortfall.replace("{ready}", str(len(self._new_ready)))
+            self.result.message = shorten(f"{text} within {self.spec.recoveryTimeoutSeconds} s"
                                           + (f"; {self.result.message}" if self.result.message else ""), 300)
         self._note_times()
 
     async def _leases_now(self) -> list[Json]:
         """The Leases in the component's namespace, read before the moment (so the injection waits for no request
-        but its deletes). Best effort: an operator that may not read Leases there reports none."""
+        but its own). Best effort: an operator that may not read Leases there reports none."""
         try:
-            listing = await self.client.get(r.LEASES.path(self.spec.component.namespace)) or {}
+            listing = await self.client.get(r.LEASES.path(self.spec.target_namespace())) or {}
         except ApiError as error:
-            log.info("disruption in %s: Leases of %s not read: %s", self.spec.step, self.spec.component.namespace,
+            log.info("disruption in %s: Leases of %s not read: %s", self.spec.step, self.spec.target_namespace(),
                      error.message)
             return []
         return list(listing.get("items") or [])
 
-    def _note_leases(self, leases: list[Json], pod_names: list[str]) -> None:
-        """The Leases the pods about to be deleted hold (a sidecar campaigns under its hostname, the pod's name)."""
+    def _note_leases(self, leases: list[Json], pod_names: list[str] | None) -> None:
+        """The Leases the pods about to go hold (a sidecar campaigns under its hostname, the pod's name); for a
+        pause (``pod_names`` None) every held Lease there: a frozen API server can cost any leader its lease."""
         for lease in leases:
             spec = lease.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
-            if holder and any(holder == name or holder.startswith(f"{name}-") for name in pod_names):
+            if holder and (pod_names is None or any(holder == name or holder.startswith(f"{name}-")
+                                                    for name in pod_names)):
                 self._leases[lease["metadata"]["name"]] = (holder, whole(spec.get("leaseTransitions")))
         self.result.leases = sorted(self._leases)[:MAX_LEASES_NAMED]
 
     async def read_leases(self) -> None:
-        """After the step: how the noted Leases moved (transitions; when the last one got a new holder)."""
+        """After the step: how the noted Leases moved (transitions; when the last one got a new holder). After a
+        pause only the transitions: the leaders were not meant to go, and one that kept its lease did well."""
         if not self._leases or self.injected is None or self.tracker.anchor is None:
             return
         transitions, acquired, kept, still_unread = 0, [], [], False
         for name, (holder, before) in self._leases.items():
             try:
-                lease = await self.client.get(r.LEASES.path(self.spec.component.namespace, name))
+                lease = await self.client.get(r.LEASES.path(self.spec.target_namespace(), name))
             except ApiError:
                 return
             spec = (lease or {}).get("spec") or {}
@@ -265,8 +412,10 @@ class Disruptor:
                     still_unread = True
                     continue
         self.result.leaseTransitions = transitions
+        if self.spec.kind in PAUSE_KINDS:
+            return
         if kept:
-            note = (f"Lease {', '.join(kept)} still names the deleted pod's identity: not taken over (or taken "
+            note = (f"Lease {', '.join(kept)} still names the identity of a pod that went: not taken over (or taken "
                     "back under the same name, which no transition shows)")
             self.result.message = shorten(f"{self.result.message}; {note}" if self.result.message else note, 300)
         elif acquired and len(acquired) == len(self._leases) and not still_unread:
@@ -281,21 +430,43 @@ class Disruptor:
         if self.injected is None:
             self.injected = at
 
+    def _stamp_restored(self, at: float) -> None:
+        self.restored = at
+
     def _sink(self, events: list[WatchEvent]) -> None:
-        """New pods Ready, once the first delete has left (a replacement cannot exist before it)."""
+        """New pods Ready, once the fault is in (a replacement cannot exist before it); a pause's answer."""
         for event in events:
             if self.injected is None:
                 continue
             pod = event.obj
+            if self._pause_id:
+                self._check_pause_answer(pod, event.at)
+                continue
             uid = (pod.get("metadata") or {}).get("uid", "")
             if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
                     self._new_ready and ready(pod):
                 self._new_ready[uid] = event.at
                 self._check_recovered()
 
+    def _check_pause_answer(self, pod: Json, at: float) -> None:
+        """The local cluster's answer to this pause, arrived at ``at``: resumed (its stamp), recovered (now)."""
+        answer = answer_of(pod, self._pause_id)
+        anchor = self.tracker.anchor
+        if answer is None or self._done.is_set():
+            return
+        try:
+            resumed = wall_seconds(answer[1])
+        except ValueError:
+            resumed = None
+        if resumed is not None and anchor is not None and self.injected is not None:
+            self.restored = max(self.injected, anchor.mono + (resumed - anchor.wall))
+        self.recovered = at
+        self._done.set()
+
     def _check_recovered(self) -> None:
-        """Recovered once as many new pods were Ready as were deleted (known when the deletes are done: a
-        replacement may be Ready before the last of several deletes left), at the time the last of those was."""
+        """Recovered once as many new pods were Ready as were deleted or scaled away (known when the fault is
+        in: a replacement may be Ready before the last of several deletes left), at the time the last of those
+        was."""
         if self._wanted and not self._done.is_set() and len(self._new_ready) >= self._wanted:
             self.recovered = sorted(self._new_ready.values())[self._wanted - 1]
             self._done.set()
@@ -305,9 +476,12 @@ class Disruptor:
         if started is None or self.injected is None:
             return
         self.result.injectedAtSeconds = round(self.injected - started, 3)
+        if self.restored is not None:
+            self.result.restoredAtSeconds = round(self.restored - started, 3)
         if self.recovered is not None:
             self.result.recoveredAtSeconds = round(self.recovered - started, 3)
-            self.result.recoverySeconds = round(self.recovered - self.injected, 3)
+            since = self.restored if self.restored is not None else self.injected
+            self.result.recoverySeconds = round(max(0.0, self.recovered - since), 3)
 
     def settle(self) -> None:
         """After the step: NotReached if the moment never came, else the figures of what it cost."""
@@ -316,7 +490,8 @@ class Disruptor:
             self.result.state = DisruptionState.NOT_REACHED
             self.result.message = "the step ended before the moment came: nothing was injected"
             return
-        if self.injected is None or started is None or stopped is None:
+        if self.injected is None or started is None or stopped is None or \
+                self.result.state == DisruptionState.FAILED:
             return
         to_clock: Callable[[float], float] = lambda at: at - started  # noqa: E731 - a one-line conversion
         endings = [Ending(name, to_clock(outcome.at), outcome.ok) for name, outcome in tracker.outcomes.items()]

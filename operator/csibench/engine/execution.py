@@ -137,7 +137,9 @@ class StepRunner:
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
         disruptors = self._disruptors(step, tracker)
-        injecting = [asyncio.create_task(d.run(), name=f"disruption:{step.name}") for d in disruptors]
+        # Armed before the clock starts (their watches listed), so a moment at the step's start is met in time
+        injecting = {d: asyncio.create_task(d.run(), name=f"disruption:{step.name}")
+                     for d in disruptors if await d.arm()}
         try:
             if step.measure is not None:  # a measuring step (the data path) drives its own batches
                 self._progress_of = None
@@ -147,7 +149,7 @@ class StepRunner:
                                   float(context.spec.timeouts.for_step(step.name)), boundaries)
             await self._settle(disruptors, injecting)
         finally:
-            for task in injecting:
+            for task in injecting.values():
                 task.cancel()
             self._progress_of = None
             recorder.status.progress = tracker.progress()
@@ -180,7 +182,8 @@ class StepRunner:
         for index, disruption in enumerate(spec.disruptions):
             if disruption.step == step.name:
                 status.disruptions[index] = pending_result(disruption)  # a step measured again starts afresh
-                disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index])
+                disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index],
+                                      run_uid=self.recorder.ref.uid)
                 disruptor.on_injected = self._injected
                 disruptor.warnings_since = warnings_since
                 disruptors.append(disruptor)
@@ -194,13 +197,13 @@ class StepRunner:
         except ApiError as error:
             log.warning("status update after a disruption failed: %s", error)
 
-    async def _settle(self, disruptors: list[Disruptor], injecting: list[asyncio.Task[None]]) -> None:
-        """After the batch: a disruption still waiting for its moment never comes; one injected is waited for
-        until its component recovered (or its recovery timed out), then its figures are written."""
-        for disruptor, task in zip(disruptors, injecting, strict=True):
-            if disruptor.injected is None and not task.done():
+    async def _settle(self, disruptors: list[Disruptor], injecting: dict[Disruptor, asyncio.Task[None]]) -> None:
+        """After the batch: a disruption still waiting for its moment never comes; one whose moment came is
+        waited for until its component recovered (or its recovery timed out), then its figures are written."""
+        for disruptor, task in injecting.items():
+            if disruptor.result.momentAtSeconds is None and not task.done():
                 task.cancel()
-        for outcome in await asyncio.gather(*injecting, return_exceptions=True):
+        for outcome in await asyncio.gather(*injecting.values(), return_exceptions=True):
             if isinstance(outcome, Exception):
                 log.error("a disruption's task failed", exc_info=outcome)
         for disruptor in disruptors:

@@ -23,7 +23,7 @@ from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.checks import PlanCheck, check_class_driver
 from csibench.engine.context import RunContext, scope_of
-from csibench.engine.disruptions import access_problem
+from csibench.engine.disruptions import access_problem, locality_problem
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import ZONE_KEY, Observed
@@ -73,12 +73,15 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,
         node_zones=dict(check.zones))
     for disruption in spec.disruptions:
-        if disruption.component.namespace == operator_namespace():
+        if disruption.target_namespace() == operator_namespace():
             raise PlanError(ConditionReason.INVALID_SPEC, f"a disruption may not act in the operator's own namespace "
-                            f"({disruption.component.namespace}): it would restart the operator measuring it")
+                            f"({disruption.target_namespace()}): it would disrupt the operator measuring it")
         problem = await access_problem(client, disruption)
         if problem is not None:
             raise PlanError(ConditionReason.MISSING_RIGHTS, problem)
+        problem = await locality_problem(client, disruption)
+        if problem is not None:
+            raise PlanError(ConditionReason.INVALID_SPEC, problem)
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings

@@ -24,6 +24,7 @@ from csibench.api.models import (
     BenchmarkRunStatus,
     CleanupPolicy,
     ConditionReason,
+    DisruptionState,
     Phase,
     Severity,
     StepState,
@@ -47,6 +48,7 @@ from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.restore import restore
+from csibench.engine.scaling import restore_all
 from csibench.engine.status import StatusRecorder, now
 from csibench.engine.step import StepSpec
 from csibench.engine.thresholds import judge
@@ -168,11 +170,20 @@ class RunEngine:
 
     async def finish(self, verdict: RunVerdict) -> BenchmarkRunStatus:
         """The run's end, with its thresholds judged against what it measured and its baseline compared."""
+        await self._undo_disruptions()
         never_reached(self.status.disruptions, self.spec.disruptions)
         baseline = await self._compare_with_baseline(verdict) if self.spec.baseline else None
         thresholds = judge(self.spec, self.status, verdict)
         judged = Judgement(thresholds, baseline) if thresholds is not None or baseline is not None else None
         return await self.recorder.finish(verdict, judged)
+
+    async def _undo_disruptions(self) -> None:
+        """A workload a ScaleDown of this run scaled down is given back its replicas (if a disruption's own give
+        back was cut short); one that cannot be is named in a Warning Event."""
+        acted = [spec for spec, result in zip(self.spec.disruptions, self.status.disruptions, strict=False)
+                 if result.state != DisruptionState.PENDING]
+        for problem in await restore_all(self.client, self.ref.uid, acted):
+            await self.recorder.event("DisruptionNotUndone", f"not given back its replicas: {problem}", warning=True)
 
     def _baseline_ref(self) -> tuple[str, str]:
         """spec.baseline as (namespace, name): this run's namespace unless it names one."""

@@ -104,7 +104,8 @@ class KubeApi(Reader, WatchSource, Protocol):
         ...
 
     async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
-        """Whether this client may ``verb`` ``resource`` in ``namespace`` (a SelfSubjectAccessReview)."""
+        """Whether this client may ``verb`` ``resource`` (``deployments/scale``: a subresource) in ``namespace`` (a
+        SelfSubjectAccessReview)."""
         ...
 
     async def merge_patch(self, path: str, body: Json, on_send: Callable[[float], None] | None = None) -> Json | None:

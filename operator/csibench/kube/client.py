@@ -388,9 +388,13 @@ class KubeClient:
 
     async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
         """Whether this client's identity may ``verb`` ``resource`` in ``namespace`` (a SelfSubjectAccessReview,
-        which every authenticated identity may create)."""
+        which every authenticated identity may create); ``resource`` may name a subresource, ``deployments/scale``."""
+        plural, _, subresource = resource.partition("/")
+        attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": plural}
+        if subresource:
+            attributes["subresource"] = subresource
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
-            "resourceAttributes": {"namespace": namespace, "verb": verb, "group": group, "resource": resource}}}
+            "resourceAttributes": attributes}}
         answer = await self.request("POST", SELF_SUBJECT_ACCESS_REVIEWS, review)
         return bool((answer.get("status") or {}).get("allowed"))
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from csibench.api.validation import is_dns_label
 
-SUBRESOURCES = frozenset({"status", "log"})
+SUBRESOURCES = frozenset({"status", "log", "scale"})
 
 
 class InvalidName(ValueError):
@@ -54,6 +54,8 @@ PVCS = Resource("/api/v1", "persistentvolumeclaims", True)
 PVS = Resource("/api/v1", "persistentvolumes", False)
 PODS = Resource("/api/v1", "pods", True)
 NODES = Resource("/api/v1", "nodes", False)
+DEPLOYMENTS = Resource("/apis/apps/v1", "deployments", True)  # scaled only by a ScaleDown disruption
+STATEFUL_SETS = Resource("/apis/apps/v1", "statefulsets", True)
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", True)
 EVENTS = Resource("/api/v1", "events", True)
 CONFIGMAPS = Resource("/api/v1", "configmaps", True)

@@ -1,10 +1,17 @@
 """spec.disruptions: faults injected inside a step, and what each cost the batch (status.disruptions).
 
 A disruption names the step it happens in, when (after that many of the step's objects reached their terminal
-state, or after that many seconds of the step's clock), and what: ``RestartComponent`` deletes the pods of a CSI
-component (selected by labels in a namespace, optionally on one node) and waits for their replacements to be
-Ready. It is the one place where a run acts on objects it did not create, so it is opt-in twice: the spec names the
-component, and the operator needs rights it does not have by default (checked before anything is created).
+state, or after that many seconds of the step's clock), and what:
+
+- ``RestartComponent`` deletes the pods of a CSI component (selected by labels in a namespace, optionally on one
+  node) and waits for their replacements to be Ready;
+- ``ScaleDown`` takes a controller workload (a Deployment or StatefulSet) to zero replicas for ``seconds``, then
+  back to what it had, and waits for that many new pods Ready;
+- ``PauseApiServer`` / ``PauseEtcd`` freeze the local cluster's API server or etcd for ``seconds`` (SIGSTOP, then
+  SIGCONT): only csibench's local cluster offers that, through a pod it marks pausable.
+
+It is the one place where a run acts on objects it did not create, so it is opt-in twice: the spec names the
+target, and the operator needs rights it does not have by default (checked before anything is created).
 """
 
 from __future__ import annotations
@@ -25,7 +32,10 @@ MAX_SELECTOR_LABELS = 8
 MAX_UNRECOVERED_NAMED = 10
 MAX_LEASES_NAMED = 16
 MAX_PODS_NAMED = 16
+MAX_DISRUPTION_SECONDS = 600
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
+_KIND_FIELDS = ("RestartComponent names a component (no workload, no seconds); ScaleDown a workload and seconds; "
+                "PauseApiServer and PauseEtcd seconds only")
 # The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
 DISRUPTABLE_STEPS: tuple[StepName, ...] = (
     StepName.CREATE_VOLUME, StepName.PUBLISH, StepName.UNPUBLISH, StepName.CREATE_SNAPSHOT,
@@ -37,6 +47,22 @@ class DisruptionKind(StrEnum):
     """What a disruption does."""
 
     RESTART_COMPONENT = "RestartComponent"  # delete the component's pods; their controller (or kubelet) replaces them
+    SCALE_DOWN = "ScaleDown"  # a workload to zero replicas for a while, then back to what it had
+    PAUSE_API_SERVER = "PauseApiServer"  # the local cluster's kube-apiserver frozen for a while
+    PAUSE_ETCD = "PauseEtcd"  # the local cluster's etcd frozen for a while
+
+
+CONTROL_PLANE_NAMESPACE = "kube-system"
+PAUSE_KINDS = (DisruptionKind.PAUSE_API_SERVER, DisruptionKind.PAUSE_ETCD)
+# The process each pause freezes: the name of its pod's component label on the local cluster (kubeadm's labels)
+PAUSED_COMPONENT = {DisruptionKind.PAUSE_API_SERVER: "kube-apiserver", DisruptionKind.PAUSE_ETCD: "etcd"}
+
+
+class WorkloadKind(StrEnum):
+    """A controller workload with a scale subresource."""
+
+    DEPLOYMENT = "Deployment"
+    STATEFUL_SET = "StatefulSet"
 
 
 class ComponentTarget(_Model):
@@ -68,13 +94,39 @@ class ComponentTarget(_Model):
         return f"pods {self.label_selector()} in {self.namespace}{where}"
 
 
+class WorkloadTarget(_Model):
+    """A controller workload (the CSI driver's controller Deployment or StatefulSet) a ScaleDown acts on."""
+
+    kind: WorkloadKind = Field(WorkloadKind.DEPLOYMENT, description="Deployment or StatefulSet.")
+    namespace: str = Field(..., min_length=1, max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN,
+                           description="Its namespace, e.g. kube-system.")
+    name: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
+                      description="Its name, e.g. csi-hostpath-controller.")
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool) -> bool:
+    """Whether a disruption names exactly what its kind needs (pure; the CEL rule says the same)."""
+    if kind == DisruptionKind.RESTART_COMPONENT:
+        return component and not workload and not seconds
+    if kind == DisruptionKind.SCALE_DOWN:
+        return workload and seconds and not component
+    return seconds and not component and not workload
+
+
 class DisruptionSpec(_Model):
     """One fault injected inside a step: when, and what."""
 
     model_config = ConfigDict(json_schema_extra=cel(
         ("has(self.afterObjects) != has(self.afterSeconds)", _ONE_MOMENT),
         (f"self.step in {[s.value for s in DISRUPTABLE_STEPS]}",
-         f"a disruption's step must be one of {', '.join(DISRUPTABLE_STEPS)}")))
+         f"a disruption's step must be one of {', '.join(DISRUPTABLE_STEPS)}"),
+        ("has(self.kind) && self.kind == 'ScaleDown' ? has(self.workload) && has(self.seconds) && "
+         "!has(self.component) : (!has(self.kind) || self.kind == 'RestartComponent') ? has(self.component) && "
+         "!has(self.workload) && !has(self.seconds) : has(self.seconds) && !has(self.component) && "
+         "!has(self.workload)", _KIND_FIELDS)))
 
     step: StepName = Field(..., description="The step it happens in (a batch step: "
                                             f"{', '.join(DISRUPTABLE_STEPS)}).")
@@ -83,18 +135,44 @@ class DisruptionSpec(_Model):
                                                  "state (0: as the step starts).")
     afterSeconds: float | None = Field(None, ge=0, le=3600,
                                        description="Inject this many seconds into the step's clock.")
-    kind: DisruptionKind = Field(DisruptionKind.RESTART_COMPONENT, description="What happens: RestartComponent "
-                                 "deletes the component's pods and waits for their replacements to be Ready.")
-    component: ComponentTarget = Field(..., description="The CSI component whose pods are restarted.")
+    kind: DisruptionKind = Field(DisruptionKind.RESTART_COMPONENT, description=(
+        "What happens: RestartComponent deletes the component's pods and waits for their replacements to be Ready; "
+        "ScaleDown takes the workload to zero replicas for seconds, then back to what it had (restored on every "
+        "exit path: run failed or deleted, operator restarted); PauseApiServer and PauseEtcd freeze the local "
+        "cluster's API server or etcd for seconds (csibench's local cluster only)."))
+    component: ComponentTarget | None = Field(None, description="RestartComponent: the CSI component whose pods "
+                                                                "are restarted.")
+    workload: WorkloadTarget | None = Field(None, description="ScaleDown: the workload taken to zero replicas.")
+    seconds: int | None = Field(None, ge=1, le=MAX_DISRUPTION_SECONDS,
+                                description="ScaleDown and Pause*: how long the fault lasts before it is undone.")
     recoveryTimeoutSeconds: int = Field(300, ge=1, le=3600,
-                                        description="How long to wait for the replacements to be Ready before the "
-                                                    "disruption counts as not recovered.")
+                                        description="How long to wait, once the fault is undone (RestartComponent: "
+                                                    "from the deletes), for the component to be Ready again before "
+                                                    "the disruption counts as not recovered.")
 
     @model_validator(mode="after")
     def _one_moment(self) -> DisruptionSpec:
         if (self.afterObjects is None) == (self.afterSeconds is None):
             raise ValueError(_ONE_MOMENT)
+        if not kind_fields_fit(self.kind, self.component is not None, self.workload is not None,
+                               self.seconds is not None):
+            raise ValueError(_KIND_FIELDS)
         return self
+
+    def target_namespace(self) -> str:
+        """The namespace it acts in (a pause: the local cluster's kube-system)."""
+        if self.component is not None:
+            return self.component.namespace
+        if self.workload is not None:
+            return self.workload.namespace
+        return CONTROL_PLANE_NAMESPACE
+
+    def describe_target(self) -> str:
+        if self.component is not None:
+            return self.component.describe()
+        if self.workload is not None:
+            return self.workload.describe()
+        return f"{PAUSED_COMPONENT[self.kind]} of the local cluster"
 
     @field_validator("step")
     @classmethod
@@ -106,9 +184,9 @@ class DisruptionSpec(_Model):
 
 class DisruptionState(StrEnum):
     PENDING = "Pending"  # its step has not reached the moment yet
-    INJECTED = "Injected"  # the pods were deleted; waiting for their replacements
-    RECOVERED = "Recovered"  # every deleted pod has a Ready replacement
-    NOT_RECOVERED = "NotRecovered"  # the replacements were not Ready within recoveryTimeoutSeconds
+    INJECTED = "Injected"  # the fault is in effect, or undone and the component not Ready yet
+    RECOVERED = "Recovered"  # every deleted pod has a Ready replacement (a pause: the API server answers again)
+    NOT_RECOVERED = "NotRecovered"  # not Ready within recoveryTimeoutSeconds of the fault undone
     NOT_REACHED = "NotReached"  # the step ended before the moment came: nothing was injected
     FAILED = "Failed"  # it could not be injected (no pod matched, the delete was refused): message says why
 
@@ -127,11 +205,17 @@ class DisruptionResult(_Model):
     podsDeleted: int | None = Field(None, description="How many pods it deleted (a DaemonSet's can be many).")
     momentAtSeconds: float | None = Field(None, description="When the moment came (afterObjects reached, or "
                                                             "afterSeconds passed).")
-    injectedAtSeconds: float | None = Field(None, description="When the first delete was sent (after the moment: "
-                                                              "the pods are listed, then deleted).")
+    injectedAtSeconds: float | None = Field(None, description="When the fault was sent: the first delete, the scale "
+                                                              "to zero, the pause request.")
+    replicasBefore: int | None = Field(None, description="ScaleDown: the replicas the workload had, and got back.")
+    restoredAtSeconds: float | None = Field(
+        None, description="ScaleDown: when the scale back was sent; Pause*: when the process was resumed (the "
+                          "local cluster's stamp). None for RestartComponent (nothing to undo).")
     recoveredAtSeconds: float | None = Field(None, description="When the last replacement pod was Ready (its watch "
-                                                               "event).")
-    recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - injectedAtSeconds.")
+                                                               "event); a pause: when the API server's first answer "
+                                                               "after it arrived.")
+    recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - restoredAtSeconds (from the fault "
+                                                            "undone), or - injectedAtSeconds for RestartComponent.")
     stallSeconds: float | None = Field(
         None, description="The longest time from the injection on without any of the step's objects reaching its "
                           "terminal state, among the stretches that begin before the recovery (from the injection "
