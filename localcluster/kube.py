@@ -39,6 +39,10 @@ class Kube:
         return client.StorageV1Api(self.api)
 
     @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    @property
     def coordination(self) -> client.CoordinationV1Api:
         return client.CoordinationV1Api(self.api)
 

@@ -283,6 +283,7 @@ class LocalCluster:
             self._start_simulator()
             self._wait_driver_socket()
             self._start_sidecars()
+            self._start_pauser()
             if config.prometheus:
                 self._start_prometheus()
             self._wait_nodes_ready()
@@ -655,6 +656,13 @@ class LocalCluster:
         self._spawn(sidecar.name, sys.executable, [
             "-m", "localcluster.staticpod", f"--kubeconfig={self.config.kubeconfig.resolve()}",
             f"--pod={pod_file.resolve()}", "--", executable, *args,
+        ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
+
+    def _start_pauser(self) -> None:
+        """``localcluster.pauser``: the control plane's mirror pods, and a pause when a run asks on one."""
+        self._spawn("pauser", sys.executable, [
+            "-m", "localcluster.pauser", f"--kubeconfig={self.config.kubeconfig.resolve()}",
+            f"--state-dir={self.config.state_dir.resolve()}", f"--node={FIRST_NODE}",
         ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
 
     def _install_sidecar_rbac(self) -> None:

@@ -1,0 +1,124 @@
+"""ScaleDown and PauseApiServer on the local cluster: a paused API server and a controller scaled to zero inside
+one batch, measured against the pauser's own stamps and the array's record; and a controller scaled down by a run
+that is deleted, or whose operator is killed, given back its replicas."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from localcluster.kube import Kube, present, wait_until
+from localcluster.operator_process import OperatorProcess
+from localcluster.runs import TERMINAL, benchmark_run, describe_stuck_run, get_run, leftovers, step, wait_for_phase
+from tests.support.runs import create_run, run_to_end
+
+pytestmark = pytest.mark.integration
+STAND_IN = "csi-controller"
+SCALED_BY = "csibench.io/scaled-down-by"
+
+
+def stand_in(namespace: str, replicas: int = 2) -> dict[str, Any]:
+    """A controller Deployment whose pods the simulated kubelet runs as processes (sleep): what a driver's
+    controller Deployment is to ScaleDown, without being the CSI machinery the other tests share."""
+    labels = {"app": STAND_IN}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": STAND_IN, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+                         "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "controller", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                                         "command": ["sleep", "3600"]}]}}}}
+
+
+def deploy_stand_in(kube: Kube, namespace: str, replicas: int = 2) -> None:
+    kube.apps.create_namespaced_deployment(namespace, stand_in(namespace, replicas))  # type: ignore[arg-type]  # a dict body
+    wait_until(lambda: (present(kube.apps.read_namespaced_deployment(STAND_IN, namespace).status).ready_replicas
+                        or 0) == replicas, 60, "the stand-in controller's pods Ready")
+
+
+def scale_of(kube: Kube, namespace: str) -> tuple[int, str | None]:
+    """(spec.replicas, the run uid its scaled-down-by annotation names)."""
+    deployment = kube.apps.read_namespaced_deployment(STAND_IN, namespace)
+    annotations = present(deployment.metadata).annotations or {}
+    return present(deployment.spec).replicas or 0, annotations.get(SCALED_BY)
+
+
+def waited(kube: Kube, namespace: str, name: str, operator: OperatorProcess, probe: Any, what: str) -> None:
+    """wait_until, failing with the run's status and the operator's log (a CI failure must be readable)."""
+    try:
+        wait_until(probe, 60, what)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{describe_stuck_run(kube, namespace, name)}\n{operator.log()}") from None
+
+
+def scale_down(namespace: str, **fields: Any) -> dict[str, Any]:
+    return {"step": "createVolume", "kind": "ScaleDown", "seconds": 2,
+            "workload": {"kind": "Deployment", "namespace": namespace, "name": STAND_IN}, **fields}
+
+
+def test_a_paused_api_server_and_a_controller_scaled_to_zero_inside_one_batch_are_measured_and_undone(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: Any) -> None:
+    deploy_stand_in(kube, namespace)
+    array = storage_class(latency="300ms")
+    body = benchmark_run("paused", storageClassName=array, volumes=6, steps=["createVolume", "deleteVolume"],
+                         disruptions=[{"step": "createVolume", "afterObjects": 0, "kind": "PauseApiServer",
+                                       "seconds": 3},
+                                      scale_down(namespace, afterSeconds=0.5)],
+                         thresholds=[{"disruption": 0, "metric": "recoverySeconds", "max": 5}])
+    run = run_to_end(kube, namespace, body, timeout=180)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    pause, scaled = status["disruptions"]
+    assert pause["state"] == "Recovered" and pause["pods"] == ["kube-apiserver-sim-node-0"], (pause, operator.log())
+    # The pauser's own stamps: frozen 3 s (its clock and the operator's are this machine's)
+    frozen = pause["restoredAtSeconds"] - pause["injectedAtSeconds"]
+    assert 2.9 <= frozen <= 4.0, pause
+    assert 0 <= pause["recoverySeconds"] < 2, pause
+    # Nothing of the batch could finish while the API server answered nothing
+    assert pause["stallSeconds"] >= 2.9, pause
+    assert scaled["state"] == "Recovered" and scaled["replicasBefore"] == 2, (scaled, operator.log())
+    assert 1.9 <= scaled["restoredAtSeconds"] - scaled["injectedAtSeconds"] <= 6, scaled
+    assert scale_of(kube, namespace) == (2, None)
+    create = step(run, "createVolume")
+    assert (create["succeeded"], create["failed"]) == (6, 0), create
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array and r["result"] == "ok"]
+    for operation in ("createVolume", "deleteVolume"):
+        done = [r["object"] for r in truth if r["op"] == operation]
+        assert len(done) == len(set(done)) == 6, (operation, done)
+    assert status["verdict"] == "Pass", status.get("thresholdResults")
+    assert leftovers(kube, run) == {}
+
+
+def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_operator_killed(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
+    deploy_stand_in(kube, namespace)
+    array = storage_class()
+
+    def down_by(name: str) -> bool:
+        run = get_run(kube, namespace, name) or {}
+        return scale_of(kube, namespace) == (0, run.get("metadata", {}).get("uid"))
+
+    # Deleted while the controller is down: the run's cleanup gives it back before the run goes.
+    create_run(kube, namespace, benchmark_run("deleted", storageClassName=array, volumes=2,
+                                              disruptions=[scale_down(namespace, afterObjects=0, seconds=300)]))
+    waited(kube, namespace, "deleted", operator, lambda: down_by("deleted"), "the controller scaled down")
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", "deleted")
+    wait_until(lambda: get_run(kube, namespace, "deleted") is None, 90, "the deleted run gone")
+    assert scale_of(kube, namespace) == (2, None), operator.log()
+
+    # The operator killed while it is down: nothing gives it back until an operator starts again; that one gives
+    # it back before it fails the run (restartPolicy Fail).
+    create_run(kube, namespace, benchmark_run("killed", storageClassName=array, volumes=2, restartPolicy="Fail",
+                                              disruptions=[scale_down(namespace, afterObjects=0, seconds=300)]))
+    waited(kube, namespace, "killed", operator, lambda: down_by("killed"), "the controller scaled down")
+    operator.stop(signal.SIGKILL)
+    assert scale_of(kube, namespace)[0] == 0
+    operator.start()
+    run = wait_for_phase(kube, namespace, "killed", TERMINAL, 120)
+    assert (run["status"]["phase"], run["status"]["conditions"][0]["reason"]) == ("Failed", "OperatorRestarted")
+    assert scale_of(kube, namespace) == (2, None), operator.log()
+    wait_until(lambda: (present(kube.apps.read_namespaced_deployment(STAND_IN, namespace).status).ready_replicas
+                        or 0) == 2, 60, "the stand-in controller's pods Ready again")
+    assert leftovers(kube, run) == {}
