@@ -46,7 +46,9 @@ def build_plugin_pod(node: str, node_uid: str, socket: Path) -> api.Obj:
         "metadata": {
             "name": pod_name(node), "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/name": COMPONENT, "app.kubernetes.io/component": "node-plugin",
-                       PART_OF_LABEL: PART_OF},
+                       PART_OF_LABEL: PART_OF,
+                       # whoever runs a driver says so of its own image (deploy/components/disruptions admits it)
+                       "csibench.io/disruptable": "true"},
             "annotations": {HOST_PROCESS_ANNOTATION: COMPONENT},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
                                  "controller": True}],

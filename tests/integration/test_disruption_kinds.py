@@ -4,14 +4,19 @@ that is deleted, or whose operator is killed, given back its replicas."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from localcluster.kube import Kube, present, wait_until
+from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import TERMINAL, benchmark_run, describe_stuck_run, get_run, leftovers, step, wait_for_phase
+from tests.support.chart import render_kustomize
 from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
@@ -122,3 +127,62 @@ def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_o
     wait_until(lambda: (present(kube.apps.read_namespaced_deployment(STAND_IN, namespace).status).ready_replicas
                         or 0) == 2, 60, "the stand-in controller's pods Ready again")
     assert leftovers(kube, run) == {}
+
+
+OPERATOR_USER = "system:serviceaccount:csibench-system:csibench-operator"
+COMPONENT_OBJECTS = ("csibench-disruptions", "csibench-operator-disrupts-only-csi-components")
+BASE_POLICY = "csibench-operator-owns-what-it-touches"
+
+
+def as_operator(cluster: LocalCluster, *args: str) -> tuple[bool, str]:
+    """kubectl as the deployed operator's ServiceAccount: (allowed, what the API server said)."""
+    completed = subprocess.run([str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}",
+                                f"--as={OPERATOR_USER}", *args], capture_output=True, text=True, timeout=60)
+    return completed.returncode == 0, (completed.stdout + completed.stderr).strip()
+
+
+def test_the_disruptions_component_grants_its_rights_for_csi_components_only(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    """deploy/components/disruptions on the API server, checked as the operator's ServiceAccount with server-side
+    dry runs: the rights in kube-system only, a CSI sidecar's pod deletable, a control-plane pod not, a pause request
+    the only change to a pausable pod. (deploy/base's own policy, patched by the component, goes back as it was.)"""
+    (tmp_path / "with").mkdir()
+    rendered = render_kustomize(["components/disruptions"], tmp_path / "with")
+    applied = [o for o in rendered if o["metadata"]["name"] in (*COMPONENT_OBJECTS, BASE_POLICY)]
+    base_policy = [o for o in render_kustomize([], tmp_path) if o["metadata"]["name"] == BASE_POLICY]
+    had_base = bool(cluster.kubectl("get", "validatingadmissionpolicies", "--ignore-not-found", "-o", "name",
+                                    f"--field-selector=metadata.name={BASE_POLICY}").strip())
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": applied}))
+    try:
+        wait_until(lambda: not as_operator(cluster, "delete", "pod", "-n", "kube-system", "etcd-sim-node-0",
+                                           "--dry-run=server")[0], 30, "the component's policy in effect")
+        denied = as_operator(cluster, "delete", "pod", "-n", "kube-system", "etcd-sim-node-0", "--dry-run=server")
+        assert "may only delete a CSI component's pod" in denied[1], denied
+        assert as_operator(cluster, "delete", "pod", "-n", "kube-system", "csi-provisioner-sim-node-0",
+                           "--dry-run=server")[0]
+        assert as_operator(cluster, "delete", "pod", "-n", "kube-system", "csi-sim-node-sim-node-1",
+                           "--dry-run=server")[0]  # labelled csibench.io/disruptable by the one who runs it
+        assert as_operator(cluster, "annotate", "pod", "-n", "kube-system", "kube-apiserver-sim-node-0",
+                           'csibench.io/pause-request={"id":"dry","seconds":1}', "--dry-run=server")[0]
+        other = as_operator(cluster, "annotate", "pod", "-n", "kube-system", "kube-apiserver-sim-node-0", "x=1",
+                            "--dry-run=server")
+        assert not other[0] and "may only write the csibench.io/pause-request annotation" in other[1], other
+        for verb, resource, namespace, allowed in [("delete", "pods", "kube-system", "yes"),
+                                                   ("patch", "deployments.apps/scale", "kube-system", "yes"),
+                                                   ("list", "leases.coordination.k8s.io", "kube-system", "yes"),
+                                                   ("delete", "pods", "default", "no"),
+                                                   ("patch", "deployments.apps/scale", "default", "no")]:
+            assert as_operator(cluster, "auth", "can-i", verb, resource, "-n", namespace)[1] == allowed, \
+                (verb, resource, namespace)
+    finally:
+        for kind, namespace in [("role", "kube-system"), ("rolebinding", "kube-system")]:
+            cluster.kubectl("delete", kind, "-n", namespace, COMPONENT_OBJECTS[0], "--ignore-not-found")
+        for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+            cluster.kubectl("delete", kind, COMPONENT_OBJECTS[1], "--ignore-not-found")
+        if had_base:
+            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                            input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": base_policy}))
+        else:
+            cluster.kubectl("delete", "validatingadmissionpolicy,validatingadmissionpolicybinding", BASE_POLICY,
+                            "--ignore-not-found")

@@ -15,6 +15,7 @@ OPTIONAL_PARTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"serviceMonitor": {"enabled": True}}, ["components/servicemonitor"]),
     ({"prometheusRule": {"enabled": True}}, ["components/alerts"]),
     ({"grafanaDashboard": {"enabled": True}}, ["grafana"]),
+    ({"disruptions": {"enabled": True}}, ["components/disruptions"]),
     ({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
      ["components/servicemonitor", "components/alerts", "grafana"]),
 ]
@@ -29,7 +30,8 @@ def test_the_default_values_render_what_deploy_renders(tmp_path: Path) -> None:
     assert all(obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "csibench" for obj in chart)
 
 
-@pytest.mark.parametrize(("values", "components"), OPTIONAL_PARTS, ids=["servicemonitor", "alerts", "grafana", "all"])
+@pytest.mark.parametrize(("values", "components"), OPTIONAL_PARTS,
+                         ids=["servicemonitor", "alerts", "grafana", "disruptions", "all"])
 def test_each_optional_part_renders_what_its_kustomize_component_adds(
         tmp_path: Path, values: dict[str, Any], components: list[str]) -> None:
     chart, kustomize = render_chart(values, tmp_path), render_kustomize(components, tmp_path)
