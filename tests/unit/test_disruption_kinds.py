@@ -26,8 +26,10 @@ from csibench.engine.scaling import (
     whole_replicas,
 )
 from csibench.kube.client import Json
+from csibench.report import disruptions
+from csibench.report.html import build_run_html
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import REF, UID, kill_when, owned_left, run, spec
+from tests.support.fake_runs import REF, UID, kill_when, owned_left, run, spec, stored_report
 
 CONTROLLER = {"kind": "Deployment", "namespace": "csi-driver", "name": "csi-controller"}
 LABELS = {"app": "csi-controller"}
@@ -271,3 +273,26 @@ def test_cancelled_before_the_scale_down_left_changes_nothing() -> None:
         kill_when(fake, run_spec, lambda status: status.get("currentStep") == "createVolume")
     assert scaled == [] and deployment(fake)["spec"]["replicas"] == 2
     assert SCALED_BY_ANNOTATION not in (deployment(fake)["metadata"].get("annotations") or {})
+
+
+# -- the report -----------------------------------------------------------------------------------------------------
+def test_the_report_keeps_each_disruption_and_the_page_shades_it_on_its_steps_timeline() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.3))
+    with_deployment(fake, replicas=1, ready_after=0.1)
+    status = run(fake, spec(volumes=4, steps=["createVolume", "deleteVolume"],
+                            disruptions=[scale_down_spec(afterObjects=None, afterSeconds=0.05)]))
+    body = {"metadata": {"namespace": REF.namespace, "name": REF.name}, "spec": {"storageClassName": "sim"},
+            "status": status.model_dump(mode="json", exclude_none=True)}
+    report = stored_report(fake)
+    (kept,) = report["disruptions"]
+    assert kept["kind"] == "ScaleDown" and kept["recoverySeconds"] == status.disruptions[0].recoverySeconds
+    headers, rows = disruptions.table(body) or ([], [])
+    assert headers[:4] == ["step", "disruption", "target", "state"]
+    assert rows[0][:4] == ["createVolume", "ScaleDown", "Deployment csi-driver/csi-controller", "Recovered"]
+    assert disruptions.marks(body, "createVolume") == [("ScaleDown", status.disruptions[0].injectedAtSeconds,
+                                                        status.disruptions[0].recoveredAtSeconds)]
+    assert disruptions.marks(body, "deleteVolume") == []
+    page = build_run_html(body, report)
+    assert "Disruptions (spec.disruptions" in page and "Deployment csi-driver/csi-controller" in page
+    create = page[page.index('id="step-createVolume"'):page.index('id="step-deleteVolume"')]
+    assert ">ScaleDown<" in create  # the shaded span's legend entry on its own step's timeline

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from csibench.api.models import BenchmarkRunSpec, Environment, Finding, StepStatus
+from csibench.api.models import BenchmarkRunSpec, DisruptionResult, Environment, Finding, StepStatus
 from csibench.api.stored_report import REPORT_FORMAT, SCHEMA_VERSION
 
 
@@ -76,6 +76,9 @@ class StoredReport(_Open):
     iterations: list[ReportIteration] = Field(default_factory=list, description="Earlier iterations.")
     interruptedAttempts: list[dict[str, Any]] = Field(default_factory=list,
                                                       description="Attempts an operator restart interrupted.")
+    disruptions: list[DisruptionResult] = Field(default_factory=list,
+                                                description="What each of spec.disruptions did and cost its step, "
+                                                            "as in the run's status.")
 
 
 class ReportDocument(_Open):

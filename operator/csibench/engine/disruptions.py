@@ -29,12 +29,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from csibench.api.models import (
-    CONTROL_PLANE_NAMESPACE,
     MAX_FAILURE_REASONS,
     MAX_LEASES_NAMED,
     MAX_PODS_NAMED,
-    PAUSE_KINDS,
-    PAUSED_COMPONENT,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
@@ -45,7 +42,14 @@ from csibench.api.models import (
 )
 from csibench.api.text import shorten
 from csibench.engine.disruption_figures import Ending, disruption_figures
-from csibench.engine.pausing import answer_of, build_request, not_local, pausable, pause_query
+from csibench.engine.pausing import (
+    CONTROL_PLANE_NAMESPACE,
+    answer_of,
+    build_request,
+    not_local,
+    pausable,
+    pause_query,
+)
 from csibench.engine.scaling import RESOURCES, ScaleError, pod_selector, read_workload, restore, scale_down
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
@@ -120,7 +124,7 @@ def rights_needed(spec: DisruptionSpec) -> list[tuple[str, str, str]]:
         plural = RESOURCES[spec.workload.kind].plural
         return [("list", "pods", ""), ("watch", "pods", ""), ("get", plural, "apps"), ("patch", plural, "apps"),
                 ("patch", f"{plural}/scale", "apps")]
-    if spec.kind in PAUSE_KINDS:
+    if spec.kind.paused_component() is not None:
         return [("list", "pods", ""), ("watch", "pods", ""), ("patch", "pods", "")]
     return pods
 
@@ -139,7 +143,7 @@ async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
 
 async def locality_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
     """A pause asked of a cluster that is not csibench's local one (no pausable pod): why, else None."""
-    if spec.kind not in PAUSE_KINDS:
+    if spec.kind.paused_component() is None:
         return None
     listing = await client.get(r.PODS.path(CONTROL_PLANE_NAMESPACE), pause_query(spec.kind)) or {}
     if any(pausable(pod, spec.kind) for pod in listing.get("items") or []):
@@ -339,7 +343,7 @@ class Disruptor:
         self.result.pods = [pod["metadata"]["name"]]
         self.result.state = DisruptionState.INJECTED
         self._note_times()
-        log.info("disruption in %s: %s paused for %d s", self.spec.step, PAUSED_COMPONENT[self.spec.kind],
+        log.info("disruption in %s: %s paused for %d s", self.spec.step, self.spec.kind.paused_component(),
                  self.spec.seconds)
         self._check_pause_answer(answered, time.monotonic())
         await self._await_recovery("no answer from the local cluster", extra=float(self.spec.seconds))
@@ -412,7 +416,7 @@ class Disruptor:
                     still_unread = True
                     continue
         self.result.leaseTransitions = transitions
-        if self.spec.kind in PAUSE_KINDS:
+        if self.spec.kind.paused_component() is not None:
             return
         if kept:
             note = (f"Lease {', '.join(kept)} still names the identity of a pod that went: not taken over (or taken "

@@ -13,29 +13,30 @@ from __future__ import annotations
 
 import json
 
-from csibench.api.models import CONTROL_PLANE_NAMESPACE, PAUSED_COMPONENT, DisruptionKind
+from csibench.api.models import DisruptionKind
 from csibench.kube.client import Json
 
 PAUSABLE_ANNOTATION = "csibench.io/pausable"  # value: the component the pod stands for (local cluster only)
 REQUEST_ANNOTATION = "csibench.io/pause-request"  # {"id": ..., "seconds": ...}
 ANSWER_ANNOTATION = "csibench.io/paused"  # {"id": ..., "stoppedAt": RFC 3339, "resumedAt": RFC 3339}
+CONTROL_PLANE_NAMESPACE = "kube-system"  # where the local cluster registers the pods a pause is asked on
 
 
 def pause_query(kind: DisruptionKind) -> dict[str, str]:
     """The pods of the process a pause freezes (kubeadm's component label)."""
-    return {"labelSelector": f"component={PAUSED_COMPONENT[kind]}"}
+    return {"labelSelector": f"component={kind.paused_component()}"}
 
 
 def pausable(pod: Json, kind: DisruptionKind) -> bool:
     """Whether the local cluster marked this pod as the one to ask for this pause (pure)."""
     meta = pod.get("metadata") or {}
     return (meta.get("namespace") == CONTROL_PLANE_NAMESPACE and not meta.get("deletionTimestamp")
-            and (meta.get("annotations") or {}).get(PAUSABLE_ANNOTATION) == PAUSED_COMPONENT[kind])
+            and (meta.get("annotations") or {}).get(PAUSABLE_ANNOTATION) == kind.paused_component())
 
 
 def not_local(kind: DisruptionKind) -> str:
     return (f"{kind} works only on csibench's local cluster: no pod in {CONTROL_PLANE_NAMESPACE} labelled "
-            f"component={PAUSED_COMPONENT[kind]} carries {PAUSABLE_ANNOTATION} (a real cluster's control plane is "
+            f"component={kind.paused_component()} carries {PAUSABLE_ANNOTATION} (a real cluster's control plane is "
             "not the operator's to freeze)")
 
 

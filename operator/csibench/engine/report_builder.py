@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from csibench.api.models import DisruptionResult
 from csibench.engine.context import RunContext
 from csibench.engine.preconditions import representative_manifests
 from csibench.engine.report_store import ReportNameTaken, build_report_configmaps, save_report
@@ -45,7 +46,8 @@ def _current_iteration_state(context: RunContext) -> dict[str, Any]:
     return {}
 
 
-def build_report(ref: RunRef, context: RunContext, client: KubeApi) -> dict[str, Any]:
+def build_report(ref: RunRef, context: RunContext, client: KubeApi,
+                 disruptions: list[DisruptionResult] | None = None) -> dict[str, Any]:
     steps = build_step_records(context)
     spec = context.spec
     return {"run": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid},
@@ -61,12 +63,15 @@ def build_report(ref: RunRef, context: RunContext, client: KubeApi) -> dict[str,
             # Finished iterations before the current one, each with its per-step records (spec.repeat).
             "iterations": [record for record in context.iterations if record["iteration"] < context.iteration],
             # Attempts an operator restart interrupted: partial aggregates as last written, never a measurement.
-            "interruptedAttempts": context.interrupted}
+            "interruptedAttempts": context.interrupted,
+            "disruptions": [d.model_dump(mode="json", exclude_none=True) for d in disruptions or []]}
 
 
-async def store_report(ref: RunRef, context: RunContext, client: KubeApi) -> str | None:
+async def store_report(ref: RunRef, context: RunContext, client: KubeApi,
+                       disruptions: list[DisruptionResult] | None = None) -> str | None:
     """Save the report; the ConfigMap's name, or None when it could not be stored (logged, the run goes on)."""
-    configmaps = build_report_configmaps(context.names.report, ref.name, ref.uid, build_report(ref, context, client))
+    configmaps = build_report_configmaps(context.names.report, ref.name, ref.uid,
+                                         build_report(ref, context, client, disruptions))
     try:
         await save_report(client, ref.namespace, configmaps, ref.uid)
     except (ApiError, ReportNameTaken) as error:

@@ -267,7 +267,7 @@ class RunEngine:
                              f"{result.describe()}; the next iteration would run beside them, so the run stops")
 
     async def _store_report(self, context: RunContext) -> None:
-        stored = await store_report(self.ref, context, self.client)
+        stored = await store_report(self.ref, context, self.client, self.status.disruptions)
         self.status.reportConfigMap = stored or self.status.reportConfigMap  # a failed save keeps the last one
 
     async def _restore(self, runner: StepRunner, step: StepSpec) -> None:

@@ -25,7 +25,7 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import cost, datapath, density, history, parts, plots, tables
+from csibench.report import cost, datapath, density, disruptions, history, parts, plots, tables
 from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -88,12 +88,13 @@ def spans(step: dict[str, Any]) -> list[plots.Span]:
 
 
 # -- one run ----------------------------------------------------------------------------------------------
-def _step_section(name: str, runs: list[tuple[int, dict[str, Any]]]) -> str:
+def _step_section(name: str, runs: list[tuple[int, dict[str, Any]]],
+                  marks: list[tuple[str, float, float | None]] | None = None) -> str:
     title, _ = title_and_unit(name)
     many = len(runs) > 1
     series = [plots.Series(f"iteration {n}" if many else "all objects", latencies(step)) for n, step in runs]
     shown, last = runs[-1]
-    timeline = plots.timeline(title + (f" (iteration {shown})" if many else ""), spans(last))
+    timeline = plots.timeline(title + (f" (iteration {shown})" if many else ""), spans(last), marks or [])
     return (f'<section class="step" id="step-{_e(name)}"><h2>{_e(title)}</h2><div class="plots">'
             f'<div class="plot cdf">{plots.latency_cdf(title, series)}</div>'
             f'<div class="plot timeline">{timeline}</div></div></section>')
@@ -238,7 +239,7 @@ def build_run_html(run: dict[str, Any], report: dict[str, Any] | None) -> str:
     by_step = steps_by_iteration(report)
     body += _completion_section(by_step)
     if by_step:
-        body += [_step_section(step, runs) for step, runs in by_step.items()]
+        body += [_step_section(step, runs, disruptions.marks(run, step)) for step, runs in by_step.items()]
     else:
         body.append('<p class="warning">no stored report: per-object plots need status.reportConfigMap</p>')
     body += [_iterations_section(report), _environment_section(run, report)]

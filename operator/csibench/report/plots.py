@@ -234,9 +234,11 @@ def _null_locator() -> Any:
     return NullLocator()
 
 
-def timeline(title: str, spans: Sequence[Span]) -> str:
+def timeline(title: str, spans: Sequence[Span],
+             marks: Sequence[tuple[str, float, float | None]] = ()) -> str:
     """One horizontal line per object, from the request leaving to its terminal event: stalls, throttling and
-    stragglers show as steps and gaps."""
+    stragglers show as steps and gaps. ``marks``: disruptions, (label, injected, recovered or None), shaded from
+    their injection to their recovery (a line at the injection when it never recovered)."""
     plt = _pyplot()
     from matplotlib.collections import LineCollection
 
@@ -250,6 +252,12 @@ def timeline(title: str, spans: Sequence[Span]) -> str:
     starts = [s.start_s for s in spans]
     axes.scatter(starts, range(len(spans)), s=2, color="#555555", label="request sent", zorder=3)
     ends = [s.end_s for s in spans if s.end_s is not None]
+    for label, injected, recovered in marks:
+        if recovered is None:
+            axes.axvline(injected, color="#ff7f0e", linewidth=1.2, label=f"{label} (not recovered)")
+        else:
+            axes.axvspan(injected, recovered, color="#ff7f0e", alpha=0.25, label=f"{label}")
+        ends.append(recovered if recovered is not None else injected)
     axes.set_xlim(0, max(ends + starts + [0.001]) * 1.03)
     axes.set_ylim(-1, max(len(spans), 1))
     axes.invert_yaxis()

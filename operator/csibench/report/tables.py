@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.report import cost, database, datapath, density, modify, shared, verdicts, zones
+from csibench.report import cost, database, datapath, density, disruptions, modify, shared, verdicts, zones
 
 Table = tuple[list[str], list[list[str]]]
 Run = dict[str, Any]
@@ -45,6 +45,8 @@ RUN_TABLES: tuple[OwnTable, ...] = (
     OwnTable("shared", _titled("Shared volume"), shared.table),
     OwnTable("machinery-cost", _titled("CSI machinery cost per step (Prometheus)"), cost.machinery_table),
     OwnTable("collected", _titled("Collected per step (spec.collect)"), cost.queries_table),
+    OwnTable("disruptions", _titled("Disruptions (spec.disruptions; seconds on the step's clock)"),
+             disruptions.table),
     OwnTable("thresholds", verdicts.title, verdicts.table),
 )
 

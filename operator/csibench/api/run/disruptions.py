@@ -28,11 +28,11 @@ from csibench.api.run.observations import RetriedWarnings
 from csibench.api.steps import StepName
 
 MAX_DISRUPTIONS = 4
-MAX_SELECTOR_LABELS = 8
+_MAX_SELECTOR_LABELS = 8
 MAX_UNRECOVERED_NAMED = 10
 MAX_LEASES_NAMED = 16
 MAX_PODS_NAMED = 16
-MAX_DISRUPTION_SECONDS = 600
+_MAX_DISRUPTION_SECONDS = 600
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
 _KIND_FIELDS = ("RestartComponent names a component (no workload, no seconds); ScaleDown a workload and seconds; "
                 "PauseApiServer and PauseEtcd seconds only")
@@ -51,11 +51,12 @@ class DisruptionKind(StrEnum):
     PAUSE_API_SERVER = "PauseApiServer"  # the local cluster's kube-apiserver frozen for a while
     PAUSE_ETCD = "PauseEtcd"  # the local cluster's etcd frozen for a while
 
+    def paused_component(self) -> str | None:
+        """The process a pause freezes, as its pod's component label names it (kubeadm's); None: not a pause."""
+        return {"PauseApiServer": "kube-apiserver", "PauseEtcd": "etcd"}.get(self.value)
 
-CONTROL_PLANE_NAMESPACE = "kube-system"
-PAUSE_KINDS = (DisruptionKind.PAUSE_API_SERVER, DisruptionKind.PAUSE_ETCD)
-# The process each pause freezes: the name of its pod's component label on the local cluster (kubeadm's labels)
-PAUSED_COMPONENT = {DisruptionKind.PAUSE_API_SERVER: "kube-apiserver", DisruptionKind.PAUSE_ETCD: "etcd"}
+
+_CONTROL_PLANE_NAMESPACE = "kube-system"  # where a pause's pods are (the local cluster's control plane)
 
 
 class WorkloadKind(StrEnum):
@@ -71,7 +72,7 @@ class ComponentTarget(_Model):
     namespace: str = Field(..., min_length=1, max_length=v.DNS_LABEL_MAX, pattern=v.DNS_LABEL_PATTERN,
                            description="Namespace of the component's pods, e.g. kube-system.")
     selector: dict[str, LabelValue] = Field(
-        ..., min_length=1, max_length=MAX_SELECTOR_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
+        ..., min_length=1, max_length=_MAX_SELECTOR_LABELS, json_schema_extra=cel(LABEL_KEYS_RULE),
         description="Labels the component's pods carry, e.g. {app.kubernetes.io/name: csi-provisioner} (all must "
                     "match).")
     node: str | None = Field(None, min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
@@ -107,7 +108,7 @@ class WorkloadTarget(_Model):
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
-def kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool) -> bool:
+def _kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool) -> bool:
     """Whether a disruption names exactly what its kind needs (pure; the CEL rule says the same)."""
     if kind == DisruptionKind.RESTART_COMPONENT:
         return component and not workload and not seconds
@@ -143,7 +144,7 @@ class DisruptionSpec(_Model):
     component: ComponentTarget | None = Field(None, description="RestartComponent: the CSI component whose pods "
                                                                 "are restarted.")
     workload: WorkloadTarget | None = Field(None, description="ScaleDown: the workload taken to zero replicas.")
-    seconds: int | None = Field(None, ge=1, le=MAX_DISRUPTION_SECONDS,
+    seconds: int | None = Field(None, ge=1, le=_MAX_DISRUPTION_SECONDS,
                                 description="ScaleDown and Pause*: how long the fault lasts before it is undone.")
     recoveryTimeoutSeconds: int = Field(300, ge=1, le=3600,
                                         description="How long to wait, once the fault is undone (RestartComponent: "
@@ -154,7 +155,7 @@ class DisruptionSpec(_Model):
     def _one_moment(self) -> DisruptionSpec:
         if (self.afterObjects is None) == (self.afterSeconds is None):
             raise ValueError(_ONE_MOMENT)
-        if not kind_fields_fit(self.kind, self.component is not None, self.workload is not None,
+        if not _kind_fields_fit(self.kind, self.component is not None, self.workload is not None,
                                self.seconds is not None):
             raise ValueError(_KIND_FIELDS)
         return self
@@ -165,14 +166,14 @@ class DisruptionSpec(_Model):
             return self.component.namespace
         if self.workload is not None:
             return self.workload.namespace
-        return CONTROL_PLANE_NAMESPACE
+        return _CONTROL_PLANE_NAMESPACE
 
     def describe_target(self) -> str:
         if self.component is not None:
             return self.component.describe()
         if self.workload is not None:
             return self.workload.describe()
-        return f"{PAUSED_COMPONENT[self.kind]} of the local cluster"
+        return f"{self.kind.paused_component()} of the local cluster"
 
     @field_validator("step")
     @classmethod
