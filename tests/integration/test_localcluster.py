@@ -320,7 +320,9 @@ def test_cluster_starts_every_time_on_a_busy_machine(busy_cores: None, tmp_path:
     simulated nodes are only data inside each cluster's own etcd (nothing listens on them), so the two
     clusters' identical ``sim-node-*`` nodes do not collide.
     """
-    for attempt in range(2):  # 3 until 2026-12-02 (24 s each under load): the test command's 30-minute budget
+    # 3 attempts until 2026-12-02, 2 until 2026-12-06 (24 s each under load): the test command's 30-minute budget.
+    # One start beside the burners still meets children whose execve is under way (every component starts once).
+    for attempt in range(1):
         cluster = LocalCluster(ClusterConfig(state_dir=tmp_path / f"cluster-{attempt}", api_port=SECOND_API_PORT))
         try:
             cluster.up()
