@@ -128,14 +128,9 @@ class Pauser:
                 listing = await self.client.request("GET", path, params=selector)
                 for pod in listing.get("items", []):
                     self.consider(pod)
-                params = {**selector, "watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"],
-                          "timeoutSeconds": "300"}
-                async with self.client.session.get(self.client.server + path, params=params) as response:
-                    async for line in response.content:
-                        if line.strip():
-                            event = json.loads(line)
-                            if event.get("type") in ("ADDED", "MODIFIED"):
-                                self.consider(event["object"])
+                async for event in self.client.watch_lines(path, listing["metadata"]["resourceVersion"], selector):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self.consider(event["object"])
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the API server restarts (or is paused) in tests: keep watching

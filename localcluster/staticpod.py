@@ -186,18 +186,12 @@ class Supervisor:
                 if ours[0]["metadata"].get("deletionTimestamp"):
                     marked: Obj = ours[0]
                     return marked
-                params = {**selector, "watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"],
-                          "timeoutSeconds": "300"}
-                async with self.client.session.get(self.client.server + path, params=params) as response:
-                    async for line in response.content:
-                        if not line.strip():
-                            continue
-                        event = json.loads(line)
-                        pod = event["object"]
-                        if pod.get("metadata", {}).get("uid") != self.uid:
-                            continue
-                        if event["type"] == "DELETED" or pod["metadata"].get("deletionTimestamp"):
-                            return pod  # type: ignore[no-any-return]  # JSON
+                async for event in self.client.watch_lines(path, listing["metadata"]["resourceVersion"], selector):
+                    pod = event["object"]
+                    if pod.get("metadata", {}).get("uid") != self.uid:
+                        continue  # another pod of the name, or a bookmark
+                    if event["type"] == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+                        return pod  # type: ignore[no-any-return]  # JSON
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the API server restarts in tests; keep watching

@@ -168,9 +168,12 @@ class Client:
                 raise
             return None
 
-    async def watch_lines(self, path: str, resource_version: str) -> AsyncIterator[Obj]:
-        params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": "300"}
+    async def watch_lines(self, path: str, resource_version: str,
+                          selectors: dict[str, str] | None = None) -> AsyncIterator[Obj]:
+        """The watch events on ``path`` from ``resource_version`` (with ``selectors``: labelSelector,
+        fieldSelector), one JSON object each, until the server ends the watch (at most 300 s)."""
+        params = {**(selectors or {}), "watch": "true", "resourceVersion": resource_version,
+                  "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
         async with self.session.get(self.server + path, params=params) as response:
             if response.status >= 400:
                 raise ApiError(response.status, await response.text())

@@ -185,12 +185,12 @@ def test_the_disruptions_component_grants_its_rights_for_csi_components_only(
         other = as_operator(cluster, "annotate", "pod", "-n", "kube-system", "kube-apiserver-sim-node-0", "x=1",
                             "--dry-run=server")
         assert not other[0] and "may only write the csibench.io/pause-request annotation" in other[1], other
-        for verb, resource, namespace, allowed in [("delete", "pods", "kube-system", "yes"),
-                                                   ("patch", "deployments.apps/scale", "kube-system", "yes"),
-                                                   ("list", "leases.coordination.k8s.io", "kube-system", "yes"),
-                                                   ("delete", "pods", "default", "no"),
-                                                   ("patch", "deployments.apps/scale", "default", "no")]:
-            assert as_operator(cluster, "auth", "can-i", verb, resource, "-n", namespace)[1] == allowed, \
+        for verb, resource, namespace, answer in [("delete", "pods", "kube-system", "yes"),
+                                                  ("patch", "deployments.apps/scale", "kube-system", "yes"),
+                                                  ("list", "leases.coordination.k8s.io", "kube-system", "yes"),
+                                                  ("delete", "pods", "default", "no"),
+                                                  ("patch", "deployments.apps/scale", "default", "no")]:
+            assert as_operator(cluster, "auth", "can-i", verb, resource, "-n", namespace)[1] == answer, \
                 (verb, resource, namespace)
     finally:
         for kind, namespace in [("role", "kube-system"), ("rolebinding", "kube-system")]:
