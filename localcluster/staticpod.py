@@ -74,6 +74,20 @@ def with_node_owner(pod: Obj, node: Obj) -> Obj:
     return {**pod, "metadata": meta}
 
 
+def build_restarted_status(pod: Obj, restarts: int, exit_code: int | None, finished: str, started: str) -> Obj:
+    """The status patch a kubelet sends when a pod's (only) container was restarted: its restartCount, the run
+    that ended (lastState) and the one that runs now (pure)."""
+    container = pod["spec"]["containers"][0]
+    return {"status": {"containerStatuses": [{
+        "name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": True,
+        "started": True, "restartCount": restarts,
+        "containerID": f"sim://{pod['metadata'].get('uid', '')}-{container['name']}-{restarts}",
+        "lastState": {"terminated": {"exitCode": exit_code if exit_code is not None else -1,
+                                     "reason": "Error" if exit_code else "Completed", "finishedAt": finished}},
+        "state": {"running": {"startedAt": started}},
+    }]}}
+
+
 def held_leases(leases: list[Obj], identity: str) -> list[Obj]:
     """The Leases whose holder is ``identity`` (pure)."""
     return [lease for lease in leases if (lease.get("spec") or {}).get("holderIdentity") == identity]
@@ -116,6 +130,7 @@ class Supervisor:
         self.hostname = ""
         self.uid = ""
         self.started = 0.0  # when the current child started (monotonic)
+        self.restarts = 0  # of the child in the current pod (a container's restartCount)
         self.stopping = asyncio.Event()
 
     # -- the child ------------------------------------------------------------------------------------------
@@ -156,12 +171,25 @@ class Supervisor:
                     created = await self.client.create(api.POD, with_node_owner(self.template, node), NAMESPACE)
                     if created is not None:
                         self.uid = created["metadata"]["uid"]
+                        self.restarts = 0
                         self.hostname = start_hostname(self.name)
                         log.info("registered pod %s/%s uid %s", NAMESPACE, self.name, self.uid)
                         return
             except (api.ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
                 log.warning("registering pod %s: %s; retrying", self.name, error)
             await asyncio.sleep(0.5)
+
+    async def report_restart(self, exit_code: int | None, finished: str) -> None:
+        """The pod's container status says the child was restarted (restartCount, lastState), as a kubelet's
+        does: what a benchmark reads to count a component's restarts. Best effort (the API server may be away)."""
+        pod = {**self.template, "metadata": {**self.template["metadata"], "uid": self.uid}}
+        try:
+            await self.client.request("PATCH", api.POD.path(NAMESPACE, self.name, "status"),
+                                      build_restarted_status(pod, self.restarts, exit_code, finished,
+                                                             api.now_rfc3339()),
+                                      content_type="application/merge-patch+json")
+        except (api.ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+            log.warning("reporting the restart of %s: %s", self.name, error)
 
     async def release_leases(self) -> None:
         listing = await self.client.request("GET", LEASE.path(NAMESPACE))
@@ -227,6 +255,7 @@ class Supervisor:
                 continue
             if time.monotonic() - self.started >= BACKOFF_RESET_SECONDS:
                 backoff = BACKOFF_FIRST  # it ran well for a while: this is a new failure, not the same one again
+            finished = api.now_rfc3339()
             log.warning("%s (%s) exited by itself (%s); restarting in %.0f s", self.name, self.hostname,
                         self.child.returncode if self.child else None, backoff)
             with contextlib.suppress(TimeoutError):
@@ -234,7 +263,10 @@ class Supervisor:
             backoff = min(BACKOFF_MAX, backoff * 2)
             await self.api_server_ready()
             if not self.stopping.is_set():
+                exit_code = self.child.returncode if self.child else None
                 self.start_child()
+                self.restarts += 1
+                await self.report_restart(exit_code, finished)
         await self.stop_child(grace_of(self.template))
         # Bounded: when the whole cluster stops, the API server may be going away too, and a request to it can hang
         # until the launcher's SIGKILL (it cost every `down` 10 s).

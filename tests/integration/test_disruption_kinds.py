@@ -94,6 +94,8 @@ def test_a_paused_api_server_and_a_controller_scaled_to_zero_inside_one_batch_ar
     assert 0 <= pause["recoverySeconds"] < 2, pause
     # No pod could be reported Running while the API server answered nothing
     assert pause["stallSeconds"] >= 2.9, pause
+    # 3 s is under the sidecars' 10 s renew deadline: none lost its lease, none restarted
+    assert pause["containerRestarts"] == 0 and pause["leaseTransitions"] == 0, pause
     assert scaled["state"] == "Recovered" and scaled["replicasBefore"] == 2, (scaled, operator.log())
     assert 1.9 <= scaled["restoredAtSeconds"] - scaled["injectedAtSeconds"] <= 6, scaled
     assert scale_of(kube, namespace) == (2, None)

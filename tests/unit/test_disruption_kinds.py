@@ -9,6 +9,7 @@ import datetime as dt
 import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -237,10 +238,27 @@ def with_pauser(fake: FakeKube, seconds_scale: float = 0.1) -> list[dict[str, An
     return requests
 
 
+def restarted(count: int) -> Callable[[Json], None]:
+    def change(pod: Json) -> None:
+        pod["status"]["containerStatuses"] = [{"name": "c", "restartCount": count}]
+    return change
+
+
 def test_a_pause_is_asked_of_the_local_cluster_and_recovers_when_it_answers() -> None:
     fake = FakeKube(Behaviour(bind_delay=0.3))
     fake.put("pods", "kube-system", pausable_pod())
+    sidecar = {**pausable_pod("csi-provisioner"), "metadata": {"name": "csi-provisioner-0"}}
+    fake.put("pods", "kube-system", sidecar)
+    fake._update("pods", "kube-system", "csi-provisioner-0", restarted(2))  # restarted twice before: not counted
     requests = with_pauser(fake)
+    # The sidecar lost its lease during the pause and was restarted once
+    original_later = fake._later
+
+    def later(delay: float, action: Callable[[], object]) -> None:
+        original_later(delay, action)
+        if requests and delay > 0.2:
+            original_later(delay / 2, lambda: fake._update("pods", "kube-system", "csi-provisioner-0", restarted(3)))
+    fake._later = later  # type: ignore[method-assign]  # the sidecar's restart, timed inside the pause
     status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"], disruptions=[
         {"step": "createVolume", "afterObjects": 0, "kind": "PauseApiServer", "seconds": 3}]))
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
@@ -251,6 +269,7 @@ def test_a_pause_is_asked_of_the_local_cluster_and_recovers_when_it_answers() ->
     assert result.restoredAtSeconds - result.injectedAtSeconds == pytest.approx(0.3, abs=0.15)
     assert result.recoverySeconds is not None and 0 <= result.recoverySeconds < 0.2, result
     assert result.pods == ["kube-apiserver-node-0"] and result.target == "kube-apiserver of the local cluster"
+    assert result.containerRestarts == 1, result
 
 
 def test_a_pause_on_a_cluster_that_is_not_the_local_one_fails_before_anything_exists() -> None:

@@ -4,6 +4,7 @@ runs (with short-lived local processes, no cluster)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import build, launcher, sidecars, versions
+from localcluster import build, launcher, pauser, sidecars, staticpod, versions
 from localcluster.csi import csi_pb2 as csi
 from localcluster.launcher import ClusterConfig, ClusterError, LocalCluster, describe_exit
 from localcluster.simulator import api, kubelet
@@ -324,3 +325,26 @@ def test_own_delete_of_an_object_held_by_finalizers_caches_the_answer() -> None:
     held["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])
     informer.observe_deleted(_va(10), held)
     assert cached(informer, "va")["metadata"]["deletionTimestamp"]
+
+
+def test_a_supervised_restart_and_a_pause_request_read_as_a_kubelet_and_the_operator_write_them() -> None:
+
+    pod = {"metadata": {"name": "csi-provisioner-sim-node-0", "uid": "u1"},
+           "spec": {"containers": [{"name": "csi-provisioner", "image": "csi-provisioner"}]}}
+    status = staticpod.build_restarted_status(pod, 3, 1, "2026-12-06T10:00:00Z", "2026-12-06T10:00:02Z")["status"]
+    (container,) = status["containerStatuses"]
+    assert container["restartCount"] == 3 and container["lastState"]["terminated"]["exitCode"] == 1
+    assert container["state"] == {"running": {"startedAt": "2026-12-06T10:00:02Z"}} and container["ready"]
+
+    def asking(request: object, answer: object = None) -> dict[str, object]:
+        annotations = {pauser.REQUEST_ANNOTATION: request if isinstance(request, str) else json.dumps(
+            request)}
+        if answer is not None:
+            annotations[pauser.ANSWER_ANNOTATION] = json.dumps(answer)
+        return {"metadata": {"annotations": annotations}}
+    assert pauser.request_of(asking({"id": "a", "seconds": 3})) == ("a", 3.0)
+    assert pauser.request_of(asking({"id": "a", "seconds": 3}, {"id": "a"})) is None  # answered: never twice
+    assert pauser.request_of(asking({"id": "a", "seconds": 3}, {"id": "older"})) == ("a", 3.0)
+    for bad in ({"id": "a", "seconds": 0}, {"id": "a", "seconds": 601}, {"id": "a", "seconds": True},
+                {"id": 7, "seconds": 3}, "{not json", ["a", 3]):
+        assert pauser.request_of(asking(bad)) is None, bad

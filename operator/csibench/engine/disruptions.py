@@ -111,6 +111,12 @@ def pod_query(target: ComponentTarget) -> dict[str, str]:
     return query
 
 
+def container_restarts(pod: Json) -> int:
+    """The restarts of a pod's containers (their restartCount summed; another writer's oddities count 0)."""
+    statuses = ((pod.get("status") or {}).get("containerStatuses") or [])
+    return sum(whole(s.get("restartCount")) for s in statuses if isinstance(s, dict))
+
+
 def ready(pod: Json) -> bool:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     return not meta.get("deletionTimestamp") and any(
@@ -167,6 +173,8 @@ class Disruptor:
         self._listed: set[str] = set()  # uids of the component's pods before the injection
         self._new_ready: dict[str, float] = {}  # uid -> when a new pod was first seen Ready
         self._leases: dict[str, tuple[str, int]] = {}  # Lease name -> (holder, transitions) before the injection
+        self._restarts: dict[str, int] = {}  # uid -> the pod's container restarts, as last seen
+        self._restarts_at_injection: dict[str, int] = {}
         self._wanted = 0
         self._pause_id = ""
         self._watch: Watch | None = None
@@ -231,7 +239,7 @@ class Disruptor:
         if spec.workload is not None:
             workload = await read_workload(self.client, spec.workload)
             return spec.workload.namespace, {"labelSelector": pod_selector(workload)}
-        return CONTROL_PLANE_NAMESPACE, pause_query(spec.kind)
+        return CONTROL_PLANE_NAMESPACE, {}  # every pod there: the sidecars a pause makes restart, and its answer
 
     def _failed(self, message: str) -> None:
         """Not injected, or not all of it: Failed when nothing was done, else the recovery says the rest."""
@@ -433,20 +441,24 @@ class Disruptor:
     def _stamp(self, at: float) -> None:
         if self.injected is None:
             self.injected = at
+            self._restarts_at_injection = dict(self._restarts)
 
     def _stamp_restored(self, at: float) -> None:
         self.restored = at
 
     def _sink(self, events: list[WatchEvent]) -> None:
-        """New pods Ready, once the fault is in (a replacement cannot exist before it); a pause's answer."""
+        """Every pod's container restarts; new pods Ready, once the fault is in (a replacement cannot exist before
+        it); a pause's answer."""
         for event in events:
+            pod = event.obj
+            uid = (pod.get("metadata") or {}).get("uid", "")
+            if uid and event.type in ("ADDED", "MODIFIED"):
+                self._restarts[uid] = container_restarts(pod)
             if self.injected is None:
                 continue
-            pod = event.obj
             if self._pause_id:
                 self._check_pause_answer(pod, event.at)
                 continue
-            uid = (pod.get("metadata") or {}).get("uid", "")
             if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
                     self._new_ready and ready(pod):
                 self._new_ready[uid] = event.at
@@ -510,5 +522,7 @@ class Disruptor:
         self.result.stallSeconds = figures.stall_seconds
         if self.warnings_since is not None:
             self.result.warnings = self.warnings_since(self.injected)[:MAX_FAILURE_REASONS]
+        self.result.containerRestarts = sum(max(0, count - self._restarts_at_injection.get(uid, 0))
+                                            for uid, count in self._restarts.items())
         self.result.unrecovered = figures.unrecovered
         self.result.unrecoveredNames = figures.unrecovered_names

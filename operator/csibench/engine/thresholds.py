@@ -43,7 +43,7 @@ M = ThresholdMetric
 # The worse end of each metric: the row a database selector is judged on.
 HIGHER_IS_WORSE = {M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX, M.FAILED,
                    M.READ_P99, M.WRITE_P99, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS, M.RECOVERY_SECONDS,
-                   M.LEADER_SECONDS, M.STALL_SECONDS, M.UNRECOVERED}
+                   M.LEADER_SECONDS, M.STALL_SECONDS, M.UNRECOVERED, M.CONTAINER_RESTARTS}
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,9 @@ def _disruption_value(status: BenchmarkRunStatus, index: int, metric: ThresholdM
         return None, f" ({result.state})" if result is not None else "", False
     value = {M.RECOVERY_SECONDS: result.recoverySeconds, M.LEADER_SECONDS: result.leaderSeconds,
              M.STALL_SECONDS: result.stallSeconds,
-             M.UNRECOVERED: None if result.unrecovered is None else float(result.unrecovered)}[metric]
+             M.UNRECOVERED: None if result.unrecovered is None else float(result.unrecovered),
+             M.CONTAINER_RESTARTS: None if result.containerRestarts is None else float(result.containerRestarts),
+             }[metric]
     never = value is None and metric == M.RECOVERY_SECONDS and result.state == DisruptionState.NOT_RECOVERED
     return value, "", never
 

@@ -2,8 +2,8 @@
 
 One row per disruption, from the run's status (the stored report keeps the same): where and what, its state, and
 on its step's clock when it was injected, undone and recovered, then what it cost (stall, throughput before and
-after, objects not recovered, leader changes). ``marks`` gives the HTML timeline of a step its disruptions, drawn
-as spans over the objects' lines.
+after, objects not recovered, container restarts, leader changes). ``marks`` gives the HTML timeline of a step
+its disruptions, drawn as spans over the objects' lines.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 Table = tuple[list[str], list[list[str]]]
 HEADERS = ["step", "disruption", "target", "state", "injected s", "undone s", "recovery s", "stall s",
-           "obj/s before", "obj/s after", "unrecovered", "lease changes", "leader gone s"]
+           "obj/s before", "obj/s after", "unrecovered", "restarts", "lease changes", "leader gone s"]
 
 
 def _number(value: Any, digits: int = 2) -> str:
@@ -27,7 +27,8 @@ def table(run: dict[str, Any]) -> Table | None:
              _number(d.get("injectedAtSeconds")), _number(d.get("restoredAtSeconds")),
              _number(d.get("recoverySeconds")), _number(d.get("stallSeconds")),
              _number(d.get("throughputBefore")), _number(d.get("throughputAfter")),
-             _number(d.get("unrecovered")), _number(d.get("leaseTransitions")), _number(d.get("leaderSeconds"))]
+             _number(d.get("unrecovered")), _number(d.get("containerRestarts")), _number(d.get("leaseTransitions")),
+             _number(d.get("leaderSeconds"))]
             for d in results]
     return HEADERS, rows
 

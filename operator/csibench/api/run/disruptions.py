@@ -241,6 +241,10 @@ class DisruptionResult(_Model):
         default_factory=list, max_length=MAX_FAILURE_REASONS,
         description="Warnings about the step's objects that Kubernetes retried past, by reason and cause, whose latest "
                     "line came from the injection on (an Event repeated across it counts all its repeats).")
+    containerRestarts: int | None = Field(
+        None, description="Container restarts (restartCount) of the watched pods from the injection to the step's "
+                          "end: the component's pods and their replacements; for a pause every pod in kube-system "
+                          "(a sidecar that lost its leader lease exits and is restarted).")
     unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
                                                       "injection.")
     unrecoveredNames: list[str] = Field(default_factory=list,
