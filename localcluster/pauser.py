@@ -8,10 +8,13 @@ API, as the operator does everything else. This process registers a static pod's
 processes (``etcd-<node>``, ``kube-apiserver-<node>`` in kube-system, kubeadm's names and ``component``/``tier``
 labels) marked ``csibench.io/pausable``, and watches them. A request (the annotation
 ``csibench.io/pause-request``: ``{"id", "seconds"}``) freezes the process with SIGSTOP, and after the seconds by
-this process's own clock SIGCONT resumes it, whatever the requester does meanwhile (a pause always ends; a
-stopped pauser resumes the process on its way out). Then it answers on the pod (``csibench.io/paused``: the id,
-when it stopped and resumed, RFC 3339 with microseconds), retrying while the API server recovers. A request is
-answered once: one already answered on the pod (the pauser restarted) is not paused again.
+this process's own clock SIGCONT resumes it, whatever the requester does meanwhile (a pause always ends: a
+stopped pauser resumes the process on its way out, and a detached ``sleep; kill -CONT`` started with each pause
+resumes it a second later even if the pauser was killed). One pause of a process at a time; the pid is the
+launcher's record, checked against the process's own command line. Then it answers on the pod
+(``csibench.io/paused``: the id, when it stopped and resumed, RFC 3339 with microseconds), retrying while the API
+server recovers. A request is answered once: one already answered on the pod (the pauser restarted) is not
+paused again.
 
 The process to freeze is read from the launcher's ``state.json`` at the time of the request, so a restarted API
 server (the launcher's own restarts) is found under its new pid.
@@ -27,6 +30,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ REQUEST_ANNOTATION = "csibench.io/pause-request"
 ANSWER_ANNOTATION = "csibench.io/paused"
 MAX_PAUSE_SECONDS = 600.0
 ANSWER_RETRY_SECONDS = 120.0
+RESUME_MARGIN_SECONDS = 1.0  # the detached resumer's SIGCONT, this long after the pauser's own
 
 
 def control_plane_pod(component: str, node: Obj) -> Obj:
@@ -86,12 +91,25 @@ def stamp(when: dt.datetime) -> str:
 
 
 def pid_of(state_dir: Path, component: str) -> int | None:
-    """The component's pid as the launcher recorded it last."""
+    """The component's pid as the launcher recorded it last, if that process still runs the component's binary
+    (a recycled pid is another process: never stopped)."""
     try:
         state = json.loads((state_dir / "state.json").read_text())
     except (OSError, ValueError):
         return None
-    return next((int(p["pid"]) for p in state.get("processes", []) if p.get("name") == component), None)
+    pid = next((int(p["pid"]) for p in state.get("processes", []) if p.get("name") == component), None)
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode() if pid else ""
+    except OSError:
+        return None
+    return pid if Path(argv0).name == component else None
+
+
+def resume_later(pid: int, seconds: float) -> None:
+    """A detached ``sleep; kill -CONT``: the process is resumed even if this pauser dies meanwhile (SIGKILL)."""
+    subprocess.Popen(["sh", "-c", f"sleep {seconds + RESUME_MARGIN_SECONDS:.1f}; kill -CONT {pid} 2>/dev/null"],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 
 class Pauser:
@@ -148,17 +166,24 @@ class Pauser:
 
     async def pause(self, pod_name: str, component: str, request_id: str, seconds: float) -> None:
         pid = pid_of(self.state_dir, component)
-        if pid is None:
-            log.error("pause %s of %s: no pid recorded", request_id, component)
+        if pid is None or pid in self.paused:
+            log.error("pause %s of %s refused: %s", request_id, component,
+                      "no such process running" if pid is None else "it is paused already")
             return
+        resume_later(pid, seconds)
         stopped = dt.datetime.now(dt.UTC)
-        os.kill(pid, signal.SIGSTOP)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            log.error("pause %s of %s: pid %d is gone", request_id, component, pid)
+            return
         self.paused[pid] = component
         log.info("%s (pid %d) paused for %.1f s (request %s)", component, pid, seconds, request_id)
         try:
             await asyncio.sleep(seconds)
         finally:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
             self.paused.pop(pid, None)
         resumed = dt.datetime.now(dt.UTC)
         log.info("%s (pid %d) resumed", component, pid)

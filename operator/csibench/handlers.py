@@ -25,6 +25,7 @@ from csibench.api.models import (
     BenchmarkRunSpec,
     ClientSettings,
     ConditionReason,
+    DisruptionKind,
     Phase,
     RestartPolicy,
 )
@@ -99,6 +100,7 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
     if phase in TERMINAL:
         await _restore_metrics(ref, body, plain(status))
+        await _undo_finished_run_disruptions(ref, body)
         return
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
@@ -127,10 +129,27 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
 
 async def _undo_disruptions(client: KubeClient, ref: RunRef, spec: BenchmarkRunSpec) -> None:
     """What a disruption of this run left undone when the operator stopped (a workload scaled down) is undone;
-    a problem is logged (the run's end tries again)."""
+    a problem is logged (the run's end, or the operator's next start, tries again)."""
     for problem in await restore_all(client, ref.uid, spec.disruptions):
         log.error("run %s/%s: a workload its disruption scaled down was not given back: %s", ref.namespace,
                   ref.name, problem)
+
+
+async def _undo_finished_run_disruptions(ref: RunRef, body: kopf.Body) -> None:
+    """A finished run whose ScaleDown could not be given back at its end (its DisruptionNotUndone Event) gets
+    another try each time the operator starts; a workload without its mark is not touched."""
+    disruptions = (body.get("spec") or {}).get("disruptions") or []
+    if not any(isinstance(d, Mapping) and d.get("kind") == DisruptionKind.SCALE_DOWN for d in disruptions):
+        return
+    try:
+        spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
+    except ValidationError:
+        return
+    client = await _client_for(ClientSettings())
+    try:
+        await _undo_disruptions(client, ref, spec)
+    finally:
+        await client.close()
 
 
 async def _restore_metrics(ref: RunRef, body: kopf.Body, status: dict[str, Any]) -> None:
@@ -161,8 +180,11 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
     ref = RunRef(meta["namespace"], meta["name"], meta["uid"])
     client = await _client_for(ClientSettings())
     try:
-        await _undo_deleted_run_disruptions(client, ref, plain(spec))
+        undone = await _undo_deleted_run_disruptions(client, ref, plain(spec))
         await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds())
+        if undone:  # the run's own objects are gone; what is left is retried (kopf), then the finalizer goes
+            raise kopf.TemporaryError("a workload a disruption scaled down was not given back: " + "; ".join(undone),
+                                      delay=DELETE_BACKOFF_SECONDS)
     except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
         log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)
     except (ApiError, TimeoutError) as error:
@@ -172,16 +194,13 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
         await client.close()
 
 
-async def _undo_deleted_run_disruptions(client: KubeClient, ref: RunRef, spec: dict[str, Any]) -> None:
-    """A deleted run's scaled-down workloads given back; a problem is retried (kopf), then the finalizer goes."""
+async def _undo_deleted_run_disruptions(client: KubeClient, ref: RunRef, spec: dict[str, Any]) -> list[str]:
+    """A deleted run's scaled-down workloads given back; what could not be, with why."""
     try:
         disruptions = BenchmarkRunSpec.model_validate(spec).disruptions
     except ValidationError:
-        return  # a spec that never validated never ran a disruption
-    problems = await restore_all(client, ref.uid, disruptions)
-    if problems:
-        raise kopf.TemporaryError("a workload a disruption scaled down was not given back: " + "; ".join(problems),
-                                  delay=DELETE_BACKOFF_SECONDS)
+        return []  # a spec that never validated never ran a disruption
+    return await restore_all(client, ref.uid, disruptions)
 
 
 @kopf.daemon(GROUP, VERSION, SUITE_PLURAL, cancellation_timeout=2.0)

@@ -149,6 +149,18 @@ COMPONENT_OBJECTS = ("csibench-disruptions", "csibench-operator-disrupts-only-cs
 BASE_POLICY = "csibench-operator-owns-what-it-touches"
 
 
+CONTROLLER = "csibench-test-csi-controller"
+
+
+def controller_deployment() -> dict[str, Any]:
+    """A CSI controller's Deployment in kube-system (a sidecar's image; its pod runs sleep) for the policy to
+    judge."""
+    body = stand_in("kube-system", replicas=1)
+    body["metadata"]["name"] = CONTROLLER
+    body["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
+    return body
+
+
 def as_operator(cluster: LocalCluster, *args: str) -> tuple[bool, str]:
     """kubectl as the deployed operator's ServiceAccount: (allowed, what the API server said)."""
     completed = subprocess.run([str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}",
@@ -188,13 +200,28 @@ def test_the_disruptions_component_grants_its_rights_for_csi_components_only(
                             "--dry-run=server")
         assert not other[0] and "may only write the csibench.io/pause-request annotation" in other[1], other
         for verb, resource, namespace, answer in [("delete", "pods", "kube-system", "yes"),
-                                                  ("patch", "deployments.apps/scale", "kube-system", "yes"),
+                                                  ("patch", "deployments.apps", "kube-system", "yes"),
                                                   ("list", "leases.coordination.k8s.io", "kube-system", "yes"),
+                                                  ("patch", "deployments.apps --subresource=scale", "kube-system",
+                                                   "no"),
                                                   ("delete", "pods", "default", "no"),
-                                                  ("patch", "deployments.apps/scale", "default", "no")]:
-            assert as_operator(cluster, "auth", "can-i", verb, resource, "-n", namespace)[1] == answer, \
+                                                  ("patch", "deployments.apps", "default", "no")]:
+            assert as_operator(cluster, "auth", "can-i", verb, *resource.split(), "-n", namespace)[1] == answer, \
                 (verb, resource, namespace)
+        # A CSI controller's replicas change only with a run's mark: to 0 recording what it had, and nothing else
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(controller_deployment()))
+        mark = {"csibench.io/scaled-down-by": "some-run-uid", "csibench.io/replicas-before": "1"}
+        for patch, admitted in [({"metadata": {"annotations": mark}, "spec": {"replicas": 0}}, True),
+                                ({"spec": {"replicas": 0}}, False),
+                                ({"metadata": {"annotations": {**mark, "csibench.io/replicas-before": "3"}},
+                                  "spec": {"replicas": 0}}, False),
+                                ({"metadata": {"annotations": mark}, "spec": {"replicas": 0, "minReadySeconds": 5}},
+                                 False)]:
+            said = as_operator(cluster, "patch", "deployment", "-n", "kube-system", CONTROLLER, "--type=merge",
+                               "-p", json.dumps(patch), "--dry-run=server")
+            assert said[0] == admitted, (patch, said)
     finally:
+        cluster.kubectl("delete", "deployment", "-n", "kube-system", CONTROLLER, "--ignore-not-found")
         for kind, namespace in [("role", "kube-system"), ("rolebinding", "kube-system")]:
             cluster.kubectl("delete", kind, "-n", namespace, COMPONENT_OBJECTS[0], "--ignore-not-found")
         for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):

@@ -58,6 +58,18 @@ def test_each_kind_names_exactly_what_it_acts_on(body: dict[str, Any]) -> None:
         DisruptionSpec.model_validate({k: v for k, v in body.items() if v is not None})
 
 
+@pytest.mark.parametrize("disruptions", [
+    [scale_down_spec(), scale_down_spec(step="deleteVolume")],  # one workload twice: the second's mark is the first's
+    [{"step": "createVolume", "afterObjects": 0, "kind": "PauseEtcd", "seconds": 3},
+     {"step": "createVolume", "afterSeconds": 1.0, "kind": "PauseEtcd", "seconds": 3}],  # the first resume ends both
+])
+def test_two_disruptions_that_would_undo_each_other_are_refused(disruptions: list[dict[str, Any]]) -> None:
+    with pytest.raises(ValidationError, match="would undo each other"):
+        spec(volumes=3, disruptions=disruptions)
+    spec(volumes=3, disruptions=[disruptions[0], {**disruptions[1], "step": "deleteVolume"}] if "workload" not in
+         disruptions[0] else disruptions[:1])  # apart, or alone: admitted
+
+
 # -- pure -----------------------------------------------------------------------------------------------------------
 def test_the_mark_proves_which_run_scaled_a_workload_down() -> None:
     marked = {"metadata": {"annotations": {SCALED_BY_ANNOTATION: UID, REPLICAS_BEFORE_ANNOTATION: "3"}}}
@@ -89,8 +101,8 @@ def controller_pod(name: str) -> Json:
 
 
 def with_deployment(fake: FakeKube, replicas: int = 2, ready_after: float = 0.2) -> list[int]:
-    """A Deployment in csi-driver with ``replicas`` pods, and a controller for it: the scale subresource's
-    replicas decide how many pods exist (removed at once, new ones Ready ``ready_after`` later). Returns the
+    """A Deployment in csi-driver with ``replicas`` pods, and a controller for it: its spec.replicas decide how
+    many pods exist (removed at once, new ones Ready ``ready_after`` later). Returns the
     replicas each scale request set, filled as it goes."""
     fake.put("namespaces", "", {"metadata": {"name": "csi-driver"}})
     fake.put("deployments", "csi-driver", {"metadata": {"name": "csi-controller"}, "spec": {
@@ -103,7 +115,7 @@ def with_deployment(fake: FakeKube, replicas: int = 2, ready_after: float = 0.2)
 
     async def merge_patch(path: str, body: Json, on_send: Any = None) -> Json | None:
         answer = await original(path, body, on_send)
-        if path.endswith("/scale"):
+        if "/deployments/" in path and "replicas" in (body.get("spec") or {}):
             wanted = body["spec"]["replicas"]
             scaled.append(wanted)
             pods = sorted(fake.named("pods", "csi-driver"))
@@ -184,18 +196,24 @@ def test_only_the_run_that_marked_a_workload_gives_it_back_or_scales_it_again() 
         assert await scale_down(fake, target, "run-a") == 2  # again, from its mark, not from zero
         assert await restore(fake, target, "run-a") == 2
         assert await restore(fake, target, "run-a") is None  # done once
+        # Scaled by hand while it was down: the run removes its mark and leaves the replicas someone set
+        assert await scale_down(fake, target, "run-a") == 2
+        await fake.merge_patch("/apis/apps/v1/namespaces/csi-driver/deployments/csi-controller",
+                               {"spec": {"replicas": 5}})
+        assert await restore(fake, target, "run-a") == 0
     asyncio.run(go())
-    assert deployment(fake)["spec"]["replicas"] == 2
+    assert deployment(fake)["spec"]["replicas"] == 5
+    assert SCALED_BY_ANNOTATION not in (deployment(fake)["metadata"].get("annotations") or {})
 
 
-def test_scaling_down_needs_the_scale_subresource_right_and_says_so_before_anything_exists() -> None:
+def test_scaling_down_needs_the_patch_right_and_says_so_before_anything_exists() -> None:
     fake = FakeKube()
     with_deployment(fake)
-    fake.denied = {("patch", "deployments/scale", "csi-driver")}
+    fake.denied = {("patch", "deployments", "csi-driver")}
     status = run(fake, spec(volumes=3, disruptions=[scale_down_spec()]))
     assert status.phase is not None and status.phase.value == "Failed"
     assert status.conditions[0].reason == "MissingRights"
-    assert "patch deployments/scale in namespace csi-driver" in status.conditions[0].message
+    assert "patch deployments in namespace csi-driver" in status.conditions[0].message
     assert not fake.named("persistentvolumeclaims", "default") and deployment(fake)["spec"]["replicas"] == 2
 
 

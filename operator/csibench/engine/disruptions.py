@@ -102,6 +102,10 @@ def never_reached(results: list[DisruptionResult], specs: list[DisruptionSpec]) 
         if result.state == DisruptionState.PENDING:
             result.state = DisruptionState.NOT_REACHED
             result.message = f"the run ended before {result.step} reached the moment: nothing was injected"
+        elif result.state == DisruptionState.INJECTED:  # its step was cut short (the run aborted, an operator restart)
+            result.state = DisruptionState.NOT_RECOVERED
+            result.message = ("interrupted before its recovery was seen (the step was cut short); anything it "
+                              "scaled down was given back at the run's end")
 
 
 def pod_query(target: ComponentTarget) -> dict[str, str]:
@@ -128,8 +132,7 @@ def rights_needed(spec: DisruptionSpec) -> list[tuple[str, str, str]]:
     pods = [(verb, "pods", "") for verb in RIGHTS]
     if spec.kind == DisruptionKind.SCALE_DOWN and spec.workload is not None:
         plural = RESOURCES[spec.workload.kind].plural
-        return [("list", "pods", ""), ("watch", "pods", ""), ("get", plural, "apps"), ("patch", plural, "apps"),
-                ("patch", f"{plural}/scale", "apps")]
+        return [("list", "pods", ""), ("watch", "pods", ""), ("get", plural, "apps"), ("patch", plural, "apps")]
     if spec.kind.paused_component() is not None:
         return [("list", "pods", ""), ("watch", "pods", ""), ("patch", "pods", "")]
     return pods
@@ -205,6 +208,9 @@ class Disruptor:
             self._failed(f"{self.spec.describe_target()}: {error.message}")
         except (DisruptionError, ScaleError) as error:
             self._failed(str(error))
+        except BaseException:  # cancelled while arming (the run deleted, the operator stopping): no watch left
+            self.disarm()
+            raise
         self.disarm()
         return False
 
@@ -215,7 +221,8 @@ class Disruptor:
 
     async def run(self) -> None:
         """Once armed: wait for the moment, inject, wait for the recovery (or its timeout). Cancelled before the
-        moment: the result stays as it was (``settle`` says NotReached)."""
+        moment: the result stays as it was (``settle`` says NotReached). The watch goes on until the step ends
+        (``disarm``): restarts that come after the recovery count."""
         try:
             await self._moment()
             if self.spec.kind == DisruptionKind.RESTART_COMPONENT:
@@ -228,8 +235,6 @@ class Disruptor:
             self._failed(f"{self.spec.describe_target()}: {error.message}")
         except (DisruptionError, ScaleError) as error:
             self._failed(str(error))
-        finally:
-            self.disarm()
 
     async def _watched(self) -> tuple[str, dict[str, str]]:
         """The namespace and query of the pods whose events show the recovery."""
@@ -327,11 +332,16 @@ class Disruptor:
 
     async def _give_back(self, workload: WorkloadTarget) -> None:
         try:
-            await restore(self.client, workload, self.run_uid, on_send=self._stamp_restored)
+            given = await restore(self.client, workload, self.run_uid, on_send=self._stamp_restored)
         except ApiError as error:
             log.error("disruption in %s: %s not given back its replicas: %s (the run's end tries again)",
                       self.spec.step, workload.describe(), error.message)
             self.result.message = shorten(f"not given back its replicas: {error.message}", 300)
+            return
+        if given is None:
+            self.result.message = "its mark was gone when it was to be given back (another path gave it back first)"
+        elif given == 0:
+            self.result.message = "its replicas were changed while it was scaled down: only the run's mark removed"
 
     async def _pause(self, leases: list[Json]) -> None:
         """Ask the local cluster to freeze the process for ``seconds``; recovered when its answer arrives."""

@@ -137,10 +137,12 @@ class StepRunner:
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
         disruptors = self._disruptors(step, tracker)
-        # Armed before the clock starts (their watches listed), so a moment at the step's start is met in time
-        injecting = {d: asyncio.create_task(d.run(), name=f"disruption:{step.name}")
-                     for d in disruptors if await d.arm()}
+        injecting: dict[Disruptor, asyncio.Task[None]] = {}
         try:
+            # Armed before the clock starts (their watches listed), so a moment at the step's start is met in time
+            for disruptor in disruptors:
+                if await disruptor.arm():
+                    injecting[disruptor] = asyncio.create_task(disruptor.run(), name=f"disruption:{step.name}")
             if step.measure is not None:  # a measuring step (the data path) drives its own batches
                 self._progress_of = None
                 await step.measure(self, step, tracker, step_context)
@@ -151,6 +153,8 @@ class StepRunner:
         finally:
             for task in injecting.values():
                 task.cancel()
+            for disruptor in disruptors:
+                disruptor.disarm()  # their watches ran to the step's end: restarts after the recovery count too
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         await self._collect(step, tracker)

@@ -181,7 +181,7 @@ class RunEngine:
         """A workload a ScaleDown of this run scaled down is given back its replicas (if a disruption's own give
         back was cut short); one that cannot be is named in a Warning Event."""
         acted = [spec for spec, result in zip(self.spec.disruptions, self.status.disruptions, strict=False)
-                 if result.state != DisruptionState.PENDING]
+                 if result.momentAtSeconds is not None or result.state != DisruptionState.PENDING]
         for problem in await restore_all(self.client, self.ref.uid, acted):
             await self.recorder.event("DisruptionNotUndone", f"not given back its replicas: {problem}", warning=True)
 

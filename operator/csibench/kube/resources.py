@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from csibench.api.validation import is_dns_label
 
-SUBRESOURCES = frozenset({"status", "log", "scale"})
+SUBRESOURCES = frozenset({"status", "log"})
 
 
 class InvalidName(ValueError):
