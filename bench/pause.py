@@ -3,7 +3,8 @@ examples/disruption-apiserver.yaml (PauseApiServer) and its PauseEtcd twin on a 
 
 Each round starts ``--pods`` pods (one volume each) and, once a quarter are Running, freezes the API server or etcd
 for each of ``--seconds``. Per round it prints what status.disruptions says (frozen from injection to resume,
-recovery from the resume, stall, throughput before and after, container restarts, Lease transitions) beside what
+recovery from the resume, stall, throughput before and after (after: none when the step ended before the
+pauser's answer arrived), container restarts, Lease transitions) beside what
 the local cluster says: how long the pauser held the process stopped (its own stamps on the pod) and how many
 times the sidecars' supervisors restarted a sidecar that exited by itself during the round (their logs). Results
 go in docs/benchmarks.md.
@@ -72,7 +73,7 @@ def main() -> None:
                 lines.append(
                     f"| {kind} | {seconds} | {result['restoredAtSeconds'] - result['injectedAtSeconds']:.3f} s | "
                     f"{resumed - stopped:.3f} s | {result['recoverySeconds']:.3f} s | {result['stallSeconds']:.2f} s "
-                    f"| {result['throughputBefore']} / {result['throughputAfter']} obj/s | "
+                    f"| {result.get('throughputBefore', '-')} / {result.get('throughputAfter', '-')} obj/s | "
                     f"{result['containerRestarts']} | {restarts} | {result.get('leaseTransitions')} |")
                 print(lines[-1], flush=True)
     print(f"\n### A frozen control plane during publish of {args.pods} pods\n")

@@ -26,6 +26,10 @@ SUITE_AXIS_LABELS = {"storageClassName": "storage_class", "volumes": "volumes", 
 _RESOURCE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/([^/?]+)")
 
 
+DISRUPTION_FIGURES = ("recoverySeconds", "stallSeconds", "leaderSeconds", "unrecovered", "containerRestarts",
+                      "leaseTransitions")
+
+
 def resource_of(path: str) -> str:
     """'/api/v1/namespaces/ns/persistentvolumeclaims/x' -> 'persistentvolumeclaims' (a bounded label)."""
     match = _RESOURCE.match(path)
@@ -124,6 +128,12 @@ class Metrics:
                                     "A query of spec.collect over a step's window (its unit is the query's: "
                                     "cpuSeconds in CPU-seconds, peakMemoryBytes in bytes).",
                                     ["run", "step", "query", "component"], registry=registry)
+        # spec.disruptions: each one's figures (status.disruptions) by name, in the figure's own unit (seconds,
+        # objects, restarts, transitions), and recovered 1 or 0 once its step ended.
+        self.disruption = Gauge("csibench_disruption", "A figure of one of the run's disruptions (figure: "
+                                "recoverySeconds, stallSeconds, leaderSeconds in seconds; unrecovered objects; "
+                                "containerRestarts; leaseTransitions; recovered 1 or 0).",
+                                ["run", "disruption", "step", "kind", "figure"], registry=registry)
         # The run's verdict (spec.thresholds, spec.baseline): 1 on the run's verdict (Pass, Fail or Unknown), 0
         # on the others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
         self.verdict = Gauge("csibench_run_verdict", "The run's verdict (thresholds and baseline): 1 on the verdict "
@@ -246,6 +256,19 @@ class Metrics:
         for quantile, value in quantiles.items():
             self.shared_latency.labels(run, phase, quantile).set(value)
             self._remember(run, "shared_latency", (run, phase, quantile))
+
+    def record_disruption(self, run: str, index: int, result: dict[str, Any]) -> None:
+        """One disruption's figures once its step ended (``result``: its status.disruptions entry as JSON)."""
+        state = result.get("state")
+        if state not in ("Recovered", "NotRecovered"):
+            return  # never injected: nothing was measured
+        figures = {name: result.get(name) for name in DISRUPTION_FIGURES}
+        figures["recovered"] = 1.0 if state == "Recovered" else 0.0
+        for figure, value in figures.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                labels = (run, str(index), str(result.get("step", "")), str(result.get("kind", "")), figure)
+                self.disruption.labels(*labels).set(float(value))
+                self._remember(run, "disruption", labels)
 
     def set_phase(self, run: str, phase: str) -> None:
         with self._lock:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
 from csibench.api.models import DisruptionSpec, DisruptionState, WorkloadTarget
@@ -149,6 +150,10 @@ def test_a_workload_scaled_down_inside_a_step_is_given_back_and_its_recovery_mea
     assert result.recoveredAtSeconds == pytest.approx(result.restoredAtSeconds + result.recoverySeconds, abs=0.002)
     annotations = deployment(fake)["metadata"].get("annotations") or {}
     assert SCALED_BY_ANNOTATION not in annotations and REPLICAS_BEFORE_ANNOTATION not in annotations
+    labels = {"run": REF.label, "disruption": "0", "step": "createVolume", "kind": "ScaleDown"}
+    for figure, value in [("recoverySeconds", result.recoverySeconds), ("stallSeconds", result.stallSeconds),
+                          ("recovered", 1.0), ("containerRestarts", 0.0)]:
+        assert REGISTRY.get_sample_value("csibench_disruption", {**labels, "figure": figure}) == value, figure
     assert deployment(fake)["spec"]["replicas"] == 2
     assert status.verdict is not None and status.verdict.value == "Pass", status.thresholds
     assert owned_left(fake) == []

@@ -170,6 +170,7 @@ class Disruptor:
         self.tracker = tracker
         self.result = result
         self.run_uid = run_uid  # marks what a ScaleDown changed, and names a pause request
+        self.index = 0  # its place in spec.disruptions (its metrics' label)
         self.injected: float | None = None  # monotonic
         self.restored: float | None = None
         self.recovered: float | None = None
@@ -509,6 +510,13 @@ class Disruptor:
             since = self.restored if self.restored is not None else self.injected
             self.result.recoverySeconds = round(max(0.0, self.recovered - since), 3)
 
+    def note_restarts(self) -> None:
+        """containerRestarts as the watch has seen them so far (called again after later steps: a container the
+        fault made exit restarts after its back-off, often after its own step ended)."""
+        if self.injected is not None:
+            self.result.containerRestarts = sum(max(0, count - self._restarts_at_injection.get(uid, 0))
+                                                for uid, count in self._restarts.items())
+
     def settle(self) -> None:
         """After the step: NotReached if the moment never came, else the figures of what it cost."""
         tracker, started, stopped = self.tracker, self.tracker.started, self.tracker.stopped
@@ -532,7 +540,6 @@ class Disruptor:
         self.result.stallSeconds = figures.stall_seconds
         if self.warnings_since is not None:
             self.result.warnings = self.warnings_since(self.injected)[:MAX_FAILURE_REASONS]
-        self.result.containerRestarts = sum(max(0, count - self._restarts_at_injection.get(uid, 0))
-                                            for uid, count in self._restarts.items())
+        self.note_restarts()
         self.result.unrecovered = figures.unrecovered
         self.result.unrecoveredNames = figures.unrecovered_names

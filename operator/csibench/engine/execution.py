@@ -77,6 +77,7 @@ class StepRunner:
         # (kind, tracker, judge, the boundaries between the parts of an object's latency) of the live batch
         self._current: tuple[str, StepTracker, Judge, Sequence[Callable[[str], bool]]] | None = None
         self._progress_of: StepTracker | None = None  # the step whose progress status shows
+        self._lingering: list[Disruptor] = []  # injected in an earlier step: still counting container restarts
 
     def on_change(self, keys: list[Key], at: float) -> None:
         if self._current is None:
@@ -153,8 +154,12 @@ class StepRunner:
         finally:
             for task in injecting.values():
                 task.cancel()
-            for disruptor in disruptors:
-                disruptor.disarm()  # their watches ran to the step's end: restarts after the recovery count too
+            for disruptor in disruptors:  # an injected one watches on to the run's last step (its restarts)
+                if disruptor.injected is not None and disruptor.result.state in (DisruptionState.RECOVERED,
+                                                                                 DisruptionState.NOT_RECOVERED):
+                    self._lingering.append(disruptor)
+                else:
+                    disruptor.disarm()
             self._progress_of = None
             recorder.status.progress = tracker.progress()
         await self._collect(step, tracker)
@@ -188,10 +193,19 @@ class StepRunner:
                 status.disruptions[index] = pending_result(disruption)  # a step measured again starts afresh
                 disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index],
                                       run_uid=self.recorder.ref.uid)
+                disruptor.index = index
                 disruptor.on_injected = self._injected
                 disruptor.warnings_since = warnings_since
                 disruptors.append(disruptor)
         return disruptors
+
+    def close_disruptions(self) -> None:
+        """After the run's last step: the container restarts the earlier disruptions caused, as seen until now,
+        and their watches stopped (idempotent)."""
+        for disruptor in self._lingering:
+            disruptor.note_restarts()
+            disruptor.disarm()
+        self._lingering.clear()
 
     async def _injected(self) -> None:
         """Pods the run did not create were just deleted: status says so now, not at the next progress write."""
@@ -210,9 +224,13 @@ class StepRunner:
         for outcome in await asyncio.gather(*injecting.values(), return_exceptions=True):
             if isinstance(outcome, Exception):
                 log.error("a disruption's task failed", exc_info=outcome)
+        for lingering in self._lingering:
+            lingering.note_restarts()
         for disruptor in disruptors:
             await disruptor.read_leases()
             disruptor.settle()
+            METRICS.record_disruption(self.recorder.ref.label, disruptor.index,
+                                      disruptor.result.model_dump(mode="json", exclude_none=True))
             await self.recorder.event(
                 "Disruption", f"{disruptor.spec.step}: {disruptor.result.kind} of {disruptor.result.target}: "
                 f"{disruptor.result.state}" + (f" in {disruptor.result.recoverySeconds} s, stalled "

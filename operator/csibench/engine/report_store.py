@@ -111,6 +111,8 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
     for step in STEPS.values():  # the workload steps' rows (data path, database)
         if step.results is not None:
             step.results.record_metrics(run_label, step.results.from_status(status))
+    for index, disruption in enumerate(status.get("disruptions") or []):
+        METRICS.record_disruption(run_label, index, disruption)
     for step in status.get("steps") or []:
         METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),

@@ -212,9 +212,10 @@ class DisruptionResult(_Model):
     restoredAtSeconds: float | None = Field(
         None, description="ScaleDown: when the scale back was sent; Pause*: when the process was resumed (the "
                           "local cluster's stamp). None for RestartComponent (nothing to undo).")
-    recoveredAtSeconds: float | None = Field(None, description="When the last replacement pod was Ready (its watch "
-                                                               "event); a pause: when the API server's first answer "
-                                                               "after it arrived.")
+    recoveredAtSeconds: float | None = Field(
+        None, description="When the last replacement pod was Ready (its watch event); a pause: when the local "
+                          "cluster's answer arrived (written after the resume: objects the API server had queued "
+                          "may finish before it, and the step may end first).")
     recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - restoredAtSeconds (from the fault "
                                                             "undone), or - injectedAtSeconds for RestartComponent.")
     stallSeconds: float | None = Field(
@@ -242,9 +243,10 @@ class DisruptionResult(_Model):
         description="Warnings about the step's objects that Kubernetes retried past, by reason and cause, whose latest "
                     "line came from the injection on (an Event repeated across it counts all its repeats).")
     containerRestarts: int | None = Field(
-        None, description="Container restarts (restartCount) of the watched pods from the injection to the step's "
-                          "end: the component's pods and their replacements; for a pause every pod in kube-system "
-                          "(a sidecar that lost its leader lease exits and is restarted).")
+        None, description="Container restarts (restartCount) of the watched pods from the injection to the end of "
+                          "the run's last step (a container the fault made exit restarts after its back-off, often "
+                          "after its own step ended): the component's pods and their replacements; for a pause "
+                          "every pod in kube-system (a sidecar that lost its leader lease exits and is restarted).")
     unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
                                                       "injection.")
     unrecoveredNames: list[str] = Field(default_factory=list,
