@@ -75,23 +75,25 @@ def scale_down(namespace: str, **fields: Any) -> dict[str, Any]:
 
 def test_a_paused_api_server_and_a_controller_scaled_to_zero_inside_one_batch_are_measured_and_undone(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
-    """examples/disruption-apiserver.yaml, smaller (6 pods, 3 s), with a ScaleDown of a stand-in beside it."""
+    """examples/disruption-apiserver.yaml, smaller (6 pods, 3 s, as publish starts: on a busy machine 6 pods were
+    all Running before a pause after the second came in), with a ScaleDown of a stand-in beside it."""
     deploy_stand_in(kube, namespace)
-    array = storage_class()
+    array = storage_class(latency="100ms", concurrency="1")  # publish takes over a second: the pause lands inside
     body = yaml.safe_load((REPO_ROOT / "examples" / "disruption-apiserver.yaml").read_text())
     body["spec"].update(storageClassName=array, volumes=6)
-    body["spec"]["disruptions"][0].update(afterObjects=2, seconds=3)
+    body["spec"]["disruptions"][0].update(afterObjects=0, seconds=3)
     body["spec"]["disruptions"].append(scale_down(namespace, step="publish", afterSeconds=0.2))
     run = run_to_end(kube, namespace, body, timeout=180)
     status = run["status"]
     assert status["phase"] == "Succeeded", (status, operator.log())
     pause, scaled = status["disruptions"]
     assert pause["state"] == "Recovered" and pause["pods"] == ["kube-apiserver-sim-node-0"], (pause, operator.log())
-    assert pause["momentAtSeconds"] <= pause["injectedAtSeconds"] and pause["completedBefore"] >= 2, pause
-    # The pauser's own stamps: frozen 3 s (its clock and the operator's are this machine's)
+    assert pause["momentAtSeconds"] <= pause["injectedAtSeconds"] and pause["completedAfter"] == 6, pause
+    # The pauser's own stamps: frozen 3 s (its clock and the operator's are this machine's; the upper bounds leave
+    # room for its reaction and its answer on a busy machine)
     frozen = pause["restoredAtSeconds"] - pause["injectedAtSeconds"]
-    assert 2.9 <= frozen <= 4.0, pause
-    assert 0 <= pause["recoverySeconds"] < 2, pause
+    assert 2.9 <= frozen <= 5.0, pause
+    assert 0 <= pause["recoverySeconds"] < 5, pause
     # No pod could be reported Running while the API server answered nothing
     assert pause["stallSeconds"] >= 2.9, pause
     # 3 s is under the sidecars' 10 s renew deadline: none lost its lease, none restarted
@@ -182,8 +184,12 @@ def test_the_disruptions_component_grants_its_rights_for_csi_components_only(
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                     input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": applied}))
     try:
+        # Both policies in effect: the component's (etcd's pod refused) and the base's patched one (a sidecar's
+        # pod no longer refused for want of a run's label); each takes its own moment to load.
         wait_until(lambda: not as_operator(cluster, "delete", "pod", "-n", "kube-system", "etcd-sim-node-0",
-                                           "--dry-run=server")[0], 30, "the component's policy in effect")
+                                           "--dry-run=server")[0] and
+                   as_operator(cluster, "delete", "pod", "-n", "kube-system", "csi-provisioner-sim-node-0",
+                               "--dry-run=server")[0], 60, "the component's policies in effect")
         denied = as_operator(cluster, "delete", "pod", "-n", "kube-system", "etcd-sim-node-0", "--dry-run=server")
         assert "may only delete a CSI component's pod" in denied[1], denied
         allowed = as_operator(cluster, "delete", "pod", "-n", "kube-system", "csi-provisioner-sim-node-0",
