@@ -63,8 +63,9 @@ READY_REASONS: Mapping[str, str] = {
                                       "nothing was created.",
     ConditionReason.ABOVE_VOLUME_LIMIT: "A density level is above the driver's per-node volume limit (less what "
                                         "is attached); nothing was created.",
-    ConditionReason.MISSING_RIGHTS: "A disruption needs rights the operator lacks on the component's pods (list, "
-                                    "watch, delete); the message names them; nothing was created.",
+    ConditionReason.MISSING_RIGHTS: "A disruption needs rights the operator lacks (a SelfSubjectAccessReview per "
+                                    "right), or the API server would refuse one of its requests (asked as a dry "
+                                    "run: an admission policy); the message names them; nothing was created.",
     ConditionReason.TARGET_NAMESPACE_DELETED: "The namespace the run works in was deleted while it ran.",
     ConditionReason.STORAGE_CLASS_DELETED: "The class under test was deleted while the run ran.",
     ConditionReason.RUN_ABORTED: "The run could not go on (e.g. its namespace exists without its uid label); "

@@ -188,6 +188,8 @@ class FakeKube:
         self.requests = 0
         self.list_failures = 0  # the next N list requests fail (to test watch start-up failures)
         self.denied: set[tuple[str, str, str]] = set()  # (verb, resource, namespace) a SelfSubjectAccessReview denies
+        # (method, path) -> what an admission policy says of a dry run of it (None: admitted)
+        self.refused_by_admission: dict[tuple[str, str], str] = {}
         self.unbound_snapshot_deletes: list[str] = []  # snapshots deleted before their bound finalizer was on
         self.unready_snapshot_deletes: list[str] = []  # snapshots deleted while still being taken (bound, not ready)
         self.unready_group_deletes: list[str] = []  # group snapshots deleted while being taken (the array keeps them)
@@ -309,6 +311,10 @@ class FakeKube:
                 raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
         self._delete_one(plural, namespace, name)
         return True
+
+    async def admits(self, method: str, path: str, body: Json) -> str | None:
+        self._count(f"{method} (dry run)", path)
+        return self.refused_by_admission.get((method, path))
 
     async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
         self._count("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")

@@ -187,3 +187,21 @@ def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
         return captured
 
     assert asyncio.run(scenario())["preconditions"] == {"uid": "u-1"}
+
+
+def test_a_dry_run_asks_with_dry_run_all_and_says_what_a_refusal_said() -> None:
+    async def scenario() -> tuple[str | None, str | None, str | None, list[tuple[str, str]]]:
+        client, pool = client_with([FakeHTTPResponse(200, {}),
+                                    FakeHTTPResponse(403, {"reason": "Forbidden", "message": "policy says no"}),
+                                    FakeHTTPResponse(404, {"reason": "NotFound", "message": "gone"})])
+        try:
+            return (await client.admits("DELETE", "/api/v1/namespaces/kube-system/pods/p", {"kind": "DeleteOptions"}),
+                    await client.admits("PATCH", "/apis/apps/v1/namespaces/kube-system/deployments/d", {"spec": {}}),
+                    await client.admits("DELETE", "/api/v1/namespaces/kube-system/pods/q", {}), pool.calls)
+        finally:
+            await client.close()
+
+    admitted, refused, gone, calls = asyncio.run(scenario())
+    assert admitted is None and gone is None and refused == "403 Forbidden: policy says no"
+    assert [method for method, _ in calls] == ["DELETE", "PATCH", "DELETE"]
+    assert all(url.endswith("?dryRun=All") for _, url in calls), calls

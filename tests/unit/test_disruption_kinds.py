@@ -338,3 +338,24 @@ def test_the_report_keeps_each_disruption_and_the_page_shades_it_on_its_steps_ti
     assert "Disruptions (spec.disruptions" in page and "Deployment csi-driver/csi-controller" in page
     create = page[page.index('id="step-createVolume"'):page.index('id="step-deleteVolume"')]
     assert ">ScaleDown<" in create  # the shaded span's legend entry on its own step's timeline
+
+
+def test_what_an_admission_policy_would_refuse_fails_the_run_before_anything_exists() -> None:
+    """RBAC may grant a delete an admission policy refuses (deploy/base grants deleting pods and admits only a
+    run's own): the disruption's requests are asked as dry runs first."""
+    fake = FakeKube()
+    fake.put("pods", "kube-system", {**pausable_pod("csi-provisioner"), "metadata": {
+        "name": "csi-provisioner-0", "labels": {"app.kubernetes.io/name": "csi-provisioner"}, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}]}})
+    fake.refused_by_admission[("DELETE", "/api/v1/namespaces/kube-system/pods/csi-provisioner-0")] = (
+        "403 Forbidden: csibench-operator may only delete pods created by a BenchmarkRun")
+    status = run(fake, spec(volumes=3, disruptions=[{
+        "step": "createVolume", "afterObjects": 0,
+        "component": {"namespace": "kube-system", "selector": {"app.kubernetes.io/name": "csi-provisioner"}}}]))
+    assert status.phase is not None and status.phase.value == "Failed"
+    assert status.conditions[0].reason == "MissingRights", status.conditions[0]
+    assert "would refuse its DELETE of csi-provisioner-0 in kube-system" in status.conditions[0].message
+    assert "may only delete pods created by a BenchmarkRun" in status.conditions[0].message
+    assert not fake.named("persistentvolumeclaims", "default")
+    assert ("pods", "kube-system", "csi-provisioner-0") in fake.objects
+    assert ("DELETE (dry run)", "/api/v1/namespaces/kube-system/pods/csi-provisioner-0") in fake.log

@@ -50,7 +50,17 @@ from csibench.engine.pausing import (
     pausable,
     pause_query,
 )
-from csibench.engine.scaling import RESOURCES, ScaleError, pod_selector, read_workload, restore, scale_down
+from csibench.engine.scaling import (
+    RESOURCES,
+    ScaleError,
+    build_scale_down,
+    pod_selector,
+    read_workload,
+    replicas_of,
+    restore,
+    scale_down,
+    workload_path,
+)
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -148,6 +158,39 @@ async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
     return (f"disruption in {spec.step} needs {', '.join(missing)} in namespace {namespace}, which the operator's "
             "identity lacks (deploy/components/disruptions grants them in the namespaces it names, and admits them "
             "for CSI components only)")
+
+
+async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str) -> str | None:
+    """What the API server would say of the disruption's own requests, asked now as server-side dry runs of them
+    (RBAC is not all: an admission policy can refuse what RBAC grants, as deploy/base's refuses deleting a pod
+    no run labelled): the deletes of the component's pods as they are now, the workload's scale-down patch, the
+    pause request. None when it would admit them (or there is nothing to ask about yet: no pod matches, the
+    workload does not exist; the moment says so)."""
+    asked: list[tuple[str, str, Json]] = []
+    namespace = spec.target_namespace()
+    if spec.component is not None:
+        listing = await client.get(r.PODS.path(namespace), pod_query(spec.component)) or {}
+        for pod in (listing.get("items") or [])[:MAX_PODS_NAMED]:
+            meta = pod["metadata"]
+            asked.append(("DELETE", r.PODS.path(namespace, meta["name"]), {
+                "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta["uid"]}}))
+    elif spec.workload is not None:
+        workload = await client.get(workload_path(spec.workload))
+        if workload is not None:
+            asked.append(("PATCH", workload_path(spec.workload), build_scale_down(
+                str(workload["metadata"].get("uid", "")), run_uid, max(1, replicas_of(workload)))))
+    else:
+        listing = await client.get(r.PODS.path(namespace), pause_query(spec.kind)) or {}
+        for pod in [p for p in listing.get("items") or [] if pausable(p, spec.kind)][:1]:
+            asked.append(("PATCH", r.PODS.path(namespace, pod["metadata"]["name"]),
+                          build_request(pod["metadata"]["uid"], "dry-run", spec.seconds or 1)))
+    for method, path, body in asked:
+        said = await client.admits(method, path, body)
+        if said is not None:
+            return (f"disruption in {spec.step}: the API server would refuse its {method} of "
+                    f"{path.rsplit('/', 1)[-1]} in {namespace} (asked as a dry run): {shorten(said, 300)} "
+                    "(deploy/components/disruptions admits a CSI component's pods and workloads)")
+    return None
 
 
 async def locality_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:

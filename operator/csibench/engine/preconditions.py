@@ -23,7 +23,7 @@ from csibench.api.validation import namespace_problem
 from csibench.engine import manifests
 from csibench.engine.checks import PlanCheck, check_class_driver
 from csibench.engine.context import RunContext, scope_of
-from csibench.engine.disruptions import access_problem, locality_problem
+from csibench.engine.disruptions import access_problem, admission_problem, locality_problem
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import ZONE_KEY, Observed
@@ -82,6 +82,9 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         problem = await locality_problem(client, disruption)
         if problem is not None:
             raise PlanError(ConditionReason.INVALID_SPEC, problem)
+        problem = await admission_problem(client, disruption, ref.uid)
+        if problem is not None:
+            raise PlanError(ConditionReason.MISSING_RIGHTS, problem)
     if spec.preflight != PreflightMode.SKIP:
         found = await _preflight(client, spec, [step.name for step in plan], storage_class)
         context.findings = found.findings

@@ -103,6 +103,11 @@ class KubeApi(Reader, WatchSource, Protocol):
         ``grace_seconds``, that grace period instead of the object's own (a pod's terminationGracePeriodSeconds)."""
         ...
 
+    async def admits(self, method: str, path: str, body: Json) -> str | None:
+        """A DELETE or merge PATCH asked as a server-side dry run: None if the API server would admit it (or the
+        object is gone), else what it said (RBAC, an admission policy)."""
+        ...
+
     async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
         """Whether this client may ``verb`` ``resource`` (``deployments/scale``: a subresource) in ``namespace`` (a
         SelfSubjectAccessReview)."""

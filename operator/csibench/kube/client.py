@@ -386,6 +386,17 @@ class KubeClient:
                 return False
             raise
 
+    async def admits(self, method: str, path: str, body: Json) -> str | None:
+        """Whether the API server would admit this DELETE (``body``: DeleteOptions) or merge PATCH, asked as a
+        server-side dry run (``dryRun=All``: RBAC and admission policies judge it, nothing is changed): None when
+        it would (or the object is gone), else what it said."""
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        try:
+            await self.request(method, path, body, query={"dryRun": "All"}, content_type=content_type, decode=False)
+        except ApiError as error:
+            return None if error.status == 404 else f"{error.status} {error.reason}: {error.message}"
+        return None
+
     async def can_i(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
         """Whether this client's identity may ``verb`` ``resource`` in ``namespace`` (a SelfSubjectAccessReview,
         which every authenticated identity may create); ``resource`` may name a subresource, ``deployments/scale``."""
