@@ -205,3 +205,23 @@ def test_a_dry_run_asks_with_dry_run_all_and_says_what_a_refusal_said() -> None:
     assert admitted is None and gone is None and refused == "403 Forbidden: policy says no"
     assert [method for method, _ in calls] == ["DELETE", "PATCH", "DELETE"]
     assert all(url.endswith("?dryRun=All") for _, url in calls), calls
+
+
+def test_a_dry_run_delete_says_so_in_its_body_where_the_api_server_reads_a_deletes_options() -> None:
+    async def scenario() -> dict[str, Any]:
+        client, _ = client_with([])
+        captured: dict[str, Any] = {}
+
+        async def capture(method: str, url: str, payload: bytes | None,
+                          headers: dict[str, str]) -> tuple[int, bytes, str | None]:
+            captured.update(orjson.loads(payload or b"{}"))
+            return 200, b"{}", None
+        client._send = capture  # type: ignore[method-assign]
+        try:
+            await client.admits("DELETE", "/api/v1/namespaces/kube-system/pods/p",
+                                {"kind": "DeleteOptions", "preconditions": {"uid": "u"}})
+        finally:
+            await client.close()
+        return captured
+
+    assert asyncio.run(scenario()) == {"kind": "DeleteOptions", "preconditions": {"uid": "u"}, "dryRun": ["All"]}
