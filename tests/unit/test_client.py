@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -170,9 +171,10 @@ def test_other_errors_carry_the_api_servers_status_reason_and_message() -> None:
     asyncio.run(client.close())
 
 
-def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
+def body_sent(call: Callable[[KubeClient], Awaitable[object]]) -> dict[str, Any]:
+    """The JSON body ``call`` made the client send (its one request answered 200 {})."""
     async def scenario() -> dict[str, Any]:
-        client, _ = client_with([FakeHTTPResponse(200, {})])
+        client, _ = client_with([])
         captured: dict[str, Any] = {}
 
         async def capture(method: str, url: str, payload: bytes | None,
@@ -181,12 +183,16 @@ def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
             return 200, b"{}", None
         client._send = capture  # type: ignore[method-assign]
         try:
-            await client.delete("/api/v1/namespaces/ns/pods/p", uid="u-1")
+            await call(client)
         finally:
             await client.close()
         return captured
+    return asyncio.run(scenario())
 
-    assert asyncio.run(scenario())["preconditions"] == {"uid": "u-1"}
+
+def test_a_delete_with_a_uid_sends_it_as_a_precondition() -> None:
+    sent = body_sent(lambda client: client.delete("/api/v1/namespaces/ns/pods/p", uid="u-1"))
+    assert sent["preconditions"] == {"uid": "u-1"}
 
 
 def test_a_dry_run_asks_with_dry_run_all_and_says_what_a_refusal_said() -> None:
@@ -208,20 +214,6 @@ def test_a_dry_run_asks_with_dry_run_all_and_says_what_a_refusal_said() -> None:
 
 
 def test_a_dry_run_delete_says_so_in_its_body_where_the_api_server_reads_a_deletes_options() -> None:
-    async def scenario() -> dict[str, Any]:
-        client, _ = client_with([])
-        captured: dict[str, Any] = {}
-
-        async def capture(method: str, url: str, payload: bytes | None,
-                          headers: dict[str, str]) -> tuple[int, bytes, str | None]:
-            captured.update(orjson.loads(payload or b"{}"))
-            return 200, b"{}", None
-        client._send = capture  # type: ignore[method-assign]
-        try:
-            await client.admits("DELETE", "/api/v1/namespaces/kube-system/pods/p",
-                                {"kind": "DeleteOptions", "preconditions": {"uid": "u"}})
-        finally:
-            await client.close()
-        return captured
-
-    assert asyncio.run(scenario()) == {"kind": "DeleteOptions", "preconditions": {"uid": "u"}, "dryRun": ["All"]}
+    sent = body_sent(lambda client: client.admits("DELETE", "/api/v1/namespaces/kube-system/pods/p",
+                                                  {"kind": "DeleteOptions", "preconditions": {"uid": "u"}}))
+    assert sent == {"kind": "DeleteOptions", "preconditions": {"uid": "u"}, "dryRun": ["All"]}
