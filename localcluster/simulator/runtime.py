@@ -325,6 +325,9 @@ class Container:
     start_gate: bool | None = None
     started_monotonic: float = 0.0  # the event loop's clock at its (re)start: initialDelaySeconds counts from there
     probe_killed: bool = False  # stopped by a failed liveness or startup probe: restarted even after exit 0
+    # What its process left was ended after it exited: from then on its pid (and process group number) may be
+    # another process's (pid_max is 32768 here and containers spawn many), so it is never signalled again.
+    ended: bool = False
 
     @property
     def running(self) -> bool:
@@ -465,6 +468,7 @@ class Runtime:
         entry.started_monotonic = asyncio.get_running_loop().time()
         entry.exit_code = None
         entry.finished_at = None
+        entry.ended = False
         entry.probe_killed = False
         entry.ready_gate = False if entry.ready_gate is not None else None
         entry.start_gate = False if entry.start_gate is not None else None
@@ -474,7 +478,7 @@ class Runtime:
         entry = (group.containers if among is None else among)[name]
         assert entry.process is not None
         code = await entry.process.wait()
-        await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry), _mark(group, entry))
+        await self._end_leftovers(group, entry, group_alive=True)
         entry.exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a runtime reports
         entry.finished_at = api.now_rfc3339()
         return entry.exit_code
@@ -497,7 +501,8 @@ class Runtime:
         _kill_group(process.pid, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), timeout=grace_seconds)
-        _kill_group(process.pid, signal.SIGKILL)
+        if process.returncode is None:  # once reaped its number may be another process's
+            _kill_group(process.pid, signal.SIGKILL)
 
     async def exec_in(self, group: PodProcesses, pod: api.Obj, name: str, command: list[str],
                       timeout: float) -> tuple[int | None, str]:
@@ -539,11 +544,24 @@ class Runtime:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), timeout=grace_seconds)
         for entry in every:
-            if entry.process is not None:
-                _kill_group(entry.process.pid, signal.SIGKILL)
-                await entry.process.wait()
-                await asyncio.to_thread(end_leftovers, entry.process.pid, _namespace_file(group, entry),
-                                        _mark(group, entry))
+            child = entry.process
+            if child is None or entry.ended:
+                continue  # never started, or ended earlier (an init container; a retried stop): nothing to signal
+            alive = child.returncode is None  # not reaped: its pid, the group's number, is still its own
+            if alive:
+                _kill_group(child.pid, signal.SIGKILL)
+                await child.wait()
+            await self._end_leftovers(group, entry, group_alive=alive)
+
+    @staticmethod
+    async def _end_leftovers(group: PodProcesses, entry: Container, group_alive: bool) -> None:
+        """Once per exit: what the container's process left (``end_leftovers``). Its process group is signalled
+        only when it was reaped just now (``group_alive``); one reaped earlier is ended by its mark alone."""
+        if entry.ended or entry.process is None:
+            return
+        entry.ended = True
+        await asyncio.to_thread(end_leftovers, entry.process.pid if group_alive else None,
+                                _namespace_file(group, entry), _mark(group, entry))
 
     def forget(self, uid: str) -> None:
         """After the pod's volumes are unmounted: drop its logs and directories (nothing stays on the host)."""
@@ -570,13 +588,16 @@ def _mark(group: PodProcesses, entry: Container) -> str:
     return f"{group.uid}/{entry.name}/{entry.restarts}"
 
 
-def end_leftovers(pgid: int, namespace_file: Path, mark: str | None = None) -> None:
+def end_leftovers(pgid: int | None, namespace_file: Path, mark: str | None = None) -> None:
     """After a container's main process ended: SIGKILL its process group (fio's workers) and every process
     still in its mount namespace, including those that left the group with setsid (a daemonized server): they
     would keep its volumes mounted, and an image's loop device with them. Only processes that carry the
     container's ``mark`` in their environment: once the namespace is gone the kernel reuses its inode number for
-    the next one made, another pod's container, whose fio this would otherwise kill (exit 137)."""
-    _kill_group(pgid, signal.SIGKILL)
+    the next one made, another pod's container, whose fio this would otherwise kill (exit 137). The group is
+    signalled only by a caller that reaped its leader just now (``pgid``; None: by the mark alone): a pid reaped
+    earlier may be a new container's by then, whose group has that number."""
+    if pgid is not None:
+        _kill_group(pgid, signal.SIGKILL)
     try:
         namespace = namespace_file.read_text()
     except FileNotFoundError:

@@ -185,3 +185,36 @@ def test_init_containers_run_to_their_end_first_and_a_stopped_pod_starts_nothing
         runtime.forget("u2")
 
     asyncio.run(scenario())
+
+
+def test_a_stop_signals_only_processes_not_yet_ended_never_a_pid_reaped_earlier(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pid_max is 32768 on these machines and containers spawn many processes: an init container's pid, reaped
+    when it ended, can be a new container's (a group leader) by the time its pod stops. A stop signals the group
+    of a process it has not seen end, once; never the finished init container's, nor anything on a retried stop
+    (the kubelet retries a pod's termination until its volumes are unmounted)."""
+    import localcluster.simulator.runtime as runtime_module
+
+    signalled: list[tuple[int, int]] = []
+    real_kill_group = runtime_module._kill_group
+
+    def recording(pgid: int, sig: Any) -> None:
+        signalled.append((pgid, int(sig)))
+        real_kill_group(pgid, sig)
+
+    async def scenario() -> None:
+        runtime = Runtime(tmp_path)
+        group = await runtime.start(_process_pod(["true"], ["sleep", "30"]), {})
+        init, main = group.init_containers["layout"].process, group.containers["c"].process
+        assert init is not None and init.returncode == 0 and main is not None and main.returncode is None
+        watching = asyncio.create_task(runtime.wait(group, "c"))
+        monkeypatch.setattr(runtime_module, "_kill_group", recording)
+        await runtime.stop("u1", 0.5)
+        assert await asyncio.wait_for(watching, 10) in (143, 137)
+        assert signalled and {pgid for pgid, _ in signalled} == {main.pid}, (signalled, init.pid, main.pid)
+        signalled.clear()
+        await runtime.stop("u1", 0.5)  # retried: everything ended already
+        assert signalled == []
+        runtime.forget("u1")
+
+    asyncio.run(scenario())
