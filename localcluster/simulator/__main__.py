@@ -20,6 +20,7 @@ from pathlib import Path
 import prometheus_client
 
 from localcluster.simulator import api
+from localcluster.simulator.audit import Auditor
 from localcluster.simulator.backend import GroundTruth
 from localcluster.simulator.context import Context, Informers
 from localcluster.simulator.driver import Driver, serve_controller, serve_node
@@ -61,6 +62,7 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         sockets = {name: node_socket(csi_dir, name) for name in node_names}
         driver = Driver(ctx, data_dir, max_volumes_per_node)
         driver.nodes.update(sockets)
+        auditor = Auditor(client, driver)
         controller = await serve_controller(driver, controller_socket(csi_dir))
         plugins = NodePlugins(client, sockets, lambda node, socket: serve_node(driver, node, socket))
         await plugins.start()
@@ -78,6 +80,7 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
         tasks = [asyncio.create_task(informer.run(), name=f"informer:{informer.resource.plural}")
                  for informer in informers.all()]
         tasks.append(asyncio.create_task(nodes.heartbeat(), name="heartbeat"))
+        tasks.append(asyncio.create_task(auditor.informer.run(), name="informer:audits"))
         await asyncio.gather(*(informer.synced.wait() for informer in informers.all()))
         await plugins.register()
         log.info("simulator ready: %d nodes, all informers synced", len(node_names))

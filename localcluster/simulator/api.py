@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import logging
 import ssl
+import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ PV = Resource("/api/v1", "persistentvolumes", False, "PersistentVolume")
 POD = Resource("/api/v1", "pods", True, "Pod")
 NODE = Resource("/api/v1", "nodes", False, "Node")
 EVENT = Resource("/api/v1", "events", True, "Event")
+CONFIG_MAP = Resource("/api/v1", "configmaps", True, "ConfigMap")
 LEASE = Resource("/apis/coordination.k8s.io/v1", "leases", True, "Lease")
 STORAGE_CLASS = Resource("/apis/storage.k8s.io/v1", "storageclasses", False, "StorageClass")
 CSI_DRIVER = Resource("/apis/storage.k8s.io/v1", "csidrivers", False, "CSIDriver")
@@ -200,9 +202,11 @@ def resource_version(obj: Obj) -> int:
 class Informer:
     """A cache of one resource kept current by list+watch; handlers get (event type, object) synchronously."""
 
-    def __init__(self, client: Client, resource: Resource, keep: Callable[[Obj], bool] | None = None) -> None:
+    def __init__(self, client: Client, resource: Resource, keep: Callable[[Obj], bool] | None = None,
+                 label_selector: str | None = None) -> None:
         self.client = client
         self.resource = resource
+        self._selectors = {"labelSelector": label_selector} if label_selector else {}
         self.cache: dict[str, Obj] = {}
         self.handlers: list[Handler] = []
         self._removed: dict[str, str] = {}  # key -> uid that our own delete removed, until its DELETED event
@@ -263,7 +267,8 @@ class Informer:
     async def run(self) -> None:
         while True:
             try:
-                listing = await self.client.request("GET", self.resource.path())
+                query = f"?{urllib.parse.urlencode(self._selectors)}" if self._selectors else ""
+                listing = await self.client.request("GET", self.resource.path() + query)
                 listed = resource_version(listing)
                 seen: dict[str, str] = {}
                 for item in listing.get("items", []):
@@ -278,7 +283,7 @@ class Informer:
                 self.synced.set()
                 version = listing["metadata"]["resourceVersion"]
                 while True:
-                    async for event in self.client.watch_lines(self.resource.path(), version):
+                    async for event in self.client.watch_lines(self.resource.path(), version, self._selectors):
                         kind, obj = event["type"], event["object"]
                         if kind == "ERROR":
                             raise ApiError(int(obj.get("code", 500)), obj.get("message", "watch error"))

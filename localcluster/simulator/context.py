@@ -9,6 +9,8 @@ from localcluster.simulator import api
 from localcluster.simulator.backend import Backend, GroundTruth
 from localcluster.simulator.config import BackendModel, ParameterError, parse_backend_model
 
+RUN_UID_LABEL = "csibench.io/run-uid"  # on every object a BenchmarkRun creates
+
 log = logging.getLogger("simulator")
 
 
@@ -54,8 +56,15 @@ class Context:
         claim = self.informers.pvcs.get(f"{namespace}/{name}")
         if claim is None:
             claim = await self.client.get(api.PVC.path(namespace, name))
+            self.informers.pvcs.observe(claim)  # run_of_claim reads it next
         storage_class = (claim or {}).get("spec", {}).get("storageClassName")
         return str(storage_class) if storage_class else None
+
+    def run_of_claim(self, namespace: str, name: str) -> str:
+        """The uid of the BenchmarkRun that made a claim (its ``csibench.io/run-uid`` label, as the informer has
+        it; "" for none): the array remembers whose each volume is, for its audit (``audit.py``)."""
+        claim = self.informers.pvcs.get(f"{namespace}/{name}") or {}
+        return str(((claim.get("metadata") or {}).get("labels") or {}).get(RUN_UID_LABEL, ""))
 
     async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True,
                     field_path: str | None = None) -> None:

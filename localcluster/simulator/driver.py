@@ -30,6 +30,7 @@ import functools
 import logging
 import shutil
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,6 +90,13 @@ class SnapshotRecord:
     created: float
 
 
+# The operations the array's audit counts per object: one of them done twice for one object is work repeated (a
+# create after the object was deleted, a delete of what was created again); attach and mount repeat by design.
+AUDITED: dict[Operation, str] = {operation: operation.value for operation in (
+    Operation.CREATE_VOLUME, Operation.CLONE_VOLUME, Operation.DELETE_VOLUME, Operation.CREATE_SNAPSHOT,
+    Operation.DELETE_SNAPSHOT)}
+
+
 def snapshot_id_of(name: str, storage_class: str) -> str:
     """Snapshot IDs carry the class of their source volume, like volume IDs (pure)."""
     return f"{name}@{storage_class}"
@@ -101,6 +109,8 @@ class ArrayContext(Protocol):
     def backend(self, storage_class: str) -> Backend: ...
 
     async def storage_class_of_claim(self, namespace: str, name: str) -> str | None: ...
+
+    def run_of_claim(self, namespace: str, name: str) -> str: ...
 
 
 class Driver:
@@ -134,10 +144,22 @@ class Driver:
         # IDs whose delete the array acknowledged without doing it (a class's leakEvery): they stay on the array
         self.leaked_volumes: set[str] = set()
         self.leaked_snapshots: set[str] = set()
+        # For the array's audit (``audit.py``): which run each volume and snapshot is for (CreateVolume or
+        # CreateSnapshot name -> the run's uid, "" for none; kept after the object goes), and how often the array
+        # did each create and delete (operation, object name): more than once is an operation done twice.
+        self.owners: dict[str, str] = {}
+        self.performed: Counter[tuple[str, str]] = Counter()
 
     def volume_named(self, name: str) -> VolumeRecord | None:
         volume_id = self.volume_names.get(name)
         return self.volumes.get(volume_id) if volume_id else None
+
+    def object_name(self, identifier: str) -> str:
+        """The CreateVolume or CreateSnapshot name of a volume or snapshot, from that name or its ID."""
+        if identifier in self.owners:
+            return identifier
+        snapshot = identifier.split("@", 1)[0]
+        return snapshot if snapshot in self.owners else self.name_of(identifier)
 
     def name_of(self, volume_id: str) -> str:
         """The name a volume goes by in the ground truth: its CreateVolume name, or the PV name its handle implies
@@ -155,6 +177,8 @@ class Driver:
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
+                if operation in AUDITED:
+                    self.performed[(AUDITED[operation], self.object_name(key[1]))] += 1
                 await self.ctx.backend(storage_class).run(operation, obj, extra_delay, **facts)
                 if io is not None:
                     await asyncio.to_thread(io)
@@ -546,6 +570,7 @@ class Controller(csi_grpc.ControllerServicer):
             facts.update({"homeZone": home} if home is not None else {})
             facts.update({"corrupted": True} if corrupting else {})
             facts.update({"sourceVolume": origin_id} if origin_id else {})
+            driver.owners[request.name] = driver.ctx.run_of_claim(namespace, claim) if namespace and claim else ""
             await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
                                  **facts)
             if volume_id in driver.volumes:  # its own limits, never a source's copied with its data
@@ -759,6 +784,7 @@ class Controller(csi_grpc.ControllerServicer):
 
             copy = (functools.partial(volumes.copy_data, volume_dir, driver.snapshot_dir(new_id))
                     if volumes.holds_data(volume_dir) else None)
+            driver.owners[request.name] = driver.owners.get(source.name, "")  # a snapshot of the run's volume
             await driver.perform(Operation.CREATE_SNAPSHOT, ("snapshot", request.name), storage_class, obj, taken,
                                  io=copy)
             snapshot_id = driver.snapshot_names[request.name]

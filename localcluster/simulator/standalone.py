@@ -42,6 +42,9 @@ class StandaloneArray:
     async def storage_class_of_claim(self, namespace: str, name: str) -> str | None:
         return None  # no cluster, no claims
 
+    def run_of_claim(self, namespace: str, name: str) -> str:
+        return ""
+
 
 def parse_parameters(pairs: list[str]) -> dict[str, str]:
     """``["latency=10ms", "concurrency=1"]`` -> a StorageClass's parameters (pure)."""

@@ -31,13 +31,17 @@ def capability(mode: Any = _MODE.SINGLE_NODE_WRITER, fs_type: str = "") -> Any:
 MOUNT = capability()
 
 
+RUN_UID = "7d3c2f0e-run"  # the run the claim ns/data is labelled with
+
+
 class Array:
     """The parts of the simulator's context the driver uses: one class ("gold"), its backend, one claim (ns/data)."""
 
     def __init__(self, truth: Path, **parameters: str) -> None:
         self.truth = GroundTruth(truth)
         self._backend = Backend("gold", parse_backend_model(parameters), self.truth)
-        self._claims = {"ns/data": {"spec": {"storageClassName": "gold"}}}
+        self._claims: dict[str, Any] = {"ns/data": {"metadata": {"labels": {"csibench.io/run-uid": RUN_UID}},
+                                    "spec": {"storageClassName": "gold"}}}
         self.informers = SimpleNamespace(pvcs=SimpleNamespace(get=self._claims.get))
 
     def backend(self, storage_class: str) -> Backend:
@@ -48,20 +52,24 @@ class Array:
         claim = self._claims.get(f"{namespace}/{name}")
         return str(claim["spec"]["storageClassName"]) if claim else None
 
+    def run_of_claim(self, namespace: str, name: str) -> str:
+        claim = self._claims.get(f"{namespace}/{name}")
+        return str(claim["metadata"]["labels"]["csibench.io/run-uid"]) if claim else ""
+
 
 async def driver_stubs(tmp_path: Path, max_volumes_per_node: int = 128, **parameters: str) -> AsyncIterator[Any]:
     """Serve the driver (controller socket, one node socket per node of ``NODES``) and yield its stubs: identity,
     controller, group, node and node_identity (node-a's) and nodes (by node ID)."""
     ctx: Any = Array(tmp_path / "truth.jsonl", **parameters)
     sockets = {node: tmp_path / f"{node}.sock" for node in NODES}
-    servers = await serve(Driver(ctx, tmp_path / "data", max_volumes_per_node), tmp_path / "controller.sock",
-                          sockets)
+    driver = Driver(ctx, tmp_path / "data", max_volumes_per_node)
+    servers = await serve(driver, tmp_path / "controller.sock", sockets)
     channels = {node: grpc.aio.insecure_channel(f"unix://{socket}") for node, socket in sockets.items()}
     async with grpc.aio.insecure_channel(f"unix://{tmp_path}/controller.sock") as channel:
         nodes = {node: csi_grpc.NodeStub(node_channel) for node, node_channel in channels.items()}
         yield SimpleNamespace(identity=csi_grpc.IdentityStub(channel), controller=csi_grpc.ControllerStub(channel),
                               group=csi_grpc.GroupControllerStub(channel), node=nodes["node-a"], nodes=nodes,
-                              node_identity=csi_grpc.IdentityStub(channels["node-a"]))
+                              node_identity=csi_grpc.IdentityStub(channels["node-a"]), driver=driver)
     for node_channel in channels.values():
         await node_channel.close()
     for server in servers:

@@ -11,8 +11,9 @@ import grpc
 import pytest
 
 from localcluster.csi import csi_pb2 as csi
+from localcluster.simulator.audit import build_answer, pending_request
 from localcluster.simulator.config import ParameterError, parse_backend_model
-from tests.support.csi_driver import CLAIM, MOUNT, create_volumes, driver_stubs, records
+from tests.support.csi_driver import CLAIM, MOUNT, RUN_UID, create_volumes, driver_stubs, records
 
 
 def _run(coroutine: Any) -> Any:
@@ -132,6 +133,43 @@ def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and
         ("deleteSnapshot", False), ("deleteSnapshot", False), ("deleteSnapshot", True),
         *[("deleteVolume", index % 3 == 2) for index in range(7)]]
     assert all(r["result"] == "ok" for r in deletes)
+
+
+def test_the_arrays_audit_names_what_it_still_holds_of_a_run_and_what_it_did_twice(tmp_path: Path) -> None:
+    """The answer csibench's operator reads after cleanup: the run's volumes and snapshots the array still holds
+    (the leaked ones: every 3rd delete), by their create names, and a create done twice (a volume created again
+    after its delete); another run's audit finds none of it."""
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
+            ids = await create_volumes(stubs, 7)
+            snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
+                source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
+            for snapshot_id in snapshots:
+                await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(snapshot_id=snapshot_id))
+            for volume_id in ids:
+                await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            await create_volumes(stubs, 1)  # pvc-u0 again: its first was deleted for real
+            answer = build_answer(stubs.driver, {"id": "r1", "runUid": RUN_UID})
+            assert answer == {"id": "r1", "volumeCount": 3, "volumes": ["pvc-u0", "pvc-u2", "pvc-u5"],
+                              "snapshotCount": 1, "snapshots": ["snapshot-s2"], "repeatedCount": 1,
+                              "repeated": [{"operation": "createVolume", "object": "pvc-u0", "times": 2}]}
+            other = build_answer(stubs.driver, {"id": "r2", "runUid": "another-run"})
+            assert (other["volumeCount"], other["snapshotCount"], other["repeatedCount"]) == (0, 0, 0)
+            assert build_answer(stubs.driver, {"id": "r3"})["volumeCount"] == 0  # no run named: nothing is its
+
+    _run(scenario())
+
+
+def test_an_audit_request_is_answered_once_per_id_and_a_malformed_one_never() -> None:
+    def configmap(**data: str) -> dict[str, Any]:
+        return {"metadata": {"name": "a", "namespace": "ns"}, "data": data}
+
+    asked = '{"id": "r1", "runUid": "u"}'
+    assert pending_request(configmap(request=asked)) == {"id": "r1", "runUid": "u"}
+    assert pending_request(configmap(request=asked, answer='{"id": "r0"}')) == {"id": "r1", "runUid": "u"}
+    assert pending_request(configmap(request=asked, answer='{"id": "r1"}')) is None
+    for request in ("{", "[]", '{"runUid": "u"}', ""):
+        assert pending_request(configmap(request=request)) is None, request
 
 
 def test_retries_neither_undo_a_leak_nor_shift_which_deletes_leak(tmp_path: Path) -> None:

@@ -1,0 +1,110 @@
+"""The array's audit: what it still holds of a run's volumes and snapshots, and what it did twice, asked through
+the API.
+
+csibench can count on any cluster what a run left behind that Kubernetes shows (PVs, snapshot contents). What
+only the storage knows is what it still holds that no PV or content names: a delete the driver acknowledged
+without doing, a volume created while its claim went away. A real array answers that through its own console;
+this one answers through the API, so the operator needs no channel to it:
+
+- the operator creates (or asks again on) a ConfigMap labelled ``csibench.io/array-audit`` in its run's
+  namespace, with ``data.request``: ``{"id", "runUid"}``;
+- this auditor watches those ConfigMaps and writes ``data.answer`` once per request id: the run's volumes and
+  snapshots the array holds (their CreateVolume/CreateSnapshot names: the PV's ``pvc-<claim uid>``, the content's
+  ``snapshot-<VolumeSnapshot uid>``), and each create or delete of them the array did more than once.
+
+The array attributes a volume to a run when it creates it: the claim's ``csibench.io/run-uid`` label (the
+provisioner's ``--extra-create-metadata`` names the claim); a snapshot is its source volume's run's. So the answer
+holds after the claim is gone, and counts only what the run itself made (``Driver.owners``). The CSIDriver
+object says the array answers (annotation ``csibench.io/array-audit``), so a run on any other driver never waits
+for an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from localcluster.simulator import api
+from localcluster.simulator.config import ARRAY_AUDIT
+from localcluster.simulator.driver import Driver
+
+log = logging.getLogger(__name__)
+
+AUDIT_LABEL = ARRAY_AUDIT
+REQUEST_KEY = "request"
+ANSWER_KEY = "answer"
+MAX_NAMED = 50  # names listed per kind in an answer; counts are always exact
+
+
+def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to one request, from the array's records as they are now (pure over ``driver``)."""
+    run_uid = str(request.get("runUid") or "")
+
+    def run_owns(name: str) -> bool:
+        return bool(run_uid) and driver.owners.get(name) == run_uid
+
+    volumes = sorted(record.name for record in driver.volumes.values() if run_owns(record.name))
+    snapshots = sorted(name for name in (snapshot_id.split("@", 1)[0] for snapshot_id in driver.snapshots)
+                       if run_owns(name))
+    repeated = sorted((operation, name, times) for (operation, name), times in driver.performed.items()
+                      if times > 1 and run_owns(name))
+    return {"id": request.get("id"), "volumeCount": len(volumes), "volumes": volumes[:MAX_NAMED],
+            "snapshotCount": len(snapshots), "snapshots": snapshots[:MAX_NAMED],
+            "repeatedCount": sum(times - 1 for _, _, times in repeated),
+            "repeated": [{"operation": operation, "object": name, "times": times}
+                         for operation, name, times in repeated[:MAX_NAMED]]}
+
+
+def pending_request(configmap: api.Obj) -> dict[str, Any] | None:
+    """The request a ConfigMap asks that is not answered yet, or None (pure; a malformed one is None)."""
+    data = configmap.get("data") or {}
+    try:
+        request = json.loads(data.get(REQUEST_KEY) or "null")
+        answer = json.loads(data.get(ANSWER_KEY) or "null")
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not request.get("id"):
+        return None
+    if isinstance(answer, dict) and answer.get("id") == request["id"]:
+        return None
+    return request
+
+
+class Auditor:
+    """Answers each audit request once, from the driver's records."""
+
+    def __init__(self, client: api.Client, driver: Driver) -> None:
+        self.client = client
+        self.driver = driver
+        self.informer = api.Informer(client, api.CONFIG_MAP, label_selector=AUDIT_LABEL)
+        self.informer.handlers.append(self._on_configmap)
+        self._answering: set[tuple[str, str]] = set()  # (ConfigMap key, request id) being answered
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _on_configmap(self, event: str, configmap: api.Obj) -> None:
+        request = pending_request(configmap) if event != "DELETED" else None
+        if request is None:
+            return
+        key = (api.key_of(configmap), str(request["id"]))
+        if key in self._answering:
+            return
+        self._answering.add(key)
+        task = asyncio.create_task(self._answer(configmap, request, key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, configmap: api.Obj, request: dict[str, Any], key: tuple[str, str]) -> None:
+        meta = configmap["metadata"]
+        answer = build_answer(self.driver, request)
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                "data": {ANSWER_KEY: json.dumps(answer, sort_keys=True)}}
+        try:
+            await self.client.patch(api.CONFIG_MAP.path(meta["namespace"], meta["name"]), body)
+            log.info("audit %s: %d volumes, %d snapshots held; %d operations repeated", key[0],
+                     answer["volumeCount"], answer["snapshotCount"], answer["repeatedCount"])
+        except api.ApiError as error:  # changed meanwhile (a new request): its own event answers it
+            log.info("audit %s not answered: %s", key[0], error)
+        finally:
+            self._answering.discard(key)
