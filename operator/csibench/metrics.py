@@ -134,6 +134,10 @@ class Metrics:
                                 "recoverySeconds, stallSeconds, leaderSeconds in seconds; unrecovered objects; "
                                 "containerRestarts; leaseTransitions; recovered 1 or 0).",
                                 ["run", "disruption", "step", "kind", "figure"], registry=registry)
+        # status.leaks: what the run left behind after its cleanup, counted by the array or by the cluster.
+        self.leaked = Gauge("csibench_leaked", "What the run left behind after its cleanup (figure: volumes, "
+                            "snapshots, leaked; repeatedOperations: creates and deletes the array did twice).",
+                            ["run", "source", "figure"], registry=registry)
         # The run's verdict (spec.thresholds, spec.baseline): 1 on the run's verdict (Pass, Fail or Unknown), 0
         # on the others, so an alert reads csibench_run_verdict{verdict="Fail"} == 1; and how many bounds broke.
         self.verdict = Gauge("csibench_run_verdict", "The run's verdict (thresholds and baseline): 1 on the verdict "
@@ -269,6 +273,15 @@ class Metrics:
                 labels = (run, str(index), str(result.get("step", "")), str(result.get("kind", "")), figure)
                 self.disruption.labels(*labels).set(float(value))
                 self._remember(run, "disruption", labels)
+
+    def record_leaks(self, run: str, leaks: dict[str, Any]) -> None:
+        """The run's status.leaks as JSON, once its cleanup was audited."""
+        for figure in ("volumes", "snapshots", "leaked", "repeatedOperations"):
+            value = leaks.get(figure)
+            if isinstance(value, int) and not isinstance(value, bool):
+                labels = (run, str(leaks.get("source", "")), figure)
+                self.leaked.labels(*labels).set(float(value))
+                self._remember(run, "leaked", labels)
 
     def set_phase(self, run: str, phase: str) -> None:
         with self._lock:

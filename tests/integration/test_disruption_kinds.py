@@ -27,6 +27,7 @@ from localcluster.runs import (
     wait_for_phase,
 )
 from tests.support.chart import render_kustomize
+from tests.support.cluster import cli
 from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
@@ -111,6 +112,33 @@ def test_a_paused_api_server_and_a_controller_scaled_to_zero_inside_one_batch_ar
     report = read_report(kube, run)
     assert [d["kind"] for d in report["disruptions"]] == ["PauseApiServer", "ScaleDown"], report.get("disruptions")
     assert leftovers(kube, run) == {}
+
+
+def test_a_leak_made_on_purpose_is_counted_exactly_by_the_array_and_breaks_the_leaked_bound(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
+    """A class whose array acknowledges every 3rd delete of a volume and of a snapshot without doing it: four of
+    each deleted, one of each leaked. Kubernetes shows nothing left (the PV and the content went, the driver said
+    done); the array's own audit names both, exactly as its ground truth has them."""
+    deploy_stand_in(kube, namespace, replicas=1)
+    array = storage_class(leakEvery="3", leakOperations="deleteVolume,deleteSnapshot")
+    body = benchmark_run("leaky", storageClassName=array, volumeSnapshotClassName="csibench-sim-snapclass",
+                         volumes=4, steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
+                         disruptions=[scale_down(namespace, afterObjects=0)],
+                         thresholds=[{"disruption": 0, "metric": "leaked", "max": 0}])
+    run = run_to_end(kube, namespace, body, timeout=180)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array]
+    leaked = sorted(r["object"].split("@", 1)[0] for r in truth
+                    if r["op"] in ("deleteVolume", "deleteSnapshot") and r.get("leaked"))
+    assert len(leaked) == 2 and leaked[0].startswith("pvc-") and leaked[1].startswith("snapshot-"), truth
+    leaks = status["leaks"]
+    assert leaks["source"] == "Array" and (leaks["volumes"], leaks["snapshots"], leaks["leaked"]) == (1, 1, 2), (
+        leaks, operator.log())
+    assert sorted(leaks["names"]) == leaked and leaks["repeatedOperations"] == 0, leaks
+    assert status["verdict"] == "Fail" and "disruption 0 leaked 2 > 0 (max)" in status["thresholds"][0]["message"]
+    assert leftovers(kube, run) == {}  # Kubernetes holds nothing of the run: only the array does
+    assert "Left after cleanup" in cli(cluster, "report", "leaky", "-n", namespace)
 
 
 def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_operator_killed(

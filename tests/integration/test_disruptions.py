@@ -77,6 +77,9 @@ def test_restarting_the_provisioner_halfway_through_creates_is_measured_and_leak
         for operation in ("createVolume", "deleteVolume"):
             done = [r["object"] for r in truth if r["op"] == operation and r["result"] == "ok"]
             assert len(done) == len(set(done)) == 12, (operation, done)
+        # ... and its own audit after cleanup says the same: nothing held, nothing done twice.
+        leaks = status["leaks"]
+        assert (leaks["source"], leaks["leaked"], leaks["repeatedOperations"]) == ("Array", 0, 0), leaks
         assert leftovers(kube, run) == {}
     finally:
         kube.storage.delete_storage_class(storage_class["metadata"]["name"])

@@ -86,6 +86,7 @@ from csibench.api.run.disruptions import (
     DisruptionResult,
     DisruptionSpec,
     DisruptionState,
+    LeakAudit,
     WorkloadKind,
     WorkloadTarget,
 )
@@ -275,7 +276,7 @@ __all__ = [
     "IterationFailure",
     "Iterations",
     "LabelValue",
-    "Latency",
+    "Latency", "LeakAudit",
     "M",
     "Machinery",
     "ModeDurations",

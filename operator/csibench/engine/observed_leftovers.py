@@ -82,6 +82,14 @@ class Leftovers:
         """Group snapshot contents present that belong to one of the run's group snapshots (by uid)."""
         return sum(1 for uid in self._group_content_uid.values() if uid in self._by_uid)
 
+    def storage_names(self) -> set[str]:
+        """The names the storage knows the run's PVs and contents still present by (the CSI create names: a PV's
+        own name, ``snapshot-<snapshot uid>`` for a content the snapshot-controller made): what an array may still
+        hold without having leaked it."""
+        return ({pv for pv, uid in self._pv_claim_uid.items() if uid in self._by_uid}
+                | {f"snapshot-{ref.snapshot_uid}" for ref in self._content_refs.values()
+                   if ref.snapshot_uid in self._by_uid})
+
     def members_left(self) -> int:
         """Member snapshots of the run's groups that exist."""
         return sum(1 for member in self.members.values() if member.exists)

@@ -113,6 +113,8 @@ def restore_run_metrics(run_label: str, storage_class: str, status: dict[str, An
             step.results.record_metrics(run_label, step.results.from_status(status))
     for index, disruption in enumerate(status.get("disruptions") or []):
         METRICS.record_disruption(run_label, index, disruption)
+    if status.get("leaks"):
+        METRICS.record_leaks(run_label, status["leaks"])
     for step in status.get("steps") or []:
         METRICS.record_step(run_label, step["name"], storage_class, step.get("durationSeconds"),
                             step.get("throughput"), step.get("succeeded", 0), step.get("failed", 0),

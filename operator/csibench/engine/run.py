@@ -31,7 +31,7 @@ from csibench.api.models import (
 )
 from csibench.api.regression import Change
 from csibench.engine import manifests
-from csibench.engine.cleanup import cleanup
+from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.collection import build_collector
 from csibench.engine.context import RunContext
 from csibench.engine.disruptions import never_reached
@@ -44,6 +44,7 @@ from csibench.engine.iterations import (
     count_iterations,
 )
 from csibench.engine.judgement import Judgement
+from csibench.engine.leak_audit import audit_leaks
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
@@ -59,6 +60,7 @@ from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
 from csibench.kube.resources import RunRef
+from csibench.metrics import METRICS
 from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
 from csibench.preflight.outcome import outcome
 
@@ -72,6 +74,7 @@ class RunEngine:
         self.spec = spec
         self.client = client
         self.recorder = StatusRecorder(ref, client)
+        self._cleaned: CleanupResult | None = None  # the last cleanup this engine ran (leaks are audited after it)
 
     @property
     def status(self) -> BenchmarkRunStatus:
@@ -163,6 +166,7 @@ class RunEngine:
             measured_well = stop is None and not any(s.failed or s.state == StepState.INTERRUPTED
                                                      for s in status.steps) and not (iterations and iterations.failed)
             complete = await self.clean_up(context.scope, observed, measured_well)
+            await self._audit_leaks(context, observed)
         finally:
             runner.close_disruptions()
             if watches is not None:
@@ -303,6 +307,18 @@ class RunEngine:
                 raise TimeoutError(f"namespace {context.target_namespace} never got its default ServiceAccount")
             await asyncio.sleep(0.2)
 
+    async def _audit_leaks(self, context: RunContext, observed: Observed) -> None:
+        """A run with disruptions whose cleanup ran: what it left behind (status.leaks, ``leak_audit``)."""
+        cleaned = self._cleaned
+        if not self.spec.disruptions or cleaned is None:
+            return
+        leaks = await audit_leaks(
+            self.client, namespace=self.ref.namespace, prefix=context.names.prefix, run_name=self.ref.name,
+            run_uid=self.ref.uid, storage_class_name=self.spec.storageClassName, remaining=cleaned.remaining,
+            left=observed.left(), still_named=observed.storage_names())
+        self.status.leaks = leaks
+        METRICS.record_leaks(self.ref.label, leaks.model_dump(mode="json"))
+
     # -- cleanup -----------------------------------------------------------------------------------------------
     async def clean_up(self, scope: RunScope, observed: Observed | None, measured_well: bool,
                         resumed: bool = False) -> bool:
@@ -318,6 +334,7 @@ class RunEngine:
         await self.recorder.write()
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup))
+        self._cleaned = result
         note = " (resumed after an operator restart)" if resumed else ""
         if result.complete:
             log.info("run %s: %s", self.ref.label, result.describe())

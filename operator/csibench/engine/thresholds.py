@@ -154,6 +154,7 @@ def _disruption_value(status: BenchmarkRunStatus, index: int, metric: ThresholdM
              M.STALL_SECONDS: result.stallSeconds,
              M.UNRECOVERED: None if result.unrecovered is None else float(result.unrecovered),
              M.CONTAINER_RESTARTS: None if result.containerRestarts is None else float(result.containerRestarts),
+             M.LEAKED: None if status.leaks is None else float(status.leaks.leaked),  # the run's, after cleanup
              }[metric]
     never = value is None and metric == M.RECOVERY_SECONDS and result.state == DisruptionState.NOT_RECOVERED
     return value, "", never

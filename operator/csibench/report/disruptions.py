@@ -2,8 +2,9 @@
 
 One row per disruption, from the run's status (the stored report keeps the same): where and what, its state, and
 on its step's clock when it was injected, undone and recovered, then what it cost (stall, throughput before and
-after, objects not recovered, container restarts, leader changes). ``marks`` gives the HTML timeline of a step
-its disruptions, drawn as spans over the objects' lines.
+after, objects not recovered, container restarts, leader changes). ``leaks_table``: what the run left behind after
+its cleanup (status.leaks), by the array's count or the cluster's. ``marks`` gives the HTML timeline of a step its
+disruptions, drawn as spans over the objects' lines.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ def table(run: dict[str, Any]) -> Table | None:
              _number(d.get("leaderSeconds"))]
             for d in results]
     return HEADERS, rows
+
+
+LEAK_HEADERS = ["counted by", "volumes", "snapshots", "leaked", "operations done twice", "first named", "note"]
+
+
+def leaks_table(run: dict[str, Any]) -> Table | None:
+    leaks = (run.get("status") or {}).get("leaks")
+    if not leaks:
+        return None
+    names = leaks.get("names") or []
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return LEAK_HEADERS, [[str(leaks.get("source", "")), _number(leaks.get("volumes")),
+                           _number(leaks.get("snapshots")), _number(leaks.get("leaked")),
+                           _number(leaks.get("repeatedOperations")), shown or "-", leaks.get("message") or "-"]]
 
 
 def marks(run: dict[str, Any], step: str) -> list[tuple[str, float, float | None]]:

@@ -47,6 +47,7 @@ RUN_TABLES: tuple[OwnTable, ...] = (
     OwnTable("collected", _titled("Collected per step (spec.collect)"), cost.queries_table),
     OwnTable("disruptions", _titled("Disruptions (spec.disruptions; seconds on the step's clock)"),
              disruptions.table),
+    OwnTable("leaks", _titled("Left after cleanup (status.leaks)"), disruptions.leaks_table),
     OwnTable("thresholds", verdicts.title, verdicts.table),
 )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -252,3 +253,29 @@ class DisruptionResult(_Model):
     unrecoveredNames: list[str] = Field(default_factory=list,
                                         description=f"The first {MAX_UNRECOVERED_NAMED} of them.")
     message: str | None = Field(None, description="Why it failed or did not recover.")
+
+
+_MAX_LEAKS_NAMED = 20
+
+
+class LeakAudit(_Model):
+    """What the run left behind after its cleanup (status.leaks), counted where it can be counted exactly: by the
+    array itself when its driver answers audits (csibench's local array does: what it still holds of the run's
+    volumes and snapshots that no PV or content names, and what it did twice), otherwise by the cluster (the run's
+    PVs and snapshot contents cleanup could not remove). The ``leaked`` threshold of a disruption bounds it."""
+
+    source: Literal["Array", "Cluster"] = Field(
+        ..., description="Array (the array's own answer) or Cluster (the API server's).")
+    volumes: int = Field(..., ge=0, description="Volumes left: held by the array and named by no PV of the run "
+                                                "(Array), or the run's PVs left (Cluster).")
+    snapshots: int = Field(..., ge=0, description="Snapshots left: held by the array and named by no content of "
+                                                  "the run (Array), or the run's contents left (Cluster).")
+    leaked: int = Field(..., ge=0, description="volumes + snapshots.")
+    names: list[str] = Field(default_factory=list, max_length=_MAX_LEAKS_NAMED, description=(
+        "The first of them, as the array names them (pvc-<claim uid>, snapshot-<VolumeSnapshot uid>)."))
+    repeatedOperations: int | None = Field(None, ge=0, description=(
+        "Array only: creates and deletes of the run's volumes and snapshots the array did more than once "
+        "(each extra time counts): work a retry or a restarted component made it do twice."))
+    repeated: list[str] = Field(default_factory=list, max_length=_MAX_LEAKS_NAMED, description=(
+        "The first of them: 'createVolume pvc-... x2'."))
+    message: str | None = Field(None, description="Why the array's count is missing (it did not answer).")

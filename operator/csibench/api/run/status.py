@@ -11,7 +11,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.run.common import MAX_FINDINGS, Phase
 from csibench.api.run.database import MAX_DATABASE_ROWS
 from csibench.api.run.datapath import MAX_WORKLOADS
-from csibench.api.run.disruptions import MAX_DISRUPTIONS, DisruptionResult
+from csibench.api.run.disruptions import MAX_DISRUPTIONS, DisruptionResult, LeakAudit
 from csibench.api.run.modify import MAX_MODIFY_ROWS, ModifyRow
 from csibench.api.run.observations import (
     ClientUsed,
@@ -123,6 +123,8 @@ class BenchmarkRunStatus(_Model):
                                     description="The shared-volume table (spec.shared): one row per probe phase.")
     disruptions: list[DisruptionResult] = Field(default_factory=list, max_length=MAX_DISRUPTIONS,
                                                 description="What each of spec.disruptions did and cost its step.")
+    leaks: LeakAudit | None = Field(None, description="What the run left behind after its cleanup (set for a run "
+                                                      "with disruptions whose cleanup ran).")
     iterations: Iterations | None = Field(None, description="Iteration counter (spec.repeat).")
     aggregates: list[StepAggregate] = Field(default_factory=list, description="Per step, over the iterations "
                                                                             "that measured well (spec.repeat > 1).")

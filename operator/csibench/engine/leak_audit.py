@@ -1,0 +1,153 @@
+"""What a run left behind after its cleanup (``status.leaks``), counted exactly where it can be.
+
+The cluster shows only what Kubernetes still holds: the run's PVs and snapshot contents cleanup could not remove.
+What a storage team loses sleep over is what the storage holds that nothing names — a delete the driver
+acknowledged without doing, a volume created while its claim went away — and only the array knows that. So a
+driver whose CSIDriver object carries the annotation ``csibench.io/array-audit: configmap`` (csibench's local
+array does) is asked through the API, never through a channel of its own:
+
+1. after cleanup, the operator writes a request (``{"id", "runUid"}``) into a ConfigMap of the run's namespace,
+   ``<prefix>-array-audit``, owned by the run like its report (garbage-collected with it, labelled
+   ``csibench.io/report-of``, so cleanup never removes a record it just made);
+2. the array answers in the same ConfigMap, once per request id: the run's volumes and snapshots it still holds,
+   by the names it was asked to create them with, and the creates and deletes it did more than once;
+3. what it holds that no PV or content of the run still names is leaked (``Array``). An array that does not
+   answer within ``ANSWER_WAIT_SECONDS`` leaves the cluster's count, with a message saying so.
+
+A driver without the annotation is counted by the cluster (``Cluster``): exact for what Kubernetes holds, blind to
+what the storage holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from csibench.api.models import GROUP, KIND, VERSION, LeakAudit
+from csibench.kube import resources as r
+from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
+from csibench.kube.ownership import REPORT_OF_LABEL
+
+log = logging.getLogger(__name__)
+
+ARRAY_AUDIT = "csibench.io/array-audit"  # the CSIDriver's annotation, and the request ConfigMap's label
+ANSWERS_BY_CONFIGMAP = "configmap"
+REQUEST_KEY = "request"
+ANSWER_KEY = "answer"
+ANSWER_WAIT_SECONDS = 30.0
+_POLL_SECONDS = 0.2
+_MAX_NAMED = 20
+
+
+def audit_name(prefix: str) -> str:
+    return f"{prefix}-array-audit"
+
+
+def build_audit_request(name: str, run_name: str, run_uid: str, request_id: str) -> dict[str, Any]:
+    """The ConfigMap that asks the array (pure): owned by the run, labelled as the run's record."""
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": name, "labels": {REPORT_OF_LABEL: run_name, ARRAY_AUDIT: run_uid},
+            "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": run_name,
+                                 "uid": run_uid, "controller": True, "blockOwnerDeletion": False}],
+        },
+        "data": {REQUEST_KEY: json.dumps({"id": request_id, "runUid": run_uid}, sort_keys=True)},
+    }
+
+
+def answer_of(configmap: Mapping[str, Any] | None, request_id: str) -> dict[str, Any] | None:
+    """The array's answer to ``request_id``, once it is there and well formed (pure)."""
+    try:
+        answer = json.loads(((configmap or {}).get("data") or {}).get(ANSWER_KEY) or "null")
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("id") != request_id:
+        return None
+    counts = [answer.get(key) for key in ("volumeCount", "snapshotCount", "repeatedCount")]
+    if not all(isinstance(count, int) and count >= 0 for count in counts):
+        return None
+    return answer
+
+
+def leaks_from_answer(answer: Mapping[str, Any], still_named: set[str]) -> LeakAudit:
+    """The array's answer, less what a PV or content of the run still names (cleanup incomplete) (pure)."""
+    def left(kind: str) -> tuple[int, list[str]]:
+        named = [str(name) for name in answer.get(kind) or []]
+        kept = [name for name in named if name in still_named]
+        return int(answer[f"{kind[:-1]}Count"]) - len(kept), [name for name in named if name not in still_named]
+
+    volumes, volume_names = left("volumes")
+    snapshots, snapshot_names = left("snapshots")
+    repeated = [f"{item.get('operation')} {item.get('object')} x{item.get('times')}"
+                for item in answer.get("repeated") or [] if isinstance(item, dict)]
+    return LeakAudit(source="Array", volumes=max(0, volumes), snapshots=max(0, snapshots),
+                     leaked=max(0, volumes) + max(0, snapshots), names=(volume_names + snapshot_names)[:_MAX_NAMED],
+                     repeatedOperations=int(answer["repeatedCount"]), repeated=repeated[:_MAX_NAMED])
+
+
+def leaks_from_cleanup(remaining: Mapping[str, int], left: Mapping[str, list[str]],
+                       message: str | None = None) -> LeakAudit:
+    """What Kubernetes still holds of the run's volumes and snapshots after cleanup (pure)."""
+    volumes, snapshots = remaining.get("persistentvolumes", 0), remaining.get("volumesnapshotcontents", 0)
+    names = [*left.get("persistentvolumes", []), *left.get("volumesnapshotcontents", [])]
+    return LeakAudit(source="Cluster", volumes=volumes, snapshots=snapshots, leaked=volumes + snapshots,
+                     names=names[:_MAX_NAMED], message=message)
+
+
+async def array_answers(client: KubeApi, storage_class_name: str) -> bool:
+    """Whether the class's driver says its array answers audits (its CSIDriver's annotation)."""
+    try:
+        storage_class = await client.get(r.STORAGE_CLASSES.path(name=storage_class_name))
+        driver = str((storage_class or {}).get("provisioner") or "")
+        csi_driver = await client.get(r.CSI_DRIVERS.path(name=driver)) if driver else None
+    except ApiError as error:
+        if error.status in (401, 403):
+            return False  # not allowed to look: counted by the cluster
+        raise
+    annotations = ((csi_driver or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ARRAY_AUDIT) == ANSWERS_BY_CONFIGMAP
+
+
+async def ask_array(client: KubeApi, namespace: str, name: str, run_name: str, run_uid: str,
+                    wait_seconds: float | None = None) -> dict[str, Any] | str:
+    """Ask the array and wait for its answer (at most ``ANSWER_WAIT_SECONDS``): the answer, or why there is none."""
+    wait_seconds = ANSWER_WAIT_SECONDS if wait_seconds is None else wait_seconds
+    request_id = uuid.uuid4().hex
+    body = build_audit_request(name, run_name, run_uid, request_id)
+    path = r.CONFIGMAPS.path(namespace, name)
+    if not await client.create(r.CONFIGMAPS.path(namespace), body):  # asked before (a redone cleanup)
+        existing = await client.get(path)
+        owners = ((existing or {}).get("metadata") or {}).get("ownerReferences") or []
+        if not any(owner.get("uid") == run_uid for owner in owners):
+            return f"ConfigMap {namespace}/{name} exists and is not this run's: the array was not asked"
+        await client.merge_patch(path, {"data": body["data"]})
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        answer = answer_of(await client.get(path), request_id)
+        if answer is not None:
+            return answer
+        await asyncio.sleep(_POLL_SECONDS)
+    return f"the array did not answer within {wait_seconds:g}s (ConfigMap {namespace}/{name})"
+
+
+async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name: str, run_uid: str,
+                      storage_class_name: str, remaining: Mapping[str, int], left: Mapping[str, list[str]],
+                      still_named: set[str]) -> LeakAudit:
+    """``status.leaks`` after a cleanup: the array's count when its driver answers audits, else the cluster's."""
+    try:
+        if not await array_answers(client, storage_class_name):
+            return leaks_from_cleanup(remaining, left)
+        answer: dict[str, Any] | str = await ask_array(client, namespace, audit_name(prefix), run_name, run_uid)
+    except ApiError as error:  # the run's verdict stands; only the array's count is missing
+        answer = f"the array could not be asked: {error}"
+    if isinstance(answer, str):
+        log.warning("run %s/%s: %s", namespace, run_name, answer)
+        return leaks_from_cleanup(remaining, left, message=answer)
+    return leaks_from_answer(answer, still_named)

@@ -1,0 +1,132 @@
+"""status.leaks on the fake cluster: a run with disruptions asks an array that answers audits what it still holds
+of the run after cleanup (through a ConfigMap the run owns), counts by the cluster otherwise, and a ``leaked``
+bound judges the count."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from csibench.engine.leak_audit import (
+    ANSWER_KEY,
+    ARRAY_AUDIT,
+    REQUEST_KEY,
+    answer_of,
+    ask_array,
+    leaks_from_answer,
+    leaks_from_cleanup,
+)
+from csibench.kube.client import Json
+from csibench.report import disruptions
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.support.fake_runs import NAMES, REF, UID, run, spec
+from tests.support.fake_workloads import scale_down_spec, with_deployment
+
+AUDIT = f"{NAMES.prefix}-array-audit"
+
+
+def answering(fake: FakeKube, held: dict[str, Any]) -> list[str]:
+    """The fake cluster's CSIDriver says its array answers audits, and the array answers each request with
+    ``held``; returns the request ids it answered, in order."""
+    fake.put("csidrivers", "", {"metadata": {"name": "sim.csibench.io", "annotations": {ARRAY_AUDIT: "configmap"}}})
+    answered: list[str] = []
+    create, patch = fake.create, fake.merge_patch
+
+    def answer(path: str) -> None:
+        configmap = fake.objects.get(("configmaps", REF.namespace, AUDIT))
+        if configmap is None or not path.startswith(f"/api/v1/namespaces/{REF.namespace}/configmaps"):
+            return
+        request = json.loads(configmap["data"][REQUEST_KEY])
+        if request["id"] in answered:
+            return
+        answered.append(request["id"])
+        assert request["runUid"] == UID and configmap["metadata"]["labels"][ARRAY_AUDIT] == UID
+        configmap["data"][ANSWER_KEY] = json.dumps({"id": request["id"], **held})
+
+    async def create_then_answer(path: str, body: Json, on_send: Any = None, dry_run: bool = False) -> bool:
+        created = await create(path, body, on_send, dry_run)
+        answer(path)
+        return created
+
+    async def patch_then_answer(path: str, body: Json, on_send: Any = None) -> Json | None:
+        patched = await patch(path, body, on_send)
+        answer(path)
+        return patched
+    fake.create = create_then_answer  # type: ignore[method-assign]  # the array, for this test
+    fake.merge_patch = patch_then_answer  # type: ignore[method-assign]
+    return answered
+
+
+HELD = {"volumeCount": 2, "volumes": ["pvc-a", "pvc-b"], "snapshotCount": 1, "snapshots": ["snapshot-c"],
+        "repeatedCount": 1, "repeated": [{"operation": "createVolume", "object": "pvc-a", "times": 2}]}
+
+
+def test_a_run_with_disruptions_counts_what_the_array_still_holds_and_a_leaked_bound_judges_it() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.3))  # the batch lasts past the moment (0.05 s into the step)
+    with_deployment(fake, replicas=1, ready_after=0.05)
+    answered = answering(fake, HELD)
+    bounds = [{"disruption": 0, "metric": "leaked", "max": 0}]
+    status = run(fake, spec(volumes=4, steps=["createVolume", "deleteVolume"], thresholds=bounds,
+                            disruptions=[scale_down_spec(afterObjects=None, afterSeconds=0.05)]))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    leaks = status.leaks
+    assert leaks is not None and leaks.source == "Array", leaks
+    assert (leaks.volumes, leaks.snapshots, leaks.leaked, leaks.repeatedOperations) == (2, 1, 3, 1), leaks
+    assert leaks.names == ["pvc-a", "pvc-b", "snapshot-c"] and leaks.repeated == ["createVolume pvc-a x2"]
+    assert len(answered) == 1
+    # The request is the run's record, like its report: owned by the run, never labelled as one of its objects.
+    audit = fake.objects[("configmaps", REF.namespace, AUDIT)]["metadata"]
+    assert audit["ownerReferences"][0]["uid"] == UID and "csibench.io/run-uid" not in audit["labels"]
+    assert audit["labels"]["csibench.io/report-of"] == REF.name
+    assert status.verdict is not None and status.verdict.value == "Fail", status.thresholds
+    assert "disruption 0 leaked 3 > 0 (max)" in (status.thresholds[0].message or ""), status.thresholds
+    for figure, value in (("volumes", 2.0), ("snapshots", 1.0), ("leaked", 3.0), ("repeatedOperations", 1.0)):
+        labels = {"run": REF.label, "source": "Array", "figure": figure}
+        assert REGISTRY.get_sample_value("csibench_leaked", labels) == value, figure
+    headers, rows = disruptions.leaks_table({"status": status.model_dump(mode="json")}) or ([], [])
+    assert rows == [["Array", "2", "1", "3", "1", "pvc-a, pvc-b, snapshot-c", "-"]], (headers, rows)
+
+
+def test_without_an_array_that_answers_the_cluster_counts_and_a_run_without_disruptions_is_not_audited() -> None:
+    fake = FakeKube(Behaviour(bind_delay=0.05))
+    with_deployment(fake, replicas=1, ready_after=0.05)
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                            disruptions=[scale_down_spec(afterObjects=1)]))
+    assert status.leaks is not None and status.leaks.source == "Cluster", status.leaks
+    assert (status.leaks.leaked, status.leaks.repeatedOperations, status.leaks.message) == (0, None, None)
+    assert ("configmaps", REF.namespace, AUDIT) not in fake.objects  # nobody to ask
+    plain = FakeKube(Behaviour(bind_delay=0.05))
+    answering(plain, HELD)
+    assert run(plain, spec(volumes=3, steps=["createVolume", "deleteVolume"])).leaks is None
+
+
+def test_an_array_that_does_not_answer_leaves_the_clusters_count_with_why() -> None:
+    async def scenario() -> None:
+        fake = FakeKube()
+        fake.loop = asyncio.get_running_loop()
+        assert await ask_array(fake, REF.namespace, AUDIT, REF.name, UID, wait_seconds=0.3) == (
+            f"the array did not answer within 0.3s (ConfigMap {REF.namespace}/{AUDIT})")
+        # Someone else's ConfigMap of that name: neither asked nor touched.
+        fake.put("configmaps", REF.namespace, {"metadata": {"name": "theirs"}, "data": {"k": "v"}})
+        said = await ask_array(fake, REF.namespace, "theirs", REF.name, UID, wait_seconds=0.3)
+        assert said == f"ConfigMap {REF.namespace}/theirs exists and is not this run's: the array was not asked"
+        assert fake.objects[("configmaps", REF.namespace, "theirs")]["data"] == {"k": "v"}
+
+    asyncio.run(scenario())
+    leaks = leaks_from_cleanup({"persistentvolumes": 1, "volumesnapshotcontents": 0}, {"persistentvolumes": ["pv-1"]},
+                               message="the array did not answer")
+    assert (leaks.source, leaks.leaked, leaks.names, leaks.message) == ("Cluster", 1, ["pv-1"],
+                                                                        "the array did not answer")
+
+
+def test_what_a_pv_of_the_run_still_names_is_not_leaked_and_a_malformed_answer_is_no_answer() -> None:
+    leaks = leaks_from_answer({**HELD, "id": "r"}, still_named={"pvc-b"})  # cleanup left pvc-b's PV
+    assert (leaks.volumes, leaks.snapshots, leaks.leaked, leaks.names) == (1, 1, 2, ["pvc-a", "snapshot-c"])
+    good = {"data": {ANSWER_KEY: json.dumps({**HELD, "id": "r"})}}
+    assert answer_of(good, "r") is not None and answer_of(good, "other") is None
+    for bad in ("{", "[]", json.dumps({**HELD, "id": "r", "volumeCount": -1}),
+                json.dumps({**HELD, "id": "r", "repeatedCount": "1"})):
+        assert answer_of({"data": {ANSWER_KEY: bad}}, "r") is None, bad
