@@ -325,9 +325,10 @@ class Container:
     start_gate: bool | None = None
     started_monotonic: float = 0.0  # the event loop's clock at its (re)start: initialDelaySeconds counts from there
     probe_killed: bool = False  # stopped by a failed liveness or startup probe: restarted even after exit 0
-    # What its process left was ended after it exited: from then on its pid (and process group number) may be
-    # another process's (pid_max is 32768 here and containers spawn many), so it is never signalled again.
-    ended: bool = False
+    # Ending what its process left once it exited (``end_leftovers``, started by whoever saw the exit first: the
+    # kubelet's wait or a stop; both await it). From then on its pid, the process group's number, may be another
+    # process's (pid_max is 32768 here and containers spawn many), so it is never signalled again.
+    ending: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -468,7 +469,7 @@ class Runtime:
         entry.started_monotonic = asyncio.get_running_loop().time()
         entry.exit_code = None
         entry.finished_at = None
-        entry.ended = False
+        entry.ending = None
         entry.probe_killed = False
         entry.ready_gate = False if entry.ready_gate is not None else None
         entry.start_gate = False if entry.start_gate is not None else None
@@ -478,7 +479,7 @@ class Runtime:
         entry = (group.containers if among is None else among)[name]
         assert entry.process is not None
         code = await entry.process.wait()
-        await self._end_leftovers(group, entry, group_alive=True)
+        await self._end_leftovers(group, entry, reaped_now=True)
         entry.exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a runtime reports
         entry.finished_at = api.now_rfc3339()
         return entry.exit_code
@@ -524,7 +525,8 @@ class Runtime:
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout=timeout)
         except TimeoutError:
-            _kill_group(process.pid, signal.SIGKILL)
+            if process.returncode is None:  # once reaped, its number may be another process's
+                _kill_group(process.pid, signal.SIGKILL)
             await process.wait()
             return None, ""
         code = process.returncode if process.returncode is not None else -1
@@ -545,23 +547,31 @@ class Runtime:
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), timeout=grace_seconds)
         for entry in every:
             child = entry.process
-            if child is None or entry.ended:
-                continue  # never started, or ended earlier (an init container; a retried stop): nothing to signal
+            if child is None:
+                continue
+            if entry.ending is not None:  # ended (or being ended) by whoever saw the exit: wait for it, signal nothing
+                await asyncio.shield(entry.ending)
+                continue
             alive = child.returncode is None  # not reaped: its pid, the group's number, is still its own
             if alive:
                 _kill_group(child.pid, signal.SIGKILL)
                 await child.wait()
-            await self._end_leftovers(group, entry, group_alive=alive)
+            await self._end_leftovers(group, entry, reaped_now=alive)
 
     @staticmethod
-    async def _end_leftovers(group: PodProcesses, entry: Container, group_alive: bool) -> None:
-        """Once per exit: what the container's process left (``end_leftovers``). Its process group is signalled
-        only when it was reaped just now (``group_alive``); one reaped earlier is ended by its mark alone."""
-        if entry.ended or entry.process is None:
+    async def _end_leftovers(group: PodProcesses, entry: Container, reaped_now: bool) -> None:
+        """Once per exit: what the container's process left (``end_leftovers``), awaited by every caller. Its
+        process group is signalled only by a caller that reaped its leader just now (``reaped_now``; a group's
+        number is not reused while a member lives, and a reaped leader's only after pids wrap); a leader reaped
+        earlier may have a new owner of that number by now, so its leftovers are ended by their mark alone."""
+        process = entry.process
+        if process is None:
             return
-        entry.ended = True
-        await asyncio.to_thread(end_leftovers, entry.process.pid if group_alive else None,
-                                _namespace_file(group, entry), _mark(group, entry))
+        if entry.ending is None:
+            entry.ending = asyncio.ensure_future(asyncio.to_thread(
+                end_leftovers, process.pid if reaped_now else None, _namespace_file(group, entry),
+                _mark(group, entry)))
+        await asyncio.shield(entry.ending)
 
     def forget(self, uid: str) -> None:
         """After the pod's volumes are unmounted: drop its logs and directories (nothing stays on the host)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,37 @@ def test_a_stop_signals_only_processes_not_yet_ended_never_a_pid_reaped_earlier(
         signalled.clear()
         await runtime.stop("u1", 0.5)  # retried: everything ended already
         assert signalled == []
+        runtime.forget("u1")
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_returns_only_once_the_containers_leftovers_are_ended_whoever_saw_the_exit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet's wait usually sees a stopped container exit first and starts ending what it left; the stop
+    must still wait for that end, or the kubelet would unmount volumes a leftover process (fio's workers, a
+    daemon) still holds."""
+    import localcluster.simulator.runtime as runtime_module
+
+    ended: list[float] = []
+    real_end = runtime_module.end_leftovers
+
+    def slow_end(*args: Any) -> None:
+        time.sleep(0.5)
+        real_end(*args)
+        ended.append(time.monotonic())
+
+    async def scenario() -> None:
+        runtime = Runtime(tmp_path)
+        group = await runtime.start(_process_pod(["true"], ["sleep", "30"]), {})
+        watching = asyncio.create_task(runtime.wait(group, "c"))
+        await asyncio.sleep(0.1)
+        monkeypatch.setattr(runtime_module, "end_leftovers", slow_end)
+        await runtime.stop("u1", 0.5)
+        stopped = time.monotonic()
+        assert len(ended) == 1 and ended[0] <= stopped, (ended, stopped)
+        await asyncio.wait_for(watching, 10)
+        assert len(ended) == 1  # once, whoever asked
         runtime.forget("u1")
 
     asyncio.run(scenario())
