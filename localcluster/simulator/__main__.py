@@ -24,6 +24,7 @@ from localcluster.simulator.audit import Auditor
 from localcluster.simulator.backend import GroundTruth
 from localcluster.simulator.context import Context, Informers
 from localcluster.simulator.driver import Driver, serve_controller, serve_node
+from localcluster.simulator.faults import FaultAnswerer, FaultWindows
 from localcluster.simulator.kubelet import Kubelet
 from localcluster.simulator.logserver import LogServers
 from localcluster.simulator.nodes import DEFAULT_KUBELET_PORT, Nodes, node_address
@@ -58,11 +59,14 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
             pods=api.Informer(client, api.POD, keep=lambda pod: pod["spec"].get("nodeName") in node_set),
             attachments=api.Informer(client, api.VOLUME_ATTACHMENT),
         )
-        ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set)
+        windows = FaultWindows()
+        ctx = Context(client=client, informers=informers, truth=GroundTruth(ground_truth), node_names=node_set,
+                      faults=windows)
         sockets = {name: node_socket(csi_dir, name) for name in node_names}
         driver = Driver(ctx, data_dir, max_volumes_per_node)
         driver.nodes.update(sockets)
         auditor = Auditor(client, driver)
+        faults = FaultAnswerer(client, windows, informers.storage_classes)
         controller = await serve_controller(driver, controller_socket(csi_dir))
         plugins = NodePlugins(client, sockets, lambda node, socket: serve_node(driver, node, socket))
         await plugins.start()
@@ -81,6 +85,7 @@ async def run(kubeconfig: Path, node_names: list[str], ground_truth: Path | None
                  for informer in informers.all()]
         tasks.append(asyncio.create_task(nodes.heartbeat(), name="heartbeat"))
         tasks.append(asyncio.create_task(auditor.informer.run(), name="informer:audits"))
+        tasks.append(asyncio.create_task(faults.informer.run(), name="informer:faults"))
         await asyncio.gather(*(informer.synced.wait() for informer in informers.all()))
         await plugins.register()
         log.info("simulator ready: %d nodes, all informers synced", len(node_names))

@@ -29,13 +29,13 @@ from typing import Any
 from localcluster.simulator import api
 from localcluster.simulator.config import ARRAY_AUDIT
 from localcluster.simulator.driver import Driver
+from localcluster.simulator.requests import ANSWER_KEY, pending_request
 
 log = logging.getLogger(__name__)
 
 AUDIT_LABEL = ARRAY_AUDIT
-REQUEST_KEY = "request"
-ANSWER_KEY = "answer"
-MAX_NAMED = 50  # names listed per kind in an answer; counts are always exact
+ANSWER_ATTEMPTS = 4
+MAX_NAMED = 1000  # names listed per kind in an answer (well under a ConfigMap's 1 MiB); counts are always exact
 
 
 def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
@@ -45,9 +45,11 @@ def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
     def run_owns(name: str) -> bool:
         return bool(run_uid) and driver.owners.get(name) == run_uid
 
-    volumes = sorted(record.name for record in driver.volumes.values() if run_owns(record.name))
-    snapshots = sorted(name for name in (snapshot_id.split("@", 1)[0] for snapshot_id in driver.snapshots)
-                       if run_owns(name))
+    creating = [name for name in driver.creating() if run_owns(name)]  # held once done: the array finishes them
+    volumes = sorted({record.name for record in driver.volumes.values() if run_owns(record.name)}
+                     | {name for name in creating if name.startswith("pvc-")})
+    snapshots = sorted({name for name in (snapshot_id.split("@", 1)[0] for snapshot_id in driver.snapshots)
+                        if run_owns(name)} | {name for name in creating if not name.startswith("pvc-")})
     repeated = sorted((operation, name, times) for (operation, name), times in driver.performed.items()
                       if times > 1 and run_owns(name))
     return {"id": request.get("id"), "volumeCount": len(volumes), "volumes": volumes[:MAX_NAMED],
@@ -55,21 +57,6 @@ def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
             "repeatedCount": sum(times - 1 for _, _, times in repeated),
             "repeated": [{"operation": operation, "object": name, "times": times}
                          for operation, name, times in repeated[:MAX_NAMED]]}
-
-
-def pending_request(configmap: api.Obj) -> dict[str, Any] | None:
-    """The request a ConfigMap asks that is not answered yet, or None (pure; a malformed one is None)."""
-    data = configmap.get("data") or {}
-    try:
-        request = json.loads(data.get(REQUEST_KEY) or "null")
-        answer = json.loads(data.get(ANSWER_KEY) or "null")
-    except ValueError:
-        return None
-    if not isinstance(request, dict) or not request.get("id"):
-        return None
-    if isinstance(answer, dict) and answer.get("id") == request["id"]:
-        return None
-    return request
 
 
 class Auditor:
@@ -97,14 +84,33 @@ class Auditor:
 
     async def _answer(self, configmap: api.Obj, request: dict[str, Any], key: tuple[str, str]) -> None:
         meta = configmap["metadata"]
-        answer = build_answer(self.driver, request)
+        refused = foreign_request(configmap, request)
+        answer = {"id": request["id"], "error": refused} if refused else build_answer(self.driver, request)
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                 "data": {ANSWER_KEY: json.dumps(answer, sort_keys=True)}}
         try:
-            await self.client.patch(api.CONFIG_MAP.path(meta["namespace"], meta["name"]), body)
-            log.info("audit %s: %d volumes, %d snapshots held; %d operations repeated", key[0],
-                     answer["volumeCount"], answer["snapshotCount"], answer["repeatedCount"])
-        except api.ApiError as error:  # changed meanwhile (a new request): its own event answers it
+            for attempt in range(ANSWER_ATTEMPTS):
+                try:
+                    await self.client.patch(api.CONFIG_MAP.path(meta["namespace"], meta["name"]), body)
+                    break
+                except api.ApiError as error:
+                    if error.status in (404, 409) or attempt == ANSWER_ATTEMPTS - 1:
+                        raise  # gone, or changed meanwhile (a new request): its own event answers it
+                    await asyncio.sleep(0.2 * 2 ** attempt)
+            log.info("audit %s answered: %s", key[0], refused or f"{answer['volumeCount']} volumes, "
+                     f"{answer['snapshotCount']} snapshots held; {answer['repeatedCount']} operations repeated")
+        except api.ApiError as error:
             log.info("audit %s not answered: %s", key[0], error)
         finally:
             self._answering.discard(key)
+
+
+def foreign_request(configmap: api.Obj, request: dict[str, Any]) -> str | None:
+    """Why a request may not be answered (pure): the run it asks about must be the one that owns the ConfigMap
+    and that its label names, so a ConfigMap cannot ask about another run's objects. None: it may."""
+    meta = configmap.get("metadata") or {}
+    run_uid = str(request.get("runUid") or "")
+    owners = {str(owner.get("uid")) for owner in meta.get("ownerReferences") or []}
+    if not run_uid or (meta.get("labels") or {}).get(AUDIT_LABEL) != run_uid or run_uid not in owners:
+        return "the request's runUid must be the ConfigMap's owner's uid and its csibench.io/array-audit label"
+    return None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from localcluster.simulator.config import BackendModel, Operation
+from localcluster.simulator.faults import FaultWindows
 
 
 class InjectedFailure(RuntimeError):
@@ -39,10 +40,12 @@ class GroundTruth:
 
 
 class Backend:
-    def __init__(self, storage_class: str, model: BackendModel, truth: GroundTruth) -> None:
+    def __init__(self, storage_class: str, model: BackendModel, truth: GroundTruth,
+                 faults: FaultWindows | None = None) -> None:
         self.storage_class = storage_class
         self.model = model
         self._truth = truth
+        self._faults = faults  # fault windows a run opened over the class's steady behaviour
         self._slots = asyncio.Semaphore(model.concurrency) if model.concurrency > 0 else None
         self._random = random.Random(model.seed)
         self._deletes: dict[Operation, int] = {}  # deletes asked of this array, per operation (``leakEvery``)
@@ -72,13 +75,16 @@ class Backend:
             self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
                                start=started, finish=None, result="hang", **facts)
             await asyncio.Event().wait()
-        delay = self.model.latency(operation) + extra_delay
+        fault = self._faults.effect(self.storage_class, operation) if self._faults is not None else None
+        if fault is not None:
+            facts = {**facts, "fault": True}
+        delay = self.model.latency(operation) + extra_delay + (fault[0] if fault else 0.0)
         if self.model.jitter:
             delay += self._random.uniform(-self.model.jitter, self.model.jitter)
         if delay > 0:
             await asyncio.sleep(delay)
         failed = (operation in self.model.failure_operations and self.model.failure_rate > 0
-                  and self._random.random() < self.model.failure_rate)
+                  and self._random.random() < self.model.failure_rate) or (fault is not None and fault[1])
         finished = time.time()
         self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
                            start=started, finish=finished, result="error" if failed else "ok", **facts)

@@ -35,6 +35,7 @@ DRIVER_NAME: Final = "sim.csibench.io"
 # The label of the ConfigMaps that ask the array for an audit (``audit.py``), and the CSIDriver annotation saying
 # this driver's array answers them.
 ARRAY_AUDIT = "csibench.io/array-audit"
+ARRAY_FAULTS = "csibench.io/array-faults"  # likewise for the fault windows a run opens (``faults.py``)
 # Topology: each simulated node is in a zone (node i in ZONES[i mod 3]), which its Node carries as the well-known
 # label and as the driver's own key (as a kubelet adds a CSI driver's topology to its Node), and which NodeGetInfo
 # reports. A class with ``zonal: "true"`` makes volumes that live in one zone: CreateVolume places the volume in

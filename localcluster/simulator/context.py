@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from localcluster.simulator import api
 from localcluster.simulator.backend import Backend, GroundTruth
 from localcluster.simulator.config import BackendModel, ParameterError, parse_backend_model
+from localcluster.simulator.faults import FaultWindows
 
 RUN_UID_LABEL = "csibench.io/run-uid"  # on every object a BenchmarkRun creates
 
@@ -32,7 +33,9 @@ class Context:
     informers: Informers
     truth: GroundTruth
     node_names: set[str] = field(default_factory=set)
+    faults: FaultWindows | None = None  # windows a run's ArrayFault opened (``faults.py``)
     _backends: dict[str, tuple[str, Backend]] = field(default_factory=dict)
+    _fetched_claims: dict[str, api.Obj] = field(default_factory=dict)  # read from the API server, not yet seen
 
     def backend(self, storage_class: str) -> Backend:
         """The array behind a class; rebuilt when the class's parameters change (deleted classes: no latency)."""
@@ -47,7 +50,7 @@ class Context:
         except ParameterError as error:
             log.warning("StorageClass %s has bad simulator parameters (%s); using no latency", storage_class, error)
             model = BackendModel(latencies={})
-        backend = Backend(storage_class, model, self.truth)
+        backend = Backend(storage_class, model, self.truth, self.faults)
         self._backends[storage_class] = (fingerprint, backend)
         return backend
 
@@ -56,14 +59,16 @@ class Context:
         claim = self.informers.pvcs.get(f"{namespace}/{name}")
         if claim is None:
             claim = await self.client.get(api.PVC.path(namespace, name))
-            self.informers.pvcs.observe(claim)  # run_of_claim reads it next
+            if claim is not None:  # run_of_claim reads it next (kept apart: the informer's cache is the watch's)
+                self._fetched_claims[f"{namespace}/{name}"] = claim
         storage_class = (claim or {}).get("spec", {}).get("storageClassName")
         return str(storage_class) if storage_class else None
 
     def run_of_claim(self, namespace: str, name: str) -> str:
         """The uid of the BenchmarkRun that made a claim (its ``csibench.io/run-uid`` label, as the informer has
         it; "" for none): the array remembers whose each volume is, for its audit (``audit.py``)."""
-        claim = self.informers.pvcs.get(f"{namespace}/{name}") or {}
+        key = f"{namespace}/{name}"
+        claim = self._fetched_claims.pop(key, None) or self.informers.pvcs.get(key) or {}
         return str(((claim.get("metadata") or {}).get("labels") or {}).get(RUN_UID_LABEL, ""))
 
     async def event(self, obj: api.Obj, reason: str, message: str, component: str, warning: bool = True,

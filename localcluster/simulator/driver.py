@@ -154,6 +154,10 @@ class Driver:
         volume_id = self.volume_names.get(name)
         return self.volumes.get(volume_id) if volume_id else None
 
+    def creating(self) -> list[str]:
+        """The CreateVolume and CreateSnapshot names of the creates still in flight on the array."""
+        return [key[1] for key in self._in_flight if key[0] in ("volume", "snapshot")]
+
     def object_name(self, identifier: str) -> str:
         """The CreateVolume or CreateSnapshot name of a volume or snapshot, from that name or its ID."""
         if identifier in self.owners:
@@ -177,9 +181,9 @@ class Driver:
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
-                if operation in AUDITED:
-                    self.performed[(AUDITED[operation], self.object_name(key[1]))] += 1
                 await self.ctx.backend(storage_class).run(operation, obj, extra_delay, **facts)
+                if operation in AUDITED:  # done (a failed attempt and its retry are one operation done once)
+                    self.performed[(AUDITED[operation], self.object_name(key[1]))] += 1
                 if io is not None:
                     await asyncio.to_thread(io)
                 done()
@@ -470,11 +474,12 @@ class Controller(csi_grpc.ControllerServicer):
         namespace, claim = params.get(PVC_NAMESPACE), params.get(PVC_NAME)
         if namespace and claim:
             storage_class = await driver.ctx.storage_class_of_claim(namespace, claim)
+            run = driver.ctx.run_of_claim(namespace, claim)  # whose the volume is, for the array's audit
             if not storage_class:
                 return await _fail(context, grpc.StatusCode.NOT_FOUND, f"claim {namespace}/{claim} not found")
             obj = f"{namespace}/{claim}"
         elif driver.default_class:
-            storage_class, claim, obj = driver.default_class, "", request.name
+            storage_class, claim, obj, run = driver.default_class, "", request.name, ""
         else:
             return await _fail(context, grpc.StatusCode.INVALID_ARGUMENT,
                                f"{PVC_NAMESPACE} and {PVC_NAME} missing: run csi-provisioner with "
@@ -570,7 +575,7 @@ class Controller(csi_grpc.ControllerServicer):
             facts.update({"homeZone": home} if home is not None else {})
             facts.update({"corrupted": True} if corrupting else {})
             facts.update({"sourceVolume": origin_id} if origin_id else {})
-            driver.owners[request.name] = driver.ctx.run_of_claim(namespace, claim) if namespace and claim else ""
+            driver.owners[request.name] = run
             await driver.perform(operation, ("volume", request.name), storage_class, obj, created, restore, 0.0,
                                  **facts)
             if volume_id in driver.volumes:  # its own limits, never a source's copied with its data
@@ -901,6 +906,7 @@ class GroupController(csi_grpc.GroupControllerServicer):
                 for volume_id, snapshot_id in members:
                     driver.snapshots[snapshot_id] = SnapshotRecord(snapshot_id, volume_id, sizes.get(volume_id, 0), now)
                     driver.deleted_snapshots.discard(snapshot_id)
+                    driver.owners[snapshot_id.split("@", 1)[0]] = driver.owners.get(driver.name_of(volume_id), "")
                 driver.groups[group_id] = GroupSnapshotRecord(group_id, tuple(s for _, s in members), now)
 
             await driver.perform(Operation.CREATE_GROUP_SNAPSHOT, ("group-snapshot", request.name), storage_class,

@@ -18,7 +18,7 @@ import socket
 import struct
 
 from localcluster.simulator import api
-from localcluster.simulator.config import ARRAY_AUDIT, DRIVER_NAME, TOPOLOGY_KEY, ZONE_LABEL, zone_of_node
+from localcluster.simulator.config import ARRAY_AUDIT, ARRAY_FAULTS, DRIVER_NAME, TOPOLOGY_KEY, ZONE_LABEL, zone_of_node
 from localcluster.versions import KUBERNETES_VERSION
 
 log = logging.getLogger("simulator.nodes")
@@ -115,7 +115,8 @@ def build_csi_node(name: str, node_uid: str, max_volumes: int) -> api.Obj:
 def build_csi_driver() -> api.Obj:
     return {
         "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
-        "metadata": {"name": DRIVER_NAME, "annotations": {ARRAY_AUDIT: "configmap"}},  # its array answers audits
+        # Its array answers audits and takes fault windows, both through ConfigMaps (audit.py, faults.py).
+        "metadata": {"name": DRIVER_NAME, "annotations": {ARRAY_AUDIT: "configmap", ARRAY_FAULTS: "configmap"}},
         "spec": {"attachRequired": True, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"],
                  "fsGroupPolicy": "File"},
     }

@@ -344,6 +344,7 @@ class Metrics:
                    "modify_iops": self.modify_iops, "modify_bandwidth": self.modify_bandwidth,
                    "shared_rate": self.shared_rate, "shared_latency": self.shared_latency,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,
+                   "disruption": self.disruption, "leaked": self.leaked,
                    "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput}
         for name, labels in series:
             with contextlib.suppress(KeyError):

@@ -141,6 +141,36 @@ def test_a_leak_made_on_purpose_is_counted_exactly_by_the_array_and_breaks_the_l
     assert "Left after cleanup" in cli(cluster, "report", "leaky", "-n", namespace)
 
 
+def test_an_array_failing_every_create_for_a_window_is_measured_against_its_own_stamps(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
+    """examples/disruption-array.yaml, smaller (6 volumes, 3 s, as the step starts): every CreateVolume the array
+    starts in the window fails; the provisioner retries each claim until the window closed, and each volume is
+    created once. The array's own stamps bound the window; its ground truth has the failures."""
+    array = storage_class(createVolumeLatency="100ms")
+    body = yaml.safe_load((REPO_ROOT / "examples" / "disruption-array.yaml").read_text())
+    body["spec"].update(storageClassName=array, volumes=6)
+    body["spec"]["disruptions"][0].update(afterObjects=0, seconds=3)
+    run = run_to_end(kube, namespace, body, timeout=180)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    (fault,) = status["disruptions"]
+    assert fault["state"] == "Recovered" and fault["target"] == "the array: 100% failing on createVolume", fault
+    window = fault["restoredAtSeconds"] - fault["injectedAtSeconds"]
+    assert 2.9 <= window <= 4.0, fault  # 3 s by the array's clock, from the request leaving to its close
+    assert 0 <= fault["recoverySeconds"] < 1.0, fault  # read every 20 ms once the close is due
+    assert fault["stallSeconds"] >= 2.9 and fault["unrecovered"] == 0, fault
+    assert any(w["reason"] == "ProvisioningFailed" for w in fault["warnings"]), fault["warnings"]
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array and r["op"] == "createVolume"]
+    failed = [r for r in truth if r["result"] == "error"]
+    assert failed and all(r.get("fault") for r in failed), truth
+    created = [r["object"] for r in truth if r["result"] == "ok"]
+    assert len(created) == len(set(created)) == 6, truth
+    leaks = status["leaks"]
+    assert (leaks["source"], leaks["leaked"], leaks["repeatedOperations"]) == ("Array", 0, 0), leaks
+    assert status["verdict"] == "Pass", status.get("thresholds")
+    assert leftovers(kube, run) == {}
+
+
 def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_operator_killed(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
     deploy_stand_in(kube, namespace)

@@ -11,8 +11,9 @@ import grpc
 import pytest
 
 from localcluster.csi import csi_pb2 as csi
-from localcluster.simulator.audit import build_answer, pending_request
+from localcluster.simulator.audit import build_answer, foreign_request
 from localcluster.simulator.config import ParameterError, parse_backend_model
+from localcluster.simulator.requests import pending_request
 from tests.support.csi_driver import CLAIM, MOUNT, RUN_UID, create_volumes, driver_stubs, records
 
 
@@ -158,6 +159,37 @@ def test_the_arrays_audit_names_what_it_still_holds_of_a_run_and_what_it_did_twi
             assert build_answer(stubs.driver, {"id": "r3"})["volumeCount"] == 0  # no run named: nothing is its
 
     _run(scenario())
+
+
+def test_a_create_still_in_flight_is_held_and_a_failed_attempt_is_not_work_done_twice(tmp_path: Path) -> None:
+    """The array finishes what it started: a volume whose create is still running when the audit comes is the
+    run's (its claim may be gone already). A create the array failed and the sidecar retried was done once."""
+    async def scenario() -> None:
+        async for stubs in driver_stubs(tmp_path, hangOperations="createSnapshot", failureRate="1",
+                                        failureOperations="deleteVolume"):
+            (volume_id,) = await create_volumes(stubs, 1)
+            hanging = asyncio.ensure_future(stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
+                source_volume_id=volume_id, name="snapshot-h")))
+            await asyncio.sleep(0.2)
+            for _ in range(2):  # failed, and retried: the array did nothing twice
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            answer = build_answer(stubs.driver, {"id": "r", "runUid": RUN_UID})
+            assert (answer["volumes"], answer["snapshots"], answer["repeatedCount"]) == (
+                ["pvc-u0"], ["snapshot-h"], 0), answer
+            hanging.cancel()
+
+    _run(scenario())
+
+
+def test_an_audit_is_answered_only_about_the_run_that_owns_its_request() -> None:
+    def configmap(label: str, owner: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {"csibench.io/array-audit": label}, "ownerReferences": [{"uid": owner}]}}
+
+    assert foreign_request(configmap("u1", "u1"), {"id": "r", "runUid": "u1"}) is None
+    for found, asked in ((configmap("u1", "u2"), "u1"), (configmap("u2", "u1"), "u1"), (configmap("u1", "u1"), "u2"),
+                         (configmap("", ""), "")):
+        assert foreign_request(found, {"id": "r", "runUid": asked}) is not None, (found, asked)
 
 
 def test_an_audit_request_is_answered_once_per_id_and_a_malformed_one_never() -> None:

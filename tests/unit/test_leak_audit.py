@@ -118,15 +118,23 @@ def test_an_array_that_does_not_answer_leaves_the_clusters_count_with_why() -> N
     asyncio.run(scenario())
     leaks = leaks_from_cleanup({"persistentvolumes": 1, "volumesnapshotcontents": 0}, {"persistentvolumes": ["pv-1"]},
                                message="the array did not answer")
-    assert (leaks.source, leaks.leaked, leaks.names, leaks.message) == ("Cluster", 1, ["pv-1"],
-                                                                        "the array did not answer")
+    assert (leaks.source, leaks.leaked, leaks.clusterLeft, leaks.names, leaks.message) == (
+        "Cluster", 1, 1, ["pv-1"], "the array did not answer")
 
 
 def test_what_a_pv_of_the_run_still_names_is_not_leaked_and_a_malformed_answer_is_no_answer() -> None:
-    leaks = leaks_from_answer({**HELD, "id": "r"}, still_named={"pvc-b"})  # cleanup left pvc-b's PV
-    assert (leaks.volumes, leaks.snapshots, leaks.leaked, leaks.names) == (1, 1, 2, ["pvc-a", "snapshot-c"])
+    leaks = leaks_from_answer({**HELD, "id": "r"}, still_named={"pvc-b"}, cluster_left=1)  # cleanup left pvc-b
+    assert (leaks.volumes, leaks.snapshots, leaks.clusterLeft, leaks.leaked) == (1, 1, 1, 3), leaks
+    assert leaks.names == ["pvc-a", "snapshot-c"] and leaks.message is None
+    # More held than named, and cleanup left some: what the unnamed ones are is unknown, and status says so.
+    many = leaks_from_answer({**HELD, "id": "r", "volumeCount": 60}, still_named={"pvc-b"}, cluster_left=1)
+    assert many.volumes == 59 and many.message is not None and "more than it named" in many.message
     good = {"data": {ANSWER_KEY: json.dumps({**HELD, "id": "r"})}}
     assert answer_of(good, "r") is not None and answer_of(good, "other") is None
+    refused = {"data": {ANSWER_KEY: json.dumps({"id": "r", "error": "not yours"})}}
+    assert answer_of(refused, "r") == {"id": "r", "error": "not yours"}
     for bad in ("{", "[]", json.dumps({**HELD, "id": "r", "volumeCount": -1}),
-                json.dumps({**HELD, "id": "r", "repeatedCount": "1"})):
+                json.dumps({**HELD, "id": "r", "repeatedCount": "1"}), json.dumps({**HELD, "id": "r", "volumes": 5}),
+                json.dumps({**HELD, "id": "r", "volumes": "pvc-a"}), json.dumps({**HELD, "id": "r", "repeated": [1]}),
+                json.dumps({**HELD, "id": "r", "volumeCount": True})):
         assert answer_of({"data": {ANSWER_KEY: bad}}, "r") is None, bad

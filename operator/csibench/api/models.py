@@ -13,9 +13,7 @@ them under one name, the one every reader imports.
 from __future__ import annotations
 
 from csibench.api.collect import CollectSpec, StepCollection
-from csibench.api.enabling import (
-    STEP_RUNS_WHEN,
-)
+from csibench.api.enabling import STEP_RUNS_WHEN
 from csibench.api.run.common import (
     GROUP,
     KIND,
@@ -81,6 +79,8 @@ from csibench.api.run.disruptions import (
     MAX_LEASES_NAMED,
     MAX_PODS_NAMED,
     MAX_UNRECOVERED_NAMED,
+    ArrayFaultSpec,
+    ArrayOperation,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
@@ -232,7 +232,7 @@ __all__ = [
     "WORKLOAD_METRICS",
     "WORKLOAD_NAME_PATTERN",
     "WORKLOAD_TITLES",
-    "AccessMode",
+    "AccessMode", "ArrayFaultSpec", "ArrayOperation",
     "BaselineComparison",
     "BaselineRow",
     "BenchmarkRunSpec",

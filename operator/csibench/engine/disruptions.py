@@ -41,6 +41,14 @@ from csibench.api.models import (
     WorkloadTarget,
 )
 from csibench.api.text import shorten
+from csibench.engine.array_faults import (
+    FaultPlace,
+    build_fault_request,
+    fault_answer,
+    no_fault_taker,
+    send_fault_request,
+    takes_faults,
+)
 from csibench.engine.disruption_figures import Ending, disruption_figures
 from csibench.engine.pausing import (
     CONTROL_PLANE_NAMESPACE,
@@ -71,6 +79,8 @@ log = logging.getLogger(__name__)
 MOMENT_POLL_SECONDS = 0.01  # how often the tracker's count is read in memory (no request)
 WATCH_SYNC_SECONDS = 60
 RIGHTS = ("list", "watch", "delete")
+FAULT_POLL_SECONDS = 0.02  # how often an array fault's answer is read once its window is about to close
+FAULT_POLL_EARLY_SECONDS = 0.5
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
@@ -151,6 +161,8 @@ def rights_needed(spec: DisruptionSpec) -> list[tuple[str, str, str]]:
 async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
     """Which rights the operator lacks for the disruption (a SelfSubjectAccessReview each), or None."""
     namespace = spec.target_namespace()
+    if namespace is None:  # an array fault: a ConfigMap of the run's own, which every run may write
+        return None
     missing = [f"{verb} {resource}" for verb, resource, group in rights_needed(spec)
                if not await client.can_i(verb, resource, namespace, group)]
     if not missing:
@@ -168,6 +180,8 @@ async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str)
     workload does not exist; the moment says so)."""
     asked: list[tuple[str, str, Json]] = []
     namespace = spec.target_namespace()
+    if namespace is None:  # an array fault: nothing outside the run's namespace is asked
+        return None
     if spec.component is not None:
         listing = await client.get(r.PODS.path(namespace), pod_query(spec.component)) or {}
         for pod in (listing.get("items") or [])[:MAX_PODS_NAMED]:
@@ -193,8 +207,11 @@ async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str)
     return None
 
 
-async def locality_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
-    """A pause asked of a cluster that is not csibench's local one (no pausable pod): why, else None."""
+async def locality_problem(client: KubeApi, spec: DisruptionSpec, storage_class: Json) -> str | None:
+    """A pause asked of a cluster that is not csibench's local one (no pausable pod), or an array fault of an
+    array that does not take faults: why, else None."""
+    if spec.kind == DisruptionKind.ARRAY_FAULT:
+        return None if await takes_faults(client, storage_class) else no_fault_taker(storage_class)
     if spec.kind.paused_component() is None:
         return None
     listing = await client.get(r.PODS.path(CONTROL_PLANE_NAMESPACE), pause_query(spec.kind)) or {}
@@ -224,6 +241,9 @@ class Disruptor:
         self._restarts_at_injection: dict[str, int] = {}
         self._wanted = 0
         self._pause_id = ""
+        self.place: FaultPlace | None = None  # an array fault: where the run asks for it
+        self._fault_id = ""
+        self._fault_error: str | None = None  # the array would not open the window: why
         self._watch: Watch | None = None
         self._query: dict[str, str] = {}  # the watched pods' query
         self._leases_before: list[Json] = []
@@ -235,6 +255,8 @@ class Disruptor:
     async def arm(self) -> bool:
         """Before the step's clock starts (untimed): watch the pods that will show the recovery and read the
         Leases, so that the injection is one request when the moment comes. False (and Failed) when it cannot."""
+        if self.spec.kind == DisruptionKind.ARRAY_FAULT:
+            return True  # no pods to watch: the array's answer is read from its request (``_poll_fault_answer``)
         try:
             namespace, query = await self._watched()
             self._query = query
@@ -273,6 +295,8 @@ class Disruptor:
                 await self._restart(self._leases_before)
             elif self.spec.kind == DisruptionKind.SCALE_DOWN:
                 await self._scale_down(self._leases_before)
+            elif self.spec.kind == DisruptionKind.ARRAY_FAULT:
+                await self._array_fault()
             else:
                 await self._pause(self._leases_before)
         except ApiError as error:
@@ -410,6 +434,33 @@ class Disruptor:
         self._check_pause_answer(answered, time.monotonic())
         await self._await_recovery("no answer from the local cluster", extra=float(self.spec.seconds))
 
+    def _place(self) -> FaultPlace:
+        if self.place is None:
+            raise DisruptionError("an array fault needs to know where its run asks for it")
+        return self.place
+
+    async def _array_fault(self) -> None:
+        """Ask the array for the window; recovered when its answer says the window closed."""
+        assert self.spec.seconds is not None and self.spec.arrayFault is not None
+        place = self._place()
+        self._fault_id = f"{self.run_uid}/{self.spec.step}/{time.time_ns()}"
+        await send_fault_request(self.client, place, build_fault_request(place, self.index, self._fault_id,
+                                                                         self.spec), on_send=self._stamp)
+        self.result.state = DisruptionState.INJECTED
+        self._note_times()
+        log.info("disruption in %s: the array of %s, %s for %d s", self.spec.step, place.storage_class,
+                 self.spec.arrayFault.describe(), self.spec.seconds)
+        poller = asyncio.create_task(self._poll_fault_answer(place, time.monotonic() + self.spec.seconds))
+        try:
+            await self._await_recovery("the array did not say its window closed", extra=float(self.spec.seconds))
+        finally:
+            poller.cancel()
+        if self._fault_error is not None:
+            self.result.state = DisruptionState.FAILED
+            self.result.message = shorten(f"the array did not open the window: {self._fault_error}", 300)
+            self.restored = self.recovered = None
+            self.result.restoredAtSeconds = self.result.recoveredAtSeconds = self.result.recoverySeconds = None
+
     async def _announce(self) -> None:
         """The fault is in: status says so at once (objects the run did not create were changed)."""
         self.result.state = DisruptionState.INJECTED
@@ -533,6 +584,43 @@ class Disruptor:
         self.recovered = at
         self._done.set()
 
+    async def _poll_fault_answer(self, place: FaultPlace, closes: float) -> None:
+        """Read the request until the array's answer says the window closed. Read, not watched: the operator may
+        get the ConfigMaps it writes but not list or watch every namespace's (least privilege). Seldom while the
+        window is open, every FAULT_POLL_SECONDS from just before it closes: the recovery's stamp is that close."""
+        path = r.CONFIGMAPS.path(place.namespace, place.request_name(self.index))
+        while not self._done.is_set():
+            early = closes - FAULT_POLL_EARLY_SECONDS - time.monotonic()
+            await asyncio.sleep(min(1.0, early) if early > 0 else FAULT_POLL_SECONDS)
+            try:
+                configmap = await self.client.get(path)
+            except ApiError as error:
+                log.warning("disruption in %s: reading the array's answer: %s", self.spec.step, error.message)
+                continue
+            self._check_fault_answer(configmap or {}, time.monotonic())
+
+    def _check_fault_answer(self, configmap: Json, at: float) -> None:
+        """The array's answer to this fault, arrived at ``at``: the window closed (its stamp), recovered (now); or
+        refused."""
+        answer = fault_answer(configmap, self._fault_id)
+        if answer is None or self._done.is_set():
+            return
+        if answer.error is not None:
+            self._fault_error = answer.error
+            self._done.set()
+            return
+        if answer.ended_at is None:
+            return
+        anchor = self.tracker.anchor
+        try:
+            ended = wall_seconds(answer.ended_at)
+        except ValueError:
+            ended = None
+        if ended is not None and anchor is not None and self.injected is not None:
+            self.restored = max(self.injected, anchor.mono + (ended - anchor.wall))
+        self.recovered = at
+        self._done.set()
+
     def _check_recovered(self) -> None:
         """Recovered once as many new pods were Ready as were deleted or scaled away (known when the fault is
         in: a replacement may be Ready before the last of several deletes left), at the time the last of those
@@ -556,7 +644,7 @@ class Disruptor:
     def note_restarts(self) -> None:
         """containerRestarts as the watch has seen them so far (called again after later steps: a container the
         fault made exit restarts after its back-off, often after its own step ended)."""
-        if self.injected is not None:
+        if self.injected is not None and self.spec.kind != DisruptionKind.ARRAY_FAULT:
             self.result.containerRestarts = sum(max(0, count - self._restarts_at_injection.get(uid, 0))
                                                 for uid, count in self._restarts.items())
 

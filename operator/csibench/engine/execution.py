@@ -20,6 +20,7 @@ from typing import Any
 
 from csibench.api.models import DisruptionState, Machinery, RetriedWarnings
 from csibench.api.text import human_duration, shorten
+from csibench.engine.array_faults import FaultPlace
 from csibench.engine.collection import record_metrics as record_collection_metrics
 from csibench.engine.context import RunContext
 from csibench.engine.disruptions import Disruptor, pending_result
@@ -194,6 +195,9 @@ class StepRunner:
                 disruptor = Disruptor(self.client, disruption, tracker, status.disruptions[index],
                                       run_uid=self.recorder.ref.uid)
                 disruptor.index = index
+                ref = self.recorder.ref
+                disruptor.place = FaultPlace(ref.namespace, ref.name, ref.uid, self.context.names.prefix,
+                                             spec.storageClassName)
                 disruptor.on_injected = self._injected
                 disruptor.warnings_since = warnings_since
                 disruptors.append(disruptor)

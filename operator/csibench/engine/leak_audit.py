@@ -63,33 +63,51 @@ def build_audit_request(name: str, run_name: str, run_uid: str, request_id: str)
 
 
 def answer_of(configmap: Mapping[str, Any] | None, request_id: str) -> dict[str, Any] | None:
-    """The array's answer to ``request_id``, once it is there and well formed (pure)."""
+    """The array's answer to ``request_id``, once it is there and well formed (pure): counts that are whole
+    numbers, names that are lists of strings; an ``error`` (the array would not answer) is an answer too."""
     try:
         answer = json.loads(((configmap or {}).get("data") or {}).get(ANSWER_KEY) or "null")
     except ValueError:
         return None
     if not isinstance(answer, dict) or answer.get("id") != request_id:
         return None
+    if isinstance(answer.get("error"), str):
+        return answer
     counts = [answer.get(key) for key in ("volumeCount", "snapshotCount", "repeatedCount")]
-    if not all(isinstance(count, int) and count >= 0 for count in counts):
+    if not all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in counts):
+        return None
+    names = [answer.get("volumes", []), answer.get("snapshots", [])]
+    if not all(isinstance(listed, list) and all(isinstance(name, str) for name in listed) for listed in names):
+        return None
+    repeated = answer.get("repeated", [])
+    if not isinstance(repeated, list) or not all(isinstance(item, dict) for item in repeated):
         return None
     return answer
 
 
-def leaks_from_answer(answer: Mapping[str, Any], still_named: set[str]) -> LeakAudit:
-    """The array's answer, less what a PV or content of the run still names (cleanup incomplete) (pure)."""
+def leaks_from_answer(answer: Mapping[str, Any], still_named: set[str], cluster_left: int) -> LeakAudit:
+    """The array's answer (``answer_of``), less what a PV or content of the run still names (cleanup left it),
+    plus what cleanup left in the cluster (pure)."""
+    approximate = False
+
     def left(kind: str) -> tuple[int, list[str]]:
-        named = [str(name) for name in answer.get(kind) or []]
+        nonlocal approximate
+        named = list(answer.get(kind) or [])
+        count = int(answer[f"{kind[:-1]}Count"])
+        approximate = approximate or (count > len(named) and bool(still_named))
         kept = [name for name in named if name in still_named]
-        return int(answer[f"{kind[:-1]}Count"]) - len(kept), [name for name in named if name not in still_named]
+        return max(0, count - len(kept)), [name for name in named if name not in still_named]
 
     volumes, volume_names = left("volumes")
     snapshots, snapshot_names = left("snapshots")
     repeated = [f"{item.get('operation')} {item.get('object')} x{item.get('times')}"
-                for item in answer.get("repeated") or [] if isinstance(item, dict)]
-    return LeakAudit(source="Array", volumes=max(0, volumes), snapshots=max(0, snapshots),
-                     leaked=max(0, volumes) + max(0, snapshots), names=(volume_names + snapshot_names)[:_MAX_NAMED],
-                     repeatedOperations=int(answer["repeatedCount"]), repeated=repeated[:_MAX_NAMED])
+                for item in answer.get("repeated") or []]
+    message = ("the array held more than it named, and cleanup left some of the run's PVs or contents: what they "
+               "still name beyond the names listed is counted as leaked") if approximate else None
+    return LeakAudit(source="Array", volumes=volumes, snapshots=snapshots, clusterLeft=cluster_left,
+                     leaked=volumes + snapshots + cluster_left, names=(volume_names + snapshot_names)[:_MAX_NAMED],
+                     repeatedOperations=int(answer["repeatedCount"]), repeated=repeated[:_MAX_NAMED],
+                     message=message)
 
 
 def leaks_from_cleanup(remaining: Mapping[str, int], left: Mapping[str, list[str]],
@@ -97,8 +115,8 @@ def leaks_from_cleanup(remaining: Mapping[str, int], left: Mapping[str, list[str
     """What Kubernetes still holds of the run's volumes and snapshots after cleanup (pure)."""
     volumes, snapshots = remaining.get("persistentvolumes", 0), remaining.get("volumesnapshotcontents", 0)
     names = [*left.get("persistentvolumes", []), *left.get("volumesnapshotcontents", [])]
-    return LeakAudit(source="Cluster", volumes=volumes, snapshots=snapshots, leaked=volumes + snapshots,
-                     names=names[:_MAX_NAMED], message=message)
+    return LeakAudit(source="Cluster", volumes=volumes, snapshots=snapshots, clusterLeft=volumes + snapshots,
+                     leaked=volumes + snapshots, names=names[:_MAX_NAMED], message=message)
 
 
 async def array_answers(client: KubeApi, storage_class_name: str) -> bool:
@@ -147,7 +165,10 @@ async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name:
         answer: dict[str, Any] | str = await ask_array(client, namespace, audit_name(prefix), run_name, run_uid)
     except ApiError as error:  # the run's verdict stands; only the array's count is missing
         answer = f"the array could not be asked: {error}"
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+        answer = f"the array would not answer: {answer['error']}"
     if isinstance(answer, str):
         log.warning("run %s/%s: %s", namespace, run_name, answer)
         return leaks_from_cleanup(remaining, left, message=answer)
-    return leaks_from_answer(answer, still_named)
+    cluster_left = remaining.get("persistentvolumes", 0) + remaining.get("volumesnapshotcontents", 0)
+    return leaks_from_answer(answer, still_named, cluster_left)

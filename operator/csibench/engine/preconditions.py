@@ -79,7 +79,7 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
         problem = await access_problem(client, disruption)
         if problem is not None:
             raise PlanError(ConditionReason.MISSING_RIGHTS, problem)
-        problem = await locality_problem(client, disruption)
+        problem = await locality_problem(client, disruption, storage_class)
         if problem is not None:
             raise PlanError(ConditionReason.INVALID_SPEC, problem)
         problem = await admission_problem(client, disruption, ref.uid)

@@ -9,6 +9,9 @@ state, or after that many seconds of the step's clock), and what:
   back to what it had, and waits for that many new pods Ready;
 - ``PauseApiServer`` / ``PauseEtcd`` freeze the local cluster's API server or etcd for ``seconds`` (SIGSTOP, then
   SIGCONT): only csibench's local cluster offers that, through a pod it marks pausable.
+- ``ArrayFault`` makes the storage itself slow or failing for ``seconds``: extra latency on each array operation,
+  or a share of them failing, as the array sees them. Only an array that takes faults through the API does it
+  (csibench's local array: its CSIDriver says so).
 
 It is the one place where a run acts on objects it did not create, so it is opt-in twice: the spec names the
 target, and the operator needs rights it does not have by default (checked before anything is created).
@@ -36,7 +39,7 @@ MAX_PODS_NAMED = 16
 _MAX_DISRUPTION_SECONDS = 600
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
 _KIND_FIELDS = ("RestartComponent names a component (no workload, no seconds); ScaleDown a workload and seconds; "
-                "PauseApiServer and PauseEtcd seconds only")
+                "ArrayFault arrayFault and seconds; PauseApiServer and PauseEtcd seconds only")
 # The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
 DISRUPTABLE_STEPS: tuple[StepName, ...] = (
     StepName.CREATE_VOLUME, StepName.PUBLISH, StepName.UNPUBLISH, StepName.CREATE_SNAPSHOT,
@@ -51,6 +54,7 @@ class DisruptionKind(StrEnum):
     SCALE_DOWN = "ScaleDown"  # a workload to zero replicas for a while, then back to what it had
     PAUSE_API_SERVER = "PauseApiServer"  # the local cluster's kube-apiserver frozen for a while
     PAUSE_ETCD = "PauseEtcd"  # the local cluster's etcd frozen for a while
+    ARRAY_FAULT = "ArrayFault"  # the array slow or failing for a while (an array that takes faults: the local one)
 
     def paused_component(self) -> str | None:
         """The process a pause freezes, as its pod's component label names it (kubeadm's); None: not a pause."""
@@ -109,13 +113,63 @@ class WorkloadTarget(_Model):
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
-def _kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool) -> bool:
+class ArrayOperation(StrEnum):
+    """An operation of the array, named after the CSI call it stands for (as the local array names them)."""
+
+    CREATE_VOLUME = "createVolume"
+    CLONE_VOLUME = "cloneVolume"
+    DELETE_VOLUME = "deleteVolume"
+    ATTACH = "attach"
+    DETACH = "detach"
+    MOUNT = "mount"
+    UNMOUNT = "unmount"
+    CREATE_SNAPSHOT = "createSnapshot"
+    DELETE_SNAPSHOT = "deleteSnapshot"
+    EXPAND_VOLUME = "expandVolume"
+    MODIFY_VOLUME = "modifyVolume"
+    CREATE_GROUP_SNAPSHOT = "createGroupSnapshot"
+    DELETE_GROUP_SNAPSHOT = "deleteGroupSnapshot"
+
+
+_MAX_FAULT_LATENCY_MS = 600_000
+
+
+class ArrayFaultSpec(_Model):
+    """What the array does wrong for the disruption's seconds: each operation that starts then takes latencyMs
+    longer, and fails with probability failureRate (the driver answers INTERNAL; the sidecar retries)."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("has(self.latencyMs) || has(self.failureRate)", "an arrayFault needs latencyMs, failureRate or both")))
+
+    latencyMs: int | None = Field(None, ge=1, le=_MAX_FAULT_LATENCY_MS,
+                                  description="Milliseconds added to each operation that starts in the window.")
+    failureRate: float | None = Field(None, ge=0.001, le=1, description="The share of the operations that start "
+                                                                         "in the window that fail (0.001 to 1).")
+    operations: list[ArrayOperation] = Field(default_factory=list, max_length=len(ArrayOperation),
+                                             description="The operations it applies to (none: every one).")
+
+    @model_validator(mode="after")
+    def _something(self) -> ArrayFaultSpec:
+        if self.latencyMs is None and self.failureRate is None:
+            raise ValueError("an arrayFault needs latencyMs, failureRate or both")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"+{self.latencyMs} ms" if self.latencyMs else "",
+                 f"{self.failureRate:.1%} failing".replace(".0%", "%") if self.failureRate else ""]
+        which = ", ".join(self.operations) if self.operations else "every operation"
+        return f"{' and '.join(p for p in parts if p)} on {which}"
+
+
+def _kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool, fault: bool) -> bool:
     """Whether a disruption names exactly what its kind needs (pure; the CEL rule says the same)."""
     if kind == DisruptionKind.RESTART_COMPONENT:
-        return component and not workload and not seconds
+        return component and not workload and not seconds and not fault
     if kind == DisruptionKind.SCALE_DOWN:
-        return workload and seconds and not component
-    return seconds and not component and not workload
+        return workload and seconds and not component and not fault
+    if kind == DisruptionKind.ARRAY_FAULT:
+        return fault and seconds and not component and not workload
+    return seconds and not component and not workload and not fault
 
 
 class DisruptionSpec(_Model):
@@ -126,9 +180,11 @@ class DisruptionSpec(_Model):
         (f"self.step in {[s.value for s in DISRUPTABLE_STEPS]}",
          f"a disruption's step must be one of {', '.join(DISRUPTABLE_STEPS)}"),
         ("has(self.kind) && self.kind == 'ScaleDown' ? has(self.workload) && has(self.seconds) && "
-         "!has(self.component) : (!has(self.kind) || self.kind == 'RestartComponent') ? has(self.component) && "
-         "!has(self.workload) && !has(self.seconds) : has(self.seconds) && !has(self.component) && "
-         "!has(self.workload)", _KIND_FIELDS)))
+         "!has(self.component) && !has(self.arrayFault) : (!has(self.kind) || self.kind == 'RestartComponent') ? "
+         "has(self.component) && !has(self.workload) && !has(self.seconds) && !has(self.arrayFault) : "
+         "self.kind == 'ArrayFault' ? has(self.arrayFault) && has(self.seconds) && !has(self.component) && "
+         "!has(self.workload) : has(self.seconds) && !has(self.component) && !has(self.workload) && "
+         "!has(self.arrayFault)", _KIND_FIELDS)))
 
     step: StepName = Field(..., description="The step it happens in (a batch step: "
                                             f"{', '.join(DISRUPTABLE_STEPS)}).")
@@ -141,12 +197,15 @@ class DisruptionSpec(_Model):
         "What happens: RestartComponent deletes the component's pods and waits for their replacements to be Ready; "
         "ScaleDown takes the workload to zero replicas for seconds, then back to what it had (restored on every "
         "exit path: run failed or deleted, operator restarted); PauseApiServer and PauseEtcd freeze the local "
-        "cluster's API server or etcd for seconds (csibench's local cluster only)."))
+        "cluster's API server or etcd for seconds (csibench's local cluster only); ArrayFault makes the array slow "
+        "or failing for seconds (an array that takes faults through the API: csibench's local one)."))
     component: ComponentTarget | None = Field(None, description="RestartComponent: the CSI component whose pods "
                                                                 "are restarted.")
     workload: WorkloadTarget | None = Field(None, description="ScaleDown: the workload taken to zero replicas.")
+    arrayFault: ArrayFaultSpec | None = Field(None, description="ArrayFault: what the array does wrong.")
     seconds: int | None = Field(None, ge=1, le=_MAX_DISRUPTION_SECONDS,
-                                description="ScaleDown and Pause*: how long the fault lasts before it is undone.")
+                                description="ScaleDown, Pause* and ArrayFault: how long the fault lasts before "
+                                            "it is undone.")
     recoveryTimeoutSeconds: int = Field(300, ge=1, le=3600,
                                         description="How long to wait, once the fault is undone (RestartComponent: "
                                                     "from the deletes), for the component to be Ready again before "
@@ -157,23 +216,26 @@ class DisruptionSpec(_Model):
         if (self.afterObjects is None) == (self.afterSeconds is None):
             raise ValueError(_ONE_MOMENT)
         if not _kind_fields_fit(self.kind, self.component is not None, self.workload is not None,
-                               self.seconds is not None):
+                               self.seconds is not None, self.arrayFault is not None):
             raise ValueError(_KIND_FIELDS)
         return self
 
-    def target_namespace(self) -> str:
-        """The namespace it acts in (a pause: the local cluster's kube-system)."""
+    def target_namespace(self) -> str | None:
+        """The namespace it acts in (a pause: the local cluster's kube-system; an array fault: none, it is asked
+        in the run's own namespace)."""
         if self.component is not None:
             return self.component.namespace
         if self.workload is not None:
             return self.workload.namespace
-        return _CONTROL_PLANE_NAMESPACE
+        return None if self.kind == DisruptionKind.ARRAY_FAULT else _CONTROL_PLANE_NAMESPACE
 
     def describe_target(self) -> str:
         if self.component is not None:
             return self.component.describe()
         if self.workload is not None:
             return self.workload.describe()
+        if self.arrayFault is not None:
+            return f"the array: {self.arrayFault.describe()}"
         return f"{self.kind.paused_component()} of the local cluster"
 
     @field_validator("step")
@@ -270,7 +332,11 @@ class LeakAudit(_Model):
                                                 "(Array), or the run's PVs left (Cluster).")
     snapshots: int = Field(..., ge=0, description="Snapshots left: held by the array and named by no content of "
                                                   "the run (Array), or the run's contents left (Cluster).")
-    leaked: int = Field(..., ge=0, description="volumes + snapshots.")
+    clusterLeft: int = Field(0, ge=0, description="The run's PVs and snapshot contents cleanup could not remove "
+                                                   "(what Kubernetes still holds of the run).")
+    leaked: int = Field(..., ge=0, description="Everything left: volumes + snapshots, plus clusterLeft when the "
+                                               "array counted (the cluster's leftovers are its volumes and "
+                                               "snapshots otherwise).")
     names: list[str] = Field(default_factory=list, max_length=_MAX_LEAKS_NAMED, description=(
         "The first of them, as the array names them (pvc-<claim uid>, snapshot-<VolumeSnapshot uid>)."))
     repeatedOperations: int | None = Field(None, ge=0, description=(
@@ -278,4 +344,4 @@ class LeakAudit(_Model):
         "(each extra time counts): work a retry or a restarted component made it do twice."))
     repeated: list[str] = Field(default_factory=list, max_length=_MAX_LEAKS_NAMED, description=(
         "The first of them: 'createVolume pvc-... x2'."))
-    message: str | None = Field(None, description="Why the array's count is missing (it did not answer).")
+    message: str | None = Field(None, description="Why the array's count is missing or approximate.")
