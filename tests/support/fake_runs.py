@@ -20,6 +20,7 @@ from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report
 from csibench.engine.resume import resume as resume_run
 from csibench.engine.run import RunEngine
+from csibench.kube.client import Json
 from csibench.kube.resources import RunRef
 from tests.support.fake_kube import GROUP_HANDLE, FakeKube
 
@@ -94,22 +95,42 @@ def running(step: str) -> Callable[[Status], bool]:
 def kill_when(fake: FakeKube, run_spec: BenchmarkRunSpec, condition: Callable[[Status], bool],
               start: Callable[[RunEngine], Coroutine[Any, Any, BenchmarkRunStatus]] | None = None,
               extra_sleep: float = 0.03) -> Status:
-    """Run (``execute``, or ``start(engine)``) until the last status written meets ``condition``, then stop the
-    engine as an operator restart would; the status as last written."""
+    """Run (``execute``, or ``start(engine)``) until a status it writes meets ``condition``, then stop the engine
+    ``extra_sleep`` later as an operator restart would; the status as last written. A poller alone, starved on a
+    busy machine, could miss a status that a later write replaced: each write is checked as it is made too."""
     async def go() -> None:
-        fake.loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        fake.loop = loop
         if ("benchmarkruns", REF.namespace, REF.name) not in fake.objects:
             fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
                                                       "spec": run_spec.model_dump(mode="json")})
         engine = RunEngine(REF, run_spec, fake)
         task = asyncio.create_task(start(engine) if start else engine.execute())
-        while not (fake.status_writes and condition(fake.status_writes[-1])):
-            assert not task.done(), "the run ended before the moment to kill it"
-            await asyncio.sleep(0.002)
-        await asyncio.sleep(extra_sleep)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        met = asyncio.Event()
+        original = fake.merge_patch
+
+        def check() -> None:
+            if not met.is_set() and fake.status_writes and condition(fake.status_writes[-1]):
+                met.set()
+                loop.call_later(extra_sleep, task.cancel)
+
+        async def watched(path: str, body: Json, on_send: Any = None) -> Json | None:
+            answer = await original(path, body, on_send)
+            if path.endswith("/status"):
+                check()
+            return answer
+        # The condition is checked on each status write as it is made, and (for one that reads the cluster too) as
+        # time passes.
+        fake.merge_patch = watched  # type: ignore[method-assign]  # the restart's moment, seen as it is written
+        try:
+            while not met.is_set():
+                assert not task.done(), "the run ended before the moment to kill it"
+                check()
+                await asyncio.sleep(0.002)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            fake.merge_patch = original  # type: ignore[method-assign]
     asyncio.run(go())
     last: Status = json.loads(json.dumps(fake.status_writes[-1]))
     return last
