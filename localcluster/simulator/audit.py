@@ -21,20 +21,17 @@ for an answer.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 from typing import Any
 
 from localcluster.simulator import api
 from localcluster.simulator.config import ARRAY_AUDIT
 from localcluster.simulator.driver import Driver
-from localcluster.simulator.requests import ANSWER_KEY, pending_request
+from localcluster.simulator.requests import RequestWatcher
 
 log = logging.getLogger(__name__)
 
 AUDIT_LABEL = ARRAY_AUDIT
-ANSWER_ATTEMPTS = 4
 MAX_NAMED = 1000  # names listed per kind in an answer (well under a ConfigMap's 1 MiB); counts are always exact
 
 
@@ -59,50 +56,19 @@ def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
                          for operation, name, times in repeated[:MAX_NAMED]]}
 
 
-class Auditor:
+class Auditor(RequestWatcher):
     """Answers each audit request once, from the driver's records."""
 
     def __init__(self, client: api.Client, driver: Driver) -> None:
-        self.client = client
+        super().__init__(client, AUDIT_LABEL)
         self.driver = driver
-        self.informer = api.Informer(client, api.CONFIG_MAP, label_selector=AUDIT_LABEL)
-        self.informer.handlers.append(self._on_configmap)
-        self._answering: set[tuple[str, str]] = set()  # (ConfigMap key, request id) being answered
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    def _on_configmap(self, event: str, configmap: api.Obj) -> None:
-        request = pending_request(configmap) if event != "DELETED" else None
-        if request is None:
-            return
-        key = (api.key_of(configmap), str(request["id"]))
-        if key in self._answering:
-            return
-        self._answering.add(key)
-        task = asyncio.create_task(self._answer(configmap, request, key))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _answer(self, configmap: api.Obj, request: dict[str, Any], key: tuple[str, str]) -> None:
-        meta = configmap["metadata"]
+    async def serve(self, configmap: api.Obj, request: dict[str, Any]) -> None:
         refused = foreign_request(configmap, request)
         answer = {"id": request["id"], "error": refused} if refused else build_answer(self.driver, request)
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                "data": {ANSWER_KEY: json.dumps(answer, sort_keys=True)}}
-        try:
-            for attempt in range(ANSWER_ATTEMPTS):
-                try:
-                    await self.client.patch(api.CONFIG_MAP.path(meta["namespace"], meta["name"]), body)
-                    break
-                except api.ApiError as error:
-                    if error.status in (404, 409) or attempt == ANSWER_ATTEMPTS - 1:
-                        raise  # gone, or changed meanwhile (a new request): its own event answers it
-                    await asyncio.sleep(0.2 * 2 ** attempt)
-            log.info("audit %s answered: %s", key[0], refused or f"{answer['volumeCount']} volumes, "
+        if await self.write_answer(configmap, answer, precondition=True):
+            log.info("audit %s answered: %s", api.key_of(configmap), refused or f"{answer['volumeCount']} volumes, "
                      f"{answer['snapshotCount']} snapshots held; {answer['repeatedCount']} operations repeated")
-        except api.ApiError as error:
-            log.info("audit %s not answered: %s", key[0], error)
-        finally:
-            self._answering.discard(key)
 
 
 def foreign_request(configmap: api.Obj, request: dict[str, Any]) -> str | None:

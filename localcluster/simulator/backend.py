@@ -58,24 +58,26 @@ class Backend:
         self._deletes[operation] = self._deletes.get(operation, 0) + 1
         return self._deletes[operation] % self.model.leak_every == 0
 
-    async def run(self, operation: Operation, obj: str, extra_delay: float = 0.0, **facts: object) -> None:
-        """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record); ``facts`` go into
-        its ground-truth record as they are (a group snapshot's members)."""
+    async def run(self, operation: Operation, obj: str, extra_delay: float = 0.0, run_uid: str = "",
+                  **facts: object) -> None:
+        """Perform one operation on object ``obj`` (a "namespace/name" or handle, for the record) of the run
+        ``run_uid`` (its fault windows apply); ``facts`` go into its ground-truth record as they are (a group
+        snapshot's members)."""
         queued = time.time()
         if self._slots is None:
-            await self._perform(operation, obj, queued, facts, extra_delay)
+            await self._perform(operation, obj, queued, facts, extra_delay, run_uid)
         else:
             async with self._slots:
-                await self._perform(operation, obj, queued, facts, extra_delay)
+                await self._perform(operation, obj, queued, facts, extra_delay, run_uid)
 
     async def _perform(self, operation: Operation, obj: str, queued: float, facts: dict[str, object],
-                       extra_delay: float = 0.0) -> None:
+                       extra_delay: float = 0.0, run_uid: str = "") -> None:
         started = time.time()
         if operation in self.model.hang_operations:
             self._truth.record(op=operation.value, object=obj, storageClass=self.storage_class, queued=queued,
                                start=started, finish=None, result="hang", **facts)
             await asyncio.Event().wait()
-        fault = self._faults.effect(self.storage_class, operation) if self._faults is not None else None
+        fault = self._faults.effect(self.storage_class, operation, run_uid) if self._faults is not None else None
         if fault is not None:
             facts = {**facts, "fault": True}
         delay = self.model.latency(operation) + extra_delay + (fault[0] if fault else 0.0)

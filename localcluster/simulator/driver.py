@@ -181,7 +181,8 @@ class Driver:
         task = self._in_flight.get(key)
         if task is None:
             async def operate() -> None:
-                await self.ctx.backend(storage_class).run(operation, obj, extra_delay, **facts)
+                run = self.owners.get(self.object_name(key[1]), "")  # whose object: a run's fault window is its own
+                await self.ctx.backend(storage_class).run(operation, obj, extra_delay, run_uid=run, **facts)
                 if operation in AUDITED:  # done (a failed attempt and its retry are one operation done once)
                     self.performed[(AUDITED[operation], self.object_name(key[1]))] += 1
                 if io is not None:

@@ -2,22 +2,23 @@
 
 A StorageClass's parameters set an array's steady behaviour (``latency``, ``failureRate``); a window changes it for
 some seconds, as a controller failover or a rebuild on a real array would, while a batch runs. The request is a
-ConfigMap labelled ``csibench.io/array-faults`` with ``data.request``: ``{"id", "storageClass", "seconds",
-"latencySeconds", "failureRate", "operations"}`` (the operator's ``engine/array_faults.py`` writes it). This
-simulator opens the window on that class by its own clock, answers ``data.answer``: ``{"id", "startedAt"}``, and
-when the window closes ``{"id", "startedAt", "endedAt"}`` — so a window always ends, whatever happens to the
-operator — or ``{"id", "error"}`` when it will not open one (an unknown class, a window of another request open on
-it, values out of range).
+ConfigMap labelled ``csibench.io/array-faults`` (the run's uid) with ``data.request``: ``{"id", "runUid",
+"storageClass", "seconds", "latencySeconds", "failureRate", "operations"}`` (the operator's
+``engine/array_faults.py`` writes it). This simulator opens the window on that class by its own clock, answers
+``data.answer``: ``{"id", "startedAt"}``, and when the window closes ``{"id", "startedAt", "endedAt",
+"operations"}`` (how many operations it touched) — so a window always ends, whatever happens to the operator — or
+``{"id", "error"}`` when it will not open one (a request not owned by the run it names, an unknown class, values
+out of range, another request's window open on the class). The request's ConfigMap deleted closes its window.
 
-An operation is in a window when it starts its array work inside it: it then takes ``latencySeconds`` longer and
-fails with probability ``failureRate`` (the driver answers INTERNAL, the sidecar retries), and its ground-truth
-record says ``"fault": true``.
+A window is the run's own: an operation is in it when the array starts it inside the window for one of the run's
+objects (the array knows each volume's run, ``Driver.owners``); another run on the same class is not touched. It
+then takes ``latencySeconds`` longer and fails with probability ``failureRate`` (the driver answers INTERNAL, the
+sidecar retries), and its ground-truth record says ``"fault": true``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 from localcluster.simulator import api
 from localcluster.simulator.config import ARRAY_FAULTS, DRIVER_NAME, Operation
-from localcluster.simulator.requests import ANSWER_KEY, pending_request
+from localcluster.simulator.requests import RequestWatcher
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,27 @@ class Window:
     """A fault on one class's operations until ``until`` (monotonic)."""
 
     requester: str  # the request ConfigMap's namespace/name: its own new request replaces it
+    run_uid: str  # the run whose objects it applies to
     until: float
     latency: float
     failure_rate: float
     operations: frozenset[Operation]  # empty: every operation
 
-    def covers(self, operation: Operation, now: float) -> bool:
-        return now < self.until and (not self.operations or operation in self.operations)
+    def covers(self, operation: Operation, run_uid: str, now: float) -> bool:
+        return (now < self.until and run_uid == self.run_uid
+                and (not self.operations or operation in self.operations))
+
+
+def foreign_request(configmap: api.Obj, request: dict[str, Any]) -> str | None:
+    """Why a request may not open a window (pure): the run it names must own the ConfigMap (a BenchmarkRun) and
+    be its label's value, so no ConfigMap can slow another run's objects. None: it may."""
+    meta = configmap.get("metadata") or {}
+    run_uid = str(request.get("runUid") or "")
+    owners = {str(owner.get("uid")) for owner in meta.get("ownerReferences") or []
+              if owner.get("kind") == "BenchmarkRun"}
+    if not run_uid or (meta.get("labels") or {}).get(FAULTS_LABEL) != run_uid or run_uid not in owners:
+        return "the request's runUid must be its ConfigMap's owner (a BenchmarkRun) and its label's value"
+    return None
 
 
 def parse_request(request: dict[str, Any]) -> tuple[str, float, float, float, frozenset[Operation]]:
@@ -76,6 +91,7 @@ class FaultWindows:
 
     def __init__(self, seed: int | None = None) -> None:
         self._windows: dict[str, Window] = {}
+        self._touched: dict[str, int] = {}  # requester -> operations its window touched
         self._random = random.Random(seed)
 
     def open(self, storage_class: str, window: Window) -> None:
@@ -83,73 +99,68 @@ class FaultWindows:
         if current is not None and current.until > time.monotonic() and current.requester != window.requester:
             raise FaultRequestError(f"a window asked by {current.requester} is open on {storage_class} for "
                                     f"{current.until - time.monotonic():.1f} s more")
+        if current is None or current.requester != window.requester:
+            self._touched[window.requester] = 0
         self._windows[storage_class] = window
 
-    def close(self, storage_class: str, window: Window) -> None:
+    def close(self, storage_class: str, window: Window) -> int:
+        """Close the window (if it is still the class's); how many operations its requester's windows touched."""
         if self._windows.get(storage_class) is window:
             del self._windows[storage_class]
+        return self._touched.get(window.requester, 0)
 
-    def effect(self, storage_class: str, operation: Operation) -> tuple[float, bool] | None:
-        """(extra latency, fails) for an operation starting now on the class; None outside any window."""
+    def close_requester(self, requester: str) -> None:
+        """The request is gone (its run deleted): its window closes now."""
+        for storage_class, window in list(self._windows.items()):
+            if window.requester == requester:
+                del self._windows[storage_class]
+
+    def effect(self, storage_class: str, operation: Operation, run_uid: str) -> tuple[float, bool] | None:
+        """(extra latency, fails) for an operation of ``run_uid`` starting now on the class; None outside its
+        window."""
         window = self._windows.get(storage_class)
-        if window is None or not window.covers(operation, time.monotonic()):
+        if window is None or not window.covers(operation, run_uid, time.monotonic()):
             return None
+        self._touched[window.requester] = self._touched.get(window.requester, 0) + 1
         return window.latency, window.failure_rate > 0 and self._random.random() < window.failure_rate
 
 
-class FaultAnswerer:
+class FaultAnswerer(RequestWatcher):
     """Opens a window per request (once per request id) and answers on the request."""
 
     def __init__(self, client: api.Client, windows: FaultWindows, storage_classes: api.Informer) -> None:
-        self.client = client
+        super().__init__(client, FAULTS_LABEL)
         self.windows = windows
         self.storage_classes = storage_classes
-        self.informer = api.Informer(client, api.CONFIG_MAP, label_selector=FAULTS_LABEL)
-        self.informer.handlers.append(self._on_configmap)
-        self._handled: set[tuple[str, str]] = set()  # (ConfigMap key, request id)
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    def _on_configmap(self, event: str, configmap: api.Obj) -> None:
-        request = pending_request(configmap) if event != "DELETED" else None
-        if request is None:
-            return
-        key = (api.key_of(configmap), str(request["id"]))
-        if key in self._handled:
-            return
-        self._handled.add(key)
-        task = asyncio.create_task(self._serve(configmap, request))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _window_for(self, requester: str, request: dict[str, Any]) -> tuple[str, Window]:
+    def _window_for(self, configmap: api.Obj, request: dict[str, Any]) -> tuple[str, Window]:
+        refused = foreign_request(configmap, request)
+        if refused is not None:
+            raise FaultRequestError(refused)
         storage_class, seconds, latency, rate, operations = parse_request(request)
         found = self.storage_classes.get(storage_class)
         if found is None or found.get("provisioner") != DRIVER_NAME:
             raise FaultRequestError(f"StorageClass {storage_class!r} is not one of this array's")
-        return storage_class, Window(requester, time.monotonic() + seconds, latency, rate, operations)
+        return storage_class, Window(api.key_of(configmap), str(request["runUid"]), time.monotonic() + seconds,
+                                     latency, rate, operations)
 
-    async def _serve(self, configmap: api.Obj, request: dict[str, Any]) -> None:
-        meta = configmap["metadata"]
-        path = api.CONFIG_MAP.path(meta["namespace"], meta["name"])
+    def on_deleted(self, configmap: api.Obj) -> None:
+        self.windows.close_requester(api.key_of(configmap))
+
+    async def serve(self, configmap: api.Obj, request: dict[str, Any]) -> None:
         answer: dict[str, Any] = {"id": request["id"]}
         try:
-            storage_class, window = self._window_for(api.key_of(configmap), request)
+            storage_class, window = self._window_for(configmap, request)
             self.windows.open(storage_class, window)
         except FaultRequestError as refused:
-            await self._answer(path, {**answer, "error": str(refused)})
+            await self.write_answer(configmap, {**answer, "error": str(refused)})
             return
         answer["startedAt"] = api.now_rfc3339(micro=True)
         log.info("fault window on %s for %s: %s", storage_class, api.key_of(configmap), request)
         try:
-            await self._answer(path, answer)
+            await self.write_answer(configmap, answer)
             await asyncio.sleep(max(0.0, window.until - time.monotonic()))
         finally:
-            self.windows.close(storage_class, window)
+            answer["operations"] = self.windows.close(storage_class, window)
             answer["endedAt"] = api.now_rfc3339(micro=True)
-        await self._answer(path, answer)
-
-    async def _answer(self, path: str, answer: dict[str, Any]) -> None:
-        try:
-            await self.client.patch(path, {"data": {ANSWER_KEY: json.dumps(answer, sort_keys=True)}})
-        except api.ApiError as error:  # the request is gone (its run deleted): nobody to answer
-            log.info("fault answer to %s not written: %s", path, error)
+        await self.write_answer(configmap, answer)

@@ -114,41 +114,18 @@ def test_a_paused_api_server_and_a_controller_scaled_to_zero_inside_one_batch_ar
     assert leftovers(kube, run) == {}
 
 
-def test_a_leak_made_on_purpose_is_counted_exactly_by_the_array_and_breaks_the_leaked_bound(
+def test_an_array_failing_every_create_for_a_window_and_a_leak_made_on_purpose_are_measured_exactly(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
-    """A class whose array acknowledges every 3rd delete of a volume and of a snapshot without doing it: four of
-    each deleted, one of each leaked. Kubernetes shows nothing left (the PV and the content went, the driver said
-    done); the array's own audit names both, exactly as its ground truth has them."""
-    deploy_stand_in(kube, namespace, replicas=1)
-    array = storage_class(leakEvery="3", leakOperations="deleteVolume,deleteSnapshot")
-    body = benchmark_run("leaky", storageClassName=array, volumeSnapshotClassName="csibench-sim-snapclass",
-                         volumes=4, steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
-                         disruptions=[scale_down(namespace, afterObjects=0)],
-                         thresholds=[{"disruption": 0, "metric": "leaked", "max": 0}])
-    run = run_to_end(kube, namespace, body, timeout=180)
-    status = run["status"]
-    assert status["phase"] == "Succeeded", (status, operator.log())
-    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array]
-    leaked = sorted(r["object"].split("@", 1)[0] for r in truth
-                    if r["op"] in ("deleteVolume", "deleteSnapshot") and r.get("leaked"))
-    assert len(leaked) == 2 and leaked[0].startswith("pvc-") and leaked[1].startswith("snapshot-"), truth
-    leaks = status["leaks"]
-    assert leaks["source"] == "Array" and (leaks["volumes"], leaks["snapshots"], leaks["leaked"]) == (1, 1, 2), (
-        leaks, operator.log())
-    assert sorted(leaks["names"]) == leaked and leaks["repeatedOperations"] == 0, leaks
-    assert status["verdict"] == "Fail" and "disruption 0 leaked 2 > 0 (max)" in status["thresholds"][0]["message"]
-    assert leftovers(kube, run) == {}  # Kubernetes holds nothing of the run: only the array does
-    assert "Left after cleanup" in cli(cluster, "report", "leaky", "-n", namespace)
-
-
-def test_an_array_failing_every_create_for_a_window_is_measured_against_its_own_stamps(
-        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
-    """examples/disruption-array.yaml, smaller (6 volumes, 3 s, as the step starts): every CreateVolume the array
-    starts in the window fails; the provisioner retries each claim until the window closed, and each volume is
-    created once. The array's own stamps bound the window; its ground truth has the failures."""
-    array = storage_class(createVolumeLatency="100ms")
+    """examples/disruption-array.yaml, smaller (6 volumes, 3 s, as the step starts), on a class whose array also
+    acknowledges every 3rd delete of a volume and of a snapshot without doing it (one run for both, to keep the
+    suite short). Every CreateVolume the array starts in the window fails; the provisioner retries each claim
+    until the window closed, and each volume is created once; the array's own stamps bound the window. Six of
+    each deleted, two of each leaked: Kubernetes shows nothing left (the PVs and contents went, the driver said
+    done); the array's audit names all four, exactly as its ground truth has them, and the leaked bound breaks."""
+    array = storage_class(createVolumeLatency="100ms", leakEvery="3", leakOperations="deleteVolume,deleteSnapshot")
     body = yaml.safe_load((REPO_ROOT / "examples" / "disruption-array.yaml").read_text())
-    body["spec"].update(storageClassName=array, volumes=6)
+    body["spec"].update(storageClassName=array, volumes=6, volumeSnapshotClassName="csibench-sim-snapclass",
+                        steps=["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"])
     body["spec"]["disruptions"][0].update(afterObjects=0, seconds=3)
     run = run_to_end(kube, namespace, body, timeout=180)
     status = run["status"]
@@ -160,15 +137,26 @@ def test_an_array_failing_every_create_for_a_window_is_measured_against_its_own_
     assert 0 <= fault["recoverySeconds"] < 1.0, fault  # read every 20 ms once the close is due
     assert fault["stallSeconds"] >= 2.9 and fault["unrecovered"] == 0, fault
     assert any(w["reason"] == "ProvisioningFailed" for w in fault["warnings"]), fault["warnings"]
-    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array and r["op"] == "createVolume"]
-    failed = [r for r in truth if r["result"] == "error"]
-    assert failed and all(r.get("fault") for r in failed), truth
-    created = [r["object"] for r in truth if r["result"] == "ok"]
-    assert len(created) == len(set(created)) == 6, truth
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array]
+    creates = [r for r in truth if r["op"] == "createVolume"]
+    failed = [r for r in creates if r["result"] == "error"]
+    assert failed and all(r.get("fault") for r in failed), creates
+    assert fault["arrayOperations"] == len([r for r in truth if r.get("fault")]), (fault, truth)
+    created = [r["object"] for r in creates if r["result"] == "ok"]
+    assert len(created) == len(set(created)) == 6, creates
+    # The leaks, against the array's record
+    leaked = sorted(r["object"].split("@", 1)[0] for r in truth
+                    if r["op"] in ("deleteVolume", "deleteSnapshot") and r.get("leaked"))
+    assert len(leaked) == 4 and sum(name.startswith("pvc-") for name in leaked) == 2, truth
     leaks = status["leaks"]
-    assert (leaks["source"], leaks["leaked"], leaks["repeatedOperations"]) == ("Array", 0, 0), leaks
-    assert status["verdict"] == "Pass", status.get("thresholds")
-    assert leftovers(kube, run) == {}
+    assert leaks["source"] == "Array" and (leaks["volumes"], leaks["snapshots"], leaks["leaked"]) == (2, 2, 4), (
+        leaks, operator.log())
+    assert sorted(leaks["names"]) == leaked and leaks["repeatedOperations"] == 0, leaks  # failed creates: done once
+    assert status["verdict"] == "Fail", status.get("thresholds")
+    judged = {t["metric"]: t for t in status["thresholds"]}
+    assert judged["unrecovered"]["met"] is True and "disruption 0 leaked 4 > 0 (max)" in judged["leaked"]["message"]
+    assert leftovers(kube, run) == {}  # Kubernetes holds nothing of the run: only the array does
+    assert "Left after cleanup" in cli(cluster, "report", run["metadata"]["name"], "-n", namespace)
 
 
 def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_operator_killed(

@@ -14,11 +14,18 @@ import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import ArrayOperation, DisruptionSpec, DisruptionState
-from csibench.engine.array_faults import ANSWER_KEY, ARRAY_FAULTS, REQUEST_KEY, fault_answer
-from csibench.kube.client import Json
+from csibench.engine.array_faults import (
+    ARRAY_FAULTS,
+    FaultPlace,
+    build_fault_request,
+    fault_answer,
+    send_fault_request,
+)
+from csibench.engine.array_requests import ANSWER_KEY, REQUEST_KEY
+from csibench.kube.client import ApiError, Json
 from localcluster.simulator.backend import Backend, GroundTruth
 from localcluster.simulator.config import Operation, parse_backend_model
-from localcluster.simulator.faults import FaultRequestError, FaultWindows, Window, parse_request
+from localcluster.simulator.faults import FaultRequestError, FaultWindows, Window, foreign_request, parse_request
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, REF, UID, owned_left, run, spec
 
@@ -63,7 +70,7 @@ def fault_taker(fake: FakeKube, refuse: str | None = None) -> list[dict[str, Any
     requests: list[dict[str, Any]] = []
     create = fake.create
 
-    def answer(name: str, **fields: str) -> None:
+    def answer(name: str, **fields: object) -> None:
         def write(configmap: Json) -> None:
             asked = json.loads(configmap["data"][REQUEST_KEY])
             configmap["data"][ANSWER_KEY] = json.dumps({"id": asked["id"], **fields})
@@ -80,7 +87,7 @@ def fault_taker(fake: FakeKube, refuse: str | None = None) -> list[dict[str, Any
             else:
                 fake._later(0.01, lambda: answer(name, startedAt=_stamp(started)))
                 fake._later(asked["seconds"], lambda: answer(name, startedAt=_stamp(started),
-                                                             endedAt=_stamp(time.time())))
+                                                             endedAt=_stamp(time.time()), operations=3))
         return created
     fake.create = create_then_answer  # type: ignore[method-assign]  # the array, for this test
     return requests
@@ -93,8 +100,9 @@ def test_an_array_fault_is_asked_of_the_array_and_recovers_when_its_window_close
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     (result,) = status.disruptions
     assert result.state == DisruptionState.RECOVERED, result
-    assert requests == [{"id": requests[0]["id"], "storageClass": "sim", "seconds": 1, "latencySeconds": 0.2,
-                         "failureRate": 0.0, "operations": ["createVolume"]}]
+    assert requests == [{"id": requests[0]["id"], "runUid": UID, "storageClass": "sim", "seconds": 1,
+                         "latencySeconds": 0.2, "failureRate": 0.0, "operations": ["createVolume"]}]
+    assert result.arrayOperations == 3, result
     assert result.target == "the array: +200 ms on createVolume" and result.pods == []
     assert result.injectedAtSeconds is not None and result.restoredAtSeconds is not None
     assert result.restoredAtSeconds - result.injectedAtSeconds == pytest.approx(1.0, abs=0.3), result
@@ -114,7 +122,33 @@ def test_a_window_the_array_will_not_open_fails_the_disruption_with_its_words() 
     assert result.state == DisruptionState.FAILED, result
     assert result.message == ("the array did not open the window: a window asked by runs/other is open on sim for "
                               "3.0 s more"), result
-    assert result.recoverySeconds is None and result.restoredAtSeconds is None
+    assert result.recoverySeconds is None and result.restoredAtSeconds is None and result.injectedAtSeconds is None
+
+
+def test_a_request_left_by_an_earlier_attempt_is_asked_again_only_if_it_is_the_runs() -> None:
+    """A step redone after an operator restart finds its request's ConfigMap there, with the old answer: it asks
+    again (the old answer removed, the moment stamped when the new request leaves); one that is not the run's is
+    left as it is."""
+    async def scenario() -> None:
+        fake = FakeKube()
+        fake.loop = asyncio.get_running_loop()
+        place = FaultPlace(REF.namespace, REF.name, UID, NAMES.prefix, "sim")
+        old = build_fault_request(place, 0, "old", DisruptionSpec.model_validate(FAULT))
+        old["data"][ANSWER_KEY] = json.dumps({"id": "old", "startedAt": "x", "endedAt": "y"})
+        fake.put("configmaps", REF.namespace, old)
+        stamps: list[float] = []
+        await send_fault_request(fake, place, build_fault_request(place, 0, "new", DisruptionSpec.model_validate(
+            FAULT)), on_send=stamps.append)
+        data = fake.objects[("configmaps", REF.namespace, REQUEST)]["data"]
+        assert json.loads(data[REQUEST_KEY])["id"] == "new" and ANSWER_KEY not in data and len(stamps) == 1
+        theirs = FaultPlace(REF.namespace, REF.name, "another-run", NAMES.prefix, "sim")
+        with pytest.raises(ApiError) as refused:
+            await send_fault_request(fake, theirs, build_fault_request(theirs, 0, "x", DisruptionSpec.model_validate(
+                FAULT)), on_send=stamps.append)
+        assert refused.value.status == 409 and len(stamps) == 1
+        assert json.loads(fake.objects[("configmaps", REF.namespace, REQUEST)]["data"][REQUEST_KEY])["id"] == "new"
+
+    asyncio.run(scenario())
 
 
 def test_an_array_that_does_not_take_faults_is_refused_before_anything_is_created() -> None:
@@ -151,13 +185,15 @@ def test_a_request_is_checked_before_a_window_opens() -> None:
 def test_a_window_slows_and_fails_only_its_operations_while_open_and_one_requester_holds_a_class(
         tmp_path: Path) -> None:
     windows = FaultWindows(seed=1)
-    mine = Window("runs/a", time.monotonic() + 0.3, 0.2, 1.0, frozenset({Operation.CREATE_VOLUME}))
+    mine = Window("runs/a", "r1", time.monotonic() + 0.3, 0.2, 1.0, frozenset({Operation.CREATE_VOLUME}))
     windows.open("gold", mine)
     with pytest.raises(FaultRequestError, match="runs/a"):
-        windows.open("gold", Window("runs/b", time.monotonic() + 5, 0.1, 0.0, frozenset()))
-    windows.open("gold", Window("runs/a", time.monotonic() + 0.3, 0.2, 1.0, frozenset({Operation.CREATE_VOLUME})))
-    assert windows.effect("gold", Operation.ATTACH) is None
-    assert windows.effect("silver", Operation.CREATE_VOLUME) is None
+        windows.open("gold", Window("runs/b", "r2", time.monotonic() + 5, 0.1, 0.0, frozenset()))
+    mine = Window("runs/a", "r1", time.monotonic() + 0.3, 0.2, 1.0, frozenset({Operation.CREATE_VOLUME}))
+    windows.open("gold", mine)  # its own request again (a redone step): replaces it
+    assert windows.effect("gold", Operation.ATTACH, "r1") is None
+    assert windows.effect("silver", Operation.CREATE_VOLUME, "r1") is None
+    assert windows.effect("gold", Operation.CREATE_VOLUME, "r2") is None  # another run on the class: untouched
 
     truth = GroundTruth(tmp_path / "truth.jsonl")
     backend = Backend("gold", parse_backend_model({}), truth, windows)
@@ -165,14 +201,27 @@ def test_a_window_slows_and_fails_only_its_operations_while_open_and_one_request
     async def scenario() -> None:
         began = time.monotonic()
         with pytest.raises(RuntimeError, match="injected failure of createVolume"):
-            await backend.run(Operation.CREATE_VOLUME, "ns/a")
+            await backend.run(Operation.CREATE_VOLUME, "ns/a", run_uid="r1")
         assert time.monotonic() - began >= 0.2  # slowed, then failed
-        await backend.run(Operation.ATTACH, "pvc-a:node")  # not its operation: neither
+        await backend.run(Operation.ATTACH, "pvc-a:node", run_uid="r1")  # not its operation: neither
+        await backend.run(Operation.CREATE_VOLUME, "other/c", run_uid="r2")  # not its run: neither
         await asyncio.sleep(0.35)
-        await backend.run(Operation.CREATE_VOLUME, "ns/b")  # the window closed: as the class says
+        await backend.run(Operation.CREATE_VOLUME, "ns/b", run_uid="r1")  # the window closed: as the class says
 
     asyncio.run(scenario())
+    assert windows.close("gold", mine) == 1  # one operation touched
     truth.close()
     records = [json.loads(line) for line in (tmp_path / "truth.jsonl").read_text().splitlines()]
     assert [(r["op"], r["result"], r.get("fault", False)) for r in records] == [
-        ("createVolume", "error", True), ("attach", "ok", False), ("createVolume", "ok", False)]
+        ("createVolume", "error", True), ("attach", "ok", False), ("createVolume", "ok", False),
+        ("createVolume", "ok", False)]
+
+
+def test_a_window_is_opened_only_for_the_run_that_owns_its_request() -> None:
+    def configmap(label: str, owner: str, kind: str = "BenchmarkRun") -> Json:
+        return {"metadata": {"labels": {ARRAY_FAULTS: label}, "ownerReferences": [{"uid": owner, "kind": kind}]}}
+
+    assert foreign_request(configmap("u1", "u1"), {"id": "r", "runUid": "u1"}) is None
+    for found, asked in ((configmap("u1", "u2"), "u1"), (configmap("u2", "u1"), "u1"), (configmap("u1", "u1"), "u2"),
+                         (configmap("u1", "u1", "Deployment"), "u1"), (configmap("", ""), "")):
+        assert foreign_request(found, {"id": "r", "runUid": asked}) is not None, (found, asked)

@@ -10,10 +10,9 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from csibench.engine.array_requests import ANSWER_KEY, REQUEST_KEY
 from csibench.engine.leak_audit import (
-    ANSWER_KEY,
     ARRAY_AUDIT,
-    REQUEST_KEY,
     answer_of,
     ask_array,
     leaks_from_answer,

@@ -7,8 +7,8 @@ driver whose CSIDriver object carries the annotation ``csibench.io/array-audit: 
 array does) is asked through the API, never through a channel of its own:
 
 1. after cleanup, the operator writes a request (``{"id", "runUid"}``) into a ConfigMap of the run's namespace,
-   ``<prefix>-array-audit``, owned by the run like its report (garbage-collected with it, labelled
-   ``csibench.io/report-of``, so cleanup never removes a record it just made);
+   ``<prefix>-array-audit`` (``array_requests.py``: owned by the run like its report, so cleanup never removes a
+   record it just made);
 2. the array answers in the same ConfigMap, once per request id: the run's volumes and snapshots it still holds,
    by the names it was asked to create them with, and the creates and deletes it did more than once;
 3. what it holds that no PV or content of the run still names is leaked (``Array``). An array that does not
@@ -21,27 +21,23 @@ what the storage holds.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from csibench.api.models import GROUP, KIND, VERSION, LeakAudit
+from csibench.api.models import LeakAudit
+from csibench.engine.array_requests import answer_in, build_request_configmap, driver_answers, send_request
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
-from csibench.kube.ownership import REPORT_OF_LABEL
 
 log = logging.getLogger(__name__)
 
 ARRAY_AUDIT = "csibench.io/array-audit"  # the CSIDriver's annotation, and the request ConfigMap's label
-ANSWERS_BY_CONFIGMAP = "configmap"
-REQUEST_KEY = "request"
-ANSWER_KEY = "answer"
 ANSWER_WAIT_SECONDS = 30.0
-_POLL_SECONDS = 0.2
+_POLL_SECONDS = 0.05
 _MAX_NAMED = 20
 
 
@@ -49,27 +45,11 @@ def audit_name(prefix: str) -> str:
     return f"{prefix}-array-audit"
 
 
-def build_audit_request(name: str, run_name: str, run_uid: str, request_id: str) -> dict[str, Any]:
-    """The ConfigMap that asks the array (pure): owned by the run, labelled as the run's record."""
-    return {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {
-            "name": name, "labels": {REPORT_OF_LABEL: run_name, ARRAY_AUDIT: run_uid},
-            "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": run_name,
-                                 "uid": run_uid, "controller": True, "blockOwnerDeletion": False}],
-        },
-        "data": {REQUEST_KEY: json.dumps({"id": request_id, "runUid": run_uid}, sort_keys=True)},
-    }
-
-
 def answer_of(configmap: Mapping[str, Any] | None, request_id: str) -> dict[str, Any] | None:
     """The array's answer to ``request_id``, once it is there and well formed (pure): counts that are whole
     numbers, names that are lists of strings; an ``error`` (the array would not answer) is an answer too."""
-    try:
-        answer = json.loads(((configmap or {}).get("data") or {}).get(ANSWER_KEY) or "null")
-    except ValueError:
-        return None
-    if not isinstance(answer, dict) or answer.get("id") != request_id:
+    answer = answer_in(configmap, request_id)
+    if answer is None:
         return None
     if isinstance(answer.get("error"), str):
         return answer
@@ -123,14 +103,11 @@ async def array_answers(client: KubeApi, storage_class_name: str) -> bool:
     """Whether the class's driver says its array answers audits (its CSIDriver's annotation)."""
     try:
         storage_class = await client.get(r.STORAGE_CLASSES.path(name=storage_class_name))
-        driver = str((storage_class or {}).get("provisioner") or "")
-        csi_driver = await client.get(r.CSI_DRIVERS.path(name=driver)) if driver else None
     except ApiError as error:
         if error.status in (401, 403):
             return False  # not allowed to look: counted by the cluster
         raise
-    annotations = ((csi_driver or {}).get("metadata") or {}).get("annotations") or {}
-    return annotations.get(ARRAY_AUDIT) == ANSWERS_BY_CONFIGMAP
+    return storage_class is not None and await driver_answers(client, storage_class, ARRAY_AUDIT)
 
 
 async def ask_array(client: KubeApi, namespace: str, name: str, run_name: str, run_uid: str,
@@ -138,14 +115,14 @@ async def ask_array(client: KubeApi, namespace: str, name: str, run_name: str, r
     """Ask the array and wait for its answer (at most ``ANSWER_WAIT_SECONDS``): the answer, or why there is none."""
     wait_seconds = ANSWER_WAIT_SECONDS if wait_seconds is None else wait_seconds
     request_id = uuid.uuid4().hex
-    body = build_audit_request(name, run_name, run_uid, request_id)
+    body = build_request_configmap(name, ARRAY_AUDIT, run_name, run_uid, {"id": request_id, "runUid": run_uid})
     path = r.CONFIGMAPS.path(namespace, name)
-    if not await client.create(r.CONFIGMAPS.path(namespace), body):  # asked before (a redone cleanup)
-        existing = await client.get(path)
-        owners = ((existing or {}).get("metadata") or {}).get("ownerReferences") or []
-        if not any(owner.get("uid") == run_uid for owner in owners):
-            return f"ConfigMap {namespace}/{name} exists and is not this run's: the array was not asked"
-        await client.merge_patch(path, {"data": body["data"]})
+    try:
+        await send_request(client, namespace, body, run_uid)
+    except ApiError as error:
+        if error.status == 409:  # a ConfigMap of that name that is not the run's
+            return error.message
+        raise
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
         answer = answer_of(await client.get(path), request_id)

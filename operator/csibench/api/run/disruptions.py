@@ -310,6 +310,9 @@ class DisruptionResult(_Model):
                           "the run's last step (a container the fault made exit restarts after its back-off, often "
                           "after its own step ended): the component's pods and their replacements; for a pause "
                           "every pod in kube-system (a sidecar that lost its leader lease exits and is restarted).")
+    arrayOperations: int | None = Field(None, ge=0, description="ArrayFault: how many of the run's operations the "
+                                                                "array started in the window (slowed or failed); 0: "
+                                                                "the window touched nothing.")
     unrecovered: int | None = Field(None, description="Objects of the step that failed or never finished after the "
                                                       "injection.")
     unrecoveredNames: list[str] = Field(default_factory=list,
