@@ -110,16 +110,23 @@ def test_injected_failure_is_an_internal_error_and_a_retry_is_a_new_operation(tm
     assert [r["result"] for r in records(tmp_path)] == ["error", "error"]
 
 
+async def leak_some(stubs: Any) -> tuple[list[str], list[str]]:
+    """Seven volumes and three snapshots of the first made, then every one deleted, snapshots first: on an array
+    that leaks every 3rd delete, the 3rd and 6th volume and the 3rd snapshot stay. (volume IDs, snapshot IDs)"""
+    ids = await create_volumes(stubs, 7)
+    snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
+        source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
+    for snapshot_id in snapshots:
+        await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(snapshot_id=snapshot_id))
+    for volume_id in ids:
+        await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+    return ids, snapshots
+
+
 def test_a_leaking_array_acknowledges_every_nth_delete_and_keeps_that_volume_and_snapshot(tmp_path: Path) -> None:
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
-            ids = await create_volumes(stubs, 7)
-            snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
-                source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
-            for snapshot_id in snapshots:
-                await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(snapshot_id=snapshot_id))
-            for volume_id in ids:  # every one answered as deleted
-                await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            ids, snapshots = await leak_some(stubs)  # every delete answered as done
             # The array still holds the 3rd and 6th volume and the 3rd snapshot: CSI's own listing says so.
             listed = await stubs.controller.ListVolumes(csi.ListVolumesRequest())
             assert sorted(e.volume.volume_id for e in listed.entries) == sorted([ids[2], ids[5]])
@@ -142,13 +149,7 @@ def test_the_arrays_audit_names_what_it_still_holds_of_a_run_and_what_it_did_twi
     after its delete); another run's audit finds none of it."""
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
-            ids = await create_volumes(stubs, 7)
-            snapshots = [(await stubs.controller.CreateSnapshot(csi.CreateSnapshotRequest(
-                source_volume_id=ids[0], name=f"snapshot-s{index}"))).snapshot.snapshot_id for index in range(3)]
-            for snapshot_id in snapshots:
-                await stubs.controller.DeleteSnapshot(csi.DeleteSnapshotRequest(snapshot_id=snapshot_id))
-            for volume_id in ids:
-                await stubs.controller.DeleteVolume(csi.DeleteVolumeRequest(volume_id=volume_id))
+            await leak_some(stubs)
             await create_volumes(stubs, 1)  # pvc-u0 again: its first was deleted for real
             answer = build_answer(stubs.driver, {"id": "r1", "runUid": RUN_UID})
             assert answer == {"id": "r1", "volumeCount": 3, "volumes": ["pvc-u0", "pvc-u2", "pvc-u5"],
