@@ -4,6 +4,7 @@ inside a step of a run on the fake cluster (a controller there replaces the dele
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -94,10 +95,21 @@ def lease(holder: str, transitions: int, acquired: float) -> dict[str, Any]:
 def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = None,
                    then: Callable[[], object] | None = None) -> list[str]:
     """A Deployment in kube-system: a deleted pod comes back Ready (new uid) ``delay`` seconds later, and with
-    ``leader_after``, its process takes the provisioner's Lease that much after the delete. Returns the list of
-    uids it deleted, filled as it goes."""
+    ``leader_after``, its process takes the provisioner's Lease that much after the delete, and no claim binds
+    before it has (as no create is done without a leader; a timer racing the binds flaked on a loaded machine).
+    Returns the list of uids it deleted, filled as it goes."""
     deleted: list[str] = []
     original = fake._delete_one
+    led = threading.Event()
+    if leader_after is not None:  # no claim binds without a leader: the provisioner's work waits for its Lease
+        bind = fake._bind
+
+        def bind_once_led(namespace: str, name: str) -> None:
+            if led.is_set() or not deleted:  # before the restart, the old leader binds
+                bind(namespace, name)
+            else:
+                fake._later(0.02, lambda: bind_once_led(namespace, name))
+        fake._bind = bind_once_led  # type: ignore[method-assign]  # the provisioner's leader, for this test
 
     def delete_one(plural: str, namespace: str, name: str) -> None:
         if plural == "pods" and namespace == "kube-system":
@@ -105,8 +117,10 @@ def replaced_after(fake: FakeKube, delay: float, leader_after: float | None = No
             original(plural, namespace, name)
             fake._later(delay, lambda: fake.put("pods", "kube-system", component_pod(name)))
             if leader_after is not None:
-                fake._later(leader_after, lambda: fake.put("leases", "kube-system", lease(
-                    f"{name}-b2mc7", 4, time.time()), event="MODIFIED"))
+                def lead() -> None:
+                    fake.put("leases", "kube-system", lease(f"{name}-b2mc7", 4, time.time()), event="MODIFIED")
+                    led.set()
+                fake._later(leader_after, lead)
             if then is not None:
                 fake._later(0.1, then)
             return
