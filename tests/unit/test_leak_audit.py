@@ -128,6 +128,13 @@ def test_what_a_pv_of_the_run_still_names_is_not_leaked_and_a_malformed_answer_i
     # More held than named, and cleanup left some: what the unnamed ones are is unknown, and status says so.
     many = leaks_from_answer({**HELD, "id": "r", "volumeCount": 60}, still_named={"pvc-b"}, cluster_left=1)
     assert many.volumes == 59 and many.message is not None and "more than it named" in many.message
+    # The array's words are cut before they reach status: an answer or a refusal of any size keeps it small.
+    huge = leaks_from_answer({**HELD, "id": "r", "volumes": ["pvc-" + "x" * 5000] * 50,
+                              "repeated": [{"operation": "createVolume", "object": "y" * 5000, "times": 2}]},
+                             still_named=set(), cluster_left=0)
+    assert len(huge.names) == 20 and all(len(name) <= 253 for name in huge.names + huge.repeated), huge
+    cut = leaks_from_cleanup({}, {}, message="z " * 5000)
+    assert cut.message is not None and len(cut.message) <= 300
     good = {"data": {ANSWER_KEY: json.dumps({**HELD, "id": "r"})}}
     assert answer_of(good, "r") is not None and answer_of(good, "other") is None
     refused = {"data": {ANSWER_KEY: json.dumps({"id": "r", "error": "not yours"})}}

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from csibench.api.models import LeakAudit
+from csibench.api.text import shorten
 from csibench.engine.array_requests import answer_in, build_request_configmap, driver_answers, send_request
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -39,6 +40,13 @@ ARRAY_AUDIT = "csibench.io/array-audit"  # the CSIDriver's annotation, and the r
 ANSWER_WAIT_SECONDS = 30.0
 _POLL_SECONDS = 0.05
 _MAX_NAMED = 20
+_NAME_MAX = 253  # a DNS subdomain: the longest name the array was asked to create
+_MESSAGE_MAX = 300
+
+
+def _bounded(texts: list[str]) -> list[str]:
+    """The first of them, each cut to a name's length: the array's words reach status, and status stays small."""
+    return [shorten(text, _NAME_MAX) for text in texts[:_MAX_NAMED]]
 
 
 def audit_name(prefix: str) -> str:
@@ -85,9 +93,8 @@ def leaks_from_answer(answer: Mapping[str, Any], still_named: set[str], cluster_
     message = ("the array held more than it named, and cleanup left some of the run's PVs or contents: what they "
                "still name beyond the names listed is counted as leaked") if approximate else None
     return LeakAudit(source="Array", volumes=volumes, snapshots=snapshots, clusterLeft=cluster_left,
-                     leaked=volumes + snapshots + cluster_left, names=(volume_names + snapshot_names)[:_MAX_NAMED],
-                     repeatedOperations=int(answer["repeatedCount"]), repeated=repeated[:_MAX_NAMED],
-                     message=message)
+                     leaked=volumes + snapshots + cluster_left, names=_bounded(volume_names + snapshot_names),
+                     repeatedOperations=int(answer["repeatedCount"]), repeated=_bounded(repeated), message=message)
 
 
 def leaks_from_cleanup(remaining: Mapping[str, int], left: Mapping[str, list[str]],
@@ -96,7 +103,8 @@ def leaks_from_cleanup(remaining: Mapping[str, int], left: Mapping[str, list[str
     volumes, snapshots = remaining.get("persistentvolumes", 0), remaining.get("volumesnapshotcontents", 0)
     names = [*left.get("persistentvolumes", []), *left.get("volumesnapshotcontents", [])]
     return LeakAudit(source="Cluster", volumes=volumes, snapshots=snapshots, clusterLeft=volumes + snapshots,
-                     leaked=volumes + snapshots, names=names[:_MAX_NAMED], message=message)
+                     leaked=volumes + snapshots, names=_bounded(names),
+                     message=None if message is None else shorten(message, _MESSAGE_MAX))
 
 
 async def array_answers(client: KubeApi, storage_class_name: str) -> bool:
