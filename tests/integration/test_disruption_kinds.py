@@ -159,6 +159,44 @@ def test_an_array_failing_every_create_for_a_window_and_a_leak_made_on_purpose_a
     assert "Left after cleanup" in cli(cluster, "report", run["metadata"]["name"], "-n", namespace)
 
 
+def test_a_drained_node_s_volumes_follow_their_pods_to_another_node_and_the_node_is_given_back(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
+    """examples/drain.yaml, smaller (4 pods): once all 4 run, the node running the most of them is cordoned and
+    its pods of the run made again; the scheduler places them on other nodes, and the array shows each of their
+    volumes detached from the drained node and attached to another one. The node ends schedulable, unmarked."""
+    array = storage_class()
+    body = yaml.safe_load((REPO_ROOT / "examples" / "drain.yaml").read_text())
+    body["spec"].update(storageClassName=array, volumes=4)
+    body["spec"]["disruptions"][0].update(afterObjects=4)
+    run = run_to_end(kube, namespace, body, timeout=180)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    (drain,) = status["disruptions"]
+    assert drain["state"] == "Recovered" and drain["target"].startswith("node "), (drain, operator.log())
+    drained = drain["target"].removeprefix("node ")
+    assert drain["podsDeleted"] >= 1 and len(drain["pods"]) == drain["podsDeleted"], drain
+    # The failover is from the cordon to the last pod Running elsewhere; the node is given back after it
+    assert 0 < drain["recoverySeconds"] <= drain["restoredAtSeconds"] - drain["injectedAtSeconds"], drain
+    assert drain["completedBefore"] == 4 and drain["unrecovered"] == 0, drain
+    node = kube.core.read_node(drained)
+    assert not present(node.spec).unschedulable, node.spec
+    assert "csibench.io/cordoned-by" not in (present(node.metadata).labels or {}), node.metadata
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == array and r["result"] == "ok"]
+    attached: dict[str, list[str]] = {}
+    for record in (r for r in truth if r["op"] == "attach"):
+        volume, _, on = record["object"].rpartition(":")
+        attached.setdefault(volume, []).append(on)
+    moved = {volume: nodes for volume, nodes in attached.items() if len(nodes) > 1}
+    assert len(moved) == drain["podsDeleted"], attached
+    assert all(nodes[0] == drained and drained not in nodes[1:] for nodes in moved.values()), attached
+    detached = {r["object"] for r in truth if r["op"] == "detach"}
+    assert all(f"{volume}:{drained}" in detached for volume in moved), (detached, moved)
+    publish = step(run, "publish")
+    assert (publish["succeeded"], publish["failed"]) == (4, 0), publish
+    assert [d["kind"] for d in read_report(kube, run)["disruptions"]] == ["DrainNode"]
+    assert leftovers(kube, run) == {}
+
+
 def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_operator_killed(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
     deploy_stand_in(kube, namespace)
@@ -193,7 +231,8 @@ def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_o
 
 
 OPERATOR_USER = "system:serviceaccount:csibench-system:csibench-operator"
-COMPONENT_OBJECTS = ("csibench-disruptions", "csibench-operator-disrupts-only-csi-components")
+COMPONENT_OBJECTS = ("csibench-disruptions", "csibench-operator-disrupts-only-csi-components",
+                     "csibench-disruptions-drain", "csibench-operator-cordons-only-with-its-mark")
 BASE_POLICY = "csibench-operator-owns-what-it-touches"
 
 
@@ -274,12 +313,28 @@ def test_the_disruptions_component_grants_its_rights_for_csi_components_only(
             said = as_operator(cluster, "patch", "deployment", "-n", "kube-system", CONTROLLER, "--type=merge",
                                "-p", json.dumps(patch), "--dry-run=server")
             assert said[0] == admitted, (patch, said)
+        # A node is cordoned only together with a run's mark, and nothing else of it changes
+        assert as_operator(cluster, "auth", "can-i", "patch", "nodes")[1] == "yes"
+        wait_until(lambda: not as_operator(cluster, "patch", "node", "sim-node-1", "--type=merge", "-p",
+                                           '{"spec":{"unschedulable":true}}', "--dry-run=server")[0], 60,
+                   "the component's node policy in effect")
+        cordon = {"metadata": {"labels": {"csibench.io/cordoned-by": "some-run-uid"}}, "spec": {"unschedulable": True}}
+        for patch, admitted in [(cordon, True), ({"spec": {"unschedulable": True}}, False),
+                                ({**cordon, "spec": {"unschedulable": True, "podCIDR": "10.9.0.0/24"}}, False),
+                                ({"metadata": {"labels": {"csibench.io/cordoned-by": "x", "zone": "z"}},
+                                  "spec": {"unschedulable": True}}, False)]:
+            said = as_operator(cluster, "patch", "node", "sim-node-1", "--type=merge", "-p", json.dumps(patch),
+                               "--dry-run=server")
+            assert said[0] == admitted, (patch, said)
     finally:
         cluster.kubectl("delete", "deployment", "-n", "kube-system", CONTROLLER, "--ignore-not-found")
         for kind, namespace in [("role", "kube-system"), ("rolebinding", "kube-system")]:
             cluster.kubectl("delete", kind, "-n", namespace, COMPONENT_OBJECTS[0], "--ignore-not-found")
+        for kind, name in [("clusterrole", COMPONENT_OBJECTS[2]), ("clusterrolebinding", COMPONENT_OBJECTS[2])]:
+            cluster.kubectl("delete", kind, name, "--ignore-not-found")
         for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
-            cluster.kubectl("delete", kind, COMPONENT_OBJECTS[1], "--ignore-not-found")
+            for name in (COMPONENT_OBJECTS[1], COMPONENT_OBJECTS[3]):
+                cluster.kubectl("delete", kind, name, "--ignore-not-found")
         if had_base:
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                             input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": base_policy}))

@@ -72,6 +72,10 @@ MAX_REQUEST_BYTES = 3 * 1024 * 1024  # the API server refuses a larger body (413
 MAX_OBJECT_BYTES = 1536 * 1024  # etcd refuses a larger value ("etcdserver: request is too large")
 
 
+def _pinned(pod: Json) -> bool:
+    return bool((pod["spec"].get("affinity") or {}).get("nodeAffinity") or pod["spec"].get("nodeName"))
+
+
 def _pinned_node(pod: Json) -> str:
     """The node a pod's required node affinity names by metadata.name (a moved pod), else the one its preferred
     affinity names (a data-path pod: no filter forbids it here), else node-0."""
@@ -221,6 +225,12 @@ class FakeKube:
                                                      "parameters": {"qosPolicy": name}})
         self.put("volumeattributesclasses", "", {"metadata": {"name": "foreign"}, "driverName": "other.example.com"})
         self.put("namespaces", "", {"metadata": {"name": "runs"}})
+
+    def node_names(self) -> list[str]:
+        return sorted(name for (plural, _, name) in self.objects if plural == "nodes")
+
+    def cordoned(self, node: str) -> bool:
+        return (self.objects.get(("nodes", "", node), {}).get("spec") or {}).get("unschedulable") is True
 
     def put(self, plural: str, namespace: str, obj: Json, event: str = "ADDED") -> Json:
         with self.lock:
@@ -637,6 +647,8 @@ class FakeKube:
         if any(claim in self.behaviour.provisioning_fails for claim in claim_names(pod_now)):
             return  # the scheduler keeps it Pending: "pod has unbound immediate PersistentVolumeClaims"
         node = _pinned_node(pod_now) if not self.behaviour.ignore_pinning else "node-0"
+        if node == "node-0" and not _pinned(pod_now):  # the scheduler passes over a cordoned node
+            node = next((n for n in self.node_names() if not self.cordoned(n)), node)
         if self._held_elsewhere(namespace, pod_now, node):
             # ReadWriteOnce: the attach/detach controller says Multi-Attach (one Event, its count growing) and
             # tries again until the old node's attachment is gone.

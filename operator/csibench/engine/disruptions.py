@@ -6,7 +6,12 @@ A ``Disruptor`` runs beside its step's batch. It waits until the step's clock ha
 - ``RestartComponent`` lists the component's pods (its labels in its namespace, on its node if one is named) and
   deletes each one by uid (the very pod it listed, never a namesake created since);
 - ``ScaleDown`` takes the workload to zero replicas, and after ``seconds`` back to what it had (``scaling``);
-- ``PauseApiServer`` / ``PauseEtcd`` ask the local cluster to freeze the process for ``seconds`` (``pausing``).
+- ``PauseApiServer`` / ``PauseEtcd`` ask the local cluster to freeze the process for ``seconds`` (``pausing``);
+- ``ArrayFault`` asks the array for a window (``array_faults``);
+- ``DrainNode`` cordons the node (``cordoning``), deletes the run's pods on it (by uid, with their grace period:
+  the run's pods have no PodDisruptionBudget, so an Eviction would be this same delete, and a delete is admitted
+  only for the run's own pods), makes each again once it is gone (the scheduler places it off the cordoned node),
+  and uncordons the node once as many of them are Ready as were deleted (or that timed out).
 
 The injection is stamped when its first request is sent. The recovery is stamped on the watch event that shows
 it, on arrival like every object's terminal event: as many new pods (uids not listed before) Ready as were
@@ -41,6 +46,7 @@ from csibench.api.models import (
     WorkloadTarget,
 )
 from csibench.api.text import shorten
+from csibench.engine import cordoning
 from csibench.engine.array_faults import (
     FaultPlace,
     build_fault_request,
@@ -163,6 +169,11 @@ def rights_needed(spec: DisruptionSpec) -> list[tuple[str, str, str]]:
 async def access_problem(client: KubeApi, spec: DisruptionSpec) -> str | None:
     """Which rights the operator lacks for the disruption (a SelfSubjectAccessReview each), or None."""
     namespace = spec.target_namespace()
+    if spec.kind == DisruptionKind.DRAIN_NODE:  # the run's own pods, and a node: cluster-wide
+        if await client.can_i("patch", "nodes", ""):
+            return None
+        return (f"disruption in {spec.step} needs patch nodes (cluster-wide), which the operator's identity lacks "
+                "(deploy/components/disruptions grants it, and admits only a run's cordon and uncordon)")
     if namespace is None:  # an array fault: a ConfigMap of the run's own, which every run may write
         return None
     missing = [f"{verb} {resource}" for verb, resource, group in rights_needed(spec)
@@ -182,6 +193,8 @@ async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str)
     workload does not exist; the moment says so)."""
     asked: list[tuple[str, str, Json]] = []
     namespace = spec.target_namespace()
+    if spec.kind == DisruptionKind.DRAIN_NODE:
+        return await _cordon_admitted(client, spec, run_uid)
     if namespace is None:  # an array fault: nothing outside the run's namespace is asked
         return None
     if spec.component is not None:
@@ -207,6 +220,21 @@ async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str)
                     f"{path.rsplit('/', 1)[-1]} in {namespace} (asked as a dry run): {shorten(said, 300)} "
                     "(deploy/components/disruptions admits a CSI component's pods and workloads)")
     return None
+
+
+async def _cordon_admitted(client: KubeApi, spec: DisruptionSpec, run_uid: str) -> str | None:
+    """The cordon of the named node (else of any node: the policy judges them alike), asked as a dry run."""
+    query = {"fieldSelector": f"metadata.name={spec.node}"} if spec.node else {"limit": "1"}
+    nodes = (await client.get(r.NODES.path(), query) or {}).get("items") or []
+    if not nodes:
+        return f"disruption in {spec.step}: node {spec.node} does not exist" if spec.node else None
+    meta = nodes[0]["metadata"]
+    said = await client.admits("PATCH", r.NODES.path(name=meta["name"]),
+                               cordoning.build_cordon(str(meta.get("uid", "")), run_uid))
+    if said is None:
+        return None
+    return (f"disruption in {spec.step}: the API server would refuse its cordon of node {meta['name']} (asked as "
+            f"a dry run): {shorten(said, 300)} (deploy/components/disruptions admits a run's cordon)")
 
 
 async def locality_problem(client: KubeApi, spec: DisruptionSpec, storage_class: Json) -> str | None:
@@ -246,10 +274,18 @@ class Disruptor:
         self.place: FaultPlace | None = None  # an array fault: where the run asks for it
         self._fault_id = ""
         self._fault_error: str | None = None  # the array would not open the window: why
+        # A drain: the run's pods (their namespace and selector) and each one's manifest, made again off the node
+        self.pods_namespace = ""
+        self.run_selector = ""
+        self.remake: Callable[[str], Json | None] | None = None
+        self._drained: dict[str, str] = {}  # uid -> name of the run's pods deleted off the node, still to go
+        self._drained_node = ""
+        self._moving: set[str] = set()  # names of the drained pods: only their new pods count for the recovery
         self._watch: Watch | None = None
         self._query: dict[str, str] = {}  # the watched pods' query
         self._leases_before: list[Json] = []
         self._done = asyncio.Event()
+        self._making: set[asyncio.Task[None]] = set()  # a drain's pods being made again
         self.on_injected: Callable[[], Awaitable[None]] | None = None  # status written at once: pods were deleted
         # The retried Warnings about the step's objects whose latest line came at or after a moment (monotonic)
         self.warnings_since: Callable[[float], list[RetriedWarnings]] | None = None
@@ -259,6 +295,10 @@ class Disruptor:
         Leases, so that the injection is one request when the moment comes. False (and Failed) when it cannot."""
         if self.spec.kind == DisruptionKind.ARRAY_FAULT:
             return True  # no pods to watch: the array's answer is read from its request (``_poll_fault_answer``)
+        if self.spec.kind == DisruptionKind.DRAIN_NODE and not (self.pods_namespace and self.run_selector and
+                                                                self.remake is not None):
+            self._failed("a drain needs to know the run's pods and how to make them again")
+            return False
         try:
             namespace, query = await self._watched()
             self._query = query
@@ -299,11 +339,13 @@ class Disruptor:
                 await self._scale_down(self._leases_before)
             elif self.spec.kind == DisruptionKind.ARRAY_FAULT:
                 await self._array_fault()
+            elif self.spec.kind == DisruptionKind.DRAIN_NODE:
+                await self._drain()
             else:
                 await self._pause(self._leases_before)
         except ApiError as error:
             self._failed(f"{self.spec.describe_target()}: {error.message}")
-        except (DisruptionError, ScaleError) as error:
+        except (DisruptionError, ScaleError, cordoning.CordonError) as error:
             self._failed(str(error))
 
     async def _watched(self) -> tuple[str, dict[str, str]]:
@@ -314,6 +356,8 @@ class Disruptor:
         if spec.workload is not None:
             workload = await read_workload(self.client, spec.workload)
             return spec.workload.namespace, {"labelSelector": pod_selector(workload)}
+        if spec.kind == DisruptionKind.DRAIN_NODE:
+            return self.pods_namespace, {"labelSelector": self.run_selector}  # the run's own pods
         return CONTROL_PLANE_NAMESPACE, {}  # every pod there: the sidecars a pause makes restart, and its answer
 
     def _failed(self, message: str) -> None:
@@ -321,6 +365,12 @@ class Disruptor:
         self.result.message = shorten(message, 300)
         if self.result.state == DisruptionState.PENDING:
             self.result.state = DisruptionState.FAILED
+
+    def moment_met(self) -> bool:
+        """Whether its afterObjects count is reached (it injects even though its step's batch just ended: a drain
+        once every pod runs), read before the step gives up on it."""
+        wanted = self.spec.afterObjects
+        return wanted is not None and self.tracker.started is not None and len(self.tracker.outcomes) >= wanted
 
     async def _moment(self) -> None:
         tracker, spec = self.tracker, self.spec
@@ -435,6 +485,74 @@ class Disruptor:
                  self.spec.seconds)
         self._check_pause_answer(answered, time.monotonic())
         await self._await_recovery("no answer from the local cluster", extra=float(self.spec.seconds))
+
+    async def _drain(self) -> None:
+        """Cordon the node, delete the run's pods on it (each made again once gone: ``_sink``), wait for as many
+        new pods of the run Ready off the node, then uncordon it (shielded: a cancelled step still gives it
+        back; the run's end does too)."""
+        if self.spec.node:  # a node somebody cordoned says so before anything else
+            await cordoning.cordonable(self.client, self.spec.node, self.run_uid)
+        pods = await self._live_pods(self.pods_namespace, self._query)
+        node = self.spec.node or cordoning.busiest_node(pods)
+        on_node = [p for p in pods if node and (p.get("spec") or {}).get("nodeName") == node]
+        if node is None or not on_node:
+            where = f"on node {node}" if node else "placed on a node"
+            raise DisruptionError(f"no pod of the run is {where} at the moment: nothing was injected")
+        self.result.target = f"node {node}"
+        self._drained_node = node
+        try:
+            await cordoning.cordon(self.client, node, self.run_uid, on_send=self._stamp)
+            deleted = []
+            for pod in on_node:
+                meta = pod["metadata"]
+                self._drained[meta["uid"]] = meta["name"]
+                self._moving.add(meta["name"])
+                if await self.client.delete(r.PODS.path(self.pods_namespace, meta["name"]), uid=meta["uid"]):
+                    deleted.append(meta["name"])
+                else:  # gone already: nothing will say so, make it again now
+                    self._drained.pop(meta["uid"], None)
+                    await self._make_again(meta["name"])
+                    deleted.append(meta["name"])
+            self.result.pods = deleted[:MAX_PODS_NAMED]
+            self.result.podsDeleted = len(deleted)
+            await self._announce()
+            log.info("disruption in %s: node %s cordoned, %d of the run's pods moving off it: %s", self.spec.step,
+                     node, len(deleted), ", ".join(self.result.pods))
+            self._expect(len(deleted))
+            await self._await_recovery(f"{{ready}} of {len(deleted)} pods made again Ready off node {node}")
+        finally:
+            if self.injected is not None:
+                await asyncio.shield(self._uncordon(node))
+        self._note_times()
+
+    async def _make_again(self, name: str) -> None:
+        """A drained pod made again (its volumes follow it to the node the scheduler picks)."""
+        manifest = self.remake(name) if self.remake is not None else None
+        if manifest is None:
+            self.result.message = shorten(f"pod {name} could not be made again (not one of the step's)", 300)
+            return
+        try:
+            await self.client.create(r.PODS.path(self.pods_namespace), cordoning.build_replacement(manifest))
+        except ApiError as error:
+            log.warning("disruption in %s: pod %s not made again: %s", self.spec.step, name, error.message)
+            self.result.message = shorten(f"pod {name} not made again: {error.message}", 300)
+
+    def _pod_gone(self, uid: str) -> None:
+        """A drained pod is gone: made again (on the event loop, never in the watch's callback)."""
+        name = self._drained.pop(uid, None)
+        if name is not None:
+            task = asyncio.get_running_loop().create_task(self._make_again(name), name=f"drain:{name}")
+            self._making.add(task)
+            task.add_done_callback(self._making.discard)
+
+    async def _uncordon(self, node: str) -> None:
+        try:
+            if not await cordoning.uncordon(self.client, node, self.run_uid, on_send=self._stamp_restored):
+                self.result.message = "its mark was gone when it was to be uncordoned (another path did it first)"
+        except ApiError as error:
+            log.error("disruption in %s: node %s not uncordoned: %s (the run's end tries again)", self.spec.step,
+                      node, error.message)
+            self.result.message = shorten(f"node {node} not uncordoned: {error.message}", 300)
 
     def _place(self) -> FaultPlace:
         if self.place is None:
@@ -567,10 +685,26 @@ class Disruptor:
             if self._pause_id:
                 self._check_pause_answer(pod, event.at)
                 continue
+            if event.type == "DELETED" and uid in self._drained:
+                self._pod_gone(uid)
+                continue
+            if event.type == "SYNC":  # a relist: a drained pod no longer listed went while the watch was away
+                present = set(pod.get("present") or ())
+                for gone in [u for u, name in self._drained.items() if f"{self.pods_namespace}/{name}" not in present]:
+                    self._pod_gone(gone)
+                continue
             if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
-                    self._new_ready and ready(pod):
+                    self._new_ready and ready(pod) and self._counts_for_recovery(pod):
                 self._new_ready[uid] = event.at
                 self._check_recovered()
+
+    def _counts_for_recovery(self, pod: Json) -> bool:
+        """Any new pod of a component; for a drain, only a drained pod made again, off the cordoned node (one
+        pinned there by a nodeName has not moved, and the step's other pods are not the failover)."""
+        if self.spec.kind != DisruptionKind.DRAIN_NODE:
+            return True
+        return (pod.get("metadata") or {}).get("name") in self._moving and \
+            (pod.get("spec") or {}).get("nodeName") != self._drained_node
 
     def _check_pause_answer(self, pod: Json, at: float) -> None:
         """The local cluster's answer to this pause, arrived at ``at``: resumed (its stamp), recovered (now)."""
@@ -644,7 +778,8 @@ class Disruptor:
             self.result.restoredAtSeconds = round(self.restored - started, 3)
         if self.recovered is not None:
             self.result.recoveredAtSeconds = round(self.recovered - started, 3)
-            since = self.restored if self.restored is not None else self.injected
+            since = self.restored if self.restored is not None and self.spec.kind != DisruptionKind.DRAIN_NODE \
+                else self.injected
             self.result.recoverySeconds = round(max(0.0, self.recovered - since), 3)
 
     def note_restarts(self) -> None:

@@ -34,7 +34,8 @@ from csibench.engine.timing import rfc3339
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
-from csibench.kube.client import ApiError
+from csibench.kube.client import ApiError, Json
+from csibench.kube.ownership import selector as run_selector
 from csibench.metrics import METRICS
 from csibench.preflight.components import call_timeout_flag, effective
 
@@ -138,7 +139,7 @@ class StepRunner:
         attempt = f" (attempt {tracker.attempt})" if tracker.attempt > 1 else ""
         await recorder.event("StepStarted", f"{step.name}: submitting {len(tracker.active)} objects{skipped}{attempt}")
         self._progress_of = tracker
-        disruptors = self._disruptors(step, tracker)
+        disruptors = self._disruptors(step, tracker, step_context)
         injecting: dict[Disruptor, asyncio.Task[None]] = {}
         try:
             # Armed before the clock starts (their watches listed), so a moment at the step's start is met in time
@@ -178,9 +179,14 @@ class StepRunner:
                              f"{human_duration(status.durationSeconds or 0)} ({throughput})",
                              warning=bool(status.failed))
 
-    def _disruptors(self, step: StepSpec, tracker: StepTracker) -> list[Disruptor]:
+    def _disruptors(self, step: StepSpec, tracker: StepTracker, step_context: StepContext) -> list[Disruptor]:
         """The step's disruptions (spec.disruptions), each with its result in status (Pending until it acts)."""
         spec, status = self.context.spec, self.recorder.status
+        index_of = {name: index for index, name in enumerate(step.objects(spec, self.context.names))}
+
+        def remake(name: str) -> Json | None:  # a drained object as the step made it
+            index = index_of.get(name)
+            return step.manifest(step_context, index) if step.manifest is not None and index is not None else None
 
         def warnings_since(since: float) -> list[RetriedWarnings]:
             anchor = tracker.anchor
@@ -199,6 +205,9 @@ class StepRunner:
                 disruptor.place = FaultPlace(ref.namespace, ref.name, ref.uid, self.context.names.prefix,
                                              spec.storageClassName)
                 disruptor.on_injected = self._injected
+                disruptor.pods_namespace = self.context.target_namespace
+                disruptor.run_selector = run_selector(ref.uid)
+                disruptor.remake = remake
                 disruptor.warnings_since = warnings_since
                 disruptors.append(disruptor)
         return disruptors
@@ -223,7 +232,7 @@ class StepRunner:
         """After the batch: a disruption still waiting for its moment never comes; one whose moment came is
         waited for until its component recovered (or its recovery timed out), then its figures are written."""
         for disruptor, task in injecting.items():
-            if disruptor.result.momentAtSeconds is None and not task.done():
+            if disruptor.result.momentAtSeconds is None and not task.done() and not disruptor.moment_met():
                 task.cancel()
         for outcome in await asyncio.gather(*injecting.values(), return_exceptions=True):
             if isinstance(outcome, Exception):

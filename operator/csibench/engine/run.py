@@ -189,7 +189,7 @@ class RunEngine:
         acted = [spec for spec, result in zip(self.spec.disruptions, self.status.disruptions, strict=False)
                  if result.momentAtSeconds is not None or result.state != DisruptionState.PENDING]
         for problem in await restore_all(self.client, self.ref.uid, acted):
-            await self.recorder.event("DisruptionNotUndone", f"not given back its replicas: {problem}", warning=True)
+            await self.recorder.event("DisruptionNotUndone", f"not undone: {problem}", warning=True)
 
     def _baseline_ref(self) -> tuple[str, str]:
         """spec.baseline as (namespace, name): this run's namespace unless it names one."""

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from csibench.api.models import DisruptionKind, DisruptionSpec, WorkloadKind, WorkloadTarget
+from csibench.engine.cordoning import uncordon_all
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError, Json
@@ -144,9 +145,13 @@ async def restore(client: KubeApi, target: WorkloadTarget, run_uid: str,
 
 
 async def restore_all(client: KubeApi, run_uid: str, disruptions: Iterable[DisruptionSpec]) -> list[str]:
-    """Every workload the run's ScaleDowns name, given back what this run's mark on it records; what could not
-    be restored, with why (the caller says so: status, an Event, a retry)."""
-    problems = []
+    """Every workload the run's ScaleDowns name, given back what this run's mark on it records, and every node
+    its DrainNodes cordoned (found by the mark) uncordoned; what could not be restored, with why (the caller says
+    so: status, an Event, a retry)."""
+    problems: list[str] = []
+    disruptions = list(disruptions)
+    if any(disruption.kind == DisruptionKind.DRAIN_NODE for disruption in disruptions):
+        problems += await uncordon_all(client, run_uid)
     for disruption in disruptions:
         if disruption.kind != DisruptionKind.SCALE_DOWN or disruption.workload is None:
             continue

@@ -9,6 +9,9 @@ state, or after that many seconds of the step's clock), and what:
   back to what it had, and waits for that many new pods Ready;
 - ``PauseApiServer`` / ``PauseEtcd`` freeze the local cluster's API server or etcd for ``seconds`` (SIGSTOP, then
   SIGCONT): only csibench's local cluster offers that, through a pod it marks pausable.
+- ``DrainNode`` cordons a node and deletes the run's pods on it, makes each again (the scheduler places it on
+  another node, its volumes following: detach, attach) and uncordons the node once they all run: the failover of
+  attached volumes (in publish, where the run's pods hold their volumes);
 - ``ArrayFault`` makes the storage itself slow or failing for ``seconds``: extra latency on each array operation,
   or a share of them failing, as the array sees them. Only an array that takes faults through the API does it
   (csibench's local array: its CSIDriver says so).
@@ -39,7 +42,9 @@ MAX_PODS_NAMED = 16
 _MAX_DISRUPTION_SECONDS = 600
 _ONE_MOMENT = "a disruption needs exactly one of afterObjects and afterSeconds"
 _KIND_FIELDS = ("RestartComponent names a component (no workload, no seconds); ScaleDown a workload and seconds; "
-                "ArrayFault arrayFault and seconds; PauseApiServer and PauseEtcd seconds only")
+                "ArrayFault arrayFault and seconds; PauseApiServer and PauseEtcd seconds only; DrainNode at most a "
+                "node (no seconds)")
+_DRAIN_NODE = "a DrainNode happens in publish (the run's pods hold their volumes then), and only it names a node"
 # The steps a disruption may happen in: those that submit one batch and wait for each object's terminal state.
 DISRUPTABLE_STEPS: tuple[StepName, ...] = (
     StepName.CREATE_VOLUME, StepName.PUBLISH, StepName.UNPUBLISH, StepName.CREATE_SNAPSHOT,
@@ -55,6 +60,7 @@ class DisruptionKind(StrEnum):
     PAUSE_API_SERVER = "PauseApiServer"  # the local cluster's kube-apiserver frozen for a while
     PAUSE_ETCD = "PauseEtcd"  # the local cluster's etcd frozen for a while
     ARRAY_FAULT = "ArrayFault"  # the array slow or failing for a while (an array that takes faults: the local one)
+    DRAIN_NODE = "DrainNode"  # a node cordoned, the run's pods on it made again elsewhere, then uncordoned
 
     def paused_component(self) -> str | None:
         """The process a pause freezes, as its pod's component label names it (kubeadm's); None: not a pause."""
@@ -163,6 +169,8 @@ class ArrayFaultSpec(_Model):
 
 def _kind_fields_fit(kind: DisruptionKind, component: bool, workload: bool, seconds: bool, fault: bool) -> bool:
     """Whether a disruption names exactly what its kind needs (pure; the CEL rule says the same)."""
+    if kind == DisruptionKind.DRAIN_NODE:
+        return not (component or workload or seconds or fault)
     if kind == DisruptionKind.RESTART_COMPONENT:
         return component and not workload and not seconds and not fault
     if kind == DisruptionKind.SCALE_DOWN:
@@ -183,8 +191,10 @@ class DisruptionSpec(_Model):
          "!has(self.component) && !has(self.arrayFault) : (!has(self.kind) || self.kind == 'RestartComponent') ? "
          "has(self.component) && !has(self.workload) && !has(self.seconds) && !has(self.arrayFault) : "
          "self.kind == 'ArrayFault' ? has(self.arrayFault) && has(self.seconds) && !has(self.component) && "
-         "!has(self.workload) : has(self.seconds) && !has(self.component) && !has(self.workload) && "
-         "!has(self.arrayFault)", _KIND_FIELDS)))
+         "!has(self.workload) : self.kind == 'DrainNode' ? !has(self.seconds) && !has(self.component) && "
+         "!has(self.workload) && !has(self.arrayFault) : has(self.seconds) && !has(self.component) && "
+         "!has(self.workload) && !has(self.arrayFault)", _KIND_FIELDS),
+        ("has(self.kind) && self.kind == 'DrainNode' ? self.step == 'publish' : !has(self.node)", _DRAIN_NODE)))
 
     step: StepName = Field(..., description="The step it happens in (a batch step: "
                                             f"{', '.join(DISRUPTABLE_STEPS)}).")
@@ -198,11 +208,16 @@ class DisruptionSpec(_Model):
         "ScaleDown takes the workload to zero replicas for seconds, then back to what it had (restored on every "
         "exit path: run failed or deleted, operator restarted); PauseApiServer and PauseEtcd freeze the local "
         "cluster's API server or etcd for seconds (csibench's local cluster only); ArrayFault makes the array slow "
-        "or failing for seconds (an array that takes faults through the API: csibench's local one)."))
+        "or failing for seconds (an array that takes faults through the API: csibench's local one); DrainNode "
+        "(in publish) cordons a node, deletes the run's pods on it and makes each again elsewhere, then uncordons "
+        "it once they run (uncordoned on every exit path)."))
     component: ComponentTarget | None = Field(None, description="RestartComponent: the CSI component whose pods "
                                                                 "are restarted.")
     workload: WorkloadTarget | None = Field(None, description="ScaleDown: the workload taken to zero replicas.")
     arrayFault: ArrayFaultSpec | None = Field(None, description="ArrayFault: what the array does wrong.")
+    node: str | None = Field(None, min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
+                             description="DrainNode: the node to drain (none: the one running the most of the "
+                                         "run's pods at the moment).")
     seconds: int | None = Field(None, ge=1, le=_MAX_DISRUPTION_SECONDS,
                                 description="ScaleDown, Pause* and ArrayFault: how long the fault lasts before "
                                             "it is undone.")
@@ -218,16 +233,20 @@ class DisruptionSpec(_Model):
         if not _kind_fields_fit(self.kind, self.component is not None, self.workload is not None,
                                self.seconds is not None, self.arrayFault is not None):
             raise ValueError(_KIND_FIELDS)
+        if (self.kind == DisruptionKind.DRAIN_NODE and self.step != StepName.PUBLISH) or \
+                (self.kind != DisruptionKind.DRAIN_NODE and self.node is not None):
+            raise ValueError(_DRAIN_NODE)
         return self
 
     def target_namespace(self) -> str | None:
         """The namespace it acts in (a pause: the local cluster's kube-system; an array fault: none, it is asked
-        in the run's own namespace)."""
+        in the run's own namespace; a drain: none, a node is cluster-wide and the pods are the run's)."""
         if self.component is not None:
             return self.component.namespace
         if self.workload is not None:
             return self.workload.namespace
-        return None if self.kind == DisruptionKind.ARRAY_FAULT else _CONTROL_PLANE_NAMESPACE
+        return None if self.kind in (DisruptionKind.ARRAY_FAULT, DisruptionKind.DRAIN_NODE) \
+            else _CONTROL_PLANE_NAMESPACE
 
     def describe_target(self) -> str:
         if self.component is not None:
@@ -236,6 +255,8 @@ class DisruptionSpec(_Model):
             return self.workload.describe()
         if self.arrayFault is not None:
             return f"the array: {self.arrayFault.describe()}"
+        if self.kind == DisruptionKind.DRAIN_NODE:
+            return f"node {self.node}" if self.node else "the node running the most of the run's pods"
         return f"{self.kind.paused_component()} of the local cluster"
 
     @field_validator("step")
@@ -265,7 +286,8 @@ class DisruptionResult(_Model):
         "Pending, Injected, Recovered, NotRecovered (no Ready replacement within recoveryTimeoutSeconds), "
         "NotReached (the step ended first: nothing injected) or Failed (message says why)."))
     pods: list[str] = Field(default_factory=list, max_length=MAX_PODS_NAMED,
-                            description=f"The pods it deleted (the first {MAX_PODS_NAMED}).")
+                            description=f"The pods it deleted (the first {MAX_PODS_NAMED}); DrainNode: the run's "
+                                        "pods it moved off the node.")
     podsDeleted: int | None = Field(None, description="How many pods it deleted (a DaemonSet's can be many).")
     momentAtSeconds: float | None = Field(None, description="When the moment came (afterObjects reached, or "
                                                             "afterSeconds passed).")
@@ -274,13 +296,16 @@ class DisruptionResult(_Model):
     replicasBefore: int | None = Field(None, description="ScaleDown: the replicas the workload had, and got back.")
     restoredAtSeconds: float | None = Field(
         None, description="ScaleDown: when the scale back was sent; Pause*: when the process was resumed (the "
-                          "local cluster's stamp). None for RestartComponent (nothing to undo).")
+                          "local cluster's stamp); DrainNode: when the node was uncordoned (once its pods ran "
+                          "elsewhere). None for RestartComponent (nothing to undo).")
     recoveredAtSeconds: float | None = Field(
         None, description="When the last replacement pod was Ready (its watch event); a pause: when the local "
                           "cluster's answer arrived (written after the resume: objects the API server had queued "
                           "may finish before it, and the step may end first).")
     recoverySeconds: float | None = Field(None, description="recoveredAtSeconds - restoredAtSeconds (from the fault "
-                                                            "undone), or - injectedAtSeconds for RestartComponent.")
+                                                            "undone), or - injectedAtSeconds for RestartComponent "
+                                                            "and DrainNode (the failover: from the cordon to the "
+                                                            "last pod made again Ready on another node).")
     stallSeconds: float | None = Field(
         None, description="The longest time from the injection on without any of the step's objects reaching its "
                           "terminal state, among the stretches that begin before the recovery (from the injection "

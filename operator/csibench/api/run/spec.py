@@ -114,7 +114,8 @@ _THRESHOLDS_RULES = (
 
 _DISRUPTION_STEP_RUNS = "a disruption names a step this run does not run"
 _DISRUPTION_TOO_LATE = ("a disruption's afterObjects must be less than its step's objects (volumes; publish and "
-                        "unpublish: its pods, volumes / pvcsPerPod rounded up)")
+                        "unpublish: its pods, volumes / pvcsPerPod rounded up), a DrainNode's at most them (once "
+                        "every pod runs)")
 _DISRUPTION_REPEATED = ("disruptions cannot be combined with repeat > 1 yet: a disruption changes what each "
                         "iteration measures; run it in a run of its own (repeat: 1)")
 _DISRUPTION_OVERLAPS = ("two disruptions would undo each other: one workload scaled down twice in a run, one "
@@ -123,7 +124,8 @@ _DISRUPTIONS_RULES = (
     ("!has(self.disruptions) || self.disruptions.all(d, (!has(self.steps) || d.step in self.steps) && "
      f"{_STEP_RUNS.replace('t.step', 'd.step')})", _DISRUPTION_STEP_RUNS),
     ("!has(self.disruptions) || self.disruptions.all(d, !has(d.afterObjects) || d.afterObjects < "
-     "(d.step in ['publish', 'unpublish'] ? (self.volumes + self.pvcsPerPod - 1) / self.pvcsPerPod : self.volumes))",
+     "(d.step in ['publish', 'unpublish'] ? (self.volumes + self.pvcsPerPod - 1) / self.pvcsPerPod : self.volumes) + "
+     "(has(d.kind) && d.kind == 'DrainNode' ? 1 : 0))",
      _DISRUPTION_TOO_LATE),
     ("!has(self.disruptions) || size(self.disruptions) == 0 || self.repeat == 1", _DISRUPTION_REPEATED),
 )
@@ -413,7 +415,8 @@ class BenchmarkRunSpec(_Model):
                 raise ValueError(f"{_DISRUPTION_STEP_RUNS}: {disruption.step}")
             objects = -(-self.volumes // self.pvcsPerPod) if disruption.step in (
                 StepName.PUBLISH, StepName.UNPUBLISH) else self.volumes
-            if disruption.afterObjects is not None and disruption.afterObjects >= objects:
+            last = objects + (disruption.kind == DisruptionKind.DRAIN_NODE)  # a drain once every pod runs
+            if disruption.afterObjects is not None and disruption.afterObjects >= last:
                 raise ValueError(f"{_DISRUPTION_TOO_LATE}: {disruption.step} has {objects}")
         # Not a CEL rule: pairs of list items with their strings cost over 100 times the API server's budget. A run
         # that has them fails at its start (InvalidSpec), before anything is created.
