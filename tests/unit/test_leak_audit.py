@@ -144,3 +144,20 @@ def test_what_a_pv_of_the_run_still_names_is_not_leaked_and_a_malformed_answer_i
                 json.dumps({**HELD, "id": "r", "volumes": "pvc-a"}), json.dumps({**HELD, "id": "r", "repeated": [1]}),
                 json.dumps({**HELD, "id": "r", "volumeCount": True})):
         assert answer_of({"data": {ANSWER_KEY: bad}}, "r") is None, bad
+
+
+def test_a_cleanup_resumed_by_a_restarted_operator_is_audited_too() -> None:
+    """Every step had finished when the operator died in cleanup: the next one resumes cleanup, then asks the
+    array, as the run's own end would have (the names PVs still give come from the resumed cleanup's watches)."""
+    fake = FakeKube()
+    with_deployment(fake, replicas=1)
+    answering(fake, HELD)
+    finished = {"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3, "failed": 0,
+                "skipped": 0}
+    previous = {"phase": "CleaningUp", "targetNamespace": "default", "steps": [finished],
+                "disruptions": [{"step": "createVolume", "kind": "ScaleDown", "target": "x", "state": "Recovered"}]}
+    status = run(fake, spec(volumes=3, steps=["createVolume"], restartPolicy="Fail",
+                            disruptions=[scale_down_spec(afterObjects=1)]), previous)
+    assert status.cleanup is not None and "resumed" in status.cleanup, status.cleanup
+    leaks = status.leaks
+    assert leaks is not None and leaks.source == "Array" and leaks.leaked == 3, (leaks, status.message)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from csibench.engine.cleanup_left import LeftObject, name_what_is_left
 from csibench.engine.judges import group_settled
@@ -45,6 +45,10 @@ class CleanupResult:
     reclaim_error: str | None = None  # why an orphaned content could not be deleted: the first failure
     left: tuple[LeftObject, ...] = ()  # when incomplete: the first cleanup_left.MAX_NAMED objects left, with why
     unnamed: int = 0  # objects left beyond those named
+    # What its watches saw at the end (a resumed cleanup's own watches, which no step fed): the leftovers by name
+    # per plural, and the names the storage knows the run's PVs and contents still present by (``leak_audit``)
+    left_names: dict[str, list[str]] = field(default_factory=dict)
+    storage_names: frozenset[str] = frozenset()
 
     def describe(self, limit: int | None = None) -> str:
         """What cleanup did; when incomplete, what is left, named with why as far as ``limit`` characters allow
@@ -188,7 +192,7 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
         named, unnamed = ((), 0) if complete else await name_what_is_left(
             client, observed, scope, namespace_left=bool(objects_left.get("namespaces")))
         return CleanupResult(complete, objects_left, seconds, refused, tuple(reclaim.reclaimed), reclaim.error,
-                             named, unnamed)
+                             named, unnamed, observed.left(), frozenset(observed.storage_names()))
     finally:
         if watches is not None:
             watches.stop()

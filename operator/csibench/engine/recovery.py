@@ -51,7 +51,8 @@ async def stop_after_restart(engine: RunEngine, stop: Stop | None) -> BenchmarkR
     if status.targetNamespace:
         measured_well = stop is None and not any(s.state == StepState.FAILED for s in status.steps) \
             and not (status.iterations and status.iterations.failed)
-        complete = await engine.clean_up(scope_of(engine.ref, status.targetNamespace), None, measured_well,
-                                        resumed=True)
+        scope = scope_of(engine.ref, status.targetNamespace)
+        complete = await engine.clean_up(scope, None, measured_well, resumed=True)
+        await engine.audit_leaks(scope.prefix)
     return await engine.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
                                       after_restart=True, iterations=status.iterations))

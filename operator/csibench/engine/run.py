@@ -166,7 +166,7 @@ class RunEngine:
             measured_well = stop is None and not any(s.failed or s.state == StepState.INTERRUPTED
                                                      for s in status.steps) and not (iterations and iterations.failed)
             complete = await self.clean_up(context.scope, observed, measured_well)
-            await self._audit_leaks(context, observed)
+            await self.audit_leaks(context.names.prefix)
         finally:
             runner.close_disruptions()
             if watches is not None:
@@ -307,15 +307,16 @@ class RunEngine:
                 raise TimeoutError(f"namespace {context.target_namespace} never got its default ServiceAccount")
             await asyncio.sleep(0.2)
 
-    async def _audit_leaks(self, context: RunContext, observed: Observed) -> None:
-        """A run with disruptions whose cleanup ran: what it left behind (status.leaks, ``leak_audit``)."""
+    async def audit_leaks(self, prefix: str) -> None:
+        """A run with disruptions whose cleanup ran (here, or resumed by a restarted operator): what it left behind
+        (status.leaks, ``leak_audit``), from what cleanup's watches saw at its end."""
         cleaned = self._cleaned
         if not self.spec.disruptions or cleaned is None:
             return
         leaks = await audit_leaks(
-            self.client, namespace=self.ref.namespace, prefix=context.names.prefix, run_name=self.ref.name,
+            self.client, namespace=self.ref.namespace, prefix=prefix, run_name=self.ref.name,
             run_uid=self.ref.uid, storage_class_name=self.spec.storageClassName, remaining=cleaned.remaining,
-            left=observed.left(), still_named=observed.storage_names())
+            left=cleaned.left_names, still_named=set(cleaned.storage_names))
         self.status.leaks = leaks
         METRICS.record_leaks(self.ref.label, leaks.model_dump(mode="json"))
 
