@@ -136,10 +136,12 @@ async def _undo_disruptions(client: KubeClient, ref: RunRef, spec: BenchmarkRunS
 
 
 async def _undo_finished_run_disruptions(ref: RunRef, body: kopf.Body) -> None:
-    """A finished run whose ScaleDown could not be given back at its end (its DisruptionNotUndone Event) gets
-    another try each time the operator starts; a workload without its mark is not touched."""
+    """A finished run whose ScaleDown could not be given back, or whose DrainNode's node could not be
+    uncordoned, at its end (its DisruptionNotUndone Event) gets another try each time the operator starts; a
+    workload or node without its mark is not touched."""
     disruptions = (body.get("spec") or {}).get("disruptions") or []
-    if not any(isinstance(d, Mapping) and d.get("kind") == DisruptionKind.SCALE_DOWN for d in disruptions):
+    undoable = (DisruptionKind.SCALE_DOWN, DisruptionKind.DRAIN_NODE)
+    if not any(isinstance(d, Mapping) and d.get("kind") in undoable for d in disruptions):
         return
     try:
         spec = BenchmarkRunSpec.model_validate(plain(body.get("spec") or {}))
@@ -183,7 +185,7 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
         undone = await _undo_deleted_run_disruptions(client, ref, plain(spec))
         await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds())
         if undone:  # the run's own objects are gone; what is left is retried (kopf), then the finalizer goes
-            raise kopf.TemporaryError("a workload a disruption scaled down was not given back: " + "; ".join(undone),
+            raise kopf.TemporaryError("what a disruption did was not undone: " + "; ".join(undone),
                                       delay=DELETE_BACKOFF_SECONDS)
     except InvalidName as error:  # a status naming no valid namespace: there is nothing of the run's there
         log.warning("run %s/%s deleted; its status names an invalid namespace: %s", ref.namespace, ref.name, error)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from csibench.api.models import DisruptionSpec, DisruptionState
 from csibench.engine.cordoning import CORDONED_BY_LABEL, build_replacement, busiest_node, cordon, cordoned_by
 from csibench.engine.disruptions import access_problem
-from csibench.kube.client import Json
+from csibench.kube.client import ApiError, Json
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import UID, kill_when, owned_left, run, spec, steps_of
 
@@ -110,3 +110,32 @@ def test_a_drain_needs_the_right_to_patch_nodes() -> None:
     assert problem is not None and "patch nodes" in problem, problem
     fake.denied.clear()
     assert asyncio.run(access_problem(fake, DisruptionSpec.model_validate(DRAIN))) is None
+
+
+def test_a_delete_refused_mid_drain_leaves_the_others_moving_and_says_so() -> None:
+    """One of the three deletes refused (a policy, a conflict): the two others still move and count, the refused
+    pod stays, and the message names it; the node is given back all the same."""
+    fake = FakeKube(Behaviour(start_delay=0.05))
+    delete = fake.delete
+    refused: list[str] = []
+
+    async def refuse_one(path: str, *args: Any, **kwargs: Any) -> bool:
+        if "/pods/" in path and not refused:
+            refused.append(path.rsplit("/", 1)[-1])
+            raise ApiError(403, "Forbidden", "refused by a policy")
+        return await delete(path, *args, **kwargs)
+    fake.delete = refuse_one  # type: ignore[method-assign]  # the API server, refusing once
+    status = run(fake, spec(volumes=6, steps=["createVolume", "publish"], cleanup="Never", disruptions=[DRAIN]))
+    (drain,) = status.disruptions
+    assert drain.state == DisruptionState.RECOVERED and drain.podsDeleted == 2, drain
+    assert refused and refused[0] not in drain.pods and refused[0] in (drain.message or ""), (refused, drain)
+    assert drain.injectedAtSeconds is not None and drain.recoverySeconds is not None
+    assert not node(fake)["spec"].get("unschedulable") and cordoned_by(node(fake)) is None
+
+
+def test_a_drain_may_come_once_every_pod_runs_and_only_once_a_run() -> None:
+    spec(volumes=6, disruptions=[DRAIN])  # 3 pods: afterObjects 3 is once every pod runs
+    with pytest.raises(ValidationError, match="at most them"):
+        spec(volumes=6, disruptions=[{**DRAIN, "afterObjects": 4}])
+    with pytest.raises(ValidationError, match="two DrainNodes"):
+        spec(volumes=6, disruptions=[DRAIN, {**DRAIN, "afterObjects": 1}])

@@ -35,9 +35,13 @@ class CordonError(Exception):
     """The node cannot be cordoned by the run (missing, cordoned by someone else); the message says why."""
 
 
-def build_cordon(node_uid: str, run_uid: str) -> Json:
-    """The one merge patch that marks the node as this run's and cordons it (pure)."""
-    return {"metadata": {"uid": node_uid, "labels": {CORDONED_BY_LABEL: run_uid}}, "spec": {"unschedulable": True}}
+def build_cordon(node_uid: str, run_uid: str, resource_version: str | None = None) -> Json:
+    """The one merge patch that marks the node as this run's and cordons it (pure); with ``resource_version``,
+    only the node as it was read (somebody's cordon since then is a conflict, never taken over)."""
+    meta: Json = {"uid": node_uid, "labels": {CORDONED_BY_LABEL: run_uid}}
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    return {"metadata": meta, "spec": {"unschedulable": True}}
 
 
 def build_uncordon(node_uid: str) -> Json:
@@ -102,8 +106,16 @@ async def cordon(client: KubeApi, name: str, run_uid: str, on_send: Callable[[fl
     """Mark the node as this run's and cordon it, in one patch. A node this run cordoned already (an operator
     restarted before it was given back) is cordoned again as it is."""
     node = await cordonable(client, name, run_uid)
-    uid = str((node.get("metadata") or {}).get("uid", ""))
-    if await client.merge_patch(r.NODES.path(name=name), build_cordon(uid, run_uid), on_send=on_send) is None:
+    meta = node.get("metadata") or {}
+    try:
+        patched = await client.merge_patch(r.NODES.path(name=name), build_cordon(
+            str(meta.get("uid", "")), run_uid, str(meta.get("resourceVersion") or "") or None), on_send=on_send)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+        raise CordonError(f"node {name} changed while it was being cordoned: left alone, nothing was injected") \
+            from None
+    if patched is None:
         raise CordonError(f"node {name} disappeared while it was being cordoned")
 
 

@@ -37,6 +37,7 @@ from csibench.api.models import (
     MAX_FAILURE_REASONS,
     MAX_LEASES_NAMED,
     MAX_PODS_NAMED,
+    MAX_UNRECOVERED_NAMED,
     ComponentTarget,
     DisruptionKind,
     DisruptionResult,
@@ -223,11 +224,16 @@ async def admission_problem(client: KubeApi, spec: DisruptionSpec, run_uid: str)
 
 
 async def _cordon_admitted(client: KubeApi, spec: DisruptionSpec, run_uid: str) -> str | None:
-    """The cordon of the named node (else of any node: the policy judges them alike), asked as a dry run."""
-    query = {"fieldSelector": f"metadata.name={spec.node}"} if spec.node else {"limit": "1"}
+    """The cordon of the named node (else of any schedulable node: the policy judges them alike), asked as a dry
+    run. A node cordoned already is not asked about: somebody's cordon is the disruption's to refuse, at its
+    moment, and a policy refuses cordoning it again."""
+    query = {"fieldSelector": f"metadata.name={spec.node}"} if spec.node else {
+        "fieldSelector": "spec.unschedulable=false", "limit": "1"}
     nodes = (await client.get(r.NODES.path(), query) or {}).get("items") or []
     if not nodes:
         return f"disruption in {spec.step}: node {spec.node} does not exist" if spec.node else None
+    if cordoning.unschedulable(nodes[0]):
+        return None
     meta = nodes[0]["metadata"]
     said = await client.admits("PATCH", r.NODES.path(name=meta["name"]),
                                cordoning.build_cordon(str(meta.get("uid", "")), run_uid))
@@ -281,6 +287,9 @@ class Disruptor:
         self._drained: dict[str, str] = {}  # uid -> name of the run's pods deleted off the node, still to go
         self._drained_node = ""
         self._moving: set[str] = set()  # names of the drained pods: only their new pods count for the recovery
+        self._ready_names: set[str] = set()  # those of them seen Ready off the node
+        self._unmade: list[str] = []  # those that could not be made again
+        self._unmoved_names: list[str] | None = None  # those not Ready off the node by the recovery's end
         self._watch: Watch | None = None
         self._query: dict[str, str] = {}  # the watched pods' query
         self._leases_before: list[Json] = []
@@ -310,7 +319,8 @@ class Disruptor:
             except TimeoutError:
                 raise DisruptionError(f"the watch on the pods of {self.spec.describe_target()} did not list them "
                                       f"within {WATCH_SYNC_SECONDS} s") from None
-            self._leases_before = await self._leases_now()
+            if self.spec.kind != DisruptionKind.DRAIN_NODE:  # a drain moves the run's pods: no leader to follow
+                self._leases_before = await self._leases_now()
             return True
         except ApiError as error:
             self._failed(f"{self.spec.describe_target()}: {error.message}")
@@ -488,54 +498,104 @@ class Disruptor:
 
     async def _drain(self) -> None:
         """Cordon the node, delete the run's pods on it (each made again once gone: ``_sink``), wait for as many
-        new pods of the run Ready off the node, then uncordon it (shielded: a cancelled step still gives it
-        back; the run's end does too)."""
+        of them Ready off the node, then uncordon it (shielded: a cancelled step still gives it back; the run's
+        end does too). The pods are listed again once the node is cordoned: none can land there after that."""
         if self.spec.node:  # a node somebody cordoned says so before anything else
             await cordoning.cordonable(self.client, self.spec.node, self.run_uid)
-        pods = await self._live_pods(self.pods_namespace, self._query)
-        node = self.spec.node or cordoning.busiest_node(pods)
-        on_node = [p for p in pods if node and (p.get("spec") or {}).get("nodeName") == node]
-        if node is None or not on_node:
-            where = f"on node {node}" if node else "placed on a node"
-            raise DisruptionError(f"no pod of the run is {where} at the moment: nothing was injected")
+        node = self.spec.node or cordoning.busiest_node(await self._live_pods(self.pods_namespace, self._query))
+        if node is None:
+            raise DisruptionError("no pod of the run is placed on a node at the moment: nothing was injected")
         self.result.target = f"node {node}"
         self._drained_node = node
+        cordoned = False
         try:
             await cordoning.cordon(self.client, node, self.run_uid, on_send=self._stamp)
-            deleted = []
-            for pod in on_node:
-                meta = pod["metadata"]
-                self._drained[meta["uid"]] = meta["name"]
-                self._moving.add(meta["name"])
-                if await self.client.delete(r.PODS.path(self.pods_namespace, meta["name"]), uid=meta["uid"]):
-                    deleted.append(meta["name"])
-                else:  # gone already: nothing will say so, make it again now
-                    self._drained.pop(meta["uid"], None)
-                    await self._make_again(meta["name"])
-                    deleted.append(meta["name"])
-            self.result.pods = deleted[:MAX_PODS_NAMED]
-            self.result.podsDeleted = len(deleted)
+            cordoned = True
+            on_node = [p for p in await self._live_pods(self.pods_namespace, self._query)
+                       if (p.get("spec") or {}).get("nodeName") == node and self.remake is not None
+                       and self.remake(p["metadata"]["name"]) is not None]  # the step's own pods only
+            if not on_node:
+                raise DisruptionError(f"no pod of the run is on node {node} at the moment: nothing was deleted")
+            deleted, refused = await self._delete_drained(on_node)
+            if not deleted:
+                raise DisruptionError("every delete was refused: " + "; ".join(refused))
+            if refused:
+                self.result.message = shorten("deletes refused, those pods stay on the node: " + "; ".join(refused),
+                                              300)
             await self._announce()
             log.info("disruption in %s: node %s cordoned, %d of the run's pods moving off it: %s", self.spec.step,
                      node, len(deleted), ", ".join(self.result.pods))
-            self._expect(len(deleted))
+            if len(self._unmade) >= len(deleted):
+                self._done.set()  # none of them could be made again: nothing to wait for
+            self._expect(len(deleted) - len(self._unmade))
             await self._await_recovery(f"{{ready}} of {len(deleted)} pods made again Ready off node {node}")
+            self._unmoved()
         finally:
-            if self.injected is not None:
+            self._drained.clear()  # from now on a pod of the run that goes is a later step's: never made again
+            for making in list(self._making):
+                making.cancel()
+            if cordoned:
                 await asyncio.shield(self._uncordon(node))
         self._note_times()
 
+    async def _delete_drained(self, pods: list[Json]) -> tuple[list[str], list[str]]:
+        """Delete each pod by uid (each one on its own: one refused leaves the others moving); the names deleted,
+        and the refusals."""
+        deleted: list[str] = []
+        refused: list[str] = []
+        for pod in pods:
+            meta = pod["metadata"]
+            self._drained[meta["uid"]] = meta["name"]
+            self._moving.add(meta["name"])
+            try:
+                gone_already = not await self.client.delete(r.PODS.path(self.pods_namespace, meta["name"]),
+                                                            uid=meta["uid"])
+            except ApiError as error:
+                self._drained.pop(meta["uid"], None)
+                self._moving.discard(meta["name"])
+                refused.append(f"{meta['name']}: {error.message}")
+                continue
+            deleted.append(meta["name"])
+            self.result.pods = deleted[:MAX_PODS_NAMED]
+            self.result.podsDeleted = len(deleted)
+            if gone_already:  # nothing will say so: make it again now
+                self._drained.pop(meta["uid"], None)
+                await self._make_again(meta["name"])
+        return deleted, refused
+
+    def _unmoved(self) -> None:
+        """A drain's pods not made again Ready off the node by the recovery's end: its unrecovered objects (the
+        step's own figures were made before the drain when it came after the step's last pod)."""
+        self._unmoved_names = sorted((self._moving - self._ready_names) | set(self._unmade))
+        if self._unmade:
+            self.result.state = DisruptionState.NOT_RECOVERED
+            self.result.message = shorten(f"{len(self._unmade)} pods not made again: {', '.join(self._unmade)}"
+                                          + (f"; {self.result.message}" if self.result.message else ""), 300)
+
     async def _make_again(self, name: str) -> None:
-        """A drained pod made again (its volumes follow it to the node the scheduler picks)."""
+        """A drained pod made again (its volumes follow it to the node the scheduler picks); one that cannot be is
+        no longer waited for."""
         manifest = self.remake(name) if self.remake is not None else None
+        problem = None
         if manifest is None:
-            self.result.message = shorten(f"pod {name} could not be made again (not one of the step's)", 300)
-            return
-        try:
-            await self.client.create(r.PODS.path(self.pods_namespace), cordoning.build_replacement(manifest))
-        except ApiError as error:
-            log.warning("disruption in %s: pod %s not made again: %s", self.spec.step, name, error.message)
-            self.result.message = shorten(f"pod {name} not made again: {error.message}", 300)
+            problem = f"pod {name} could not be made again (not one of the step's)"
+        else:
+            try:
+                if not await self.client.create(r.PODS.path(self.pods_namespace),
+                                                cordoning.build_replacement(manifest)):
+                    problem = f"pod {name} was not made again: a pod of that name exists (made by someone else)"
+            except ApiError as error:
+                problem = f"pod {name} was not made again: {error.message}"
+        if problem is not None:
+            log.warning("disruption in %s: %s", self.spec.step, problem)
+            self.result.message = shorten(problem, 300)
+            self._moving.discard(name)
+            self._unmade.append(name)
+            if self._wanted:  # expected already: one fewer to wait for (all of them: nothing to wait for)
+                self._wanted -= 1
+                if not self._wanted:
+                    self._done.set()
+                self._check_recovered()
 
     def _pod_gone(self, uid: str) -> None:
         """A drained pod is gone: made again (on the event loop, never in the watch's callback)."""
@@ -696,6 +756,7 @@ class Disruptor:
             if event.type in ("ADDED", "MODIFIED") and uid and uid not in self._listed and uid not in \
                     self._new_ready and ready(pod) and self._counts_for_recovery(pod):
                 self._new_ready[uid] = event.at
+                self._ready_names.add(str((pod.get("metadata") or {}).get("name", "")))
                 self._check_recovered()
 
     def _counts_for_recovery(self, pod: Json) -> bool:
@@ -815,3 +876,7 @@ class Disruptor:
         self.note_restarts()
         self.result.unrecovered = figures.unrecovered
         self.result.unrecoveredNames = figures.unrecovered_names
+        if self._unmoved_names:  # a drain's pods that did not run again off the node (the step may have ended)
+            more = [name for name in self._unmoved_names if name not in figures.unrecovered_names]
+            self.result.unrecovered = figures.unrecovered + len(more)
+            self.result.unrecoveredNames = (figures.unrecovered_names + more)[:MAX_UNRECOVERED_NAMED]

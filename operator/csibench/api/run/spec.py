@@ -119,7 +119,7 @@ _DISRUPTION_TOO_LATE = ("a disruption's afterObjects must be less than its step'
 _DISRUPTION_REPEATED = ("disruptions cannot be combined with repeat > 1 yet: a disruption changes what each "
                         "iteration measures; run it in a run of its own (repeat: 1)")
 _DISRUPTION_OVERLAPS = ("two disruptions would undo each other: one workload scaled down twice in a run, one "
-                        "process paused twice in a step, or two array faults in one step")
+                        "process paused twice in a step, two array faults in one step, or two DrainNodes")
 _DISRUPTIONS_RULES = (
     ("!has(self.disruptions) || self.disruptions.all(d, (!has(self.steps) || d.step in self.steps) && "
      f"{_STEP_RUNS.replace('t.step', 'd.step')})", _DISRUPTION_STEP_RUNS),
@@ -421,8 +421,8 @@ class BenchmarkRunSpec(_Model):
         # Not a CEL rule: pairs of list items with their strings cost over 100 times the API server's budget. A run
         # that has them fails at its start (InvalidSpec), before anything is created.
         workloads = [(d.workload.namespace, d.workload.name) for d in self.disruptions if d.workload is not None]
-        pauses = [(d.kind, d.step) for d in self.disruptions
-                  if d.kind.paused_component() is not None or d.kind == DisruptionKind.ARRAY_FAULT]
+        pauses = [(d.kind, d.step) for d in self.disruptions if d.kind.paused_component() is not None
+                  or d.kind in (DisruptionKind.ARRAY_FAULT, DisruptionKind.DRAIN_NODE)]
         if len(set(workloads)) < len(workloads) or len(set(pauses)) < len(pauses):
             raise ValueError(_DISRUPTION_OVERLAPS)
         return self
