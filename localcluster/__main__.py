@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
                              "csi-snapshotter, csi-resizer), e.g. 600s, or a vendor's deployment: "
                              f"{', '.join(f'{k} ({v})' for k, v in sidecars.VENDOR_PROFILES.items())}; a --sidecar "
                              "option that sets a component's timeout wins")
+    parser.add_argument("--standby", choices=sidecars.SIDECAR_NAMES, action="append", default=[],
+                        metavar="COMPONENT",
+                        help="run a second replica of this sidecar, its pod on the second node: a standing "
+                             "candidate for its leader Lease, as in a two-replica Deployment (repeatable)")
     parser.add_argument("--upstream-sidecar-defaults", action="store_true",
                         help="start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the "
                              "raised 500/1000")
@@ -62,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                                          max_volumes_per_node=args.max_volumes_per_node,
                                          sidecar_flags=sidecar_flags,
                                          upstream_sidecar_defaults=args.upstream_sidecar_defaults,
+                                         standby_sidecars=tuple(args.standby),
                                          prometheus=not args.no_prometheus))
     if args.command == "up":
         started = time.monotonic()

@@ -66,6 +66,8 @@ GROUP_SNAPSHOT_CLASS = "csibench-sim-groupsnapclass"  # groupsnapshot.storage.k8
 # The simulator's mirror pod (sim-node-0) and container: the simulated CSI driver, as a vendor's driver pod stands.
 DOWN_GRACE_SECONDS = 4.0  # then ``down`` kills what still runs (supervisors release their Leases within 2 s)
 FIRST_NODE = "sim-node-0"  # where the component pods are registered (the simulator names nodes sim-node-<i>)
+STANDBY_NODE = "sim-node-1"  # where a sidecar's standby replica's pod is registered (``standby_sidecars``)
+STANDBY_SUFFIX = "-standby"  # a standby replica's process name: "<component>-standby" (its log, its state)
 SIMULATOR_COMPONENT = "csi-sim-driver"
 SIMULATOR_IMAGE = "csibench.io/csi-sim-driver:local"  # recorded on its mirror pod; nothing pulls it
 
@@ -94,6 +96,9 @@ class ClusterConfig:
     sidecar_flags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # True: start the sidecars with upstream's client limits (QPS 5 / burst 10) instead of the raised 500/1000.
     upstream_sidecar_defaults: bool = False
+    # Components that run a second replica, its pod on the second node: a standing candidate for the leader
+    # Lease, as in a two-replica Deployment (it serves no metrics: the metrics ports are one per component).
+    standby_sidecars: tuple[str, ...] = ()
     # A Prometheus (built from its Go module) scraping the sidecars and the simulator every second.
     prometheus: bool = True
 
@@ -367,9 +372,7 @@ class LocalCluster:
     def reconfigure_sidecar(self, component: str, flags: Mapping[str, str]) -> None:
         """Restart one sidecar with ``flags`` merged over its current ones, and re-register its mirror pod, so a
         benchmark can compare settings side by side on one cluster (e.g. the snapshot-controller's QPS)."""
-        sidecar = next((s for s in sidecars.SIDECARS if s.name == component), None)
-        if sidecar is None:
-            raise ClusterError(f"unknown sidecar {component!r}; known: {sidecars.SIDECAR_NAMES}")
+        sidecar = self._known_sidecar(component)
         merged = {name: dict(values) for name, values in self.config.sidecar_flags.items()}
         merged.setdefault(component, {}).update(flags)
         self.config = replace(self.config, sidecar_flags=merged)
@@ -384,6 +387,9 @@ class LocalCluster:
         self._processes.remove(record)
         self._start_sidecar(sidecar)  # its supervisor replaces the pod with one carrying the new flags
         self._wait_sidecar_pod(sidecar, old_uid)
+        if any(p.name == component + STANDBY_SUFFIX for p in self._processes):  # its standby runs the same flags
+            self.stop_standby(component)
+            self.start_standby(component)
 
     def _sidecar_pod(self, sidecar: sidecars.Sidecar) -> dict[str, Any] | None:
         text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, f"{sidecar.name}-{FIRST_NODE}", "-o", "json",
@@ -628,32 +634,81 @@ class LocalCluster:
             time.sleep(0.1)
         raise ClusterError(f"the simulated CSI driver never opened {socket}\n" + self.component_logs())
 
-    def sidecar_command(self, sidecar: sidecars.Sidecar) -> tuple[str, list[str]]:
-        """The executable and arguments the launcher starts one sidecar with."""
+    def sidecar_command(self, sidecar: sidecars.Sidecar, standby: bool = False) -> tuple[str, list[str]]:
+        """The executable and arguments the launcher starts one sidecar with (a standby replica: no metrics
+        endpoint, the component's port being its first replica's)."""
         c = self.config
         executable = str(getattr(self.binaries, sidecar.name.replace("-", "_")))
         args = sidecars.command_args(sidecar, c.state_dir.resolve() / f"{sidecar.name}.kubeconfig",
                                      controller_socket(c.csi_dir.resolve()) if sidecar.csi else None,
                                      c.sidecar_flags.get(sidecar.name, {}), c.upstream_sidecar_defaults,
-                                     http_endpoint=f"{c.metrics_host}:{c.sidecar_metrics_port(sidecar.name)}")
+                                     http_endpoint=None if standby else
+                                     f"{c.metrics_host}:{c.sidecar_metrics_port(sidecar.name)}")
         return executable, args
 
     def _start_sidecars(self) -> None:
-        unknown = set(self.config.sidecar_flags) - set(sidecars.SIDECAR_NAMES)
+        unknown = (set(self.config.sidecar_flags) | set(self.config.standby_sidecars)) - set(sidecars.SIDECAR_NAMES)
         if unknown:
-            raise ClusterError(f"flags for unknown components {sorted(unknown)}; known: {sidecars.SIDECAR_NAMES}")
+            raise ClusterError(f"flags or standbys for unknown components {sorted(unknown)}; known: "
+                               f"{sidecars.SIDECAR_NAMES}")
+        if self.config.standby_sidecars and self.config.nodes < 2:
+            raise ClusterError("a standby replica runs on the second node: start the cluster with --nodes 2 or more")
         for sidecar in sidecars.SIDECARS:
             self._start_sidecar(sidecar)
+            if sidecar.name in self.config.standby_sidecars:
+                self._start_sidecar(sidecar, standby=True)
 
-    def _start_sidecar(self, sidecar: sidecars.Sidecar) -> None:
-        """The sidecar under ``localcluster.staticpod``, which registers its pod on the first node and restarts
-        the process when that pod is deleted."""
-        executable, args = self.sidecar_command(sidecar)
-        pod = self.sidecar_pod(sidecar, {"metadata": {"name": FIRST_NODE, "uid": ""}})  # the supervisor owns it
-        pod_file = self.config.state_dir / "pods" / f"{sidecar.name}.json"
+    def start_standby(self, component: str) -> None:
+        """A second replica of a running cluster's sidecar, its pod on the second node, Running when this returns
+        (a benchmark or test compares a lease handover with and without a standing candidate)."""
+        sidecar = self._known_sidecar(component)
+        if self.config.nodes < 2:
+            raise ClusterError("a standby replica runs on the second node: the cluster has one")
+        if any(p.name == component + STANDBY_SUFFIX for p in self._processes):
+            return
+        self._start_sidecar(sidecar, standby=True)
+        name = f"{component}-{STANDBY_NODE}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, name, "-o", "jsonpath={.status.phase}",
+                                "--ignore-not-found", check=False)
+            if text.strip() == "Running":
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"the standby {name} did not run within 60 s\n" + self.component_logs())
+
+    def stop_standby(self, component: str) -> None:
+        """The standby replica stopped (its supervisor releases the Leases its process held) and its pod removed."""
+        record = next((p for p in self._processes if p.name == component + STANDBY_SUFFIX), None)
+        if record is None:
+            return
+        self._signal(record, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while self.exit_of(record) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._signal(record, signal.SIGKILL)
+        self._reap(record)
+        self._processes.remove(record)
+        ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
+        self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-{STANDBY_NODE}", "--ignore-not-found",
+                     "--grace-period=0", "--wait=false", check=False)
+
+    def _known_sidecar(self, component: str) -> sidecars.Sidecar:
+        sidecar = next((s for s in sidecars.SIDECARS if s.name == component), None)
+        if sidecar is None:
+            raise ClusterError(f"unknown sidecar {component!r}; known: {sidecars.SIDECAR_NAMES}")
+        return sidecar
+
+    def _start_sidecar(self, sidecar: sidecars.Sidecar, standby: bool = False) -> None:
+        """The sidecar under ``localcluster.staticpod``, which registers its pod on the first node (a standby's on
+        the second) and restarts the process when that pod is deleted."""
+        executable, args = self.sidecar_command(sidecar, standby)
+        node, process = (STANDBY_NODE, sidecar.name + STANDBY_SUFFIX) if standby else (FIRST_NODE, sidecar.name)
+        pod = self.sidecar_pod(sidecar, {"metadata": {"name": node, "uid": ""}}, standby)  # the supervisor owns it
+        pod_file = self.config.state_dir / "pods" / f"{process}.json"
         pod_file.parent.mkdir(exist_ok=True)
         pod_file.write_text(json.dumps(pod, indent=2) + "\n")
-        self._spawn(sidecar.name, sys.executable, [
+        self._spawn(process, sys.executable, [
             "-m", "localcluster.staticpod", f"--kubeconfig={self.config.kubeconfig.resolve()}",
             f"--pod={pod_file.resolve()}", "--", executable, *args,
         ], env={"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
@@ -676,11 +731,11 @@ class LocalCluster:
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}))
 
-    def sidecar_pod(self, sidecar: sidecars.Sidecar, node: dict[str, Any]) -> dict[str, Any]:
-        """The pod a sidecar runs as on ``node``, with its real command line and metrics port."""
-        executable, args = self.sidecar_command(sidecar)
+    def sidecar_pod(self, sidecar: sidecars.Sidecar, node: dict[str, Any], standby: bool = False) -> dict[str, Any]:
+        """The pod a sidecar runs as on ``node``, with its real command line and metrics port (a standby: none)."""
+        executable, args = self.sidecar_command(sidecar, standby)
         return sidecars.mirror_pod(sidecar, node["metadata"]["name"], node["metadata"]["uid"], executable, args,
-                                   metrics_port=self.config.sidecar_metrics_port(sidecar.name))
+                                   metrics_port=None if standby else self.config.sidecar_metrics_port(sidecar.name))
 
     def mirror_pods(self, node: dict[str, Any]) -> list[dict[str, Any]]:
         """A pod per sidecar and one for the simulator (the simulated driver) on ``node``, with their real command

@@ -348,3 +348,23 @@ def test_a_supervised_restart_and_a_pause_request_read_as_a_kubelet_and_the_oper
     for bad in ({"id": "a", "seconds": 0}, {"id": "a", "seconds": 601}, {"id": "a", "seconds": True},
                 {"id": 7, "seconds": 3}, "{not json", ["a", 3]):
         assert pauser.request_of(asking(bad)) is None, bad
+
+
+def test_a_standby_replica_runs_the_same_command_on_the_second_node_without_the_metrics_port(tmp_path: Path) -> None:
+    """Its pod and its process are its own (a hostname per pod: its own leader candidate); the component's metrics
+    port stays its first replica's."""
+    cluster = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=18443, standby_sidecars=("csi-provisioner",)))
+    provisioner = next(s for s in sidecars.SIDECARS if s.name == "csi-provisioner")
+    _, first = cluster.sidecar_command(provisioner)
+    _, second = cluster.sidecar_command(provisioner, standby=True)
+    assert [a for a in first if not a.startswith("--http-endpoint=")] == second
+    assert any(a.startswith("--http-endpoint=") for a in first)
+    pod = cluster.sidecar_pod(provisioner, {"metadata": {"name": launcher.STANDBY_NODE, "uid": ""}}, standby=True)
+    assert pod["metadata"]["name"] == "csi-provisioner-sim-node-1" and "ports" not in pod["spec"]["containers"][0]
+    one_node = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=18443, nodes=1,
+                                          standby_sidecars=("csi-provisioner",)))
+    with pytest.raises(launcher.ClusterError, match="second node"):
+        one_node._start_sidecars()
+    unknown = LocalCluster(ClusterConfig(state_dir=tmp_path, api_port=18443, standby_sidecars=("csi-nothing",)))
+    with pytest.raises(launcher.ClusterError, match="unknown components"):
+        unknown._start_sidecars()
