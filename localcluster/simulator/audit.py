@@ -10,7 +10,8 @@ this one answers through the API, so the operator needs no channel to it:
   namespace, with ``data.request``: ``{"id", "runUid"}``;
 - this auditor watches those ConfigMaps and writes ``data.answer`` once per request id: the run's volumes and
   snapshots the array holds (their CreateVolume/CreateSnapshot names: the PV's ``pvc-<claim uid>``, the content's
-  ``snapshot-<VolumeSnapshot uid>``), and each create or delete of them the array did more than once.
+  ``snapshot-<VolumeSnapshot uid>``), and each create or delete of them the array did more than once, with when
+  it began each time after the first (``at``, RFC 3339: the run tells which of its disruptions made it).
 
 The array attributes a volume to a run when it creates it: the claim's ``csibench.io/run-uid`` label (the
 provisioner's ``--extra-create-metadata`` names the claim); a snapshot is its source volume's run's. So the answer
@@ -21,6 +22,7 @@ for an answer.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
@@ -33,6 +35,12 @@ log = logging.getLogger(__name__)
 
 AUDIT_LABEL = ARRAY_AUDIT
 MAX_NAMED = 1000  # names listed per kind in an answer (well under a ConfigMap's 1 MiB); counts are always exact
+MAX_STAMPS = 20  # times listed per repeated operation
+
+
+def stamp(epoch: float) -> str:
+    """An epoch time as RFC 3339 with microseconds (pure)."""
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +60,8 @@ def build_answer(driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
     return {"id": request.get("id"), "volumeCount": len(volumes), "volumes": volumes[:MAX_NAMED],
             "snapshotCount": len(snapshots), "snapshots": snapshots[:MAX_NAMED],
             "repeatedCount": sum(times - 1 for _, _, times in repeated),
-            "repeated": [{"operation": operation, "object": name, "times": times}
+            "repeated": [{"operation": operation, "object": name, "times": times,
+                          "at": [stamp(t) for t in driver.repeated_at.get((operation, name), [])[:MAX_STAMPS]]}
                          for operation, name, times in repeated[:MAX_NAMED]]}
 
 

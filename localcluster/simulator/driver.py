@@ -149,6 +149,8 @@ class Driver:
         # did each create and delete (operation, object name): more than once is an operation done twice.
         self.owners: dict[str, str] = {}
         self.performed: Counter[tuple[str, str]] = Counter()
+        # ... and when it began each time after the first (epoch seconds): which disruption made it do them twice
+        self.repeated_at: dict[tuple[str, str], list[float]] = {}
 
     def volume_named(self, name: str) -> VolumeRecord | None:
         volume_id = self.volume_names.get(name)
@@ -182,9 +184,13 @@ class Driver:
         if task is None:
             async def operate() -> None:
                 run = self.owners.get(self.object_name(key[1]), "")  # whose object: a run's fault window is its own
+                began = time.time()
                 await self.ctx.backend(storage_class).run(operation, obj, extra_delay, run_uid=run, **facts)
                 if operation in AUDITED:  # done (a failed attempt and its retry are one operation done once)
-                    self.performed[(AUDITED[operation], self.object_name(key[1]))] += 1
+                    audited = (AUDITED[operation], self.object_name(key[1]))
+                    self.performed[audited] += 1
+                    if self.performed[audited] > 1:
+                        self.repeated_at.setdefault(audited, []).append(began)
                 if io is not None:
                     await asyncio.to_thread(io)
                 done()

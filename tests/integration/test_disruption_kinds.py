@@ -152,6 +152,7 @@ def test_an_array_failing_every_create_for_a_window_and_a_leak_made_on_purpose_a
     assert leaks["source"] == "Array" and (leaks["volumes"], leaks["snapshots"], leaks["leaked"]) == (2, 2, 4), (
         leaks, operator.log())
     assert sorted(leaks["names"]) == leaked and leaks["repeatedOperations"] == 0, leaks  # failed creates: done once
+    assert fault["repeatedOperations"] == 0, fault  # the window's share of them: none either
     assert status["verdict"] == "Fail", status.get("thresholds")
     judged = {t["metric"]: t for t in status["thresholds"]}
     assert judged["unrecovered"]["met"] is True and "disruption 0 leaked 4 > 0 (max)" in judged["leaked"]["message"]

@@ -4,6 +4,8 @@ sidecars and the kubelet can rely on (idempotent calls, one array operation per 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +152,11 @@ def test_the_arrays_audit_names_what_it_still_holds_of_a_run_and_what_it_did_twi
     async def scenario() -> None:
         async for stubs in driver_stubs(tmp_path, leakEvery="3", leakOperations="deleteVolume,deleteSnapshot"):
             await leak_some(stubs)
+            before = time.time()
             await create_volumes(stubs, 1)  # pvc-u0 again: its first was deleted for real
             answer = build_answer(stubs.driver, {"id": "r1", "runUid": RUN_UID})
+            (again,) = answer["repeated"][0].pop("at")  # when the array began the create it did the second time
+            assert before <= dt.datetime.fromisoformat(again.replace("Z", "+00:00")).timestamp() <= time.time()
             assert answer == {"id": "r1", "volumeCount": 3, "volumes": ["pvc-u0", "pvc-u2", "pvc-u5"],
                               "snapshotCount": 1, "snapshots": ["snapshot-s2"], "repeatedCount": 1,
                               "repeated": [{"operation": "createVolume", "object": "pvc-u0", "times": 2}]}

@@ -139,3 +139,15 @@ def test_a_drain_may_come_once_every_pod_runs_and_only_once_a_run() -> None:
         spec(volumes=6, disruptions=[{**DRAIN, "afterObjects": 4}])
     with pytest.raises(ValidationError, match="two DrainNodes"):
         spec(volumes=6, disruptions=[DRAIN, {**DRAIN, "afterObjects": 1}])
+
+
+def test_a_drain_on_a_cluster_of_one_schedulable_node_fails_before_anything_is_created() -> None:
+    """Nowhere for the pods to go: the run says so at its start (NotEnoughNodes), not after recoveryTimeoutSeconds."""
+    fake = FakeKube()
+    for name in ("node-1", "node-2"):
+        node(fake, name)["spec"] = {"unschedulable": True}
+    status = run(fake, spec(volumes=6, steps=["createVolume", "publish", "unpublish", "deleteVolume"],
+                            disruptions=[DRAIN]))
+    assert status.phase is not None and status.phase.value == "Failed", status
+    assert status.conditions[0].reason == "NotEnoughNodes" and "DrainNode" in (status.message or ""), status
+    assert owned_left(fake) == [] and not pods_of_run(fake)

@@ -5,11 +5,13 @@ bound judges the count."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from typing import Any
 
 from prometheus_client import REGISTRY
 
+from csibench.api.models import DisruptionKind, DisruptionResult, StepName, StepStatus
 from csibench.engine.array_requests import ANSWER_KEY, REQUEST_KEY
 from csibench.engine.leak_audit import (
     ARRAY_AUDIT,
@@ -17,12 +19,18 @@ from csibench.engine.leak_audit import (
     ask_array,
     leaks_from_answer,
     leaks_from_cleanup,
+    repeat_times,
+    repeats_per_disruption,
 )
 from csibench.kube.client import Json
 from csibench.report import disruptions
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, REF, UID, run, spec
 from tests.support.fake_workloads import scale_down_spec, with_deployment
+
+
+def stamp(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 AUDIT = f"{NAMES.prefix}-array-audit"
 
@@ -161,3 +169,23 @@ def test_a_cleanup_resumed_by_a_restarted_operator_is_audited_too() -> None:
     assert status.cleanup is not None and "resumed" in status.cleanup, status.cleanup
     leaks = status.leaks
     assert leaks is not None and leaks.source == "Array" and leaks.leaked == 3, (leaks, status.message)
+
+
+def test_each_disruption_is_given_the_repeats_that_began_in_its_window() -> None:
+    """From its injection to its step's end or its recovery, whichever is later, on the step's wall clock; a
+    disruption never injected gets none; stamps the array garbled are skipped."""
+    start = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC).timestamp()
+    answer = {"repeated": [{"operation": "createVolume", "object": "pvc-a", "times": 3,
+                            "at": [stamp(start + 4.0), stamp(start + 9.5), "not a time", 7]},
+                           {"operation": "deleteVolume", "object": "pvc-b", "times": 2, "at": [stamp(start + 1.0)]},
+                           {"operation": "createVolume", "object": "pvc-c", "times": 2, "at": "garbled"}]}
+    times = repeat_times(answer)
+    assert sorted(round(t - start, 3) for t in times) == [1.0, 4.0, 9.5]
+    steps = [StepStatus(name=StepName.CREATE_VOLUME, startTime=stamp(start), durationSeconds=8.0)]
+    late = DisruptionResult(step=StepName.CREATE_VOLUME, kind=DisruptionKind.RESTART_COMPONENT, target="x",
+                            injectedAtSeconds=3.0, recoveredAtSeconds=10.0)
+    early = DisruptionResult(step=StepName.CREATE_VOLUME, kind=DisruptionKind.RESTART_COMPONENT, target="x",
+                             injectedAtSeconds=0.5)
+    never = DisruptionResult(step=StepName.CREATE_VOLUME, kind=DisruptionKind.RESTART_COMPONENT, target="x")
+    repeats_per_disruption([late, early, never], steps, times)
+    assert (late.repeatedOperations, early.repeatedOperations, never.repeatedOperations) == (2, 2, None)

@@ -12,7 +12,9 @@ array does) is asked through the API, never through a channel of its own:
 2. the array answers in the same ConfigMap, once per request id: the run's volumes and snapshots it still holds,
    by the names it was asked to create them with, and the creates and deletes it did more than once;
 3. what it holds that no PV or content of the run still names is leaked (``Array``). An array that does not
-   answer within ``ANSWER_WAIT_SECONDS`` leaves the cluster's count, with a message saying so.
+   answer within ``ANSWER_WAIT_SECONDS`` leaves the cluster's count, with a message saying so;
+4. the array says when it began each operation it did again, so each disruption is given the repeats that began
+   in its window (``repeats_per_disruption``): from its injection to its step's end or its recovery.
 
 A driver without the annotation is counted by the cluster (``Cluster``): exact for what Kubernetes holds, blind to
 what the storage holds.
@@ -21,13 +23,14 @@ what the storage holds.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from csibench.api.models import LeakAudit
+from csibench.api.models import DisruptionResult, LeakAudit, StepStatus
 from csibench.api.text import shorten
 from csibench.engine.array_requests import answer_in, build_request_configmap, driver_answers, send_request
 from csibench.kube import resources as r
@@ -42,6 +45,7 @@ _POLL_SECONDS = 0.05
 _MAX_NAMED = 20
 _NAME_MAX = 253  # a DNS subdomain: the longest name the array was asked to create
 _MESSAGE_MAX = 300
+_MAX_REPEAT_TIMES = 1000  # stamps read from an answer: the array's words are bounded like any input
 
 
 def _bounded(texts: list[str]) -> list[str]:
@@ -140,13 +144,49 @@ async def ask_array(client: KubeApi, namespace: str, name: str, run_name: str, r
     return f"the array did not answer within {wait_seconds:g}s (ConfigMap {namespace}/{name})"
 
 
+def _epoch(stamp: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def repeat_times(answer: Mapping[str, Any]) -> list[float]:
+    """When the array began each operation it did again, as epoch seconds (pure): the first
+    ``_MAX_REPEAT_TIMES``; a stamp that is not RFC 3339 is skipped."""
+    times: list[float] = []
+    for item in answer.get("repeated") or []:
+        stamps = item.get("at") if isinstance(item, Mapping) else None
+        for text in stamps if isinstance(stamps, list) else []:
+            at = _epoch(text) if isinstance(text, str) else None
+            if at is not None and len(times) < _MAX_REPEAT_TIMES:
+                times.append(at)
+    return times
+
+
+def repeats_per_disruption(results: list[DisruptionResult], steps: list[StepStatus], times: list[float]) -> None:
+    """Each injected disruption's ``repeatedOperations``: the repeats that began from its injection to its step's
+    end or its recovery, whichever came later (pure but for the results it fills in). Steps are read on their
+    wall clock (startTime); a disruption never injected, or whose step has no start, gets none."""
+    started = {step.name: _epoch(step.startTime) for step in steps if step.startTime}
+    for result in results:
+        start = started.get(result.step)
+        if result.injectedAtSeconds is None or start is None:
+            continue
+        step = next(s for s in steps if s.name == result.step)
+        until = max(step.durationSeconds or 0.0, result.recoveredAtSeconds or 0.0)
+        result.repeatedOperations = sum(1 for at in times
+                                        if start + result.injectedAtSeconds <= at <= start + until)
+
+
 async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name: str, run_uid: str,
                       storage_class_name: str, remaining: Mapping[str, int], left: Mapping[str, list[str]],
-                      still_named: set[str]) -> LeakAudit:
-    """``status.leaks`` after a cleanup: the array's count when its driver answers audits, else the cluster's."""
+                      still_named: set[str]) -> tuple[LeakAudit, list[float] | None]:
+    """``status.leaks`` after a cleanup: the array's count when its driver answers audits, else the cluster's;
+    and when the array began each operation it did again (None: the array did not answer)."""
     try:
         if not await array_answers(client, storage_class_name):
-            return leaks_from_cleanup(remaining, left)
+            return leaks_from_cleanup(remaining, left), None
         answer: dict[str, Any] | str = await ask_array(client, namespace, audit_name(prefix), run_name, run_uid)
     except ApiError as error:  # the run's verdict stands; only the array's count is missing
         answer = f"the array could not be asked: {error}"
@@ -154,6 +194,6 @@ async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name:
         answer = f"the array would not answer: {answer['error']}"
     if isinstance(answer, str):
         log.warning("run %s/%s: %s", namespace, run_name, answer)
-        return leaks_from_cleanup(remaining, left, message=answer)
+        return leaks_from_cleanup(remaining, left, message=answer), None
     cluster_left = remaining.get("persistentvolumes", 0) + remaining.get("volumesnapshotcontents", 0)
-    return leaks_from_answer(answer, still_named, cluster_left)
+    return leaks_from_answer(answer, still_named, cluster_left), repeat_times(answer)

@@ -44,7 +44,7 @@ from csibench.engine.iterations import (
     count_iterations,
 )
 from csibench.engine.judgement import Judgement
-from csibench.engine.leak_audit import audit_leaks
+from csibench.engine.leak_audit import audit_leaks, repeats_per_disruption
 from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
@@ -313,11 +313,13 @@ class RunEngine:
         cleaned = self._cleaned
         if not self.spec.disruptions or cleaned is None:
             return
-        leaks = await audit_leaks(
+        leaks, repeats = await audit_leaks(
             self.client, namespace=self.ref.namespace, prefix=prefix, run_name=self.ref.name,
             run_uid=self.ref.uid, storage_class_name=self.spec.storageClassName, remaining=cleaned.remaining,
             left=cleaned.left_names, still_named=set(cleaned.storage_names))
         self.status.leaks = leaks
+        if repeats is not None:
+            repeats_per_disruption(self.status.disruptions, self.status.steps, repeats)
         METRICS.record_leaks(self.ref.label, leaks.model_dump(mode="json"))
 
     # -- cleanup -----------------------------------------------------------------------------------------------

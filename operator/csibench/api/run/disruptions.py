@@ -335,6 +335,10 @@ class DisruptionResult(_Model):
                           "the run's last step (a container the fault made exit restarts after its back-off, often "
                           "after its own step ended): the component's pods and their replacements; for a pause "
                           "every pod in kube-system (a sidecar that lost its leader lease exits and is restarted).")
+    repeatedOperations: int | None = Field(None, ge=0, description=(
+        "When the array answers audits (status.leaks source Array): the run's creates and deletes it did again "
+        "(each time beyond the first) that began between the injection and its step's end or its recovery, "
+        "whichever came later: the work this disruption made the array do twice."))
     arrayOperations: int | None = Field(None, ge=0, description="ArrayFault: how many of the run's operations the "
                                                                 "array started in the window (slowed or failed); 0: "
                                                                 "the window touched nothing.")

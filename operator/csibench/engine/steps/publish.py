@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from csibench.api.models import BenchmarkRunSpec, Placement, StepName
+from csibench.api.models import BenchmarkRunSpec, DisruptionKind, Placement, StepName
 from csibench.api.steps import facts_of
 from csibench.engine import judges, manifests
 from csibench.engine.actions import CREATE, DELETE
@@ -64,7 +64,10 @@ def _pods(spec: BenchmarkRunSpec) -> int:
     return pod_count(spec.volumes, spec.pvcsPerPod)
 
 
-def _packing(spec: BenchmarkRunSpec) -> NodesNeeded | None:
+def _placing(spec: BenchmarkRunSpec) -> NodesNeeded | None:
+    """Pack pins pods to nodes; a DrainNode moves the pods of one node to another (one node is no failover)."""
+    if any(disruption.kind == DisruptionKind.DRAIN_NODE for disruption in spec.disruptions):
+        return NodesNeeded(2, "a DrainNode moves the run's pods off one node to another")
     return NodesNeeded(1) if spec.pod.placement == Placement.PACK else None
 
 
@@ -72,7 +75,7 @@ ENTRIES = (
     StepSpec(facts=facts_of(StepName.PUBLISH), kind=POD, resource=r.PODS, action=CREATE,
              object_name=Names.pod, count=_pods, judge=judges.pod_ready, skip=skip_pods_missing_a_volume,
              terminal_warnings=judges.PUBLISH_FAILED, manifest=_pod, report_key="pod",
-             gone=judges.pod_gone_and_detached, provisions_on_wffc=True, note=_publish_note, places_pods=_packing),
+             gone=judges.pod_gone_and_detached, provisions_on_wffc=True, note=_publish_note, places_pods=_placing),
     StepSpec(facts=facts_of(StepName.UNPUBLISH), kind=POD, resource=r.PODS, action=DELETE,
              object_name=Names.pod, count=_pods, judge=judges.pod_gone_and_detached, skip=skip_never_seen,
              gone=judges.pod_gone_and_detached, recreated_by=StepName.PUBLISH),
