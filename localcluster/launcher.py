@@ -667,15 +667,22 @@ class LocalCluster:
         if any(p.name == component + STANDBY_SUFFIX for p in self._processes):
             return
         self._start_sidecar(sidecar, standby=True)
-        name = f"{component}-{STANDBY_NODE}"
-        deadline = time.monotonic() + 60
+        self.wait_standby(component)
+
+    def wait_standby(self, component: str, timeout: float = 60.0) -> None:
+        """Wait until the standby's pod runs with the standby's command line (not a pod an earlier one left)."""
+        sidecar = self._known_sidecar(component)
+        name, (_, args) = f"{component}-{STANDBY_NODE}", self.sidecar_command(sidecar, standby=True)
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, name, "-o", "jsonpath={.status.phase}",
-                                "--ignore-not-found", check=False)
-            if text.strip() == "Running":
+            text = self.kubectl("get", "pod", "-n", sidecars.NAMESPACE, name, "-o", "json", "--ignore-not-found",
+                                check=False)
+            pod = json.loads(text) if text.strip().startswith("{") else {}
+            if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") \
+                    and pod["spec"]["containers"][0].get("args") == args:
                 return
             time.sleep(0.2)
-        raise ClusterError(f"the standby {name} did not run within 60 s\n" + self.component_logs())
+        raise ClusterError(f"the standby {name} did not run within {timeout:.0f} s\n" + self.component_logs())
 
     def stop_standby(self, component: str) -> None:
         """The standby replica stopped (its supervisor releases the Leases its process held) and its pod removed."""
@@ -691,7 +698,7 @@ class LocalCluster:
         self._processes.remove(record)
         ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
         self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-{STANDBY_NODE}", "--ignore-not-found",
-                     "--grace-period=0", "--wait=false", check=False)
+                     "--grace-period=0", "--force", "--timeout=30s")
 
     def _known_sidecar(self, component: str) -> sidecars.Sidecar:
         sidecar = next((s for s in sidecars.SIDECARS if s.name == component), None)

@@ -347,6 +347,7 @@ def a_standing_candidate_takes_the_lease_when_the_leader_goes(cluster: LocalClus
     """Two provisioner replicas, each in a pod of its own (sim-node-0, sim-node-1) under its own hostname: one
     leads, the other stands by; when the leader's process stops (its supervisor stopped: the Lease released, as
     ReleaseLeaderElectionOnExit would), the other takes the Lease at its next try (the retry period, 5 s)."""
+    cluster.wait_standby("csi-provisioner")  # up() waits for the first replicas' pods, not the standby's
     pods = json.loads(cluster.kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
     replicas = {p["spec"]["nodeName"]: p["status"].get("phase") for p in pods
                 if p["metadata"]["name"].startswith("csi-provisioner-")}

@@ -172,8 +172,8 @@ def test_a_cleanup_resumed_by_a_restarted_operator_is_audited_too() -> None:
 
 
 def test_each_disruption_is_given_the_repeats_that_began_in_its_window() -> None:
-    """From its injection to its step's end or its recovery, whichever is later, on the step's wall clock; a
-    disruption never injected gets none; stamps the array garbled are skipped."""
+    """From its injection to its step's end or its recovery, whichever is later, on the step's wall clock; a repeat
+    in two windows is the later injection's; a disruption never injected gets none; garbled stamps are skipped."""
     start = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC).timestamp()
     answer = {"repeated": [{"operation": "createVolume", "object": "pvc-a", "times": 3,
                             "at": [stamp(start + 4.0), stamp(start + 9.5), "not a time", 7]},
@@ -188,4 +188,27 @@ def test_each_disruption_is_given_the_repeats_that_began_in_its_window() -> None
                              injectedAtSeconds=0.5)
     never = DisruptionResult(step=StepName.CREATE_VOLUME, kind=DisruptionKind.RESTART_COMPONENT, target="x")
     repeats_per_disruption([late, early, never], steps, times)
-    assert (late.repeatedOperations, early.repeatedOperations, never.repeatedOperations) == (2, 2, None)
+    # 4.0 is in both windows: the later injection's, so the shares add up to the three repeats
+    assert (late.repeatedOperations, early.repeatedOperations, never.repeatedOperations) == (2, 1, None)
+
+
+def test_a_resumed_cleanup_counts_the_pvs_of_claims_deleted_before_the_restart() -> None:
+    """The operator died after the claims were deleted, while their PVs were still going: the resumed cleanup's
+    watches never saw those claims, yet a PV naming one of the run's claims (its namespace, the run's prefix) is
+    the run's: cleanup waits for it, and the array's volume it names is not counted as leaked."""
+    fake = FakeKube()
+    with_deployment(fake, replicas=1)
+    answering(fake, HELD)
+    fake.put("persistentvolumes", "", {"metadata": {"name": "pvc-b"}, "spec": {
+        "claimRef": {"namespace": "default", "name": NAMES.volume(1), "uid": "a-claim-deleted-before-the-restart"},
+        "csi": {"driver": "sim.csibench.io", "volumeHandle": "sim/pvc-b"}}, "status": {"phase": "Released"}})
+    finished = {"name": "createVolume", "state": "Succeeded", "objects": 3, "succeeded": 3, "failed": 0,
+                "skipped": 0}
+    previous = {"phase": "CleaningUp", "targetNamespace": "default", "steps": [finished],
+                "disruptions": [{"step": "createVolume", "kind": "ScaleDown", "target": "x", "state": "Recovered"}]}
+    status = run(fake, spec(volumes=3, steps=["createVolume"], restartPolicy="Fail", timeouts={"cleanup": 1},
+                            disruptions=[scale_down_spec(afterObjects=1)]), previous)
+    assert status.cleanup is not None and "1 persistentvolumes" in status.cleanup, status.cleanup
+    leaks = status.leaks
+    assert leaks is not None and (leaks.volumes, leaks.clusterLeft) == (1, 1), leaks  # pvc-a held; pvc-b named
+    assert "pvc-b" not in leaks.names and "pvc-a" in leaks.names, leaks

@@ -388,6 +388,20 @@ def test_a_provisioner_that_cannot_be_a_csi_driver_is_said_and_the_run_goes_on()
     assert "rancher.io/local-path" in (status.environment.machinery.note or "")
 
 
+def test_two_replicas_serving_on_their_own_endpoints_are_still_the_only_sidecar_of_their_kind() -> None:
+    """The local cluster's standby provisioner: the same flags but no --http-endpoint (each replica serves its own
+    port): one component of two replicas, found as the lone provisioner (its --csi-address names no driver)."""
+    image = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
+    first = pod("csi-provisioner-sim-node-0", "kube-system", container(
+        "csi-provisioner", image, ["--csi-address=/s/controller.sock", "--http-endpoint=127.0.1.1:18450",
+                                   "--timeout=30s"]))
+    standby = pod("csi-provisioner-sim-node-1", "kube-system", container(
+        "csi-provisioner", image, ["--csi-address=/s/controller.sock", "--timeout=30s"]))
+    (found,) = components_for([first, standby], DRIVER)
+    assert (found.kind, found.replicas, found.matchedBy) == ("csi-provisioner", 2, "the only csi-provisioner in the "
+                                                                                     "cluster"), found
+
+
 def test_replicas_are_one_component_with_a_count_and_one_finding() -> None:
     replicas = [pod(f"snapshot-controller-7d-{suffix}", "kube-system", container(
         "snapshot-controller", "registry.k8s.io/sig-storage/snapshot-controller:v8.7.0", ["--leader-election=true"]))

@@ -144,8 +144,9 @@ async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
     try:
         snapshots = await _snapshot_api_present(client)
         groups = snapshots and await _group_snapshot_api_present(client)
-        if observed is None:
+        if observed is None:  # resumed after an operator restart: what went before it was never seen
             observed = Observed(scope.namespace, scope.prefix)
+            observed.adopts_unseen = True
             watches = RunWatches(client, observed, scope.selector, snapshots, groups=groups)
             await watches.start(timeout=max(1.0, deadline_seconds))
         query = {"labelSelector": scope.selector}

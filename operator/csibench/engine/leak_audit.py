@@ -165,18 +165,25 @@ def repeat_times(answer: Mapping[str, Any]) -> list[float]:
 
 
 def repeats_per_disruption(results: list[DisruptionResult], steps: list[StepStatus], times: list[float]) -> None:
-    """Each injected disruption's ``repeatedOperations``: the repeats that began from its injection to its step's
-    end or its recovery, whichever came later (pure but for the results it fills in). Steps are read on their
-    wall clock (startTime); a disruption never injected, or whose step has no start, gets none."""
-    started = {step.name: _epoch(step.startTime) for step in steps if step.startTime}
+    """Each injected disruption's ``repeatedOperations`` (pure but for the results it fills in): the repeats that
+    began in its window, from its injection to its step's end or its recovery, whichever came later; a repeat in
+    two windows (two disruptions in one step) is the later injection's, so the shares add up to at most the run's
+    total. Steps are read on their wall clock (startTime); a disruption never injected, or whose step has no
+    start, gets none."""
+    started = {step.name: (_epoch(step.startTime), step.durationSeconds or 0.0) for step in steps if step.startTime}
+    windows: list[tuple[float, float, DisruptionResult]] = []
     for result in results:
-        start = started.get(result.step)
+        start, duration = started.get(result.step, (None, 0.0))
         if result.injectedAtSeconds is None or start is None:
             continue
-        step = next(s for s in steps if s.name == result.step)
-        until = max(step.durationSeconds or 0.0, result.recoveredAtSeconds or 0.0)
-        result.repeatedOperations = sum(1 for at in times
-                                        if start + result.injectedAtSeconds <= at <= start + until)
+        windows.append((start + result.injectedAtSeconds,
+                        start + max(duration, result.recoveredAtSeconds or 0.0), result))
+        result.repeatedOperations = 0
+    for at in times:
+        holding = [window for window in windows if window[0] <= at <= window[1]]
+        if holding:
+            latest = max(holding, key=lambda window: window[0])[2]
+            latest.repeatedOperations = (latest.repeatedOperations or 0) + 1
 
 
 async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name: str, run_uid: str,
@@ -196,4 +203,7 @@ async def audit_leaks(client: KubeApi, *, namespace: str, prefix: str, run_name:
         log.warning("run %s/%s: %s", namespace, run_name, answer)
         return leaks_from_cleanup(remaining, left, message=answer), None
     cluster_left = remaining.get("persistentvolumes", 0) + remaining.get("volumesnapshotcontents", 0)
-    return leaks_from_answer(answer, still_named, cluster_left), repeat_times(answer)
+    times = repeat_times(answer)
+    # Stamps the array listed short of its count (its bounds, ours): the shares would be too low, so none is given
+    return leaks_from_answer(answer, still_named, cluster_left), \
+        times if len(times) >= int(answer["repeatedCount"]) else None

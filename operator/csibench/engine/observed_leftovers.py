@@ -50,14 +50,21 @@ class Leftovers:
     _pv_claim_uid: dict[str, str]
     _content_refs: dict[str, ContentRef]
     _group_content_uid: dict[str, str]
+    # A cleanup resumed by a restarted operator watches afresh: the claims and snapshots deleted before the restart
+    # are never seen, so a PV or content naming one of the run's (its namespace, its prefix: the run's uid) is
+    # taken as the run's even though its uid was not seen. Counting only: nothing is deleted on that ground.
+    adopts_unseen: bool = False
+
+    def _owns(self, uid: str) -> bool:
+        return uid in self._by_uid or self.adopts_unseen
 
     def owned_volumes(self) -> int:
         """PVs present that are bound to one of the run's claims (by uid: a namesake's PV is not the run's)."""
-        return sum(1 for uid in self._pv_claim_uid.values() if uid in self._by_uid)
+        return sum(1 for uid in self._pv_claim_uid.values() if self._owns(uid))
 
     def owned_contents(self) -> int:
         """Snapshot contents present that belong to one of the run's snapshots (by uid)."""
-        return sum(1 for ref in self._content_refs.values() if ref.snapshot_uid in self._by_uid)
+        return sum(1 for ref in self._content_refs.values() if self._owns(ref.snapshot_uid))
 
     def orphaned_contents(self) -> list[tuple[str, ContentRef]]:
         """Contents the snapshot-controller created for one of the run's snapshots that the run's watch saw go
@@ -86,9 +93,9 @@ class Leftovers:
         """The names the storage knows the run's PVs and contents still present by (the CSI create names: a PV's
         own name, ``snapshot-<snapshot uid>`` for a content the snapshot-controller made): what an array may still
         hold without having leaked it."""
-        return ({pv for pv, uid in self._pv_claim_uid.items() if uid in self._by_uid}
+        return ({pv for pv, uid in self._pv_claim_uid.items() if self._owns(uid)}
                 | {f"snapshot-{ref.snapshot_uid}" for ref in self._content_refs.values()
-                   if ref.snapshot_uid in self._by_uid})
+                   if self._owns(ref.snapshot_uid)})
 
     def members_left(self) -> int:
         """Member snapshots of the run's groups that exist."""
@@ -108,9 +115,9 @@ class Leftovers:
             + sorted(name for name, member in self.members.items() if member.exists),
             "persistentvolumeclaims": sorted(name for name, state in self.claims.items() if state.exists),
             "volumegroupsnapshots": sorted(name for name, state in self.groups.items() if state.exists),
-            "persistentvolumes": sorted(pv for pv, uid in self._pv_claim_uid.items() if uid in self._by_uid),
+            "persistentvolumes": sorted(pv for pv, uid in self._pv_claim_uid.items() if self._owns(uid)),
             "volumesnapshotcontents": sorted(name for name, ref in self._content_refs.items()
-                                             if ref.snapshot_uid in self._by_uid)
+                                             if self._owns(ref.snapshot_uid))
             + sorted(content for member, content in self.member_contents.items() if member in self.member_group),
             "volumegroupsnapshotcontents": sorted(groups_content),
         }

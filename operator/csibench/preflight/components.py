@@ -124,24 +124,32 @@ def _match(item: Found, driver: str, only_of_kind: bool) -> str | None:
     return None
 
 
+_ENDPOINT_FLAGS = frozenset({"http-endpoint", "metrics-address"})  # where a replica serves: its own, not the group's
+
+
+def _replica_key(component: Component) -> tuple[str, ...]:
+    flags = sorted((name, value) for name, value in component.flags.items() if name not in _ENDPOINT_FLAGS)
+    return (component.kind, component.namespace, component.container, component.image or "", repr(flags))
+
+
 def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: bool = True) -> list[Component]:
     """The machinery serving ``driver`` among ``pods``, in a stable order (kind, namespace, pod). The lone
     sidecar of a kind is taken only for a ``registered`` driver (a CSIDriver object exists): otherwise it
     serves some other driver, or the class is not CSI at all."""
     found = _found(pods)
-    per_kind: dict[str, int] = {}
+    # Replicas of one Deployment or DaemonSet (same namespace, container, image and flags, the endpoints each one
+    # serves on aside) are one component with a count: upstream's snapshot-controller runs two, and its findings
+    # must not come twice; and two replicas are still the only sidecar of their kind.
+    groups: dict[str, set[tuple[str, ...]]] = {}
     for item in found:
-        per_kind[item.kind] = per_kind.get(item.kind, 0) + 1
-    # Replicas of one Deployment or DaemonSet (same namespace, container, image and flags) are one component with
-    # a count: upstream's snapshot-controller runs two, and its findings must not come twice.
+        groups.setdefault(item.kind, set()).add(_replica_key(item.component("")))
     components: dict[tuple[str, ...], Component] = {}
     for item in found:
-        reason = _match(item, driver, registered and per_kind[item.kind] == 1)
+        reason = _match(item, driver, registered and len(groups[item.kind]) == 1)
         if reason is None:
             continue
         component = item.component(reason)
-        key = (component.kind, component.namespace, component.container, component.image or "",
-               repr(sorted(component.flags.items())))
+        key = _replica_key(component)
         if key in components:
             components[key].replicas += 1
         else:
