@@ -71,9 +71,9 @@ def main() -> None:
     parser.add_argument("--release-on-exit", action="store_true",
                         help="the provisioner's ReleaseLeaderElectionOnExit gate on")
     args = parser.parse_args()
-    lines = ["| round | recovery | replacement created (cluster) | leader | Lease acquired (cluster) | new leader on | "
-             "stall | throughput before / after | not recovered | array: creates, twice, deletes, left |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| round | restarted on | recovery | replacement created (cluster) | leader | Lease acquired (cluster) | "
+             "new leader on | stall | throughput before / after | not recovered | array: creates, twice, deletes, "
+             "left |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     flags = {PROVISIONER: {"feature-gates": "ReleaseLeaderElectionOnExit=true"}} if args.release_on_exit else {}
     with bench_cluster(sidecar_flags=flags, standby_sidecars=(PROVISIONER,) if args.standby else ()) as (
             cluster, _operator, kube):
@@ -91,7 +91,7 @@ def main() -> None:
             pod_created, acquired, new_leader = cluster_facts(kube, node)
             creates, twice, deletes, left = array_counts(ground_truth(cluster), serial)
             lines.append(
-                f"| {round_} | {result['recoverySeconds']:.2f} s at {result['recoveredAtSeconds']:.2f} | "
+                f"| {round_} | {node} | {result['recoverySeconds']:.2f} s at {result['recoveredAtSeconds']:.2f} | "
                 f"{pod_created - start:.0f} s | {result.get('leaderSeconds') or 0:.2f} s at "
                 f"{result.get('leaderAcquiredAtSeconds') or 0:.3f} | "
                 + (f"{acquired - start:.3f} s" if acquired is not None else "-") + f" | {new_leader} | "
