@@ -12,7 +12,7 @@ import yaml
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import leftovers, step
+from localcluster.runs import leftovers, read_report, step
 from tests.support.runs import run_to_end
 
 pytestmark = pytest.mark.integration
@@ -81,6 +81,10 @@ def test_restarting_the_provisioner_halfway_through_creates_is_measured_and_leak
         leaks = status["leaks"]
         assert (leaks["source"], leaks["leaked"], leaks["repeatedOperations"]) == ("Array", 0, 0), leaks
         assert result["repeatedOperations"] == 0, result  # the restart's own share of them
+        # The stored report holds the figures as status has them (written before cleanup: no audit there)
+        (stored,) = read_report(kube, run)["disruptions"]
+        assert (stored["state"], stored["recoverySeconds"], stored["stallSeconds"]) == (
+            "Recovered", result["recoverySeconds"], result["stallSeconds"]), stored
         assert leftovers(kube, run) == {}
     finally:
         kube.storage.delete_storage_class(storage_class["metadata"]["name"])

@@ -325,8 +325,10 @@ def test_cluster_starts_every_time_on_a_busy_machine(busy_cores: None, tmp_path:
     # It also runs a standby provisioner (a second replica on sim-node-1): the lease moves to it when the leader
     # goes, which the session cluster, shared by every test, cannot show without costing them a handover.
     for attempt in range(1):
+        # A 1 s retry period (upstream: 5 s) for its provisioners: the handover below comes at the standby's next try
         cluster = LocalCluster(ClusterConfig(state_dir=tmp_path / f"cluster-{attempt}", api_port=SECOND_API_PORT,
-                                             standby_sidecars=("csi-provisioner",)))
+                                             standby_sidecars=("csi-provisioner",), sidecar_flags={
+                                                 "csi-provisioner": {"leader-election-retry-period": "1s"}}))
         try:
             cluster.up()
             assert cluster.running(), cluster.status()
@@ -346,7 +348,7 @@ def provisioner_lease_holder(cluster: LocalCluster) -> str:
 def a_standing_candidate_takes_the_lease_when_the_leader_goes(cluster: LocalCluster) -> None:
     """Two provisioner replicas, each in a pod of its own (sim-node-0, sim-node-1) under its own hostname: one
     leads, the other stands by; when the leader's process stops (its supervisor stopped: the Lease released, as
-    ReleaseLeaderElectionOnExit would), the other takes the Lease at its next try (the retry period, 5 s)."""
+    ReleaseLeaderElectionOnExit would), the other takes the Lease at its next try (its retry period)."""
     cluster.wait_standby("csi-provisioner")  # up() waits for the first replicas' pods, not the standby's
     pods = json.loads(cluster.kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
     replicas = {p["spec"]["nodeName"]: p["status"].get("phase") for p in pods
