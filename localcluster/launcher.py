@@ -378,13 +378,7 @@ class LocalCluster:
         self.config = replace(self.config, sidecar_flags=merged)
         record = next(p for p in self._processes if p.name == component)
         old_uid = self._sidecar_pod_uid(sidecar)
-        self._signal(record, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while self.exit_of(record) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._signal(record, signal.SIGKILL)
-        self._reap(record)
-        self._processes.remove(record)
+        self._stop_for_good(record)
         self._start_sidecar(sidecar)  # its supervisor replaces the pod with one carrying the new flags
         self._wait_sidecar_pod(sidecar, old_uid)
         if any(p.name == component + STANDBY_SUFFIX for p in self._processes):  # its standby runs the same flags
@@ -684,11 +678,8 @@ class LocalCluster:
             time.sleep(0.2)
         raise ClusterError(f"the standby {name} did not run within {timeout:.0f} s\n" + self.component_logs())
 
-    def stop_standby(self, component: str) -> None:
-        """The standby replica stopped (its supervisor releases the Leases its process held) and its pod removed."""
-        record = next((p for p in self._processes if p.name == component + STANDBY_SUFFIX), None)
-        if record is None:
-            return
+    def _stop_for_good(self, record: ProcessRecord) -> None:
+        """One process stopped (SIGTERM, SIGKILL after 15 s), reaped, and no longer the cluster's."""
         self._signal(record, signal.SIGTERM)
         deadline = time.monotonic() + 15
         while self.exit_of(record) is None and time.monotonic() < deadline:
@@ -696,6 +687,13 @@ class LocalCluster:
         self._signal(record, signal.SIGKILL)
         self._reap(record)
         self._processes.remove(record)
+
+    def stop_standby(self, component: str) -> None:
+        """The standby replica stopped (its supervisor releases the Leases its process held) and its pod removed."""
+        record = next((p for p in self._processes if p.name == component + STANDBY_SUFFIX), None)
+        if record is None:
+            return
+        self._stop_for_good(record)
         ClusterState(self.config.api_port, str(self.config.kubeconfig), self._processes).save(self.config.state_dir)
         self.kubectl("delete", "pod", "-n", sidecars.NAMESPACE, f"{component}-{STANDBY_NODE}", "--ignore-not-found",
                      "--grace-period=0", "--force", "--timeout=30s")
