@@ -86,8 +86,9 @@ def test_a_run_stopped_while_its_node_is_cordoned_gives_it_back() -> None:
     fake = FakeKube(Behaviour(start_delay=30))  # on node-0 at once, Running only after 30 s
     run_spec = spec(volumes=4, steps=["createVolume", "publish", "unpublish", "deleteVolume"],
                     disruptions=[{**DRAIN, "afterSeconds": 0.3, "afterObjects": None}])
-    kill_when(fake, run_spec, lambda status: any(d.get("state") == "Injected"
-                                                 for d in status.get("disruptions") or []))
+    last = kill_when(fake, run_spec, lambda status: any(d.get("state") == "Injected"
+                                                        for d in status.get("disruptions") or []))
+    assert [d["state"] for d in last["disruptions"]] == ["Injected"], last  # stopped mid-drain, not at the end
     assert not node(fake)["spec"].get("unschedulable") and cordoned_by(node(fake)) is None, node(fake)
 
 

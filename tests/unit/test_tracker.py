@@ -32,3 +32,23 @@ def test_step_clock_stops_at_the_last_terminal_event_and_fails_the_rest_at_timeo
     assert "FailedScheduling" in reasons["Timeout"].message
     assert status.latency is not None and status.latency.max == pytest.approx(0.5)
     assert tracker.per_object()["result"] == ["ok", "ProvisioningFailed", "Timeout"]
+
+
+def test_a_cancellation_that_lands_as_the_last_object_ends_stops_the_wait() -> None:
+    """The run deleted (or the operator stopping) in the very loop turn the step's last object ended: the wait
+    must end cancelled, not return as if the step had finished (asyncio.wait_for on Python 3.11 returned, and the
+    run went on: a killed run scaled a workload down, drained a node)."""
+    async def scenario() -> str:
+        tracker = StepTracker(StepName.CREATE_VOLUME, ["a"])
+        tracker.start()
+        waiting = asyncio.create_task(tracker.wait(60, dict))
+        await asyncio.sleep(0)  # the wait is under way
+        tracker.mark_submitted("a")
+        tracker.record("a", DONE, 0.0)  # the last object ends ...
+        waiting.cancel()  # ... and the cancellation lands in the same turn
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "went on"
+    assert asyncio.run(scenario()) == "cancelled"

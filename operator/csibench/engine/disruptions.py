@@ -315,7 +315,8 @@ class Disruptor:
                                 self._sink)
             self._watch.start()
             try:
-                await asyncio.wait_for(self._watch.synced.wait(), WATCH_SYNC_SECONDS)
+                async with asyncio.timeout(WATCH_SYNC_SECONDS):
+                    await self._watch.synced.wait()
             except TimeoutError:
                 raise DisruptionError(f"the watch on the pods of {self.spec.describe_target()} did not list them "
                                       f"within {WATCH_SYNC_SECONDS} s") from None
@@ -657,7 +658,8 @@ class Disruptor:
         """Wait for the recovery (recoveryTimeoutSeconds, plus ``extra``); NotRecovered with ``shortfall`` (its
         ``{ready}`` filled in) when it does not come."""
         try:
-            await asyncio.wait_for(self._done.wait(), self.spec.recoveryTimeoutSeconds + extra)
+            async with asyncio.timeout(self.spec.recoveryTimeoutSeconds + extra):  # never swallows a cancellation
+                await self._done.wait()
             self.result.state = DisruptionState.RECOVERED
         except TimeoutError:
             self.result.state = DisruptionState.NOT_RECOVERED

@@ -168,9 +168,12 @@ class StepTracker:
             self._all_done.set()
 
     async def wait(self, timeout: float, last_warnings: Callable[[], dict[str, str]]) -> None:
-        """Wait for every object; at the timeout, fail the rest (quoting ``last_warnings()`` as of then)."""
+        """Wait for every object; at the timeout, fail the rest (quoting ``last_warnings()`` as of then).
+        ``asyncio.timeout``, not ``wait_for``: on Python 3.11 a cancellation (the run deleted, the operator
+        stopping) that lands as the last object ends was swallowed by wait_for, and the run went on."""
         try:
-            await asyncio.wait_for(self._all_done.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._all_done.wait()
             ends = [o.at for o in self.outcomes.values()]
             self.stopped = max(ends) if ends else time.monotonic()
         except TimeoutError:

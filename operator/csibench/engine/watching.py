@@ -121,7 +121,8 @@ class RunWatches:
         tasks: list[asyncio.Future[Any]] = [asyncio.ensure_future(w.synced.wait()) for w in self.watches]
         tasks += [asyncio.ensure_future(subscribe(shared, keep)) for shared, keep in self._shared]
         try:
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout)
+            async with asyncio.timeout(timeout):  # (wait_for on 3.11 can swallow a cancellation)
+                await asyncio.gather(*tasks)
         except BaseException:
             for task in tasks:  # gather leaves the others running when one fails: none may outlive start()
                 task.cancel()

@@ -116,7 +116,8 @@ async def release_start(runner: Batches, run: StepTracker, spec: BenchmarkRunSpe
     the first round missed (its create still in flight, a failed patch) gets the same start time once it runs: it
     starts late, and its figures say so (the rows' skew); one that never gets it, a Warning ``missed_reason``."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*(run.passed(name, 0) for name in run.active)), start_timeout)
+        async with asyncio.timeout(start_timeout):  # (wait_for on 3.11 can swallow a cancellation)
+            await asyncio.gather(*(run.passed(name, 0) for name in run.active))
     sending = pacing_floor(len(run.active), 1, spec.client.qps, spec.client.burst)
     start = barrier.start_at(time.time(), start_delay + sending)
     started_at(start)
