@@ -124,12 +124,11 @@ def _match(item: Found, driver: str, only_of_kind: bool) -> str | None:
     return None
 
 
-_ENDPOINT_FLAGS = frozenset({"http-endpoint", "metrics-address"})  # where a replica serves: its own, not the group's
-
-
 def _replica_key(component: Component) -> tuple[str, ...]:
-    flags = sorted((name, value) for name, value in component.flags.items() if name not in _ENDPOINT_FLAGS)
-    return (component.kind, component.namespace, component.container, component.image or "", repr(flags))
+    """What replicas of one workload share (the flags kept are the results' only: never an endpoint, a replica's
+    own)."""
+    return (component.kind, component.namespace, component.container, component.image or "",
+            repr(sorted(component.flags.items())))
 
 
 def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: bool = True) -> list[Component]:
@@ -137,9 +136,9 @@ def components_for(pods: Iterable[Mapping[str, Any]], driver: str, registered: b
     sidecar of a kind is taken only for a ``registered`` driver (a CSIDriver object exists): otherwise it
     serves some other driver, or the class is not CSI at all."""
     found = _found(pods)
-    # Replicas of one Deployment or DaemonSet (same namespace, container, image and flags, the endpoints each one
-    # serves on aside) are one component with a count: upstream's snapshot-controller runs two, and its findings
-    # must not come twice; and two replicas are still the only sidecar of their kind.
+    # Replicas of one Deployment or DaemonSet (same namespace, container, image and flags) are one component with
+    # a count: upstream's snapshot-controller runs two, and its findings must not come twice; and two replicas are
+    # still the only sidecar of their kind.
     groups: dict[str, set[tuple[str, ...]]] = {}
     for item in found:
         groups.setdefault(item.kind, set()).add(_replica_key(item.component("")))
