@@ -36,8 +36,8 @@ from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
 from csibench.engine.resume import resume
 from csibench.engine.run import RunEngine
-from csibench.engine.scaling import restore_all
 from csibench.engine.status import StatusRecorder
+from csibench.engine.undo import undo_all
 from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
 from csibench.kube.resources import InvalidName, RunRef, SuiteRef
@@ -130,7 +130,7 @@ async def handle_run_benchmarkrun(body: kopf.Body, meta: kopf.Meta, status: kopf
 async def _undo_disruptions(client: KubeClient, ref: RunRef, spec: BenchmarkRunSpec) -> None:
     """What a disruption of this run left undone when the operator stopped (a workload scaled down) is undone;
     a problem is logged (the run's end, or the operator's next start, tries again)."""
-    for problem in await restore_all(client, ref.uid, spec.disruptions):
+    for problem in await undo_all(client, ref.uid, spec.disruptions):
         log.error("run %s/%s: a workload its disruption scaled down was not given back: %s", ref.namespace,
                   ref.name, problem)
 
@@ -202,7 +202,7 @@ async def _undo_deleted_run_disruptions(client: KubeClient, ref: RunRef, spec: d
         disruptions = BenchmarkRunSpec.model_validate(spec).disruptions
     except ValidationError:
         return []  # a spec that never validated never ran a disruption
-    return await restore_all(client, ref.uid, disruptions)
+    return await undo_all(client, ref.uid, disruptions)
 
 
 @kopf.daemon(GROUP, VERSION, SUITE_PLURAL, cancellation_timeout=2.0)

@@ -152,3 +152,23 @@ def test_a_drain_on_a_cluster_of_one_schedulable_node_fails_before_anything_is_c
     assert status.phase is not None and status.phase.value == "Failed", status
     assert status.conditions[0].reason == "NotEnoughNodes" and "DrainNode" in (status.message or ""), status
     assert owned_left(fake) == [] and not pods_of_run(fake)
+
+
+def test_a_drained_pod_that_cannot_be_made_again_is_not_waited_for_and_counts_as_unrecovered() -> None:
+    """Every create of a drained pod refused (a quota, a policy): the drain ends NotRecovered at once, not after
+    recoveryTimeoutSeconds, naming the pods it could not make again; the node is given back."""
+    fake = FakeKube(Behaviour(start_delay=0.05))
+    create = fake.create
+
+    async def refuse_while_cordoned(path: str, body: Json, *args: Any, **kwargs: Any) -> bool:
+        if path.endswith("/pods") and fake.cordoned("node-0"):
+            raise ApiError(403, "Forbidden", "exceeded quota")
+        return await create(path, body, *args, **kwargs)
+    fake.create = refuse_while_cordoned  # type: ignore[method-assign]  # the API server, refusing the drain's
+    status = run(fake, spec(volumes=6, steps=["createVolume", "publish"], cleanup="Never",
+                            disruptions=[{**DRAIN, "recoveryTimeoutSeconds": 300}]))
+    (drain,) = status.disruptions
+    assert drain.state == DisruptionState.NOT_RECOVERED and "not made again" in (drain.message or ""), drain
+    assert drain.podsDeleted == 3 and drain.unrecovered == 3 and sorted(drain.unrecoveredNames) == sorted(drain.pods)
+    assert drain.recoveredAtSeconds is None
+    assert not node(fake)["spec"].get("unschedulable") and cordoned_by(node(fake)) is None

@@ -377,11 +377,12 @@ class Disruptor:
         if self.result.state == DisruptionState.PENDING:
             self.result.state = DisruptionState.FAILED
 
-    def moment_met(self) -> bool:
-        """Whether its afterObjects count is reached (it injects even though its step's batch just ended: a drain
-        once every pod runs), read before the step gives up on it."""
+    def moment_at_the_end(self) -> bool:
+        """Whether its moment is the end of its step's batch (afterObjects equal to the step's objects, as only a
+        drain may ask: once every pod runs): then it comes as the batch ends, and the step does not give up on it."""
         wanted = self.spec.afterObjects
-        return wanted is not None and self.tracker.started is not None and len(self.tracker.outcomes) >= wanted
+        return wanted is not None and self.tracker.started is not None and \
+            wanted >= len(self.tracker.active) and len(self.tracker.outcomes) >= wanted
 
     async def _moment(self) -> None:
         tracker, spec = self.tracker, self.spec
@@ -526,9 +527,7 @@ class Disruptor:
             await self._announce()
             log.info("disruption in %s: node %s cordoned, %d of the run's pods moving off it: %s", self.spec.step,
                      node, len(deleted), ", ".join(self.result.pods))
-            if len(self._unmade) >= len(deleted):
-                self._done.set()  # none of them could be made again: nothing to wait for
-            self._expect(len(deleted) - len(self._unmade))
+            self._expect(len(deleted))
             await self._await_recovery(f"{{ready}} of {len(deleted)} pods made again Ready off node {node}")
             self._unmoved()
         finally:
@@ -592,11 +591,7 @@ class Disruptor:
             self.result.message = shorten(problem, 300)
             self._moving.discard(name)
             self._unmade.append(name)
-            if self._wanted:  # expected already: one fewer to wait for (all of them: nothing to wait for)
-                self._wanted -= 1
-                if not self._wanted:
-                    self._done.set()
-                self._check_recovered()
+            self._check_recovered()
 
     def _pod_gone(self, uid: str) -> None:
         """A drained pod is gone: made again (on the event loop, never in the watch's callback)."""
@@ -828,8 +823,13 @@ class Disruptor:
         """Recovered once as many new pods were Ready as were deleted or scaled away (known when the fault is
         in: a replacement may be Ready before the last of several deletes left), at the time the last of those
         was."""
-        if self._wanted and not self._done.is_set() and len(self._new_ready) >= self._wanted:
-            self.recovered = sorted(self._new_ready.values())[self._wanted - 1]
+        if not self._wanted or self._done.is_set():
+            return
+        needed = self._wanted - len(self._unmade)  # a drained pod that could not be made again is not waited for
+        if needed <= 0:
+            self._done.set()
+        elif len(self._new_ready) >= needed:
+            self.recovered = sorted(self._new_ready.values())[needed - 1]
             self._done.set()
 
     def _note_times(self) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from csibench.api.models import DisruptionKind, DisruptionState, Machinery, RetriedWarnings
+from csibench.api.models import DisruptionState, Machinery, RetriedWarnings
 from csibench.api.text import human_duration, shorten
 from csibench.engine.array_faults import FaultPlace
 from csibench.engine.collection import record_metrics as record_collection_metrics
@@ -232,8 +232,7 @@ class StepRunner:
         """After the batch: a disruption still waiting for its moment never comes; one whose moment came is
         waited for until its component recovered (or its recovery timed out), then its figures are written."""
         for disruptor, task in injecting.items():
-            if disruptor.result.momentAtSeconds is None and not task.done() and not (
-                    disruptor.spec.kind == DisruptionKind.DRAIN_NODE and disruptor.moment_met()):
+            if disruptor.result.momentAtSeconds is None and not task.done() and not disruptor.moment_at_the_end():
                 task.cancel()
         for outcome in await asyncio.gather(*injecting.values(), return_exceptions=True):
             if isinstance(outcome, Exception):

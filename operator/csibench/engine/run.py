@@ -49,10 +49,10 @@ from csibench.engine.observed import Observed
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.restore import restore
-from csibench.engine.scaling import restore_all
 from csibench.engine.status import StatusRecorder, now
 from csibench.engine.step import StepSpec
 from csibench.engine.thresholds import judge
+from csibench.engine.undo import undo_all
 from csibench.engine.verdict import RunVerdict, Stop, decide
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -188,7 +188,7 @@ class RunEngine:
         back was cut short); one that cannot be is named in a Warning Event."""
         acted = [spec for spec, result in zip(self.spec.disruptions, self.status.disruptions, strict=False)
                  if result.momentAtSeconds is not None or result.state != DisruptionState.PENDING]
-        for problem in await restore_all(self.client, self.ref.uid, acted):
+        for problem in await undo_all(self.client, self.ref.uid, acted):
             await self.recorder.event("DisruptionNotUndone", f"not undone: {problem}", warning=True)
 
     def _baseline_ref(self) -> tuple[str, str]:

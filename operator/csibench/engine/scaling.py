@@ -22,13 +22,12 @@ uids, a StatefulSet's same names), as after any rollout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from csibench.api.models import DisruptionKind, DisruptionSpec, WorkloadKind, WorkloadTarget
-from csibench.engine.cordoning import uncordon_all
+from csibench.api.models import WorkloadKind, WorkloadTarget
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
-from csibench.kube.client import ApiError, Json
+from csibench.kube.client import Json
 
 log = logging.getLogger(__name__)
 SCALED_BY_ANNOTATION = "csibench.io/scaled-down-by"  # the uid of the run that scaled it down
@@ -142,21 +141,3 @@ async def restore(client: KubeApi, target: WorkloadTarget, run_uid: str,
         return 0
     log.info("%s given back %d replicas (scaled down by run %s)", target.describe(), replicas, run_uid)
     return replicas
-
-
-async def restore_all(client: KubeApi, run_uid: str, disruptions: Iterable[DisruptionSpec]) -> list[str]:
-    """Every workload the run's ScaleDowns name, given back what this run's mark on it records, and every node
-    its DrainNodes cordoned (found by the mark) uncordoned; what could not be restored, with why (the caller says
-    so: status, an Event, a retry)."""
-    problems: list[str] = []
-    disruptions = list(disruptions)
-    if any(disruption.kind == DisruptionKind.DRAIN_NODE for disruption in disruptions):
-        problems += await uncordon_all(client, run_uid)
-    for disruption in disruptions:
-        if disruption.kind != DisruptionKind.SCALE_DOWN or disruption.workload is None:
-            continue
-        try:
-            await restore(client, disruption.workload, run_uid)
-        except ApiError as error:
-            problems.append(f"{disruption.workload.describe()}: {error.message}")
-    return problems
