@@ -700,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crd = commands.add_parser("crd", help="print a CRD generated from the models (BenchmarkRun by default)")
-    crd.add_argument("--kind", choices=["BenchmarkRun", "BenchmarkSuite"], default="BenchmarkRun")
+    crd.add_argument("--kind", choices=["BenchmarkRun", "BenchmarkSuite", "BenchmarkSchedule"], default="BenchmarkRun")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
     crd.set_defaults(func=_crd)
     schema = commands.add_parser("schema", help="print the JSON Schema of the result (report -o json and the "

@@ -4,7 +4,9 @@ A BenchmarkRun is a kopf daemon: it starts when the run appears (or when the ope
 and is cancelled when the run is deleted; the delete handler then removes what the run created, behind
 csibench's own finalizer. The engine patches status itself, so progress shows while a step runs. A
 BenchmarkSuite is a kopf daemon too (``suite/controller.py``): it creates its runs one after another; deleting it
-deletes them by owner reference, each cleaned up by its own finalizer.
+deletes them by owner reference, each cleaned up by its own finalizer. A BenchmarkSchedule is a kopf daemon for
+as long as it exists (``schedule/controller.py``): it reads its live spec at each pass, so an edit (suspend, a new
+schedule) takes effect without a restart; its runs go with it by owner reference too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -29,6 +32,7 @@ from csibench.api.models import (
     Phase,
     RestartPolicy,
 )
+from csibench.api.schedule import SCHEDULE_PLURAL
 from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
 from csibench.api.text import validation_problems
 from csibench.engine.deletion import clean_up_deleted_run
@@ -40,8 +44,10 @@ from csibench.engine.status import StatusRecorder
 from csibench.engine.undo import undo_all
 from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
-from csibench.kube.resources import InvalidName, RunRef, SuiteRef
+from csibench.kube.resources import InvalidName, RunRef, ScheduleRef, SuiteRef
 from csibench.metrics import METRICS
+from csibench.schedule.controller import ScheduleController
+from csibench.schedule.progress import parse_time
 from csibench.suite.controller import SuiteController, SuiteReason, SuiteRetry
 
 FINALIZER = "csibench.io/finalizer"
@@ -235,3 +241,26 @@ async def handle_delete_benchmarksuite(meta: kopf.Meta, **_: Any) -> None:
     """The suite's runs are deleted by the garbage collector (owner references), each cleaned up by its own
     finalizer; only the suite's series are the operator's to drop."""
     METRICS.forget_suite(f"{meta['namespace']}/{meta['name']}")
+
+
+@kopf.daemon(GROUP, VERSION, SCHEDULE_PLURAL, cancellation_timeout=2.0)
+async def handle_run_benchmarkschedule(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """A schedule creates its runs at their times for as long as it exists; after a restart it goes on from its
+    status and its runs (a run's name is its time: one made before the restart is never made again)."""
+    ref = ScheduleRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    created = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
+    client = await _client_for(SUITE_CLIENT)
+
+    def current() -> tuple[int, dict[str, Any]]:  # kopf keeps a daemon's body fresh with each change
+        return int((body.get("metadata") or {}).get("generation", 1)), plain(body.get("spec") or {})
+
+    try:
+        await ScheduleController(ref, client, plain(status), created).run(current)
+    finally:
+        await client.close()
+
+
+@kopf.on.delete(GROUP, VERSION, SCHEDULE_PLURAL)
+async def handle_delete_benchmarkschedule(meta: kopf.Meta, **_: Any) -> None:
+    """The schedule's runs are deleted by the garbage collector (owner references); its series are dropped."""
+    METRICS.forget_schedule(f"{meta['namespace']}/{meta['name']}")

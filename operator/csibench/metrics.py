@@ -155,6 +155,13 @@ class Metrics:
             "csibench_suite_cell_throughput_objects_per_second",
             "Median over a suite cell's rounds of a step's throughput.",
             ["suite", "cell", "step", *SUITE_AXIS_LABELS.values()], registry=registry)
+        # Schedules (BenchmarkSchedule): the verdict of the latest run that has one, as csibench_run_verdict is
+        # for a run (the PrometheusRule alerts on it until a later run passes), and the last time a run was made.
+        self.schedule_verdict = Gauge("csibench_schedule_last_verdict", "The verdict of the schedule's latest "
+                                      "run that has one: 1 on that verdict.", ["schedule", "verdict"],
+                                      registry=registry)
+        self.schedule_last_time = Gauge("csibench_schedule_last_schedule_timestamp_seconds", "The last time the "
+                                        "schedule created a run for (Unix seconds).", ["schedule"], registry=registry)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
         self._phases: dict[str, str] = {}
@@ -312,6 +319,18 @@ class Metrics:
         self.suite_cell_throughput.labels(*labels).set(throughput)
         self._remember(f"suite {suite}", "suite_cell_throughput", labels)
 
+    def set_schedule(self, schedule: str, verdict: str | None, last_time: float | None) -> None:
+        if verdict is not None:
+            for value in VERDICTS:
+                self.schedule_verdict.labels(schedule, value).set(1 if value == verdict else 0)
+                self._remember(f"schedule {schedule}", "schedule_verdict", (schedule, value))
+        if last_time is not None:
+            self.schedule_last_time.labels(schedule).set(last_time)
+            self._remember(f"schedule {schedule}", "schedule_last_time", (schedule,))
+
+    def forget_schedule(self, schedule: str) -> None:
+        self.forget_run(f"schedule {schedule}")
+
     def forget_suite(self, suite: str) -> None:
         """The suite was deleted (its series are kept apart from a run's of the same name)."""
         self.forget_run(f"suite {suite}")
@@ -345,7 +364,8 @@ class Metrics:
                    "shared_rate": self.shared_rate, "shared_latency": self.shared_latency,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,
                    "disruption": self.disruption, "leaked": self.leaked,
-                   "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput}
+                   "suite_runs": self.suite_runs, "suite_cell_throughput": self.suite_cell_throughput,
+                   "schedule_verdict": self.schedule_verdict, "schedule_last_time": self.schedule_last_time}
         for name, labels in series:
             with contextlib.suppress(KeyError):
                 metrics[name].remove(*labels)

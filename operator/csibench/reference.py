@@ -111,7 +111,7 @@ PREFLIGHT_CHECKS: Mapping[str, tuple[str, str]] = {
 @dataclass(frozen=True)
 class ConditionDoc:
     type: str
-    kind: str  # BenchmarkRun or BenchmarkSuite
+    kind: str  # BenchmarkRun, BenchmarkSuite or BenchmarkSchedule
     what: str
     reasons: Mapping[str, str]
 
@@ -122,6 +122,7 @@ def conditions() -> list[ConditionDoc]:
     from csibench.engine.status import CLEANUP_CONDITION, SHORTENED
     from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
     from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
+    from csibench.schedule.controller import ScheduleReason
     from csibench.suite.controller import SuiteReason
 
     missing = sorted(set(ConditionReason) - set(READY_REASONS))
@@ -145,6 +146,16 @@ def conditions() -> list[ConditionDoc]:
                                 "was created and that run is left alone.",
         SuiteReason.RUN_REFUSED: "The API server refused a run for a reason not the cell's (a quota, missing "
                                  "rights); retried every 30 s.",
+    }
+    schedule_reasons = {
+        ScheduleReason.SCHEDULING: "True: the schedule makes its runs at their times; the message says the last "
+                                   "thing it did or the next time.",
+        ScheduleReason.SUSPENDED: "False: `suspend` is true; no new runs.",
+        ScheduleReason.INVALID_SPEC: "False: the spec, its cron expression or its template (the models or a "
+                                     "server-side dry run) is not valid; nothing is created until it is changed.",
+        ScheduleReason.RUN_REFUSED: "False: the last due run was refused (by the API server, or a namesake run that "
+                                    "is not the schedule's); a refusal of the run itself skips its time, others "
+                                    "are retried.",
     }
     return [
         ConditionDoc("Ready", "BenchmarkRun", "True once the run succeeded; False while it runs and when it failed.",
@@ -176,6 +187,8 @@ def conditions() -> list[ConditionDoc]:
                      {str(getattr(SuiteReason, name)): text for name, text in (
                          (n, suite_reasons[getattr(SuiteReason, n)]) for n in vars(SuiteReason)
                          if n.isupper())}),
+        ConditionDoc("Ready", "BenchmarkSchedule", "True while the schedule makes its runs.",
+                     {str(reason): text for reason, text in schedule_reasons.items()}),
     ]
 
 
@@ -422,6 +435,7 @@ def _index_page() -> str:
              "- [BenchmarkRun](benchmarkrun.md): every spec and status field with its type, default, bounds and "
              "meaning, and the CRD's admission rules in words.",
              "- [BenchmarkSuite](benchmarksuite.md): the same for suites.",
+             "- [BenchmarkSchedule](benchmarkschedule.md): the same for schedules.",
              "- [Conditions and reasons](conditions.md): every condition and every reason it is set with.",
              "- [Metrics](metrics.md): every metric with its type and labels.",
              "- [Command line](cli.md): every command, its arguments and its exit codes.", "",
@@ -432,7 +446,13 @@ def _index_page() -> str:
 def render_reference(parser: argparse.ArgumentParser,
                      exit_codes: Mapping[str, Mapping[int, str]]) -> dict[str, str]:
     """The reference pages: file name -> Markdown."""
-    from csibench.api.crd import build_crd, build_suite_crd
+    from csibench.api.crd import build_crd, build_schedule_crd, build_suite_crd
+
+    schedule_crd = build_schedule_crd()  # its template is a run's spec, documented on the run's page
+    schedule_spec = schedule_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    schedule_spec["properties"]["template"] = {
+        "type": "object", "description": "The spec of every run the schedule makes: a BenchmarkRun spec "
+                                         "([BenchmarkRun](benchmarkrun.md)), checked as one at admission."}
 
     return {
         "index.md": _index_page(),
@@ -444,6 +464,10 @@ def render_reference(parser: argparse.ArgumentParser,
                                             "A matrix of BenchmarkRuns, generated from "
                                             "`operator/csibench/api/suite.py`. How to use it: "
                                             "[Suites and scaling curves](../guides/suites.md)."),
+        "benchmarkschedule.md": _resource_page(schedule_crd, "BenchmarkSchedule",
+                                               "A BenchmarkRun on a cron schedule, generated from "
+                                               "`operator/csibench/api/schedule.py`. How to use it: "
+                                               "[Schedules and probes](../guides/schedules.md)."),
         "conditions.md": _conditions_page(),
         "metrics.md": _metrics_page(),
         "cli.md": _cli_page(parser, exit_codes),

@@ -26,7 +26,7 @@ def test_the_default_values_render_what_deploy_renders(tmp_path: Path) -> None:
     diff = differences(chart, kustomize)
     assert not diff, diff
     kinds = sorted(obj["kind"] for obj in chart)
-    assert kinds.count("CustomResourceDefinition") == 2 and kinds.count("ValidatingAdmissionPolicy") == 3, kinds
+    assert kinds.count("CustomResourceDefinition") == 3 and kinds.count("ValidatingAdmissionPolicy") == 4, kinds
     assert all(obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "csibench" for obj in chart)
 
 

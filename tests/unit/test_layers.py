@@ -10,6 +10,7 @@ import each other in a circle.
     observe   (Prometheus over a step's window: reads api only)
       ↑
     engine   (preflight too: the run decides what its findings mean)
+    suite, schedule   (beside the engine: they create runs and read them; a schedule reads report's history)
       ↑
     handlers, cli, __main__, reference   (reference: the docs site's generated pages; cli passes it the parser)
 
@@ -43,6 +44,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "observe": frozenset({"api"}),
     "engine": frozenset({"api", "kube", "metrics", "preflight", "observe"}),
     "suite": frozenset({"api", "kube", "metrics"}),
+    "schedule": frozenset({"api", "kube", "metrics", "report"}),  # report: history's change point on its runs
 }
 
 

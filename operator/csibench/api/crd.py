@@ -1,4 +1,4 @@
-"""Generate the BenchmarkRun and BenchmarkSuite CRDs from the pydantic models.
+"""Generate the BenchmarkRun, BenchmarkSuite and BenchmarkSchedule CRDs from the pydantic models.
 
 Kubernetes wants a structural OpenAPI v3 schema: no ``$ref``, no ``anyOf`` with null, no JSON-Schema-2020
 keywords. This module turns pydantic's JSON schema into that, keeping descriptions (``kubectl explain``),
@@ -20,6 +20,13 @@ from csibench.api.models import (
     VERSION,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
+)
+from csibench.api.schedule import (
+    MAX_SCHEDULE_NAME,
+    SCHEDULE_KIND,
+    SCHEDULE_PLURAL,
+    BenchmarkScheduleSpec,
+    BenchmarkScheduleStatus,
 )
 from csibench.api.suite import (
     MAX_SUITE_NAME,
@@ -203,10 +210,40 @@ def build_suite_crd() -> Schema:
     return _crd(SUITE_KIND, SUITE_PLURAL, ["bs", "suite"], versions)
 
 
+def build_schedule_crd() -> Schema:
+    """The schedule's template is a whole run spec, with every rule of the run CRD (required fields, CEL): a
+    template that could never make a valid run is refused at admission, not at its first time. The spec is
+    mutable, as a CronJob's: suspend, the schedule and the limits are edited in place; runs made already keep
+    the spec they were made with."""
+    spec_schema = openapi_schema(BenchmarkScheduleSpec)
+    spec_schema["description"] = (BenchmarkScheduleSpec.__doc__ or "").strip()
+    template = openapi_schema(BenchmarkRunSpec)
+    template["description"] = "The spec of every run the schedule makes (a BenchmarkRun spec, checked as one)."
+    spec_schema["properties"]["template"] = template
+    columns = [
+        {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+        {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
+        {"name": "Last", "type": "string", "jsonPath": ".status.lastRun.name"},
+        {"name": "Verdict", "type": "string", "jsonPath": ".status.lastVerdict"},
+        {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    name_rules = [
+        {"rule": f"size(self.metadata.name) <= {MAX_SCHEDULE_NAME}",
+         "message": f"BenchmarkSchedule names are at most {MAX_SCHEDULE_NAME} characters, so that its runs' names "
+                    "(<schedule>-<unix seconds>) stay valid run names"},
+        {"rule": "!self.metadata.name.contains('.')",
+         "message": "BenchmarkSchedule names must not contain '.': its runs are named after it"}]
+    versions = _versions(spec_schema, _status_schema(BenchmarkScheduleStatus),
+                         "A BenchmarkRun on a cron schedule, as a CronJob makes Jobs.", name_rules, columns)
+    return _crd(SCHEDULE_KIND, SCHEDULE_PLURAL, ["bsched"], versions)
+
+
 CRD_HEADER = "# Generated from operator/csibench/api/models.py by `csibench crd`; do not edit by hand.\n"
 
 
 def render_crd(kind: str = KIND) -> str:
-    """A CRD as YAML (stable key order, so ``crds/`` diffs stay readable): BenchmarkRun or BenchmarkSuite."""
-    built = build_suite_crd() if kind == SUITE_KIND else build_crd()
+    """A CRD as YAML (stable key order, so ``crds/`` diffs stay readable): BenchmarkRun, BenchmarkSuite or
+    BenchmarkSchedule."""
+    built = {SUITE_KIND: build_suite_crd, SCHEDULE_KIND: build_schedule_crd}.get(kind, build_crd)()
     return CRD_HEADER + yaml.safe_dump(json.loads(json.dumps(built)), sort_keys=False, width=120)

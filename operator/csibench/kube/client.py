@@ -51,6 +51,15 @@ class ApiError(RuntimeError):
         self.reason = reason
         self.message = message
 
+    @property
+    def refuses_the_object(self) -> bool:
+        """The API server refuses the object itself (its schema or CEL: 422; an admission policy's denial), not the
+        caller (a quota, missing rights): asking again with the same object will not help."""
+        return self.status == 422 or (self.status == 403 and ADMISSION_DENIAL in self.message)
+
+
+ADMISSION_DENIAL = "ValidatingAdmissionPolicy"  # a 403 that is a policy's verdict on the object, not on the caller
+
 
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
     """In-cluster service account when running in a pod, else the kubeconfig (``KUBECONFIG`` or the given path)."""

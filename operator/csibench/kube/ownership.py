@@ -43,3 +43,13 @@ class RunScope:
     def owns(self, metadata: dict[str, Any]) -> bool:
         """Proof of ownership: the object carries this run's uid label."""
         return (metadata.get("labels") or {}).get(RUN_UID_LABEL) == self.run_uid
+
+
+def controlled_by(obj: dict[str, Any], uid_label: str, owner_kind: str, owner_uid: str) -> bool:
+    """Proof that a suite's or a schedule's run is its own: it carries the owner's uid label and a controller
+    owner reference of that kind to that same uid (a label alone can be copied; a reference cannot be made to an
+    object the maker may not see)."""
+    meta = obj.get("metadata") or {}
+    labelled = (meta.get("labels") or {}).get(uid_label) == owner_uid
+    return labelled and any(ref.get("uid") == owner_uid and ref.get("kind") == owner_kind and ref.get("controller")
+                            for ref in meta.get("ownerReferences") or [])

@@ -75,6 +75,7 @@ GROUP_SNAPSHOT_CLASSES = Resource("/apis/groupsnapshot.storage.k8s.io/v1", "volu
 GROUP_SNAPSHOT_API = "/apis/groupsnapshot.storage.k8s.io/v1"  # external-snapshotter's group snapshot CRDs
 BENCHMARK_RUNS = Resource("/apis/csibench.io/v1alpha1", "benchmarkruns", True)
 BENCHMARK_SUITES = Resource("/apis/csibench.io/v1alpha1", "benchmarksuites", True)
+BENCHMARK_SCHEDULES = Resource("/apis/csibench.io/v1alpha1", "benchmarkschedules", True)
 
 
 @dataclass(frozen=True)
@@ -104,3 +105,7 @@ class RunRef(ObjectRef):
 
 class SuiteRef(ObjectRef):
     resource = BENCHMARK_SUITES
+
+
+class ScheduleRef(ObjectRef):
+    resource = BENCHMARK_SCHEDULES

@@ -21,7 +21,7 @@ from csibench.api.suite import (
     Slot,
     child_spec,
 )
-from csibench.kube.ownership import MANAGED_BY_LABEL, MANAGER
+from csibench.kube.ownership import MANAGED_BY_LABEL, MANAGER, controlled_by
 
 
 def child_labels(suite_name: str, suite_uid: str, slot: Slot) -> dict[str, str]:
@@ -45,7 +45,5 @@ def build_child(suite_name: str, suite_uid: str, spec: BenchmarkSuiteSpec, slot:
 
 
 def owned_by(run: dict[str, Any], suite_uid: str) -> bool:
-    """Proof: the run carries the suite's uid label and an owner reference to it."""
-    meta = run.get("metadata") or {}
-    labelled = (meta.get("labels") or {}).get(SUITE_UID_LABEL) == suite_uid
-    return labelled and any(ref.get("uid") == suite_uid for ref in meta.get("ownerReferences") or [])
+    """Proof: the run carries the suite's uid label and a controller owner reference to it."""
+    return controlled_by(run, SUITE_UID_LABEL, SUITE_KIND, suite_uid)

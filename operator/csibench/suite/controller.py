@@ -44,7 +44,6 @@ from csibench.suite.progress import Decision, decide
 log = logging.getLogger(__name__)
 POLL_SECONDS = 2.0
 LIST_LIMIT = "500"  # a suite has at most MAX_SUITE_RUNS runs
-ADMISSION_DENIAL = "ValidatingAdmissionPolicy"  # a 403 that is a policy's verdict on the object, not on the caller
 
 
 class SuiteReason:
@@ -84,12 +83,6 @@ def describe_cell(slot: Slot) -> str:
 
 def invalid_cell_message(slot: Slot, error: ValidationError) -> str:
     return f"{describe_cell(slot)} is not a valid run spec: {validation_problems(error)}"
-
-
-def refuses_the_run(error: ApiError) -> bool:
-    """The API server refuses the run itself (its schema or CEL: 422; an admission policy's denial), not the
-    caller (a quota, missing rights): the cell cannot run, and asking again will not help."""
-    return error.status == 422 or (error.status == 403 and ADMISSION_DENIAL in str(error))
 
 
 class SuiteController:
@@ -148,7 +141,7 @@ class SuiteController:
                 await self.client.create(r.BENCHMARK_RUNS.path(self.ref.namespace), body, dry_run=True)
             except ApiError as error:
                 message = f"{describe_cell(slot)}: the API server refuses its run: {error}"
-                if refuses_the_run(error):
+                if error.refuses_the_object:
                     raise SuiteFailed(SuiteReason.INVALID_SPEC, message) from None
                 if 400 <= error.status < 500:
                     raise SuiteRetry(message) from None
@@ -179,7 +172,7 @@ class SuiteController:
         try:
             created = await self.client.create(path, body)
         except ApiError as error:
-            if refuses_the_run(error):
+            if error.refuses_the_object:
                 self.refuse(slot, name, f"the API server refused it: {error}")
                 return
             if 400 <= error.status < 500:
