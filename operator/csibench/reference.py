@@ -154,8 +154,9 @@ def conditions() -> list[ConditionDoc]:
         ScheduleReason.INVALID_SPEC: "False: the spec, its cron expression or its template (the models or a "
                                      "server-side dry run) is not valid; nothing is created until it is changed.",
         ScheduleReason.RUN_REFUSED: "False: the last due run was refused (by the API server, or a namesake run that "
-                                    "is not the schedule's); a refusal of the run itself skips its time, others "
-                                    "are retried.",
+                                    "is not the schedule's); its time is skipped.",
+        ScheduleReason.RETRYING: "False: the API server could not be reached, or refused for a reason not the "
+                                 "run's (a quota, missing rights); retried every 5 s without moving the schedule on.",
     }
     return [
         ConditionDoc("Ready", "BenchmarkRun", "True once the run succeeded; False while it runs and when it failed.",

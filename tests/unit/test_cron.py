@@ -3,12 +3,13 @@ several missed times is due."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from csibench.api.cron import SCHEDULE_PATTERN, TOO_MANY_MISSED, CronError, due, parse
+from csibench.api.cron import SCHEDULE_PATTERN, TOO_MANY_MISSED, CronError, Schedule, due, parse
 
 
 def at(text: str) -> datetime:
@@ -44,8 +45,8 @@ def test_day_of_month_and_day_of_week_both_restricted_match_either_as_vixie_cron
         "Tue 2026-11-03 00:00:00", "Thu 2026-11-05 00:00:00", "Sat 2026-11-07 00:00:00"]
 
 
-def test_sunday_is_0_and_7_and_descriptors_are_their_cron_lines() -> None:
-    assert times("0 0 * * 7", "2026-12-01 00:00:00", 1) == times("0 0 * * 0", "2026-12-01 00:00:00", 1) == [
+def test_sunday_is_0_as_in_cronjob_and_descriptors_are_their_cron_lines() -> None:
+    assert times("0 0 * * 0", "2026-12-01 00:00:00", 1) == times("0 0 * * SUN", "2026-12-01 00:00:00", 1) == [
         "Sun 2026-12-06 00:00:00"]
     assert times("@weekly", "2026-12-01 00:00:00", 1) == ["Sun 2026-12-06 00:00:00"]
     assert times("@hourly", "2026-12-01 10:00:00", 2) == ["Tue 2026-12-01 11:00:00", "Tue 2026-12-01 12:00:00"]
@@ -62,7 +63,8 @@ def test_every_is_aligned_to_the_epoch_so_a_restart_gives_the_same_times() -> No
 
 @pytest.mark.parametrize(("expression", "said"), [
     ("61 * * * *", "minute"), ("* 24 * * *", "hour"), ("* * 0 * *", "day of month"), ("* * * 13 *", "month"),
-    ("* * * * 8", "day of week"), ("5-1 * * * *", "runs backwards"), ("*/0 * * * *", "step 0"),
+    ("* * * * 7", "day of week"), ("*/100 * * * *", "step 100"), ("5-1 * * * *", "runs backwards"),
+    ("*/0 * * * *", "step 0"),
     ("* * *", "expected 5 fields"), ("* * * * * *", "found 6"), ("@fortnightly", "unknown descriptor"),
     ("@every 5s", "10 s to 24 h"), ("@every 25h", "10 s to 24 h"), ("@every 1.5m", "one whole number"),
     ("* * * FOO *", "not a number"), ("1,,2 * * * *", "not a number"), ("x" * 200, "at most 128"),
@@ -100,6 +102,21 @@ def test_a_starting_deadline_looks_only_at_times_within_it() -> None:
     # at 10:23 it is too late for 10:20 too: nothing starts
     late = due(schedule, at("2026-12-07 10:00:00"), at("2026-12-07 10:23:00"), deadline_seconds=120)
     assert late.latest is None and late.next == at("2026-12-07 10:30:00")
+
+
+def test_the_latest_of_months_of_missed_times_is_found_without_walking_them_all() -> None:
+    calls = 0
+
+    class Counted(Schedule):
+        def next_after(self, moment: datetime) -> datetime | None:
+            nonlocal calls
+            calls += 1
+            return super().next_after(moment)
+
+    schedule = Counted(**{f.name: getattr(parse("* * * * *"), f.name) for f in dataclasses.fields(Schedule)})
+    found = due(schedule, at("2026-06-07 00:00:00"), at("2026-12-07 10:05:30"))
+    assert found.latest == at("2026-12-07 10:05:00") and found.passed_over == TOO_MANY_MISSED
+    assert calls < 24 * 60, calls  # at most the last day's minutes, not half a year's (262,000)
 
 
 def test_over_a_hundred_missed_times_still_give_the_latest() -> None:

@@ -5,13 +5,18 @@ never two, CronJob's Forbid, Replace, suspend and starting deadline, the history
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from csibench.api.schedule import SCHEDULE_UID_LABEL
+from csibench.kube.client import ApiError
 from csibench.kube.resources import ScheduleRef
+from csibench.schedule import controller as schedule_controller
 from csibench.schedule.controller import ScheduleController, change_point
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import Behaviour, FakeKube
 
 NAMESPACE = "runs"
 TEMPLATE = {"storageClassName": "fast", "volumes": 2, "steps": ["createVolume", "deleteVolume"]}
@@ -224,3 +229,98 @@ def test_the_change_point_is_csibench_historys_on_the_schedules_runs() -> None:
     found = change_point(slower)
     assert found is not None and found.run == "r-06"
     assert found.steps.startswith("createVolume Regression (0.5")
+
+
+def test_an_api_server_that_refuses_for_a_reason_not_the_runs_is_said_and_retried_never_crashing_the_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule_controller, "POLL_SECONDS", 0.01)
+    quota: list[ApiError] = [ApiError(403, "Forbidden", "exceeded quota: runs")]
+    kube = FakeKube(Behaviour(refuse_create=lambda plural, name: quota[0] if quota else None))
+    clock = Clock()
+    controller, body = make(kube, clock)
+    clock.now += 61
+
+    async def drive() -> None:
+        task = asyncio.create_task(controller.run(lambda: (1, body)))
+        try:
+            async with asyncio.timeout(10):  # a loop that died on the error would leave status empty for ever
+                while not status(kube).get("conditions") and not task.done():
+                    await asyncio.sleep(0.01)
+                assert not task.done(), task.exception()
+                condition = status(kube)["conditions"][0]
+                assert (condition["reason"], condition["status"]) == ("Retrying", "False")
+                assert "exceeded quota" in condition["message"] and runs(kube) == []
+                quota.clear()  # the quota raised: the held time is made at the next pass, not skipped
+                while not runs(kube):
+                    await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(drive())
+    assert runs(kube) == [f"nightly-{START + 60}"] and status(kube)["skipped"] == 0
+
+
+def test_the_latest_run_and_verdict_never_go_back_when_a_history_limit_of_0_deletes_the_newest() -> None:
+    kube, clock = FakeKube(), Clock()
+    controller, body = make(kube, clock, failedRunsHistoryLimit=0)
+    clock.now += 61
+    step(controller, body)
+    end(kube, f"nightly-{START + 60}", verdict="Pass")
+    clock.now += 60
+    step(controller, body)
+    end(kube, f"nightly-{START + 120}", "Failed", verdict="Fail")
+    step(controller, body)  # the failed run is recorded, then deleted (limit 0)
+    step(controller, body)  # only the older, passing run is left
+    said = status(kube)
+    assert said["lastRun"]["name"] == f"nightly-{START + 120}" and said["lastVerdict"] == "Fail", said
+    assert runs(kube) == [f"nightly-{START + 60}"]
+
+
+def test_a_run_whose_time_cannot_be_believed_does_not_stop_or_crash_the_schedule() -> None:
+    kube, clock = FakeKube(), Clock()
+    controller, body = make(kube, clock, concurrencyPolicy="Allow")
+    clock.now += 61
+    step(controller, body)
+    owned = kube.named("benchmarkruns", NAMESPACE)[f"nightly-{START + 60}"]
+    for name, notes in ((f"nightly-{START + 60}", {"csibench.io/scheduled-at": "2099-01-01T00:00:00Z"}),
+                        ("nightly-99999999999999", {})):
+        meta = {**owned["metadata"], "name": name, "annotations": notes}
+        kube.put("benchmarkruns", NAMESPACE, {**owned, "metadata": meta}, "MODIFIED")
+    clock.now += 60
+    step(controller, body)
+    assert f"nightly-{START + 120}" in runs(kube)
+    assert status(kube)["lastScheduleTime"] == "2026-12-07T00:02:00Z"
+
+
+def test_forbid_holds_while_a_run_deleted_by_hand_still_cleans_up() -> None:
+    kube, clock = FakeKube(), Clock()
+    controller, body = make(kube, clock)
+    clock.now += 61
+    step(controller, body)
+    first = f"nightly-{START + 60}"
+    run = kube.named("benchmarkruns", NAMESPACE)[first]
+    kube.put("benchmarkruns", NAMESPACE, {**run, "metadata": {**run["metadata"],
+                                                             "deletionTimestamp": "2026-12-07T00:01:30Z"}},
+             "MODIFIED")
+    clock.now += 60
+    step(controller, body)
+    assert runs(kube) == [first] and "waits" in status(kube)["message"]
+
+
+def test_an_invalid_edit_says_so_for_its_generation_and_a_valid_one_schedules_again() -> None:
+    kube, clock = FakeKube(), Clock()
+    controller, body = make(kube, clock)
+    clock.now += 30
+    step(controller, body)
+    assert status(kube)["nextScheduleTime"]
+    step(controller, {**body, "schedule": "0 0 30 2 *"}, generation=2)
+    said = status(kube)
+    assert said["observedGeneration"] == 2 and "nextScheduleTime" not in said, said
+    condition = said["conditions"][0]
+    assert (condition["reason"], condition["observedGeneration"]) == ("InvalidSpec", 2)
+    assert "no time in the next five years" in condition["message"]
+    clock.now += 31
+    step(controller, body, generation=3)
+    assert runs(kube) == [f"nightly-{START + 60}"] and status(kube)["observedGeneration"] == 3

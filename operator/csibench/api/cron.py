@@ -2,13 +2,14 @@
 
 The grammar is CronJob's (robfig/cron's standard parser): five fields (minute, hour, day of month, month, day of
 week) of ``*``, ``?``, numbers, ranges ``a-b``, steps ``/n`` and comma lists, month and day names (``JAN``,
-``MON``), day of week 0-7 (0 and 7 are Sunday); day of month and day of week both restricted match when either
-does (Vixie cron), and ``*/n`` counts as restricted. The descriptors ``@yearly`` (``@annually``), ``@monthly``,
-``@weekly``, ``@daily`` (``@midnight``) and ``@hourly`` too. One extension, because a probe every 30 s and a test
-of a schedule need what CronJob has not: ``@every <n>s|m|h`` (10 s to 24 h), whose times are the multiples of
-the interval since the Unix epoch, so they are the same after an operator restart. Times are UTC. The admission
-pattern (``SCHEDULE_PATTERN``) only shapes the string; ``parse`` is the exact check, in code, and its
-``CronError`` says what is wrong.
+``MON``), day of week 0-6 (0 is Sunday); day of month and day of week both restricted match when either does,
+and ``*/n`` counts as restricted (robfig/cron's rule, not Vixie cron's). Stricter than robfig/cron in one way: a
+step larger than its field's range (``*/90`` for minutes, which robfig runs hourly) is refused. The descriptors
+``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``) and ``@hourly`` too. One
+extension, because a probe every 30 s and a test of a schedule need what CronJob has not: ``@every <n>s|m|h``
+(10 s to 24 h), whose times are the multiples of the interval since the Unix epoch, so they are the same after an
+operator restart. Times are UTC. The admission pattern (``SCHEDULE_PATTERN``) only shapes the string; ``parse``
+is the exact check, in code, and its ``CronError`` says what is wrong.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class _Field:
 
 _FIELDS = (_Field("minute", 0, 59, {}), _Field("hour", 0, 23, {}), _Field("day of month", 1, 31, {}),
            _Field("month", 1, 12, {name.upper(): index for name, index in MONTHS.items()}),
-           _Field("day of week", 0, 7, {name.upper(): index for name, index in DAYS.items()}))
+           _Field("day of week", 0, 6, {name.upper(): index for name, index in DAYS.items()}))
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,8 @@ def parse(text: str) -> Schedule:
         allowed, star = _parse_field(field, value)
         values.append(allowed)
         starred.append(star)
-    weekdays = frozenset(day % 7 for day in values[4])  # 7 is Sunday too
     return Schedule(text=text, minutes=values[0], hours=values[1], days=values[2], months=values[3],
-                    weekdays=weekdays, any_day=starred[2] or starred[4])
+                    weekdays=values[4], any_day=starred[2] or starred[4])
 
 
 def _every(text: str, stripped: str) -> Schedule:
@@ -129,7 +129,7 @@ def _parse_field(field: _Field, text: str) -> tuple[frozenset[int], bool]:
         range_text, _, step_text = part.partition("/")
         step = 1
         if step_text:
-            step = _number(field, step_text)
+            step = _number(field, step_text, digits=3)
             if not 1 <= step <= field.high - field.low + 1:
                 raise CronError(f"{field.name}: step {step} is not between 1 and {field.high - field.low + 1}")
         if range_text in ("*", "?"):
@@ -145,10 +145,10 @@ def _parse_field(field: _Field, text: str) -> tuple[frozenset[int], bool]:
     return frozenset(allowed), starred
 
 
-def _number(field: _Field, text: str) -> int:
+def _number(field: _Field, text: str, digits: int = 2) -> int:
     if text.upper() in field.names:
         return field.names[text.upper()]
-    if not re.fullmatch(r"[0-9]{1,2}", text):
+    if not re.fullmatch(f"[0-9]{{1,{digits}}}", text):
         raise CronError(f"{field.name}: {text!r} is not a number" + (
             f" or a name ({', '.join(list(field.names)[:3])}, ...)" if field.names else ""))
     return int(text)
@@ -164,7 +164,7 @@ class Due:
     next: datetime | None
 
 
-TOO_MANY_MISSED = 100  # as CronJob: past this many missed times, only the latest starts and a warning says so
+TOO_MANY_MISSED = 100  # as CronJob: past this many missed times, counting stops and the controller says so
 
 
 def due(schedule: Schedule, since: datetime, now: datetime, deadline_seconds: int | None = None) -> Due:
@@ -183,11 +183,21 @@ def due(schedule: Schedule, since: datetime, now: datetime, deadline_seconds: in
     return Due(latest=latest, passed_over=max(count - 1, 0), next=schedule.next_after(now))
 
 
+LOOK_BACK = (timedelta(hours=1), timedelta(days=1), timedelta(days=31), timedelta(days=366))
+
+
 def _last_up_to(schedule: Schedule, after: datetime, now: datetime) -> datetime:
-    """The last time up to ``now``, from a time ``after`` that is one."""
+    """The last time up to ``now``, from a time ``after`` that is one: walked forward from the shortest window
+    before ``now`` that holds a time, so a schedule suspended for months costs a day's times, not months'."""
     if schedule.every_seconds is not None:
         return datetime.fromtimestamp(int(now.timestamp()) // schedule.every_seconds * schedule.every_seconds, UTC)
-    latest, at = after, schedule.next_after(after)
+    start = after
+    for window in LOOK_BACK:
+        candidate = schedule.next_after(max(after, now - window))
+        if candidate is not None and candidate <= now:
+            start = candidate
+            break
+    latest, at = start, schedule.next_after(start)
     while at is not None and at <= now:
         latest, at = at, schedule.next_after(at)
     return latest

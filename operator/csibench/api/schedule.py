@@ -56,8 +56,9 @@ class BenchmarkScheduleSpec(_Model):
         ..., description="The spec of each BenchmarkRun (validated as a run's at admission, and again with a "
                          "server-side dry run before the first run).")
     concurrencyPolicy: ConcurrencyPolicy = Field(
-        ConcurrencyPolicy.FORBID, description="Forbid (default: skip a time while a run is going), Allow, or "
-                                              "Replace (delete the going run, then start).")
+        ConcurrencyPolicy.FORBID, description="Forbid (default: a due time waits while a run is going and starts "
+                                              "when it ends, unless startingDeadlineSeconds passed first; as "
+                                              "CronJob), Allow, or Replace (delete the going run, then start).")
     suspend: bool = Field(False, description="No new runs while true (runs going are left to end); times passed "
                                              "while suspended count as missed.")
     startingDeadlineSeconds: int | None = Field(
@@ -91,7 +92,7 @@ class BenchmarkScheduleStatus(_Model):
     """What the schedule did last and will do next."""
 
     conditions: list[Condition] = Field(default_factory=list, description="Ready: True while it schedules; False "
-                                        "with InvalidSpec, Suspended or RunRefused, and why.")
+                                        "with InvalidSpec, Suspended, RunRefused or Retrying, and why.")
     observedGeneration: int | None = Field(None, description="Generation of the spec this status is about.")
     message: str | None = Field(None, description="What the schedule did last, or why it does nothing.")
     lastScheduleTime: str | None = Field(None, description="The last time a run was created for (RFC 3339).")
@@ -101,8 +102,10 @@ class BenchmarkScheduleStatus(_Model):
                               description="Runs going now (at most 10 named).")
     lastRun: ScheduledRunStatus | None = Field(None, description="The latest run, and how it ended.")
     lastVerdict: Verdict | None = Field(None, description="The verdict of the latest run that ended with one.")
-    skipped: int = Field(0, ge=0, description="Times not started: a run still going under Forbid, past the "
-                                              "starting deadline, or passed over as missed.")
+    lastVerdictRun: str | None = Field(None, description="The run that gave lastVerdict.")
+    skipped: int = Field(0, ge=0, description="Times that never got a run (the operator down, suspended, held "
+                                              "under Forbid, past the starting deadline, refused), counted when a "
+                                              "later time starts; at most 101 are counted at once.")
     lastChangePoint: ChangePoint | None = Field(None, description="The latest change point of the schedule's runs.")
 
 

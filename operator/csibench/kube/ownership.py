@@ -14,6 +14,7 @@ RUN_NAME_LABEL = "csibench.io/run"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 REPORT_OF_LABEL = "csibench.io/report-of"
 MANAGER = "csibench"
+OWNER_API_VERSION = "csibench.io/v1alpha1"  # of a suite or schedule that owns runs (the admission policy's check too)
 
 
 def run_labels(run_name: str, run_uid: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -52,4 +53,4 @@ def controlled_by(obj: dict[str, Any], uid_label: str, owner_kind: str, owner_ui
     meta = obj.get("metadata") or {}
     labelled = (meta.get("labels") or {}).get(uid_label) == owner_uid
     return labelled and any(ref.get("uid") == owner_uid and ref.get("kind") == owner_kind and ref.get("controller")
-                            for ref in meta.get("ownerReferences") or [])
+                            and ref.get("apiVersion") == OWNER_API_VERSION for ref in meta.get("ownerReferences") or [])

@@ -5,13 +5,15 @@ Each generation of the spec is checked before it creates anything, as a suite ch
 (pydantic), the cron expression (``api/cron.py``), then the API server itself with a server-side dry run of a run
 made from the template (the run CRD's CEL rules, the admission policy). A spec that fails says InvalidSpec and
 creates nothing until it is changed. A run the API server refuses at its time is counted as skipped and said in
-status; a refusal that is not the run's (a quota, missing rights) is retried at the next pass without moving the
-schedule on. A name taken by a run that is not the schedule's is never adopted, changed or deleted.
+status; a refusal that is not the run's (a quota, missing rights), and any other failure to reach the API server,
+is said in the Ready condition (``Retrying``) and retried at the next pass without moving the schedule on. A name
+taken by a run that is not the schedule's is never adopted, changed or deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,8 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from csibench.api.conditions import READY, set_condition
-from csibench.api.cron import CronError, Schedule, parse
-from csibench.api.models import BenchmarkRunSpec, Condition
+from csibench.api.cron import TOO_MANY_MISSED, CronError, Schedule, parse
+from csibench.api.models import BenchmarkRunSpec, Condition, Verdict
 from csibench.api.regression import Change
 from csibench.api.schedule import (
     SCHEDULE_UID_LABEL,
@@ -39,11 +41,21 @@ from csibench.kube.resources import ScheduleRef
 from csibench.metrics import METRICS
 from csibench.report import history
 from csibench.schedule.children import build_scheduled_run, owned_by
-from csibench.schedule.progress import Decision, decide, going, parse_time, phase_of, rfc3339, run_status
+from csibench.schedule.progress import (
+    Decision,
+    decide,
+    going,
+    parse_time,
+    phase_of,
+    rfc3339,
+    run_status,
+    scheduled_time,
+)
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 5.0  # how often a schedule reads its runs between due times (status follows their phases)
-LIST_LIMIT = "500"  # history limits keep at most 200 finished runs, plus those going
+LIST_LIMIT = "500"  # a page: history limits keep at most 200 finished runs, plus those going (Allow: any number)
+MESSAGE_MAX = 1024
 CHANGE_WINDOW, CHANGE_THRESHOLD = 3, 0.10  # csibench history's defaults
 CHANGES = (Change.REGRESSION, Change.IMPROVEMENT)  # significant and beyond the threshold
 
@@ -53,6 +65,7 @@ class ScheduleReason:
     SUSPENDED = "Suspended"
     INVALID_SPEC = "InvalidSpec"
     RUN_REFUSED = "RunRefused"
+    RETRYING = "Retrying"
 
 
 @dataclass(frozen=True)
@@ -83,7 +96,15 @@ class ScheduleController:
         and spec, so an edit (suspend, a new schedule) takes effect at the next pass."""
         while True:
             generation, spec = current()
-            await asyncio.sleep(await self.step(generation, spec))
+            try:
+                wait = await self.step(generation, spec)
+            except (ApiError, TimeoutError) as error:  # the API server away, a quota, a refused delete: next pass
+                log.warning("schedule %s: %s; retrying in %.0f s", self.ref.label, error, POLL_SECONDS)
+                with contextlib.suppress(ApiError, TimeoutError):
+                    await self.say(ScheduleReason.RETRYING, f"retrying: {error}"[:MESSAGE_MAX], ready=False,
+                                   generation=generation)
+                wait = POLL_SECONDS
+            await asyncio.sleep(wait)
 
     async def step(self, generation: int, raw_spec: dict[str, Any]) -> float:
         """One pass; the seconds until the next."""
@@ -94,7 +115,10 @@ class ScheduleController:
                 self.checked = await self.check(generation, raw_spec)
             except InvalidSchedule as invalid:
                 self.invalid_generation, self.checked = generation, None
-                await self.say(ScheduleReason.INVALID_SPEC, str(invalid), ready=False, generation=generation)
+                self.status = self.status.model_copy(update={"nextScheduleTime": None,
+                                                             "observedGeneration": generation})
+                await self.say(ScheduleReason.INVALID_SPEC, str(invalid)[:MESSAGE_MAX], ready=False,
+                               generation=generation)
                 return POLL_SECONDS
         return await self.schedule_pass(self.checked)
 
@@ -107,6 +131,8 @@ class ScheduleController:
             schedule = parse(spec.schedule)
         except CronError as error:
             raise InvalidSchedule(f"spec.schedule {spec.schedule!r}: {error}") from None
+        if schedule.next_after(datetime.fromtimestamp(self.clock(), UTC)) is None:
+            raise InvalidSchedule(f"spec.schedule {spec.schedule!r} has no time in the next five years")
         try:
             BenchmarkRunSpec.model_validate(spec.template)
         except ValidationError as error:
@@ -121,11 +147,16 @@ class ScheduleController:
         return Checked(generation, spec, schedule)
 
     async def children(self) -> list[dict[str, Any]]:
-        """The schedule's own runs (label-selected, ownership proven)."""
-        listed = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace),
-                                       {"labelSelector": f"{SCHEDULE_UID_LABEL}={self.ref.uid}",
-                                        "limit": LIST_LIMIT})
-        return [item for item in (listed or {}).get("items") or [] if owned_by(item, self.ref.uid)]
+        """The schedule's own runs (label-selected, every page, ownership proven)."""
+        found: list[dict[str, Any]] = []
+        query = {"labelSelector": f"{SCHEDULE_UID_LABEL}={self.ref.uid}", "limit": LIST_LIMIT}
+        while True:
+            listed = await self.client.get(r.BENCHMARK_RUNS.path(self.ref.namespace), query) or {}
+            found += [item for item in listed.get("items") or [] if owned_by(item, self.ref.uid)]
+            token = (listed.get("metadata") or {}).get("continue")
+            if not token:
+                return found
+            query = {**query, "continue": token}
 
     async def schedule_pass(self, checked: Checked) -> float:
         now = datetime.fromtimestamp(self.clock(), UTC)
@@ -168,7 +199,8 @@ class ScheduleController:
                 return False, f"the run of {rfc3339(at)} was refused by the API server: {error}"
             if 400 <= error.status < 500:
                 log.warning("schedule %s: creating run %s: %s; retrying", self.ref.label, name, error)
-                await self.say(ScheduleReason.RUN_REFUSED, f"creating run {name}: {error}; retrying", ready=False)
+                await self.say(ScheduleReason.RETRYING, f"creating run {name}: {error}; retrying"[:MESSAGE_MAX],
+                               ready=False, generation=checked.generation)
                 return None, str(error)
             raise
         if not created:
@@ -190,29 +222,35 @@ class ScheduleController:
     async def record(self, checked: Checked, runs: list[dict[str, Any]], decision: Decision,
                      last_time: datetime | None, skipped: int, message: str | None, reason: str) -> None:
         active = [run["metadata"]["name"] for run in runs if going(run)]
-        latest = runs[-1] if runs else None
         ended = [run for run in runs if phase_of(run) in ("Succeeded", "Failed")]
-        judged = [run for run in ended if (run.get("status") or {}).get("verdict")]
         succeeded = [str((run.get("status") or {}).get("completionTime") or "") for run in ended
                      if phase_of(run) == "Succeeded"]
         last_success = max([t for t in (*succeeded, self.status.lastSuccessfulTime) if t], default=None)
-        verdict = (judged[-1].get("status") or {}).get("verdict") if judged else self.status.lastVerdict
+        # The latest run, and the latest that judged, only ever move forward: a history limit of 0 deletes the
+        # newest run, and what is left must not put an older verdict back in status (and the alert).
+        latest = _newer(runs[-1] if runs else None, self.status.lastRun.name if self.status.lastRun else None)
+        judged = [run for run in ended if _verdict(run) is not None]
+        verdict_run = _newer(judged[-1] if judged else None, self.status.lastVerdictRun)
+        verdict = _verdict(verdict_run) if verdict_run else self.status.lastVerdict
         update: dict[str, Any] = {
             "observedGeneration": checked.generation,
             "lastScheduleTime": rfc3339(last_time) if last_time else None,
             "nextScheduleTime": rfc3339(decision.next) if decision.next and not checked.spec.suspend else None,
             "lastSuccessfulTime": last_success, "active": active[:10], "skipped": skipped,
             "lastRun": run_status(latest) if latest else self.status.lastRun, "lastVerdict": verdict,
+            "lastVerdictRun": verdict_run["metadata"]["name"] if verdict_run else self.status.lastVerdictRun,
         }
+        if decision.create is not None and decision.skipped > TOO_MANY_MISSED and message:
+            message += f"; more than {TOO_MANY_MISSED} earlier times were missed"
         message = message or (f"{', '.join(active[:3])} going" if active else None) or (
             f"next run at {rfc3339(decision.next)}" if decision.next else "the schedule has no time in five years")
         if len(ended) != self.finished_seen:
             self.finished_seen = len(ended)
             update["lastChangePoint"] = change_point(ended) or self.status.lastChangePoint
         self.status = self.status.model_copy(update=update)
-        ready = not checked.spec.suspend and reason != ScheduleReason.RUN_REFUSED
-        await self.say(reason, message, ready=ready, generation=checked.generation)
-        METRICS.set_schedule(self.ref.label, str(verdict) if verdict else None,
+        ready = not checked.spec.suspend and reason == ScheduleReason.SCHEDULING
+        await self.say(reason, message[:MESSAGE_MAX], ready=ready, generation=checked.generation)
+        METRICS.set_schedule(self.ref.label, verdict.value if verdict else None,
                              last_time.timestamp() if last_time else None)
 
     async def say(self, reason: str, message: str, ready: bool, generation: int | None = None) -> None:
@@ -230,6 +268,21 @@ class ScheduleController:
             return
         await self.client.merge_patch(self.ref.status_path, {"status": changed})
         self.written = body
+
+
+def _verdict(run: dict[str, Any]) -> Verdict | None:
+    try:
+        return Verdict(str((run.get("status") or {}).get("verdict")))
+    except ValueError:
+        return None
+
+
+def _newer(run: dict[str, Any] | None, known: str | None) -> dict[str, Any] | None:
+    """``run`` if it is the run named ``known`` or one made for a later time; else None (keep what status says)."""
+    if run is None or known is None or run["metadata"]["name"] == known:
+        return run
+    ours, theirs = scheduled_time(run), scheduled_time({"metadata": {"name": known}})
+    return run if ours is not None and (theirs is None or ours > theirs) else None
 
 
 def change_point(ended: list[dict[str, Any]]) -> ChangePoint | None:

@@ -11,18 +11,21 @@ repeated after an operator restart creates the same name again and the API serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from csibench.api.cron import TOO_MANY_MISSED, Schedule, due
 from csibench.api.schedule import (
     SCHEDULED_AT_ANNOTATION,
+    TIME_DIGITS,
     BenchmarkScheduleSpec,
     ConcurrencyPolicy,
     ScheduledRunStatus,
 )
 
 TERMINAL = ("Succeeded", "Failed")
+FUTURE_SLACK = timedelta(minutes=5)  # a run's time later than now by more than this is not believed (an edited
+# annotation, a forged name): it would stop the schedule until that date
 
 
 def rfc3339(moment: datetime) -> str:
@@ -39,12 +42,13 @@ def parse_time(text: str | None) -> datetime | None:
 
 
 def scheduled_time(run: dict[str, Any]) -> datetime | None:
-    """The time a run was created for: its annotation, else its name's suffix (``<schedule>-<unix seconds>``)."""
+    """The time a run was created for: its annotation, else its name's suffix (``<schedule>-<unix seconds>``);
+    None when neither is a time."""
     meta = run.get("metadata") or {}
     found = parse_time((meta.get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
-    if found is None:
-        suffix = str(meta.get("name") or "").rpartition("-")[2]
-        found = datetime.fromtimestamp(int(suffix), UTC) if suffix.isdigit() else None
+    suffix = str(meta.get("name") or "").rpartition("-")[2]
+    if found is None and suffix.isdigit() and len(suffix) <= TIME_DIGITS:
+        found = datetime.fromtimestamp(int(suffix), UTC)
     return found
 
 
@@ -53,8 +57,9 @@ def phase_of(run: dict[str, Any]) -> str:
 
 
 def going(run: dict[str, Any]) -> bool:
-    """A run not yet ended and not being deleted."""
-    return phase_of(run) not in TERMINAL and not (run.get("metadata") or {}).get("deletionTimestamp")
+    """A run not yet ended, whether or not it is being deleted (a run deleted while it ran is cleaning up: load
+    that a run started beside it would measure)."""
+    return phase_of(run) not in TERMINAL
 
 
 @dataclass(frozen=True)
@@ -76,16 +81,18 @@ def decide(spec: BenchmarkScheduleSpec, schedule: Schedule, last_scheduled: date
     runs = sorted(children, key=lambda run: scheduled_time(run) or created)
     # A run made for a later time than status says (created just before a restart, its status never written)
     # moves the start on: its time is never due again.
-    made = [at for at in (scheduled_time(run) for run in runs) if at is not None]
-    since = max([at for at in (last_scheduled, *made) if at is not None], default=created)
-    found = due(schedule, since, now, spec.startingDeadlineSeconds)
+    made = [at for at in (scheduled_time(run) for run in runs) if at is not None and at <= now + FUTURE_SLACK]
+    since = max([at for at in (last_scheduled, *made) if at is not None and at <= now + FUTURE_SLACK],
+                default=created)
     active = [run["metadata"]["name"] for run in runs if going(run)]
+    if spec.suspend:  # nothing starts: only the next time is needed (the missed ones are looked at on resuming)
+        return Decision(None, [], _beyond_limits(runs, spec), 0, "suspended: no new runs", schedule.next_after(now),
+                        since, runs)
+    found = due(schedule, since, now, spec.startingDeadlineSeconds)
     prune = _beyond_limits(runs, spec)
     waiting: str | None = None
     create, replace, skipped = found.latest, [], 0
-    if create is not None and spec.suspend:
-        create, waiting = None, "suspended: no new runs"
-    elif create is not None and active and spec.concurrencyPolicy == ConcurrencyPolicy.FORBID:
+    if create is not None and active and spec.concurrencyPolicy == ConcurrencyPolicy.FORBID:
         waiting = (f"the run of {rfc3339(create)} waits: {', '.join(active[:3])} still going (concurrencyPolicy "
                    "Forbid)")
         create = None
