@@ -160,6 +160,28 @@ def test_an_array_failing_every_create_for_a_window_and_a_leak_made_on_purpose_a
     assert "Left after cleanup" in cli(cluster, "report", run["metadata"]["name"], "-n", namespace)
 
 
+def test_a_run_without_disruptions_bounded_on_what_it_leaked_is_audited_exactly(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
+    """No disruption, a bound on the whole run ({metric: leaked, max: 0}): the array acknowledges one delete in
+    three without doing it; the run's cleanup is audited as a disrupted run's is, and the count is the array's
+    ground truth, exactly."""
+    leaky = storage_class(leakEvery="3", leakOperations="deleteVolume")
+    run = run_to_end(kube, namespace, benchmark_run("leaky", storageClassName=leaky, volumes=6,
+                                                    steps=["createVolume", "deleteVolume"],
+                                                    thresholds=[{"metric": "leaked", "max": 0}]), timeout=180)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", (status, operator.log())
+    truth = [r for r in cluster.ground_truth_records() if r["storageClass"] == leaky]
+    leaked = sorted(r["object"] for r in truth if r["op"] == "deleteVolume" and r.get("leaked"))
+    assert len(leaked) == 2, truth
+    leaks = status["leaks"]
+    assert leaks["source"] == "Array" and (leaks["volumes"], leaks["leaked"]) == (2, 2), (leaks, operator.log())
+    assert sorted(leaks["names"]) == leaked, leaks
+    (judged,) = status["thresholds"]
+    assert status["verdict"] == "Fail" and judged["message"] == "run leaked 2 > 0 (max)", judged
+    assert leftovers(kube, run) == {}
+
+
 def test_a_drained_node_s_volumes_follow_their_pods_to_another_node_and_the_node_is_given_back(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
     """examples/drain.yaml, smaller (4 pods): once all 4 run, the node running the most of them is cordoned and

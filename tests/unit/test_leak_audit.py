@@ -110,6 +110,27 @@ def test_without_an_array_that_answers_the_cluster_counts_and_a_run_without_disr
     assert run(plain, spec(volumes=3, steps=["createVolume", "deleteVolume"])).leaks is None
 
 
+def test_a_run_without_disruptions_with_a_bound_on_what_it_leaked_is_audited_and_judged() -> None:
+    """A churn or a probe asks "did this leave anything?" without disrupting anything: the bound has no subject,
+    and the run's cleanup is audited as a disrupted run's is."""
+    fake = FakeKube(Behaviour(bind_delay=0.05))
+    answered = answering(fake, HELD)
+    status = run(fake, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                            thresholds=[{"metric": "leaked", "max": 0}]))
+    assert status.leaks is not None and status.leaks.source == "Array" and status.leaks.leaked == 3, status.leaks
+    assert len(answered) == 1
+    (judged,) = status.thresholds
+    assert (judged.subject, judged.met, judged.measured) == ("run", False, 3.0), judged
+    assert judged.message == "run leaked 3 > 0 (max)"
+    assert status.verdict is not None and status.verdict.value == "Fail"
+    clean = FakeKube(Behaviour(bind_delay=0.05))
+    answering(clean, {"volumeCount": 0, "volumes": [], "snapshotCount": 0, "snapshots": [], "repeatedCount": 0,
+                      "repeated": []})
+    passed = run(clean, spec(volumes=3, steps=["createVolume", "deleteVolume"],
+                             thresholds=[{"metric": "leaked", "max": 0}]))
+    assert passed.verdict is not None and passed.verdict.value == "Pass", passed.thresholds
+
+
 def test_an_array_that_does_not_answer_leaves_the_clusters_count_with_why() -> None:
     async def scenario() -> None:
         fake = FakeKube()

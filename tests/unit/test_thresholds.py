@@ -188,6 +188,7 @@ def test_no_thresholds_no_verdict() -> None:
     ({"step": "createVolume", "metric": "tps", "min": 1}, {}, "a step threshold's metric is one of"),
     ({"step": "createVolume", "metric": "throughput"}, {}, "needs min, max or both"),
     ({"step": "createVolume", "workload": "seqRead", "metric": "throughput", "min": 1}, {}, "exactly one of"),
+    ({"metric": "latencyP99", "max": 1}, {}, "or none for a bound on the whole run"),
     ({"step": "createVolume", "metric": "throughput", "min": 3, "max": 2}, {}, "min must be at most its max"),
     ({"workload": "seqRead", "metric": "mibps", "min": 1}, {}, "a data-path workload this run does not run"),
     ({"database": {"scale": 7}, "metric": "tps", "min": 1}, _DATABASE, "a scale, mode or clients count"),

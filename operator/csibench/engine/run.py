@@ -308,10 +308,10 @@ class RunEngine:
             await asyncio.sleep(0.2)
 
     async def audit_leaks(self, prefix: str) -> None:
-        """A run with disruptions whose cleanup ran (here, or resumed by a restarted operator): what it left behind
-        (status.leaks, ``leak_audit``), from what cleanup's watches saw at its end."""
+        """A run with disruptions, or a bound on what it leaked, whose cleanup ran (here, or resumed by a restarted
+        operator): what it left behind (status.leaks, ``leak_audit``), from what cleanup's watches saw at its end."""
         cleaned = self._cleaned
-        if not self.spec.disruptions or cleaned is None:
+        if not self.spec.audits_leaks or cleaned is None:
             return
         leaks, repeats = await audit_leaks(
             self.client, namespace=self.ref.namespace, prefix=prefix, run_name=self.ref.name,

@@ -180,6 +180,9 @@ def judge_one(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, threshold: Thr
         value = _workload_value(spec, status, threshold.workload, threshold.metric)
     elif threshold.disruption is not None:
         value, where, never = _disruption_value(status, threshold.disruption, threshold.metric)
+    elif threshold.database is None:  # the whole run: what its cleanup left behind
+        value = None if status.leaks is None else float(status.leaks.leaked)
+        where = "" if status.leaks is not None else " (no audit: the run's cleanup did not run)"
     else:
         value, where = _database_value(status, threshold)
     head = f"{threshold.subject} {threshold.metric}"

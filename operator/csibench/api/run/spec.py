@@ -444,3 +444,9 @@ class BenchmarkRunSpec(_Model):
             if problem:
                 raise ValueError(problem)
         return value
+
+    @property
+    def audits_leaks(self) -> bool:
+        """Whether the run counts what its cleanup left behind (status.leaks): a run with disruptions always (what
+        a disruption cost), any other run with a bound on it (``{metric: leaked, max: 0}``, no subject)."""
+        return bool(self.disruptions) or any(t.metric == ThresholdMetric.LEAKED for t in self.thresholds or [])

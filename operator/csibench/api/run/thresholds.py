@@ -77,11 +77,14 @@ class DatabaseRowSelector(_Model):
     clients: int | None = Field(None, ge=1, le=1000, description="pgbench clients (one of database.clients).")
 
 
-_THRESHOLD_SUBJECT = "a threshold names exactly one of step, workload, database or disruption"
+_THRESHOLD_SUBJECT = ("a threshold names exactly one of step, workload, database or disruption, or none for a bound "
+                      "on the whole run (metric leaked only)")
 _THRESHOLD_BOUND = "a threshold needs min, max or both"
+_RUN_METRICS = (M.LEAKED,)  # a bound with no subject: what the run left behind after its cleanup (status.leaks)
+_SUBJECTS = ("(has(self.step) ? 1 : 0) + (has(self.workload) ? 1 : 0) + (has(self.database) ? 1 : 0) + "
+             "(has(self.disruption) ? 1 : 0)")
 _THRESHOLD_RULES = (
-    ("(has(self.step) ? 1 : 0) + (has(self.workload) ? 1 : 0) + (has(self.database) ? 1 : 0) + "
-     "(has(self.disruption) ? 1 : 0) == 1", _THRESHOLD_SUBJECT),
+    (f"{_SUBJECTS} == 1 || ({_SUBJECTS} == 0 && self.metric in {cel_list(_RUN_METRICS)})", _THRESHOLD_SUBJECT),
     ("has(self.min) || has(self.max)", _THRESHOLD_BOUND),
     ("!has(self.min) || !has(self.max) || self.min <= self.max", "a threshold's min must be at most its max"),
     (f"!has(self.step) || self.metric in {cel_list(STEP_METRICS)}",
@@ -106,6 +109,8 @@ class Threshold(_Model):
     workload: str | None = Field(None, min_length=1, max_length=32, pattern=WORKLOAD_NAME_PATTERN,
                                  description="The data-path workload bounded (one of dataPath.workloads).")
     database: DatabaseRowSelector | None = Field(None, description="The database runs bounded.")
+    # None of step, workload, database and disruption: a bound on the whole run (metric leaked: what its cleanup
+    # left behind, counted by the array where it can say; the audit then runs for a run without disruptions too).
     disruption: int | None = Field(None, ge=0, le=MAX_DISRUPTIONS - 1,
                                    description="The disruption bounded: its index in spec.disruptions (0 first).")
     metric: ThresholdMetric = Field(..., description="What is bounded; its unit is the status field's (seconds, "
@@ -116,16 +121,17 @@ class Threshold(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> Threshold:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        if sum(x is not None for x in (self.step, self.workload, self.database, self.disruption)) != 1:
+        subjects = sum(x is not None for x in (self.step, self.workload, self.database, self.disruption))
+        if subjects != 1 and not (subjects == 0 and self.metric in _RUN_METRICS):
             raise ValueError(_THRESHOLD_SUBJECT)
         if self.min is None and self.max is None:
             raise ValueError(_THRESHOLD_BOUND)
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError("a threshold's min must be at most its max")
         kind = ("step" if self.step else "workload" if self.workload else "disruption"
-                if self.disruption is not None else "database")
+                if self.disruption is not None else "database" if self.database is not None else "run")
         allowed = {"step": STEP_METRICS, "workload": WORKLOAD_METRICS, "database": DATABASE_METRICS,
-                   "disruption": DISRUPTION_METRICS}[kind]
+                   "disruption": DISRUPTION_METRICS, "run": _RUN_METRICS}[kind]
         if self.metric not in allowed:
             raise ValueError(f"a {kind} threshold's metric is one of {', '.join(allowed)}")
         return self
@@ -139,7 +145,9 @@ class Threshold(_Model):
             return f"workload {self.workload}"
         if self.disruption is not None:
             return f"disruption {self.disruption}"
-        selector = self.database or DatabaseRowSelector()
+        if self.database is None:
+            return "run"
+        selector = self.database
         parts = [f"scale {selector.scale}" if selector.scale else "",
                  str(selector.mode) if selector.mode else "",
                  f"{selector.clients} clients" if selector.clients else ""]
