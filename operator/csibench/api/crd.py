@@ -188,6 +188,16 @@ def template_schema() -> Schema:
     return schema
 
 
+def _owner_name_rules(kind: str, longest: int, runs_named: str) -> list[Schema]:
+    """A suite's or a schedule's name: short enough, and without dots, for its runs' names to be run names."""
+    return [
+        {"rule": f"size(self.metadata.name) <= {longest}",
+         "message": f"{kind} names are at most {longest} characters, so that its runs' names ({runs_named}) stay "
+                    "valid run names"},
+        {"rule": "!self.metadata.name.contains('.')",
+         "message": f"{kind} names must not contain '.': its runs are named after it"}]
+
+
 def build_suite_crd() -> Schema:
     spec_schema = _spec_schema(BenchmarkSuiteSpec, SUITE_IMMUTABLE_MESSAGE)
     spec_schema["properties"]["template"] = template_schema()
@@ -198,12 +208,7 @@ def build_suite_crd() -> Schema:
         {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    name_rules = [
-        {"rule": f"size(self.metadata.name) <= {MAX_SUITE_NAME}",
-         "message": f"BenchmarkSuite names are at most {MAX_SUITE_NAME} characters, so that its runs' names "
-                    "(<suite>-c<cell>-r<round>) stay valid run names"},
-        {"rule": "!self.metadata.name.contains('.')",
-         "message": "BenchmarkSuite names must not contain '.': its runs are named after it"}]
+    name_rules = _owner_name_rules(SUITE_KIND, MAX_SUITE_NAME, "<suite>-c<cell>-r<round>")
     versions = _versions(spec_schema, _status_schema(BenchmarkSuiteStatus),
                          "A matrix of BenchmarkRuns: a template, axes over it, rounds, run one after another.",
                          name_rules, columns)
@@ -228,12 +233,7 @@ def build_schedule_crd() -> Schema:
         {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    name_rules = [
-        {"rule": f"size(self.metadata.name) <= {MAX_SCHEDULE_NAME}",
-         "message": f"BenchmarkSchedule names are at most {MAX_SCHEDULE_NAME} characters, so that its runs' names "
-                    "(<schedule>-<unix seconds>) stay valid run names"},
-        {"rule": "!self.metadata.name.contains('.')",
-         "message": "BenchmarkSchedule names must not contain '.': its runs are named after it"}]
+    name_rules = _owner_name_rules(SCHEDULE_KIND, MAX_SCHEDULE_NAME, "<schedule>-<unix seconds>")
     versions = _versions(spec_schema, _status_schema(BenchmarkScheduleStatus),
                          "A BenchmarkRun on a cron schedule, as a CronJob makes Jobs.", name_rules, columns)
     return _crd(SCHEDULE_KIND, SCHEDULE_PLURAL, ["bsched"], versions)

@@ -37,6 +37,7 @@ from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.resources import SuiteRef
+from csibench.kube.status_patch import StatusPatcher
 from csibench.metrics import METRICS
 from csibench.suite.children import build_child, owned_by
 from csibench.suite.progress import Decision, decide
@@ -91,7 +92,7 @@ class SuiteController:
         self.ref, self.spec, self.client = ref, spec, client
         self.slots = schedule(spec)
         self.status = BenchmarkSuiteStatus.model_validate(status or {})
-        self.written: dict[str, Any] | None = None
+        self.patcher = StatusPatcher(client, ref.status_path)
         self.refused: dict[str, SuiteRunStatus] = {}  # runs the API server would not create: Failed, with why
         self.cells_recorded = False
 
@@ -261,11 +262,4 @@ class SuiteController:
         await self.write()
 
     async def write(self) -> None:
-        """A merge patch of the fields that changed since the last write (all of them on the first: a null
-        removes what an earlier operator wrote and this one no longer says, e.g. ``current`` at the end)."""
-        body = self.status.model_dump(mode="json")
-        changed = body if self.written is None else {k: v for k, v in body.items() if self.written.get(k) != v}
-        if not changed:
-            return
-        await self.client.merge_patch(self.ref.status_path, {"status": changed})
-        self.written = body
+        await self.patcher.write(self.status.model_dump(mode="json"))
