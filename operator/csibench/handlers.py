@@ -251,8 +251,11 @@ async def handle_run_benchmarkschedule(body: kopf.Body, meta: kopf.Meta, status:
     created = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
     client = await _client_for(SUITE_CLIENT)
 
-    def current() -> tuple[int, dict[str, Any]]:  # kopf keeps a daemon's body fresh with each change
-        return int((body.get("metadata") or {}).get("generation", 1)), plain(body.get("spec") or {})
+    def current() -> tuple[int, dict[str, Any]] | None:  # kopf keeps a daemon's body fresh with each change
+        live = body.get("metadata") or {}
+        if live.get("deletionTimestamp"):  # nothing more to make (a namespace being deleted refuses it anyway)
+            return None
+        return int(live.get("generation", 1)), plain(body.get("spec") or {})
 
     try:
         await ScheduleController(ref, client, plain(status), created).run(current)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import Kube, wait_until
+from localcluster.kube import Kube, items, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import benchmark_run, create_run, describe_stuck_run, get_run, step, wait_for_phase
@@ -210,8 +210,14 @@ def test_a_run_succeeds_through_the_operator_pod_and_survives_the_pod_deleted_mi
 
 def test_prometheus_scrapes_the_operator_and_every_dashboard_query_answers(
         cluster: LocalCluster, kube: Kube, namespace: str, operator_pod: str) -> None:
-    # One run that feeds every panel: the lifecycle, expansion and a move (phases), density, the data path, the
-    # database, and the machinery's cost.
+    # A schedule feeds the schedule panels (its latest verdict, its runs' step durations) while the run below goes.
+    probe = {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSchedule", "metadata": {"name": "probe"},
+             "spec": {"schedule": "@every 10s", "successfulRunsHistoryLimit": 1, "template": {
+                 "storageClassName": "csibench-sim", "volumes": 1, "steps": ["createVolume", "deleteVolume"],
+                 "thresholds": [{"step": "createVolume", "metric": "failed", "max": 0}]}}}
+    create_run(kube, namespace, probe, plural="benchmarkschedules")
+    # One run that feeds every other panel: the lifecycle, expansion and a move (phases), density, the data path,
+    # the database, and the machinery's cost.
     body = benchmark_run(
         "everything", storageClassName="csibench-sim", volumeSnapshotClassName="csibench-sim-snapclass",
         volumes=2, size="64Mi", expand={"by": "64Mi"}, move={}, density={"volumesPerNode": [2]},
@@ -229,8 +235,17 @@ def test_prometheus_scrapes_the_operator_and_every_dashboard_query_answers(
     assert [(t["metric"].get("pod"), t["value"][1]) for t in targets] == [(pod["metadata"]["name"], "1")], targets
     # Prometheus scrapes every second; the operator's series of this run are there once it scraped after the end.
     time.sleep(3)
-    empty = [(title, expr) for title, expr in dashboard_queries() if not query(cluster, expr)]
-    assert not empty, empty
+    try:
+        wait_until(lambda: bool(query(cluster, "csibench_schedule_last_verdict == 1")), 60,
+                   "a scheduled run judged", 1)
+        empty = [(title, expr) for title, expr in dashboard_queries() if not query(cluster, expr)]
+        assert not empty, (empty, get_run(kube, namespace, "probe", "benchmarkschedules"))
+    finally:  # the schedule's runs go with it, before the next test measures anything
+        kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkschedules",
+                                                    "probe")
+        wait_until(lambda: not [r for r in items(kube.custom.list_namespaced_custom_object(
+            "csibench.io", "v1alpha1", namespace, "benchmarkruns")) if r["metadata"]["name"].startswith("probe-")],
+            120, "the schedule's runs gone", 1)
 
 
 def test_the_machinery_cost_per_step_agrees_with_proc_within_ten_percent(

@@ -23,7 +23,7 @@ from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import GROUP_SNAPSHOT_CLASS, REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
-from localcluster.runs import benchmark_run, leftovers, run_to_end
+from localcluster.runs import benchmark_run, create_run, get_run, leftovers, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +31,9 @@ pytestmark = pytest.mark.integration
 def test_deploy_applies_with_server_side_apply(cluster: LocalCluster, deployed: None) -> None:
     rendered = list(yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO_ROOT / "deploy"))))
     kinds = sorted(obj["kind"] for obj in rendered)
-    assert kinds == sorted(["Namespace", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount",
+    assert kinds == sorted(["Namespace", *["CustomResourceDefinition"] * 3, "ServiceAccount",
                             "ClusterRole", "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding",
-                            *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3,
+                            *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4,
                             "Deployment", "Service"])
     for obj in rendered:
         namespace = obj["metadata"].get("namespace")
@@ -67,7 +67,9 @@ def _can(cluster: LocalCluster, verb: str, resource: str, namespace: str = "defa
     ("update", "volumesnapshotcontents.snapshot.storage.k8s.io"), ("create", "deployments"),
     ("delete", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
     ("patch", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
-    ("delete", "benchmarkruns.csibench.io"), ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
+    ("update", "persistentvolumeclaims"), ("delete", "configmaps"),
+    ("delete", "benchmarkschedules.csibench.io"), ("create", "benchmarkschedules.csibench.io"),
+    ("update", "benchmarkschedules.csibench.io"),
     ("create", "clusterrolebindings"), ("update", "pods"), ("create", "pods/exec"),
     ("delete", "benchmarksuites.csibench.io"), ("create", "benchmarksuites.csibench.io"),
     ("update", "benchmarkruns.csibench.io"), ("patch", "benchmarksuites.csibench.io/finalizers"),
@@ -86,12 +88,43 @@ def test_rbac_denies_what_the_operator_never_needs(cluster: LocalCluster, deploy
     ("patch", "pods"),  # the run's own, one annotation (the data path's start barrier): the policy says which
     ("create", "volumegroupsnapshots.groupsnapshot.storage.k8s.io"),
     ("watch", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io"),
-    ("create", "benchmarkruns.csibench.io"),  # a suite's runs only: the admission policy says which
+    ("create", "benchmarkruns.csibench.io"),  # a suite's or schedule's runs only: the admission policy says which
+    ("delete", "benchmarkruns.csibench.io"),  # a schedule's runs only: the admission policy says which
+    ("watch", "benchmarkschedules.csibench.io"), ("patch", "benchmarkschedules.csibench.io/status"),
     ("watch", "benchmarksuites.csibench.io"), ("patch", "benchmarksuites.csibench.io/status"),
     ("update", "benchmarksuites.csibench.io/finalizers"),
 ])
 def test_rbac_allows_what_runs_use(cluster: LocalCluster, deployed: None, verb: str, resource: str) -> None:
     assert _can(cluster, verb, resource)
+
+
+def test_the_operator_may_delete_a_run_only_as_a_schedules(kube: Kube, namespace: str, cluster: LocalCluster,
+                                                           deployed: None) -> None:
+    """RBAC gives delete on runs (a schedule's history limits); the policy admits it only for a run labelled with
+    a schedule's uid and owned by that schedule: a user's run, or one carrying the label alone, is refused."""
+    schedule = create_run(kube, namespace, plural="benchmarkschedules", body={
+        "apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSchedule", "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 0 1 1 *", "suspend": True,
+                 "template": {"storageClassName": "csibench-sim", "steps": ["createVolume", "deleteVolume"]}}})
+    uid = schedule["metadata"]["uid"]
+    owner = {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSchedule", "name": "nightly", "uid": uid,
+             "controller": True}
+    bodies = {"users": {}, "copied-label": {"labels": {"csibench.io/schedule-uid": uid}},
+              "scheduled": {"labels": {"csibench.io/schedule-uid": uid}, "ownerReferences": [owner]}}
+    for name, meta in bodies.items():  # an unknown class: each run fails before it creates anything
+        run = benchmark_run(name, storageClassName="missing-class", steps=["createVolume", "deleteVolume"])
+        run["metadata"].update(meta)
+        kube.custom.create_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkruns", run)
+    answers = {name: subprocess.run(
+        [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}", f"--as={OPERATOR_SA}",
+         "delete", "--dry-run=server", "benchmarkrun", name, "-n", namespace], capture_output=True, text=True)
+        for name in bodies}
+    assert answers["scheduled"].returncode == 0, answers["scheduled"].stderr
+    for name in ("users", "copied-label"):
+        assert answers[name].returncode != 0 and "only delete a BenchmarkRun that a BenchmarkSchedule made" in \
+            answers[name].stderr, answers[name].stderr
+    kube.custom.delete_namespaced_custom_object("csibench.io", "v1alpha1", namespace, "benchmarkschedules", "nightly")
+    wait_until(lambda: get_run(kube, namespace, "nightly", "benchmarkschedules") is None, 60, "the schedule gone")
 
 
 def test_admission_policy_keeps_the_operator_off_objects_it_did_not_create(kube: Kube, namespace: str,

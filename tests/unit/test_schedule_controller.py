@@ -236,12 +236,13 @@ def test_an_api_server_that_refuses_for_a_reason_not_the_runs_is_said_and_retrie
     monkeypatch.setattr(schedule_controller, "POLL_SECONDS", 0.01)
     quota: list[ApiError] = [ApiError(403, "Forbidden", "exceeded quota: runs")]
     kube = FakeKube(Behaviour(refuse_create=lambda plural, name: quota[0] if quota else None))
+    deleting: list[bool] = []
     clock = Clock()
     controller, body = make(kube, clock)
     clock.now += 61
 
     async def drive() -> None:
-        task = asyncio.create_task(controller.run(lambda: (1, body)))
+        task = asyncio.create_task(controller.run(lambda: (1, body) if not deleting else None))
         try:
             async with asyncio.timeout(10):  # a loop that died on the error would leave status empty for ever
                 while not status(kube).get("conditions") and not task.done():
@@ -253,6 +254,8 @@ def test_an_api_server_that_refuses_for_a_reason_not_the_runs_is_said_and_retrie
                 quota.clear()  # the quota raised: the held time is made at the next pass, not skipped
                 while not runs(kube):
                     await asyncio.sleep(0.01)
+                deleting.append(True)  # the schedule being deleted: the loop ends by itself
+                await task
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

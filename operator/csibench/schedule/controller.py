@@ -38,6 +38,7 @@ from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.resources import ScheduleRef
+from csibench.kube.status_patch import StatusPatcher
 from csibench.metrics import METRICS
 from csibench.report import history
 from csibench.schedule.children import build_scheduled_run, owned_by
@@ -86,16 +87,20 @@ class ScheduleController:
                  clock: Callable[[], float] = time.time) -> None:
         self.ref, self.client, self.created, self.clock = ref, client, created, clock
         self.status = BenchmarkScheduleStatus.model_validate(status or {})
-        self.written: dict[str, Any] | None = None
+        self.patcher = StatusPatcher(client, ref.status_path)
         self.checked: Checked | None = None
         self.invalid_generation: int | None = None
         self.finished_seen = -1
 
-    async def run(self, current: Callable[[], tuple[int, dict[str, Any]]]) -> None:
-        """Until cancelled (the schedule deleted, the operator stopping): ``current()`` gives the live generation
-        and spec, so an edit (suspend, a new schedule) takes effect at the next pass."""
+    async def run(self, current: Callable[[], tuple[int, dict[str, Any]] | None]) -> None:
+        """Until cancelled (the operator stopping) or the schedule is being deleted (``current()`` gives None): it
+        gives the live generation and spec, so an edit (suspend, a new schedule) takes effect at the next pass."""
         while True:
-            generation, spec = current()
+            live = current()
+            if live is None:
+                log.info("schedule %s: being deleted; its runs go with it", self.ref.label)
+                return
+            generation, spec = live
             try:
                 wait = await self.step(generation, spec)
             except (ApiError, TimeoutError) as error:  # the API server away, a quota, a refused delete: next pass
@@ -261,13 +266,7 @@ class ScheduleController:
         await self.write()
 
     async def write(self) -> None:
-        """A merge patch of the fields that changed since the last write."""
-        body = self.status.model_dump(mode="json")
-        changed = body if self.written is None else {k: v for k, v in body.items() if self.written.get(k) != v}
-        if not changed:
-            return
-        await self.client.merge_patch(self.ref.status_path, {"status": changed})
-        self.written = body
+        await self.patcher.write(self.status.model_dump(mode="json"))
 
 
 def _verdict(run: dict[str, Any]) -> Verdict | None:
