@@ -18,8 +18,9 @@ from localcluster.kube import Kube, items, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess, OperatorStartError
 from localcluster.runs import GROUP as RUN_GROUP
-from localcluster.runs import PLURAL, VERSION, describe_stuck_run
-from tests.support.cluster import StorageClassFactory
+from localcluster.runs import PLURAL, VERSION, benchmark_run, create_run, describe_stuck_run, get_run
+from tests.support.cluster import SlowAttachRun, StorageClassFactory, set_sidecar_timeout
+from tests.support.runs import in_test_namespace
 
 OPERATOR_LOG_LINES = 80
 
@@ -127,3 +128,33 @@ def storage_class(kube: Kube) -> Iterator[StorageClassFactory]:
         except ApiException as error:
             if error.status != 404:  # a test may delete its class on purpose
                 raise
+
+
+@pytest.fixture(scope="session")
+def slow_attach_run(cluster: LocalCluster, kube: Kube, operator: OperatorProcess) -> Iterator[SlowAttachRun]:
+    """One attach of 125 s (test_retries waits for it): started by the first module that asks for it
+    (test_repeats, then test_results and test_retries say they use it), so its two idle minutes on the attach/
+    detach controller's fixed wait pass beside their tests instead of after them. Those tests change nothing of
+    the attacher and measure nothing an idle attach disturbs; the attacher's --timeout is a vendor's 300 s until
+    the session ends (its own call must not run out first)."""
+    set_sidecar_timeout(cluster, kube, "csi-attacher", "300s")
+    namespace = f"t-slow-attach-{uuid.uuid4().hex[:5]}"
+    kube.core.create_namespace({"metadata": {"name": namespace, "labels": {"csibench.io/test": "true"}}})  # type: ignore[arg-type]  # the client validates a dict body
+    slow = SlowAttachRun(namespace, f"sim-{uuid.uuid4().hex[:8]}")
+    kube.storage.create_storage_class(manifests.storage_class(slow.storage_class, "Immediate", attachLatency="125s"))  # type: ignore[arg-type]  # the client validates a dict body
+    try:
+        create_run(kube, namespace, in_test_namespace(namespace, benchmark_run(
+            slow.name, storageClassName=slow.storage_class, volumes=1,
+            steps=["createVolume", "publish", "unpublish", "deleteVolume"], timeouts={"publish": 300})))
+
+        def publishing() -> bool:  # its claim bound: the provisioner may be restarted by the tests beside it
+            run = get_run(kube, namespace, slow.name) or {}
+            return any(s["name"] == "publish" and s["state"] == "Running"
+                       for s in (run.get("status") or {}).get("steps") or [])
+
+        wait_until(publishing, 120, f"{slow.name}: publish running (its claim bound)", 0.5)
+        yield slow
+    finally:
+        set_sidecar_timeout(cluster, kube, "csi-attacher", "15s")
+        kube.storage.delete_storage_class(slow.storage_class)
+        kube.core.delete_namespace(namespace)

@@ -17,7 +17,8 @@ from tests.support.cluster import cli
 from tests.support.report_page import Outline
 from tests.support.runs import create_run, run_to_end
 
-pytestmark = pytest.mark.integration
+# The slow-attach run of test_retries (conftest.py) starts here and idles beside these tests.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slow_attach_run")]
 
 
 def test_repeat_three_measures_three_iterations_and_cleans_up_each(

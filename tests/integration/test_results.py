@@ -17,7 +17,8 @@ from localcluster.runs import TERMINAL, benchmark_run, get_run, step, wait_for_p
 from tests.support.metrics import samples
 from tests.support.runs import create_run
 
-pytestmark = pytest.mark.integration
+# The slow-attach run of test_retries (conftest.py) starts here and idles beside these tests.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slow_attach_run")]
 
 
 

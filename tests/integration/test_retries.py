@@ -6,48 +6,31 @@ waited out, and a class the driver refuses (InvalidArgument) still fails at once
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from localcluster import manifests
-from localcluster.kube import Kube, present, wait_until
+from localcluster.kube import Kube
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     TERMINAL,
     benchmark_run,
     describe_stuck_run,
-    get_run,
     leftovers,
     read_report,
     step,
     wait_for_phase,
 )
-from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
-from tests.support.cluster import cli
-from tests.support.runs import create_run, run_to_end
+from tests.support.cluster import SlowAttachRun, cli, set_sidecar_timeout
+from tests.support.runs import run_to_end
 
-pytestmark = pytest.mark.integration
+# The slow-attach run (conftest.py) starts with the modules before this one and idles beside them.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slow_attach_run")]
 VOLUMES, CREATE_SECONDS = 4, 3.0
 SHORT_TIMEOUT, SHORT_SECONDS = "1s", 1.0  # below the array's create latency: every queued call runs out
-
-
-def set_sidecar_timeout(cluster: LocalCluster, kube: Kube, component: str, timeout: str) -> None:
-    """Restart one sidecar with this --timeout and wait until its mirror pod runs with it (the preflight reads
-    the flag there)."""
-    cluster.reconfigure_sidecar(component, {"timeout": timeout})
-
-    def running_with_it() -> bool:
-        pod = kube.core.read_namespaced_pod(f"{component}-sim-node-0", SIDECAR_NAMESPACE)
-        return present(pod.status).phase == "Running" and f"--timeout={timeout}" in (
-            present(pod.spec).containers[0].args or [])
-
-    wait_until(running_with_it, 60, f"{component} running with --timeout={timeout}")
 
 
 @pytest.fixture
@@ -142,48 +125,13 @@ def test_a_class_the_driver_refuses_still_fails_at_once(kube: Kube, namespace: s
     assert leftovers(kube, run) == {}
 
 
-@dataclass(frozen=True)
-class SlowAttachRun:
-    namespace: str
-    storage_class: str
-    name: str = "waited"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def slow_attach_run(cluster: LocalCluster, kube: Kube, operator: OperatorProcess) -> Iterator[SlowAttachRun]:
-    """The slow-attach run, started before the module's first test and waited for by its last: it idles about two
-    minutes on the attach/detach controller's fixed wait, and the other tests (which change only the provisioner,
-    and only once this run's claims are bound) run meanwhile instead of after it."""
-    set_sidecar_timeout(cluster, kube, "csi-attacher", "300s")  # a vendor's: its own call does not run out first
-    namespace = f"t-slow-attach-{uuid.uuid4().hex[:5]}"
-    kube.core.create_namespace({"metadata": {"name": namespace, "labels": {"csibench.io/test": "true"}}})  # type: ignore[arg-type]  # the client validates a dict body
-    slow = SlowAttachRun(namespace, f"sim-{uuid.uuid4().hex[:8]}")
-    kube.storage.create_storage_class(manifests.storage_class(slow.storage_class, "Immediate", attachLatency="125s"))  # type: ignore[arg-type]  # the client validates a dict body
-    try:
-        create_run(kube, namespace, benchmark_run(slow.name, storageClassName=slow.storage_class, volumes=1,
-                                                  steps=["createVolume", "publish", "unpublish", "deleteVolume"],
-                                                  timeouts={"publish": 300}))
-
-        def publishing() -> bool:
-            run = get_run(kube, namespace, slow.name) or {}
-            return any(s["name"] == "publish" and s["state"] == "Running"
-                       for s in (run.get("status") or {}).get("steps") or [])
-
-        wait_until(publishing, 120, f"{slow.name}: publish running (its claim bound)", 0.5)
-        yield slow
-    finally:
-        set_sidecar_timeout(cluster, kube, "csi-attacher", "15s")
-        kube.storage.delete_storage_class(slow.storage_class)
-        kube.core.delete_namespace(namespace)
-
-
 def test_attaches_slower_than_the_attach_detach_controllers_wait_succeed_with_its_retries_counted(
         kube: Kube, operator: OperatorProcess, cluster: LocalCluster, slow_attach_run: SlowAttachRun) -> None:
     """One attach of 125 s, the attacher at a vendor's --timeout=300s (so its own call does not run out first):
     the attach/detach controller gives up its fixed two-minute wait ('timed out waiting for external-attacher'),
     says FailedAttachVolume and waits again; the pod starts once the array attached. publish Succeeds, within 5%
     + 0.5 s of the array's attach, with the controller's retry counted. (About three minutes, the controller's
-    wait cannot be shortened; the run started with the module, see ``slow_attach_run``.)"""
+    wait cannot be shortened: the run started two modules earlier, see ``slow_attach_run`` in conftest.py.)"""
     namespace, slow = slow_attach_run.namespace, slow_attach_run.storage_class
     try:
         run = wait_for_phase(kube, namespace, slow_attach_run.name, TERMINAL, 420)

@@ -20,9 +20,9 @@ from localcluster.runs import GROUP, VERSION, describe_stuck_run, get_run, lefto
 from tests.support.cluster import cli
 
 pytestmark = pytest.mark.integration
-INTERVAL = 20  # seconds: "@every 20s"
+INTERVAL = 10  # seconds: "@every 10s"
 KEPT = 2
-LATE_SECONDS = 8.0  # a run made more than this after its time is late (a busy machine: list, create, a restart)
+LATE_SECONDS = 5.0  # a run made more than this after its time is late (a busy machine: list, create, a restart)
 
 
 def scheduled_runs(kube: Kube, namespace: str, schedule: str) -> list[dict[str, Any]]:
@@ -38,7 +38,10 @@ def test_a_schedule_makes_runs_on_time_never_twice_across_a_kill_and_keeps_its_h
         kube: Kube, namespace: str, cluster: LocalCluster, operator_as_service_account: OperatorProcess) -> None:
     operator = operator_as_service_account
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "BenchmarkSchedule", "metadata": {"name": "probe"},
-            "spec": {"schedule": f"@every {INTERVAL}s", "successfulRunsHistoryLimit": KEPT,
+            # Allow: a time never waits for the run before it (Forbid's hold is the unit tests'), so "on time" is
+            # the controller's promptness, not a run's length on a busy machine.
+            "spec": {"schedule": f"@every {INTERVAL}s", "concurrencyPolicy": "Allow",
+                     "successfulRunsHistoryLimit": KEPT,
                      "failedRunsHistoryLimit": 1,
                      "template": {"storageClassName": "csibench-sim", "volumes": 2,
                                   "steps": ["createVolume", "deleteVolume"], "timeouts": {"default": 60}}}}
@@ -66,7 +69,7 @@ def test_a_schedule_makes_runs_on_time_never_twice_across_a_kill_and_keeps_its_h
         return len(seen) >= count
 
     try:
-        wait_until(lambda: made(2), 3 * INTERVAL + 30, "2 scheduled runs", 0.5)
+        wait_until(lambda: made(2), 3 * INTERVAL + 40, "2 scheduled runs", 0.5)
         # Killed just after a time (a run being made, its status maybe not written), started again at once.
         next_time = (int(time.time()) // INTERVAL + 1) * INTERVAL
         time.sleep(max(0.0, next_time - time.time() + 0.3))

@@ -11,13 +11,15 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import manifests
-from localcluster.kube import Kube, present
+from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
 
 # The ``storage_class`` fixture (tests/integration/conftest.py): makes a simulator StorageClass, returns its name.
 StorageClassFactory = Callable[..., str]
@@ -88,3 +90,26 @@ def prometheus_query(cluster: LocalCluster, promql: str) -> list[dict[str, Any]]
     assert answer["status"] == "success", answer
     result: list[dict[str, Any]] = answer["data"]["result"]
     return result
+
+
+def set_sidecar_timeout(cluster: LocalCluster, kube: Kube, component: str, timeout: str) -> None:
+    """Restart one sidecar with this --timeout and wait until its mirror pod runs with it (the preflight reads
+    the flag there)."""
+    cluster.reconfigure_sidecar(component, {"timeout": timeout})
+
+    def running_with_it() -> bool:
+        pod = kube.core.read_namespaced_pod(f"{component}-sim-node-0", SIDECAR_NAMESPACE)
+        return present(pod.status).phase == "Running" and f"--timeout={timeout}" in (
+            present(pod.spec).containers[0].args or [])
+
+    wait_until(running_with_it, 60, f"{component} running with --timeout={timeout}")
+
+
+@dataclass(frozen=True)
+class SlowAttachRun:
+    """The run of an attach slower than the attach/detach controller's fixed two-minute wait (the
+    ``slow_attach_run`` fixture): where it is, for the test that waits for it."""
+
+    namespace: str
+    storage_class: str
+    name: str = "waited"
