@@ -227,10 +227,12 @@ class FakeKube:
         self.put("namespaces", "", {"metadata": {"name": "runs"}})
 
     def node_names(self) -> list[str]:
-        return sorted(name for (plural, _, name) in self.objects if plural == "nodes")
+        with self.lock:  # read from the fake's timer threads while the engine's requests change the objects
+            return sorted(name for (plural, _, name) in self.objects if plural == "nodes")
 
     def cordoned(self, node: str) -> bool:
-        return (self.objects.get(("nodes", "", node), {}).get("spec") or {}).get("unschedulable") is True
+        with self.lock:
+            return (self.objects.get(("nodes", "", node), {}).get("spec") or {}).get("unschedulable") is True
 
     def put(self, plural: str, namespace: str, obj: Json, event: str = "ADDED") -> Json:
         with self.lock:
