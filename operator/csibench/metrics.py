@@ -106,6 +106,20 @@ class Metrics:
         self.density_detach = Gauge("csibench_density_detach_seconds",
                                     "Time to unpublish a level of volumes per node (every pod gone and detached).",
                                     ["run", "volumes_per_node"], registry=registry)
+        # The churn (spec.churn): its latest window, per phase; what its finished waves left; the components' memory.
+        self.churn_throughput = Gauge("csibench_churn_window_completions_per_second",
+                                      "Completions per second of a churn phase in the latest window.",
+                                      ["run", "phase"], registry=registry)
+        self.churn_latency = Gauge("csibench_churn_window_latency_seconds",
+                                   "Per-object latency of a churn phase in the latest window (percentile).",
+                                   ["run", "phase", "quantile"], registry=registry)
+        self.churn_leaks = Gauge("csibench_churn_leaked_objects",
+                                 "What the churn's finished waves left behind, counted at the latest window's end "
+                                 "(volumes: the array's, nothing names them; attachments; released PVs).",
+                                 ["run", "kind"], registry=registry)
+        self.churn_memory = Gauge("csibench_churn_window_memory_bytes",
+                                  "A CSI component's peak memory in the churn's latest window.",
+                                  ["run", "component"], registry=registry)
         # The class change (spec.modify): fio on the volumes before and after, summed over them.
         self.modify_iops = Gauge("csibench_modify_operations_per_second",
                                  "fio IOPS (read + write) summed over the volumes, before or after the "
@@ -234,6 +248,24 @@ class Metrics:
                 gauge.labels(run, level).set(measured)
                 self._remember(run, name, (run, level))
 
+    def record_churn_window(self, run: str, phases: list[tuple[str, float | None, float | None, float | None]],
+                            leaks: dict[str, int], memory: list[tuple[str, float]]) -> None:
+        """The churn's latest window: per phase (throughput, p50, p99), leaks by kind, memory per component."""
+        for phase, throughput, p50, p99 in phases:
+            if throughput is not None:
+                self.churn_throughput.labels(run, phase).set(throughput)
+                self._remember(run, "churn_throughput", (run, phase))
+            for quantile, value in (("0.5", p50), ("0.99", p99)):
+                if value is not None:
+                    self.churn_latency.labels(run, phase, quantile).set(value)
+                    self._remember(run, "churn_latency", (run, phase, quantile))
+        for kind, count in leaks.items():
+            self.churn_leaks.labels(run, kind).set(count)
+            self._remember(run, "churn_leaks", (run, kind))
+        for component, value in memory:
+            self.churn_memory.labels(run, component).set(value)
+            self._remember(run, "churn_memory", (run, component))
+
     def record_database_run(self, run: str, scale: int, mode: str, clients: int, tps: float,
                             latency_average: float | None, latency_stddev: float | None, wal_bytes: int | None,
                             failed: int | None) -> None:
@@ -360,6 +392,8 @@ class Metrics:
                    "density_latency": self.density_latency,
                    "density_attach": self.density_attach,
                    "density_throughput": self.density_throughput, "density_detach": self.density_detach,
+                   "churn_throughput": self.churn_throughput, "churn_latency": self.churn_latency,
+                   "churn_leaks": self.churn_leaks, "churn_memory": self.churn_memory,
                    "modify_iops": self.modify_iops, "modify_bandwidth": self.modify_bandwidth,
                    "shared_rate": self.shared_rate, "shared_latency": self.shared_latency,
                    "verdict": self.verdict, "thresholds_broken": self.thresholds_broken,

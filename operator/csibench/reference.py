@@ -118,7 +118,7 @@ class ConditionDoc:
 
 def conditions() -> list[ConditionDoc]:
     """Every condition csibench sets, with every reason it is set with."""
-    from csibench.engine.judgement import BASELINE_CONDITION
+    from csibench.engine.judgement import BASELINE_CONDITION, DRIFT_CONDITION
     from csibench.engine.status import CLEANUP_CONDITION, SHORTENED
     from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
     from csibench.preflight.outcome import CONDITION as PREFLIGHT_CONDITION
@@ -176,6 +176,12 @@ def conditions() -> list[ConditionDoc]:
         }),
         ConditionDoc(BASELINE_CONDITION, "BenchmarkRun", "The comparison with `spec.baseline`; the reason is "
                      "`status.baseline.change`.", {str(k): v for k, v in change.items()}),
+        ConditionDoc(DRIFT_CONDITION, "BenchmarkRun", "The churn's drift (`spec.churn`): its last windows against "
+                     "its first, judged at the run's end; the reason is `status.churnDrift.change`.", {
+            "NoDrift": "True: no phase's latency got slower beyond drift.thresholdPercent, shown significant.",
+            "Drift": "False: a phase got slower beyond the threshold (Welch's t on the logarithms, Holm-adjusted).",
+            "Inconclusive": "Unknown: no phase could be tested, or the run failed to measure.",
+        }),
         ConditionDoc(SHORTENED, "BenchmarkRun", "Whether text in the status was cut to keep the status small.", {
             "LongTextCut": "True: strings over 4,096 characters were cut.",
             "StatusTooLarge": "True: the API server refused the status as too large; texts were cut further.",

@@ -23,6 +23,7 @@ PARTS: dict[str, dict[str, Any]] = {
     "ephemeral": {"ephemeral": {"pods": 1}},
     "shared": {"shared": {}},
     "modify": {"modify": {"volumeAttributesClassName": "gold"}},
+    "churn": {"churn": {"durationSeconds": 70, "windowSeconds": 10}},
 }
 UNSET: dict[str, dict[str, Any]] = {"dataPath.verify": {"dataPath": {"verify": False}}}  # the part, switched off
 
@@ -80,7 +81,7 @@ def test_a_part_that_enables_a_pair_may_run_its_creation_alone() -> None:
     """deleteGroupSnapshot shares createGroupSnapshot's part: only the first is held to be listed with it."""
     assert [f.name for f in listed_with_their_parts(STEP_FACTS.values())] == [
         "moveVolume", "expandVolume", "modifyVolume", "density", "dataPath", "database", "sharedVolume",
-        "createGroupSnapshot", "verifyClone", "createEphemeral"]
+        "createGroupSnapshot", "verifyClone", "createEphemeral", "churn"]
     spec = BenchmarkRunSpec.model_validate({"storageClassName": "sim", **PARTS["groupSnapshot"],
                                             "steps": ["createVolume", "createGroupSnapshot", "deleteVolume"]})
     assert not spec.runs_step("deleteGroupSnapshot") and spec.runs_step("createGroupSnapshot")

@@ -20,7 +20,8 @@ def test_default_steps_depend_on_the_snapshot_class() -> None:
                                                        StepName.UNPUBLISH, StepName.DELETE_VOLUME]
     optional = (StepName.DATA_PATH, StepName.VERIFY_CLONE, StepName.DATABASE, StepName.EXPAND_VOLUME,
                 StepName.CREATE_GROUP_SNAPSHOT, StepName.DELETE_GROUP_SNAPSHOT, StepName.MOVE_VOLUME, StepName.DENSITY,
-                StepName.CREATE_EPHEMERAL, StepName.DELETE_EPHEMERAL, StepName.SHARED_VOLUME, StepName.MODIFY_VOLUME)
+                StepName.CREATE_EPHEMERAL, StepName.DELETE_EPHEMERAL, StepName.SHARED_VOLUME, StepName.MODIFY_VOLUME,
+                StepName.CHURN)
     assert [s.name for s in resolve_steps(spec(volumeSnapshotClassName="snap"))] == [
         s for s in StepName if s not in optional]
     with_data = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={}))
@@ -30,7 +31,8 @@ def test_default_steps_depend_on_the_snapshot_class() -> None:
     every = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={"verify": True}, database={},
                                expand={"by": "1Gi"}, groupSnapshot={"volumeGroupSnapshotClassName": "g"}, move={},
                                density={"volumesPerNode": [2]}, ephemeral={"pods": 2}, shared={},
-                               modify={"volumeAttributesClassName": "gold"}))
+                               modify={"volumeAttributesClassName": "gold"}, churn={"durationSeconds": 70,
+                                                                                    "windowSeconds": 10}))
     assert [s.name for s in every] == list(StepName)  # each only with its part of the spec; the database after
     grown = resolve_steps(spec(expand={"to": "2Gi"}))  # online: after publish, while its pods mount the volumes
     assert [s.name for s in grown] == [StepName.CREATE_VOLUME, StepName.PUBLISH, StepName.EXPAND_VOLUME,

@@ -48,6 +48,7 @@ class StepName(StrEnum):
     DELETE_VOLUME = "deleteVolume"
     CREATE_EPHEMERAL = "createEphemeral"  # spec.ephemeral: pods with generic ephemeral volumes, to Ready
     DELETE_EPHEMERAL = "deleteEphemeral"  # those pods deleted, until their claims and volumes are gone
+    CHURN = "churn"  # spec.churn: waves of volumes through the lifecycle for a duration, one row per window
 
 
 WFFC = "WaitForFirstConsumer"
@@ -149,6 +150,10 @@ _FACTS = (
               requests_per_object={PROVISIONER: 2, ATTACHER: 2, CONTROLLER_MANAGER: 3},
               timeout_note="Timeout of deleteEphemeral (every pod gone, its claims and their volumes too), in "
                            "seconds."),
+    StepFacts(StepName.CHURN, "Churn (waves over time)", "vol", own_table=True, spec_part="churn",
+              requests_per_object={PROVISIONER: 5, ATTACHER: 5, CONTROLLER_MANAGER: 8},
+              timeout_note="Timeout of one phase of one churn wave (its claims Bound, its pods Ready, its pods gone "
+                           "and detached, or its claims and volumes gone), in seconds."),
 )
 STEP_FACTS: dict[str, StepFacts] = {str(facts.name): facts for facts in _FACTS}  # in lifecycle order
 

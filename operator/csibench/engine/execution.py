@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from csibench.api.collect import StepCollection
 from csibench.api.models import DisruptionState, Machinery, RetriedWarnings
 from csibench.api.text import human_duration, shorten
 from csibench.engine.array_faults import FaultPlace
@@ -25,6 +26,7 @@ from csibench.engine.collection import record_metrics as record_collection_metri
 from csibench.engine.context import RunContext
 from csibench.engine.disruptions import Disruptor, pending_result
 from csibench.engine.judges import Judge, Verdict
+from csibench.engine.leak_audit import array_answers, ask_array, audit_name
 from csibench.engine.observed import POD, Key, Observed
 from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.retries import RETRIED_BY, retried_warnings
@@ -42,6 +44,7 @@ from csibench.preflight.components import call_timeout_flag, effective
 log = logging.getLogger(__name__)
 RETRYING_COMPONENTS = frozenset(component for component, _ in RETRIED_BY.values())
 PROGRESS_INTERVAL_SECONDS = 2.0
+ARRAY_WINDOW_WAIT_SECONDS = 10.0  # a churn window's ask of the array: the next window asks again
 
 
 def retry_flags(machinery: Machinery | None) -> dict[str, str]:
@@ -76,15 +79,20 @@ class StepRunner:
         self.recorder = recorder
         self.observed = observed
         self.requests = OwnedRequests(client, context.scope, observed)
-        # (kind, tracker, judge, the boundaries between the parts of an object's latency) of the live batch
-        self._current: tuple[str, StepTracker, Judge, Sequence[Callable[[str], bool]]] | None = None
+        # (kind, tracker, judge, the boundaries between the parts of an object's latency) of each live batch: one,
+        # but for a measuring step that runs batches side by side (the churn's overlapping waves)
+        self._live: list[tuple[str, StepTracker, Judge, Sequence[Callable[[str], bool]]]] = []
         self._progress_of: StepTracker | None = None  # the step whose progress status shows
         self._lingering: list[Disruptor] = []  # injected in an earlier step: still counting container restarts
 
     def on_change(self, keys: list[Key], at: float) -> None:
-        if self._current is None:
-            return
-        kind_wanted, tracker, judge, boundaries = self._current
+        for live in list(self._live):
+            self._judge_changes(live, keys, at)
+
+    @staticmethod
+    def _judge_changes(live: tuple[str, StepTracker, Judge, Sequence[Callable[[str], bool]]], keys: list[Key],
+                       at: float) -> None:
+        kind_wanted, tracker, judge, boundaries = live
         for kind, name in keys:
             if kind != kind_wanted or name in tracker.outcomes:
                 continue
@@ -269,8 +277,9 @@ class StepRunner:
 
     # -- what a measuring step (engine/steps/: the data path, the database, density) and restore.py use ----------------
     async def batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
-                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
-        await self._batch(kind, tracker, judge, submit, timeout, boundaries)
+                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = (), progress: bool = True) -> None:
+        """One timed batch; ``progress`` False: batches run side by side, and the step writes its own progress."""
+        await self._batch(kind, tracker, judge, submit, timeout, boundaries, progress)
 
     def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
         return step.action.submitter(self.requests, step, step_context, tracker)
@@ -315,6 +324,33 @@ class StepRunner:
                 log.info("annotating pod %s: %s", name, result)
         return [name for name, result in zip(names, results, strict=True) if isinstance(result, Exception)]
 
+    async def collect_window(self, label: str, start: float, stop: float) -> StepCollection | None:
+        """spec.collect over a window inside a step (a churn's window: unix seconds), once Prometheus scraped past
+        it; None when the run collects nothing. Problems go into status.collection, under ``label``."""
+        collector = self.context.collector
+        if collector is None or not collector.enabled:
+            return None
+        collection = await collector.collect(label, start, stop)
+        self.recorder.status.collection = collector.findings.listed()
+        return collection
+
+    async def array_volumes(self) -> tuple[list[str], int] | str:
+        """The run's volumes its array holds now, as it names them (at most its answer's list) and how many in
+        all; or why it cannot say (its driver does not answer audits, no answer in time, an API error)."""
+        ref, spec = self.recorder.ref, self.context.spec
+        try:
+            if not await array_answers(self.client, spec.storageClassName):
+                return "the class's driver does not answer audits: counted by the cluster only"
+            answer = await ask_array(self.client, ref.namespace, audit_name(self.context.names.prefix), ref.name,
+                                     ref.uid, wait_seconds=ARRAY_WINDOW_WAIT_SECONDS)
+        except ApiError as error:
+            return f"the array could not be asked: {error}"
+        if isinstance(answer, str):
+            return answer
+        if isinstance(answer.get("error"), str):
+            return f"the array would not answer: {answer['error']}"
+        return [str(name) for name in answer.get("volumes") or []], int(answer["volumeCount"])
+
     async def warn(self, reason: str, message: str) -> None:
         await self.recorder.event(reason, message, warning=True)
 
@@ -328,13 +364,14 @@ class StepRunner:
             log.warning("progress update failed: %s", error)
 
     async def _batch(self, kind: str, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any],
-                     timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None:
+                     timeout: float, boundaries: Sequence[Callable[[str], bool]] = (), progress: bool = True) -> None:
         """Start the tracker's clock, submit every active object, wait for each one's terminal state (and note
         when each passes each of ``boundaries``, for a step whose latency has parts)."""
-        self._current = (kind, tracker, judge, boundaries)
+        live = (kind, tracker, judge, boundaries)
+        self._live.append(live)
         tracker.start()
         submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
-        progress = asyncio.create_task(self._report_progress())
+        reporting = asyncio.create_task(self._report_progress()) if progress else None
         try:
             await tracker.wait(timeout, lambda: self.observed.complaints(kind))
         except asyncio.CancelledError:
@@ -343,12 +380,14 @@ class StepRunner:
         finally:
             for task in submissions:
                 task.cancel()
-            progress.cancel()
+            if reporting is not None:
+                reporting.cancel()
             assert tracker.started is not None
             tracker.note_retries(self.observed.retried_since(kind, tracker.active, tracker.started),
                                  retry_flags(self.context.environment.machinery), self.observed.last_attached_at)
-            self.publish()
-            self._current = None
+            if progress:
+                self.publish()
+            self._live.remove(live)
 
     async def _submit(self, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any], name: str) -> None:
         try:

@@ -97,6 +97,14 @@ class Names:
         """The sharedVolume step's ReadWriteMany claim: ``-w`` + index (one per run of the step)."""
         return f"{self._objects}-w{index:05d}"
 
+    def churn_volume(self, index: int) -> str:
+        """The churn's claims (``-u`` + index): wave w holds waveSize x w .. waveSize x (w + 1) - 1."""
+        return f"{self._objects}-u{index:05d}"
+
+    def churn_pod(self, index: int) -> str:
+        """The churn's pods (``-t`` + index), pod i mounting claim i."""
+        return f"{self._objects}-t{index:05d}"
+
     def database_volume(self, index: int) -> str:
         """The database step's own claim (its data directory and WAL): ``-q`` + index."""
         return f"{self._objects}-q{index:05d}"

@@ -35,6 +35,7 @@ from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.collection import build_collector
 from csibench.engine.context import RunContext
 from csibench.engine.disruptions import never_reached
+from csibench.engine.drift import churn_drift
 from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.execution import StepRunner, build_trackers
 from csibench.engine.iterations import (
@@ -179,8 +180,11 @@ class RunEngine:
         await self._undo_disruptions()
         never_reached(self.status.disruptions, self.spec.disruptions)
         baseline = await self._compare_with_baseline(verdict) if self.spec.baseline else None
+        self.status.churnDrift = churn_drift(self.spec.churn, self.status.churn, verdict)
         thresholds = judge(self.spec, self.status, verdict)
-        judged = Judgement(thresholds, baseline) if thresholds is not None or baseline is not None else None
+        drift = self.status.churnDrift
+        judged = Judgement(thresholds, baseline, drift) \
+            if thresholds is not None or baseline is not None or drift is not None else None
         return await self.recorder.finish(verdict, judged)
 
     async def _undo_disruptions(self) -> None:

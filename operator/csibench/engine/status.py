@@ -31,7 +31,7 @@ from csibench.api.conditions import READY, set_condition
 from csibench.api.models import BenchmarkRunStatus, ClientUsed, ConditionReason, Phase
 from csibench.api.text import bound_document, shorten
 from csibench.engine.cleanup import CleanupResult
-from csibench.engine.judgement import BASELINE_CONDITION, Judgement
+from csibench.engine.judgement import BASELINE_CONDITION, DRIFT_CONDITION, Judgement
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
 from csibench.engine.timing import rfc3339
 from csibench.engine.verdict import RunVerdict
@@ -243,6 +243,8 @@ class StatusRecorder:
             self.status.baseline = judged.baseline
             if (baseline := judged.baseline_condition()) is not None:
                 self.condition(BASELINE_CONDITION, *baseline)
+            if (drift := judged.drift_condition()) is not None:
+                self.condition(DRIFT_CONDITION, *drift)
             METRICS.set_verdict(self.ref.label, judged.verdict.value, judged.broken)
         await self.write()
         await self.event("RunSucceeded" if verdict.succeeded else verdict.reason.value, verdict.message,

@@ -65,6 +65,10 @@ class ThresholdVerdict:
 def _step_value(spec: BenchmarkRunSpec, status: BenchmarkRunStatus, step: str, metric: ThresholdMetric,
                 ) -> float | None:
     current = next((s for s in status.steps if s.name == step), None)
+    if metric in (M.LEAKED, M.MEMORY_GROWTH_PERCENT):  # step churn's: what its drift read off its windows
+        drift = status.churnDrift
+        value = None if drift is None else drift.leaked if metric == M.LEAKED else drift.memoryGrowthPercent
+        return float(value) if value is not None else None
     if metric == M.FAILED:
         return _failed_objects(spec, status, step, current)
     aggregate = next((a for a in status.aggregates if a.name == step), None) if spec.repeat > 1 else None

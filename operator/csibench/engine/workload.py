@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from csibench.api import validation as v
+from csibench.api.collect import StepCollection
 from csibench.api.models import BenchmarkRunSpec, ConditionReason
 from csibench.api.text import shorten
 from csibench.api.workload import DEFAULT_WORKLOAD_IMAGE, WORKLOAD_IMAGE_ENV
@@ -51,7 +52,8 @@ class Batches(Protocol):
     """What a workload step needs from the step runner: timed batches, submitters and the API."""
 
     async def batch(self, kind: str, tracker: StepTracker, judge: judges.Judge, submit: Any,
-                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = ()) -> None: ...
+                    timeout: float, boundaries: Sequence[Callable[[str], bool]] = (),
+                    progress: bool = True) -> None: ...
 
     def creator(self, step: StepSpec, context: StepContext, tracker: StepTracker) -> Any: ...
 
@@ -66,6 +68,10 @@ class Batches(Protocol):
     async def pod_status(self, name: str) -> dict[str, Any] | None: ...
 
     async def annotate_pods(self, names: Sequence[str], annotations: dict[str, str]) -> list[str]: ...
+
+    async def collect_window(self, label: str, start: float, stop: float) -> StepCollection | None: ...
+
+    async def array_volumes(self) -> tuple[list[str], int] | str: ...
 
     async def warn(self, reason: str, message: str) -> None: ...
 

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
+from csibench.api.churn import ChurnSpec
 from csibench.api.collect import CollectSpec
 from csibench.api.enabling import LISTING_RULES, STEP_RUNS_WHEN, enabled, listing_problem
 from csibench.api.run.common import (
@@ -80,6 +81,11 @@ _MODIFY_RULES = (
      "self.modify.fioSeconds == 0) || quantity(self.modify.fioSize).isLessThan(quantity(self.size))",
      "modify.fioSize must be less than size: fio's file lives on each volume, beside its filesystem's own"),
 )
+_CHURN_RULES = (
+    ("!has(self.churn) || self.repeat == 1",
+     "churn cannot be combined with repeat > 1: a churn is judged against itself (its drift); run it in a run of "
+     "its own (repeat: 1)"),
+)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
@@ -148,8 +154,8 @@ class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_MODIFY_RULES, *_DATABASE_RULES,
-                                                         *_EXPAND_RULES, *_DENSITY_RULES, *_THRESHOLDS_RULES,
-                                                         *_DISRUPTIONS_RULES))
+                                                         *_CHURN_RULES, *_EXPAND_RULES, *_DENSITY_RULES,
+                                                         *_THRESHOLDS_RULES, *_DISRUPTIONS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -224,6 +230,12 @@ class BenchmarkRunSpec(_Model):
                           "pod's file is seen by the others, flock on one file (and whether an update was lost), "
                           "small-file create, stat, list and delete, and a listing of listFiles files. The class "
                           "must serve ReadWriteMany.")
+    churn: ChurnSpec | None = Field(
+        None, description="Churn for a duration (the churn step, last): a wave of waveSize volumes every "
+                          "everySeconds through create, publish, unpublish and delete, at most maxWavesInFlight "
+                          "waves at once; per window of windowSeconds, each phase's completions, throughput and "
+                          "latency, what finished waves left behind, and the CSI components' memory "
+                          "(status.churn); its last windows are judged against its first (status.churnDrift).")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     failAfterWarnings: int | None = Field(
         None, ge=1, le=1000,
@@ -385,6 +397,16 @@ class BenchmarkRunSpec(_Model):
         return self
 
     @model_validator(mode="after")
+    def _churn_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        problem = self.churn.problem() if self.churn is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        if self.churn is not None and self.repeat != 1:
+            raise ValueError(_CHURN_RULES[0][1])
+        return self
+
+    @model_validator(mode="after")
     def _thresholds_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
         for threshold in self.thresholds:
@@ -448,5 +470,7 @@ class BenchmarkRunSpec(_Model):
     @property
     def audits_leaks(self) -> bool:
         """Whether the run counts what its cleanup left behind (status.leaks): a run with disruptions always (what
-        a disruption cost), any other run with a bound on it (``{metric: leaked, max: 0}``, no subject)."""
-        return bool(self.disruptions) or any(t.metric == ThresholdMetric.LEAKED for t in self.thresholds or [])
+        a disruption cost), a churn (what its waves left), any other run with a bound on it (``{metric: leaked,
+        max: 0}``)."""
+        return bool(self.disruptions) or self.churn is not None or \
+            any(t.metric == ThresholdMetric.LEAKED for t in self.thresholds or [])

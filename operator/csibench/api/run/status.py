@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from csibench.api.base import Model as _Model
+from csibench.api.churn import MAX_CHURN_WINDOWS, ChurnDrift, ChurnWindow
 from csibench.api.run.common import MAX_FINDINGS, Phase
 from csibench.api.run.database import MAX_DATABASE_ROWS
 from csibench.api.run.datapath import MAX_WORKLOADS
@@ -121,6 +122,10 @@ class BenchmarkRunStatus(_Model):
                                                 "(spec.modify).")
     shared: list[SharedRow] = Field(default_factory=list, max_length=MAX_SHARED_ROWS,
                                     description="The shared-volume table (spec.shared): one row per probe phase.")
+    churn: list[ChurnWindow] = Field(default_factory=list, max_length=MAX_CHURN_WINDOWS + 1,
+                                     description="The churn (spec.churn): one row per window, then its tail.")
+    churnDrift: ChurnDrift | None = Field(None, description="The churn's last windows against its first, judged "
+                                                            "when the run ends (spec.churn).")
     disruptions: list[DisruptionResult] = Field(default_factory=list, max_length=MAX_DISRUPTIONS,
                                                 description="What each of spec.disruptions did and cost its step.")
     leaks: LeakAudit | None = Field(None, description="What the run left behind after its cleanup (set for a run "

@@ -24,7 +24,9 @@ class ThresholdMetric(StrEnum):
     ``latencyP50``/``latencyP90``/``latencyP99``/``latencyMax`` (seconds) and ``failed`` (objects). Data-path
     workloads: ``mibps`` and ``iops`` (read + write, summed over volumes) and the merged ``readP99``/``writeP99``
     (seconds). Database rows: ``tps``, ``latencyAverageMs`` and ``failedTransactions``. Disruptions:
-    ``recoverySeconds``, ``leaderSeconds``, ``stallSeconds`` and ``unrecovered`` (objects)."""
+    ``recoverySeconds``, ``leaderSeconds``, ``stallSeconds`` and ``unrecovered`` (objects). The churn step also takes
+    ``leaked`` (what its finished waves left behind) and ``memoryGrowthPercent`` (a CSI component's peak memory, its
+    last windows against its first)."""
 
     DURATION_SECONDS = "durationSeconds"
     THROUGHPUT = "throughput"
@@ -46,6 +48,7 @@ class ThresholdMetric(StrEnum):
     UNRECOVERED = "unrecovered"
     CONTAINER_RESTARTS = "containerRestarts"
     LEAKED = "leaked"
+    MEMORY_GROWTH_PERCENT = "memoryGrowthPercent"
 
 
 M = ThresholdMetric
@@ -54,6 +57,7 @@ WORKLOAD_METRICS = (M.MIBPS, M.IOPS, M.READ_P99, M.WRITE_P99)
 DATABASE_METRICS = (M.TPS, M.LATENCY_AVERAGE_MS, M.FAILED_TRANSACTIONS)
 DISRUPTION_METRICS = (M.RECOVERY_SECONDS, M.LEADER_SECONDS, M.STALL_SECONDS, M.UNRECOVERED, M.CONTAINER_RESTARTS,
                       M.LEAKED)
+_CHURN_METRICS = (M.LEAKED, M.MEMORY_GROWTH_PERCENT)  # step churn's, besides STEP_METRICS
 SECONDS_METRICS = frozenset({M.DURATION_SECONDS, M.LATENCY_P50, M.LATENCY_P90, M.LATENCY_P99, M.LATENCY_MAX,
                              M.READ_P99, M.WRITE_P99, M.RECOVERY_SECONDS, M.LEADER_SECONDS,
                              M.STALL_SECONDS})  # shown in µs / ms / s
@@ -87,8 +91,10 @@ _THRESHOLD_RULES = (
     (f"{_SUBJECTS} == 1 || ({_SUBJECTS} == 0 && self.metric in {cel_list(_RUN_METRICS)})", _THRESHOLD_SUBJECT),
     ("has(self.min) || has(self.max)", _THRESHOLD_BOUND),
     ("!has(self.min) || !has(self.max) || self.min <= self.max", "a threshold's min must be at most its max"),
-    (f"!has(self.step) || self.metric in {cel_list(STEP_METRICS)}",
-     f"a step threshold's metric is one of {', '.join(STEP_METRICS)}"),
+    (f"!has(self.step) || self.metric in {cel_list(STEP_METRICS)} || (self.step == '{StepName.CHURN}' && "
+     f"self.metric in {cel_list(_CHURN_METRICS)})",
+     f"a step threshold's metric is one of {', '.join(STEP_METRICS)} (step churn: also "
+     f"{', '.join(_CHURN_METRICS)})"),
     (f"!has(self.workload) || self.metric in {cel_list(WORKLOAD_METRICS)}",
      f"a workload threshold's metric is one of {', '.join(WORKLOAD_METRICS)}"),
     (f"!has(self.database) || self.metric in {cel_list(DATABASE_METRICS)}",
@@ -132,6 +138,8 @@ class Threshold(_Model):
                 if self.disruption is not None else "database" if self.database is not None else "run")
         allowed = {"step": STEP_METRICS, "workload": WORKLOAD_METRICS, "database": DATABASE_METRICS,
                    "disruption": DISRUPTION_METRICS, "run": _RUN_METRICS}[kind]
+        if kind == "step" and self.step == StepName.CHURN:
+            allowed = (*STEP_METRICS, *_CHURN_METRICS)
         if self.metric not in allowed:
             raise ValueError(f"a {kind} threshold's metric is one of {', '.join(allowed)}")
         return self

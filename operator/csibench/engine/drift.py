@@ -1,0 +1,98 @@
+"""The churn's drift verdict (status.churnDrift, the NoDrift condition), from its windows (pure).
+
+Per phase, each compared window gives one sample: its median latency as a speed (1 / p50, higher is better, so the
+baseline's judgement reads it unchanged). The last ``drift.windows`` windows are held against the first as many
+after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms, Holm-adjusted over the
+phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift otherwise, with
+what could and could not be told said; Inconclusive when no phase could be tested (too few windows with
+completions). The error this controls, measured by simulation in ``bench/verdicts.py``'s terms: a true slowdown of
+at most the threshold is called Drift at most alpha (5%) of the time, over all phases together.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from csibench.api.churn import PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
+from csibench.api.regression import Change, judge_changes
+from csibench.api.text import shorten
+from csibench.engine.verdict import RunVerdict
+
+MESSAGE_MAX = 1000
+
+
+def compared(rows: Sequence[ChurnWindow], spec: ChurnSpec) -> tuple[list[ChurnWindow], list[ChurnWindow]]:
+    """(first, last): the windows held against each other; the tail never, the warm-up never."""
+    full = [row for row in rows if not row.tail]
+    usable = full[spec.drift.warmupWindows:]
+    k = spec.drift.windows
+    if len(usable) < 2 * k:
+        return usable[:len(usable) // 2], usable[len(usable) - len(usable) // 2:]
+    return usable[:k], usable[-k:]
+
+
+def _p50s(rows: Sequence[ChurnWindow], phase: str) -> list[float]:
+    return [p.latency.p50 for row in rows for p in row.phases if p.phase == phase and p.latency is not None]
+
+
+def memory_growth(first: Sequence[ChurnWindow], last: Sequence[ChurnWindow]) -> tuple[float, str] | None:
+    """The component whose peak memory grew most, last windows (mean) against first, in percent; None: no
+    component was read at both ends."""
+    def means(rows: Sequence[ChurnWindow]) -> dict[str, float]:
+        found: dict[str, list[float]] = {}
+        for row in rows:
+            for reading in row.memory:
+                found.setdefault(reading.component, []).append(reading.bytes)
+        return {component: statistics.fmean(values) for component, values in found.items()}
+    before, after = means(first), means(last)
+    growth = [((after[c] / before[c] - 1.0) * 100.0, c) for c in before if c in after and before[c] > 0]
+    return max(growth) if growth else None
+
+
+def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
+    """The churn's drift from its rows."""
+    first, last = compared(rows, spec)
+    threshold = spec.drift.thresholdPercent / 100.0
+    samples = [([1.0 / x for x in _p50s(first, phase) if x > 0], [1.0 / x for x in _p50s(last, phase) if x > 0])
+               for phase in PHASES]
+    judged = judge_changes(samples, threshold)
+    measures = []
+    for phase, (a, b), result in zip(PHASES, samples, judged, strict=True):
+        measures.append(DriftMeasure(
+            measure=f"{phase} latencyP50", first=1.0 / statistics.median(a) if a else None,
+            last=1.0 / statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
+            p=result.p, change=result.change.value, message=result.describe(threshold)))
+    drifted = [m for m, r in zip(measures, judged, strict=True) if r.change == Change.REGRESSION]
+    tested = [m for m, r in zip(measures, judged, strict=True) if r.p is not None]
+    leaks = next((row.leaks.total for row in reversed(rows) if row.leaks is not None), None)
+    growth = memory_growth(first, last)
+    span = (f"windows {first[0].index}-{first[-1].index} against {last[0].index}-{last[-1].index}"
+            if first and last else "too few windows")
+    if drifted:
+        change = DriftChange.DRIFT
+        message = f"{span}: " + "; ".join(f"{m.measure}: {m.message}" for m in drifted)
+    elif not tested:
+        change = DriftChange.INCONCLUSIVE
+        message = f"{span}: no phase could be tested (each needs 2 windows a side with completions, some spread)"
+    else:
+        change = DriftChange.NO_DRIFT
+        said = [f"{m.measure.split()[0]} {m.change}" for m in measures]
+        message = f"{span}: no phase slower beyond {spec.drift.thresholdPercent:g}% ({', '.join(said)})"
+    return ChurnDrift(change=change, message=shorten(message, MESSAGE_MAX), windows=len(first),
+                      thresholdPercent=spec.drift.thresholdPercent, measures=measures, leaked=leaks,
+                      memoryGrowthPercent=round(growth[0], 2) if growth else None,
+                      memoryComponent=growth[1] if growth else None)
+
+
+def churn_drift(spec: ChurnSpec | None, rows: Sequence[ChurnWindow], run: RunVerdict) -> ChurnDrift | None:
+    """status.churnDrift when the run ends: None without a churn or before any window closed; Inconclusive when
+    the run failed to measure (half a churn proves nothing), with what its windows said."""
+    if spec is None or not rows:
+        return None
+    drift = judge_drift(spec, rows)
+    if not run.succeeded:
+        return drift.model_copy(update={"change": DriftChange.INCONCLUSIVE, "message": shorten(
+            f"the run failed to measure ({run.reason}), so its drift proves nothing; its windows said: "
+            f"{drift.message}", MESSAGE_MAX)})
+    return drift

@@ -1,0 +1,111 @@
+"""A churn's windows (pure): which window a completion falls in, a window's row from the completions in it, and
+what finished waves left behind at its end.
+
+A completion is one object's phase ending (its watch event, on the operator's monotonic clock, as seconds after the
+step's start); it belongs to the window its end falls in, so a window's throughput is what ended in it and its
+latencies are of what ended in it (a slow object counts where it ended, as a user waiting on it would see it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from csibench.api.churn import MAX_MEMORY_COMPONENTS, PHASES, ChurnLeaks, ChurnPhaseWindow, ChurnWindow, ComponentMemory
+from csibench.api.collect import StepCollection
+from csibench.api.models import StepState
+from csibench.api.text import shorten
+from csibench.engine.collection import component_of
+from csibench.engine.timing import summarize
+
+MESSAGE_MAX = 300
+ARRAY, CLUSTER = "Array", "Cluster"
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One object's phase ended: when (seconds after the step's start), how long it took, and how."""
+
+    phase: str
+    at: float
+    seconds: float
+    ok: bool
+    reason: str = ""
+    message: str = ""
+
+
+def window_of(at: float, window_seconds: float, windows: int, duration: float) -> int:
+    """The window ``at`` (seconds after the step's start) falls in; at or past ``duration``, the tail's index
+    (``windows``)."""
+    if at >= duration:
+        return windows
+    return min(max(int(at // window_seconds), 0), windows - 1)
+
+
+def window_bounds(index: int, window_seconds: float, windows: int, duration: float, ended: float) -> tuple[float,
+                                                                                                           float]:
+    """(start, end) of window ``index`` in seconds after the step's start; the last full window ends at
+    ``duration``, the tail (index ``windows``) at ``ended`` (when the last wave finished)."""
+    start = index * window_seconds
+    if index >= windows:
+        return duration, max(ended, duration)
+    return start, min(start + window_seconds, duration)
+
+
+def build_phases(completions: Iterable[Completion], length: float) -> list[ChurnPhaseWindow]:
+    """Per phase, what ended in a window of ``length`` seconds."""
+    rows = []
+    ended = list(completions)
+    for phase in PHASES:
+        mine = [c for c in ended if c.phase == phase]
+        good = [c.seconds for c in mine if c.ok]
+        rows.append(ChurnPhaseWindow(phase=phase, completed=len(good), failed=len(mine) - len(good),
+                                     throughput=round(len(good) / length, 4) if length > 0 else None,
+                                     latency=summarize(good)))
+    return rows
+
+
+def build_window(index: int, bounds: tuple[float, float], tail: bool, completions: Sequence[Completion],
+                 started: int, late: int) -> ChurnWindow:
+    """A window's row from its completions and its waves (leaks and memory are added at its end)."""
+    start, end = bounds
+    failures = [c for c in completions if not c.ok]
+    message = shorten(f"{failures[0].phase}: {failures[0].reason}: {failures[0].message}", MESSAGE_MAX) \
+        if failures else None
+    return ChurnWindow(index=index, startSeconds=round(start, 3), endSeconds=round(end, 3), tail=tail,
+                       state=StepState.FAILED if failures else StepState.SUCCEEDED, wavesStarted=started,
+                       wavesLate=late, phases=build_phases(completions, end - start), message=message)
+
+
+def count_leaks(finished_volumes: Mapping[str, str | None], existing_pvs: set[str],
+                attachments: Iterable[str], array: tuple[list[str], int] | str) -> ChurnLeaks:
+    """What the waves finished so far left behind (pure): ``finished_volumes`` maps each of their claims to the
+    PV it was bound to (None: never bound); a PV still there is Released and not removed; a VolumeAttachment of
+    one of their PVs is one without a pod (their pods are gone); a volume the array holds that was one of their
+    PVs and that no PV names any more is leaked (the array's list, when it answered, else the cluster's count
+    only, with the array's words). An array list shorter than its count is said so: the count is then a floor."""
+    pvs = {pv for pv in finished_volumes.values() if pv}
+    released = len(pvs & existing_pvs)
+    attached = sum(1 for pv in attachments if pv in pvs)
+    if isinstance(array, str):
+        return ChurnLeaks(source=CLUSTER, attachments=attached, released=released, message=shorten(array,
+                                                                                                    MESSAGE_MAX))
+    names, count = array
+    held = (set(names) & pvs) - existing_pvs
+    message = None if count <= len(names) else (f"the array named {len(names)} of the {count} volumes it holds: "
+                                                "the count is of those named")
+    return ChurnLeaks(source=ARRAY, volumes=len(held), attachments=attached, released=released, message=message)
+
+
+def memory_of(collection: StepCollection | None, query: str) -> list[ComponentMemory]:
+    """The components' peak memory in a window, replicas of a component summed (a DaemonSet's driver on each
+    node), the largest first, at most the row's bound."""
+    if collection is None:
+        return []
+    summed: dict[str, float] = {}
+    for value in collection.values:
+        if value.query == query:
+            summed[component_of(value)] = summed.get(component_of(value), 0.0) + value.value
+    ordered = sorted(summed.items(), key=lambda item: (-item[1], item[0]))
+    return [ComponentMemory(component=shorten(name, 253), bytes=value)
+            for name, value in ordered[:MAX_MEMORY_COMPONENTS]]

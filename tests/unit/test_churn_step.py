@@ -1,0 +1,230 @@
+"""The churn step: its windows and leak counts (pure), its drift verdict, its admission rules, its thresholds,
+and whole churns against the in-memory API server (overlapping waves as batches side by side, rows per window,
+nothing left; an operator restart in the middle measures it again from scratch)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.churn import ChurnLeaks, ChurnPhaseWindow, ChurnSpec, ChurnWindow, ComponentMemory, DriftChange
+from csibench.api.collect import CollectedValue, StepCollection
+from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus, ConditionReason, Latency, Phase, StepState
+from csibench.engine.drift import churn_drift, judge_drift
+from csibench.engine.judgement import Judgement
+from csibench.engine.steps.churn.windows import (
+    Completion,
+    build_window,
+    count_leaks,
+    memory_of,
+    window_bounds,
+    window_of,
+)
+from csibench.engine.thresholds import judge
+from csibench.engine.verdict import RunVerdict
+from tests.support.fake_kube import Behaviour, FakeKube
+from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
+
+CHURN = {"durationSeconds": 70, "windowSeconds": 10, "everySeconds": 5, "waveSize": 2}
+
+
+def test_a_completion_belongs_to_the_window_its_end_falls_in_and_after_the_duration_to_the_tail() -> None:
+    assert [window_of(at, 10, 7, 65) for at in (0.0, 9.999, 10.0, 59.9, 60.0, 64.9, 65.0, 300.0)] == [
+        0, 0, 1, 5, 6, 6, 7, 7]
+    assert window_bounds(6, 10, 7, 65, 80) == (60, 65)  # the last window ends with the duration
+    assert window_bounds(7, 10, 7, 65, 80) == (65, 80)  # the tail: to the last wave's end
+    assert window_bounds(7, 10, 7, 65, 50) == (65, 65)
+
+
+def test_a_window_row_counts_each_phase_and_names_its_first_failure() -> None:
+    ended = [Completion("create", 1.0, 0.5, True), Completion("create", 2.0, 1.5, True),
+             Completion("publish", 3.0, 2.0, False, "Timeout", "no terminal state within 60s"),
+             Completion("delete", 4.0, 0.25, True)]
+    row = build_window(0, (0.0, 10.0), False, ended, started=3, late=1)
+    phases = {p.phase: p for p in row.phases}
+    assert [p.phase for p in row.phases] == ["create", "publish", "unpublish", "delete"]
+    assert (phases["create"].completed, phases["create"].failed, phases["create"].throughput) == (2, 0, 0.2)
+    assert phases["create"].latency is not None and phases["create"].latency.max == 1.5
+    assert (phases["publish"].completed, phases["publish"].failed, phases["publish"].latency) == (0, 1, None)
+    assert phases["unpublish"].completed == 0 and phases["unpublish"].throughput == 0.0
+    assert row.state == StepState.FAILED and row.message == "publish: Timeout: no terminal state within 60s"
+    assert (row.wavesStarted, row.wavesLate, row.tail) == (3, 1, False)
+
+
+def test_leaks_are_what_finished_waves_left_the_array_and_the_cluster_holding() -> None:
+    finished = {"c0": "pvc-0", "c1": "pvc-1", "c2": "pvc-2", "c3": None}
+    # pvc-0 is gone from Kubernetes but the array holds it: leaked. pvc-1 still has its PV (Released): counted as
+    # that, not twice. pvc-9 is a volume of a wave still going: not counted. pvc-2 still attached somewhere.
+    leaks = count_leaks(finished, {"pvc-1", "pvc-9"}, ["pvc-2", "pvc-9"], (["pvc-0", "pvc-1", "pvc-9"], 3))
+    assert (leaks.source, leaks.volumes, leaks.released, leaks.attachments, leaks.total) == ("Array", 1, 1, 1, 3)
+    assert leaks.message is None
+    short = count_leaks(finished, set(), [], (["pvc-0"], 5))
+    assert short.volumes == 1 and short.message == ("the array named 1 of the 5 volumes it holds: the count is of "
+                                                    "those named")
+    blind = count_leaks(finished, {"pvc-1"}, [], "the class's driver does not answer audits")
+    assert (blind.source, blind.volumes, blind.released) == ("Cluster", 0, 1)
+    assert blind.message == "the class's driver does not answer audits"
+
+
+def test_memory_per_window_sums_replicas_and_keeps_the_largest() -> None:
+    def value(container: str, pod: str, bytes_: float, query: str = "peakMemoryBytes") -> CollectedValue:
+        return CollectedValue(query=query, labels={"container": container, "pod": pod}, value=bytes_)
+    collection = StepCollection(start="a", end="b", values=[
+        value("csi-provisioner", "p-0", 30e6), value("csi-attacher", "a-0", 20e6), value("sim-driver", "n-0", 10e6),
+        value("sim-driver", "n-1", 15e6), value("csi-provisioner", "p-0", 4.0, query="cpuSeconds")])
+    assert [(m.component, m.bytes) for m in memory_of(collection, "peakMemoryBytes")] == [
+        ("csi-provisioner", 30e6), ("sim-driver", 25e6), ("csi-attacher", 20e6)]
+    assert memory_of(None, "peakMemoryBytes") == []
+
+
+def _rows(p50s: list[float], memory: list[float] | None = None, leaks: int = 0, seed: int = 1) -> list[ChurnWindow]:
+    """Windows with each phase's p50 as given (a little noise between phases), and a tail."""
+    noise = random.Random(seed)
+    rows = []
+    for index, p50 in enumerate(p50s):
+        phases = [ChurnPhaseWindow(phase=phase, completed=4, throughput=0.4, latency=Latency(
+            p50=p50 * (1 + noise.uniform(-0.05, 0.05)), p90=p50 * 2, p99=p50 * 3, max=p50 * 3, mean=p50))
+            for phase in ("create", "publish", "unpublish", "delete")]
+        rows.append(ChurnWindow(index=index, startSeconds=index * 10.0, endSeconds=index * 10.0 + 10, phases=phases,
+                                state=StepState.SUCCEEDED, leaks=ChurnLeaks(source="Array", volumes=leaks),
+                                memory=[ComponentMemory(component="csi-provisioner", bytes=memory[index])]
+                                if memory else []))
+    rows.append(ChurnWindow(index=len(p50s), startSeconds=70, endSeconds=75, tail=True,
+                            phases=[ChurnPhaseWindow(phase="create", completed=1, latency=Latency(
+                                p50=99.0, p90=99.0, p99=99.0, max=99.0, mean=99.0))]))
+    return rows
+
+
+def churn_spec(**drift: Any) -> ChurnSpec:
+    return ChurnSpec.model_validate({**CHURN, "drift": drift})
+
+
+def test_a_steady_churn_has_no_drift_and_the_warm_up_and_tail_are_never_compared() -> None:
+    # The warm-up window is 5x faster and the tail 50x slower: neither is held against anything.
+    drift = judge_drift(churn_spec(), _rows([0.2, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))
+    assert drift.change == DriftChange.NO_DRIFT and drift.windows == 3, drift
+    assert [m.measure for m in drift.measures] == ["create latencyP50", "publish latencyP50",
+                                                   "unpublish latencyP50", "delete latencyP50"]
+    assert all(m.change != "Regression" and m.first is not None and 0.9 < m.first < 1.1 for m in drift.measures)
+    assert drift.message.startswith("windows 1-3 against 4-6: no phase slower beyond 25%")
+
+
+def test_latency_that_grows_beyond_the_threshold_is_drift() -> None:
+    drift = judge_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]))
+    assert drift.change == DriftChange.DRIFT
+    assert {m.change for m in drift.measures} == {"Regression"}
+    assert all(m.ratio is not None and 0.45 < m.ratio < 0.55 for m in drift.measures)  # half as fast
+    assert "create latencyP50: 0.5" in drift.message and "more than 25% slower" in drift.message
+    # ... but not beyond a threshold of 150%
+    assert judge_drift(churn_spec(thresholdPercent=150), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9])).change \
+        == DriftChange.NO_DRIFT
+
+
+def test_a_drift_of_at_most_the_threshold_is_called_drift_rarely() -> None:
+    """The error the verdict controls, by simulation: windows whose p50 is log-normal around 1 s, the last ones
+    slower by exactly the threshold (25%): Drift in at most alpha (5%) of 400 churns, with slack for 400 draws."""
+    noise = random.Random(7)
+    drifted = 0
+    for trial in range(400):
+        p50s = [math.exp(noise.gauss(0, 0.15)) for _ in range(4)] + \
+            [1.25 * math.exp(noise.gauss(0, 0.15)) for _ in range(3)]
+        drifted += judge_drift(churn_spec(), _rows(p50s, seed=trial)).change == DriftChange.DRIFT
+    assert drifted <= 0.05 * 400 + 3 * math.sqrt(400 * 0.05 * 0.95), drifted
+
+
+def test_memory_growth_and_leaks_are_read_off_the_windows() -> None:
+    drift = judge_drift(churn_spec(), _rows([1.0] * 7, memory=[50, 100, 100, 100, 150, 150, 150], leaks=3))
+    assert drift.memoryGrowthPercent == 50.0 and drift.memoryComponent == "csi-provisioner"
+    assert drift.leaked == 3
+
+
+def test_no_phase_to_test_is_inconclusive_and_a_failed_run_proves_nothing() -> None:
+    rows = _rows([1.0] * 7)
+    for row in rows:
+        row.phases = []
+    assert judge_drift(churn_spec(), rows).change == DriftChange.INCONCLUSIVE
+    failed = RunVerdict(Phase.FAILED, ConditionReason.OBJECTS_FAILED, "churn: 2 failed")
+    said = churn_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]), failed)
+    assert said is not None and said.change == DriftChange.INCONCLUSIVE
+    assert said.message.startswith("the run failed to measure (ObjectsFailed), so its drift proves nothing")
+    assert churn_drift(None, rows, failed) is None and churn_drift(churn_spec(), [], failed) is None
+
+
+def test_drift_is_a_part_of_the_verdict_with_its_condition() -> None:
+    drifted = judge_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]))
+    judged = Judgement(None, None, drifted)
+    assert judged.verdict.value == "Fail" and judged.broken == 1
+    assert judged.drift_condition() == ("False", "Drift", drifted.message)
+    steady = Judgement(None, None, judge_drift(churn_spec(), _rows([1.0] * 7)))
+    assert steady.verdict.value == "Pass" and steady.drift_condition()[:2] == ("True", "NoDrift")  # type: ignore
+    assert [event[0] for event in judged.events()] == ["ChurnDrift"]
+
+
+def test_the_churn_s_thresholds_read_its_leaks_and_memory_growth() -> None:
+    run_spec = BenchmarkRunSpec.model_validate({
+        "storageClassName": "sim", "steps": ["churn"], "churn": CHURN,
+        "thresholds": [{"step": "churn", "metric": "leaked", "max": 0},
+                       {"step": "churn", "metric": "memoryGrowthPercent", "max": 20}]})
+    status = BenchmarkRunStatus(churnDrift=judge_drift(churn_spec(), _rows(
+        [1.0] * 7, memory=[50, 100, 100, 100, 150, 150, 150], leaks=2)))
+    verdict = judge(run_spec, status, RunVerdict(Phase.SUCCEEDED, ConditionReason.SUCCEEDED, ""))
+    assert verdict is not None and [r.message for r in verdict.results] == [
+        "churn leaked 2 > 0 (max)", "churn memoryGrowthPercent 50 > 20 (max)"]
+    with pytest.raises(ValidationError, match="a step threshold's metric is one of"):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sim", "thresholds": [
+            {"step": "createVolume", "metric": "memoryGrowthPercent", "max": 20}]})
+
+
+@pytest.mark.parametrize(("churn", "words"), [
+    ({"durationSeconds": 60, "windowSeconds": 10}, r"at least drift\.warmupWindows \+ 2 x drift\.windows"),
+    ({"durationSeconds": 86400, "windowSeconds": 60}, "at most 240 windows"),
+    ({"durationSeconds": 86400, "windowSeconds": 3600, "everySeconds": 1, "waveSize": 500}, "at most 100000 volumes"),
+])
+def test_a_churn_that_cannot_be_judged_or_kept_is_refused(churn: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sim", "steps": ["churn"], "churn": churn})
+    with pytest.raises(ValidationError, match="churn cannot be combined with repeat > 1"):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sim", "steps": ["churn"], "churn": CHURN, "repeat": 2})
+
+
+def short_churn(**fields: Any) -> BenchmarkRunSpec:
+    """A churn of 3 s in windows of 1 s (below what admission takes, so a unit test stays short): a wave of 2
+    every second, at most 2 at once."""
+    run_spec = spec(steps=["churn"], churn=CHURN, **fields)
+    run_spec.churn = ChurnSpec.model_construct(durationSeconds=3, waveSize=2, everySeconds=1, maxWavesInFlight=2,
+                                               windowSeconds=1, drift=churn_spec().drift)
+    return run_spec
+
+
+def test_a_churn_runs_its_waves_side_by_side_and_keeps_a_row_per_window() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.05))
+    status = run(fake, short_churn())
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    assert steps_of(status)["churn"] == ("Succeeded", 6, 6, 0, 0)
+    assert [row.index for row in status.churn][:3] == [0, 1, 2]
+    assert sum(row.wavesStarted for row in status.churn) == 3
+    for phase in ("create", "publish", "unpublish", "delete"):
+        assert sum(p.completed for row in status.churn for p in row.phases if p.phase == phase) == 6, phase
+    assert all(row.leaks is not None and row.leaks.total == 0 and row.leaks.source == "Cluster"
+               for row in status.churn)
+    claims = [path for path, body in fake.created if path.endswith("/persistentvolumeclaims")]
+    pods = [body["metadata"]["name"] for path, body in fake.created if path.endswith("/pods")]
+    assert len(claims) == 6 and pods == [NAMES.churn_pod(i) for i in range(6)]
+    assert status.churnDrift is not None and status.verdict is not None
+    assert owned_left(fake) == []
+
+
+def test_a_churn_cut_by_a_restart_is_measured_again_from_scratch() -> None:
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.05))
+    run_spec = short_churn()
+    previous = kill_when(fake, run_spec, running("churn"), extra_sleep=1.2)
+    status = resume(fake, run_spec, previous)
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    churn = next(s for s in status.steps if s.name == "churn")
+    assert churn.attempts == 2 and churn.succeeded == 6, churn
+    assert sum(row.wavesStarted for row in status.churn) == 3  # the rows are the second attempt's only
+    assert owned_left(fake) == []
