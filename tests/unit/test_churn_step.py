@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY, generate_latest
 from pydantic import ValidationError
 
 from csibench.api.churn import ChurnLeaks, ChurnPhaseWindow, ChurnSpec, ChurnWindow, ComponentMemory, DriftChange
@@ -28,6 +29,7 @@ from csibench.engine.thresholds import judge
 from csibench.engine.verdict import RunVerdict
 from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
+from tests.support.metrics import samples
 
 CHURN = {"durationSeconds": 70, "windowSeconds": 10, "everySeconds": 5, "waveSize": 2}
 
@@ -215,6 +217,9 @@ def test_a_churn_runs_its_waves_side_by_side_and_keeps_a_row_per_window() -> Non
     pods = [body["metadata"]["name"] for path, body in fake.created if path.endswith("/pods")]
     assert len(claims) == 6 and pods == [NAMES.churn_pod(i) for i in range(6)]
     assert status.churnDrift is not None and status.verdict is not None
+    text = generate_latest(REGISTRY).decode()
+    assert len(samples(text, "csibench_churn_window_completions_per_second", run="runs/bench")) == 4
+    assert samples(text, "csibench_churn_leaked_objects", run="runs/bench", kind="volumes")[0][1] == 0
     assert owned_left(fake) == []
 
 

@@ -351,6 +351,11 @@ class StepRunner:
             return f"the array would not answer: {answer['error']}"
         return [str(name) for name in answer.get("volumes") or []], int(answer["volumeCount"])
 
+    def record_rows(self, step: StepSpec, tracker: StepTracker) -> None:
+        """A measuring step's rows so far into Prometheus (the churn's latest window, as each one closes)."""
+        if step.results is not None:
+            step.results.record_metrics(self.recorder.ref.label, step.results.rows(tracker))
+
     async def warn(self, reason: str, message: str) -> None:
         await self.recorder.event(reason, message, warning=True)
 

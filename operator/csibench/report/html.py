@@ -4,8 +4,9 @@ and the stored report.
 Nothing is fetched when the page is viewed: styles are inline and every plot is inline SVG (``plots``). The page
 holds the step table (medians over iterations for a repeated run) with its latency parts' legend, where each pod
 moved (moveVolume), the run's tables of their own in the text report's order when it has their rows
-(``tables.py``: density with its curve, the data path's with its rate levels' curve, the database's, the CSI
-machinery's cost, spec.collect's readings, the thresholds), the data path's completion latency per workload, per
+(``tables.py``: density with its curve, the churn's windows with their curves over time and its drift, the
+data path's with its rate levels' curve, the database's, the CSI machinery's cost, spec.collect's readings, the
+thresholds), the data path's completion latency per workload, per
 step a latency distribution over all objects (one line per iteration, or per run in a comparison) and a timeline
 of the step (each object from its request to its terminal event, so stalls and throttling show), the iterations,
 the environment with the CSI machinery and the preflight findings. A
@@ -25,7 +26,7 @@ from csibench.api.models import WORKLOAD_TITLES
 from csibench.api.stats import ALPHA
 from csibench.api.steps import title_and_unit
 from csibench.api.stored_report import iteration_records
-from csibench.report import cost, datapath, density, disruptions, history, parts, plots, tables
+from csibench.report import churn, cost, datapath, density, disruptions, history, parts, plots, tables
 from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
@@ -158,6 +159,37 @@ def _density_curves(run: dict[str, Any], label: str = "") -> list[plots.Curve]:
                                                  if row.get("attach")], pods)]
 
 
+CHURN_X = "window end (seconds after the step's start)"
+CHURN_TAIL = "tail (after durationSeconds)"
+
+
+def _windows(label: str, points: list[tuple[float, float]]) -> plots.Curve:
+    return plots.Curve(label, points, f"n={len(points)} windows")
+
+
+def churn_curves(run: dict[str, Any]) -> list[tuple[str, str, str, list[plots.Curve]]]:
+    """The churn's plots over time, each (class, title, y label, curves): per phase its throughput and its p99
+    latency, the leaks total and each CSI component's peak memory, one point per window at the window's end."""
+    return [("churn-throughput", "Churn: throughput per phase", "completed per second",
+             [_windows(phase, points) for phase, points in churn.phase_points(run, "throughput")]),
+            ("churn-latency", "Churn: p99 latency per phase", "seconds (p99 of the window)",
+             [_windows(phase, points) for phase, points in churn.phase_points(run, "p99")]),
+            ("churn-leaks", "Churn: left behind", "volumes + attachments + Released PVs",
+             [_windows("leaks total", churn.leak_points(run))]),
+            ("churn-memory", "Churn: CSI components' peak memory", "MiB (peak in the window)",
+             [_windows(component, points) for component, points in churn.memory_points(run)])]
+
+
+def _churn_plots(run: dict[str, Any]) -> list[str]:
+    """Beside the churn's windows: its curves over time (the tail shaded) and its windows' messages."""
+    tail = churn.tail_span(run)
+    shaded = [(CHURN_TAIL, *tail)] if tail is not None else []
+    drawn = [f'<div class="plot {css}">{plots.curve(title, CHURN_X, y_label, curves, shaded)}</div>'
+             for css, title, y_label, curves in churn_curves(run) if any(c.points for c in curves)]
+    return ([f'<div class="plots">{"".join(drawn)}</div>'] if drawn else []) + \
+        [f'<p class="muted">{_e(line)}</p>' for line in churn.notes(run)]
+
+
 def _levels_plot(run: dict[str, Any]) -> list[str]:
     """Latency under load: p99 against achieved IOPS per workload and direction, beside the rate levels' table."""
     curves = [plots.Curve(label, points, f"n={len(points)} fio runs") for label, points in datapath.level_curves(run)]
@@ -172,6 +204,7 @@ def _machinery_summary(run: dict[str, Any]) -> list[str]:
 # What the page draws or says beside a table of its own (``tables.py``), by the table's class.
 BESIDE: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "density": lambda run: _density_plot(_density_curves(run)),
+    "churn": _churn_plots,
     "datapath-levels": _levels_plot,
     "machinery-cost": _machinery_summary,
 }

@@ -124,8 +124,10 @@ def latency_cdf(title: str, series: Sequence[Series]) -> str:
     return _svg(plt, figure)
 
 
-def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> Any:
-    """The figure of ``_lines`` (tests measure its legend against its data)."""
+def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool,
+               shaded: Sequence[tuple[str, float, float]] = ()) -> Any:
+    """The figure of ``_lines`` (tests measure its legend against its data); ``shaded``: (label, from x, to x),
+    a span shaded behind the lines each (the churn's tail)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(5.2, 3.0))
     names = legend_labels(curves)
@@ -147,6 +149,8 @@ def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: boo
     axes.set_ylim(*((0, 1.02) if steps else (0, None)))
     axes.grid(alpha=0.3)
     if any(item.points for item in curves):
+        for label, start, end in shaded:
+            axes.axvspan(start, end, color="#888888", alpha=0.15, linewidth=0, label=label)
         if steps:
             axes.set_xscale("log")
         elif max(len(item.points) for item in curves) == 1:
@@ -156,16 +160,19 @@ def draw_lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: boo
     return figure
 
 
-def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool) -> str:
+def _lines(labels: tuple[str, str, str], curves: Sequence[Curve], steps: bool,
+           shaded: Sequence[tuple[str, float, float]] = ()) -> str:
     """One line per curve, titled and labelled (title, x, y): drawn as steps (a distribution, on a log x axis, its
     share axis 0 to 1) or as points joined (a curve from 0 up)."""
-    figure = draw_lines(labels, curves, steps)
+    figure = draw_lines(labels, curves, steps, shaded)
     return _svg(_pyplot(), figure)
 
 
-def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve]) -> str:
-    """Lines with markers, one per curve (the density ramp: seconds against volumes per node)."""
-    return _lines((title, x_label, y_label), curves, steps=False)
+def curve(title: str, x_label: str, y_label: str, curves: Sequence[Curve],
+          shaded: Sequence[tuple[str, float, float]] = ()) -> str:
+    """Lines with markers, one per curve (the density ramp: seconds against volumes per node; the churn's windows
+    over time, its tail shaded)."""
+    return _lines((title, x_label, y_label), curves, steps=False, shaded=shaded)
 
 
 def completion_cdf(title: str, curves: Sequence[Curve]) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from csibench.report import cost, database, datapath, density, disruptions, modify, shared, verdicts, zones
+from csibench.report import churn, cost, database, datapath, density, disruptions, modify, shared, verdicts, zones
 
 Table = tuple[list[str], list[list[str]]]
 Run = dict[str, Any]
@@ -35,6 +35,8 @@ RUN_TABLES: tuple[OwnTable, ...] = (
     OwnTable("zones", _titled("Per zone (the volumes' zones)"), zones.table),
     OwnTable("modify", _titled("Class change: fio before and after (VolumeAttributesClass)"), modify.table),
     OwnTable("density", _titled("Density (volumes per node)"), density.table),
+    OwnTable("churn", _titled("Churn (per window)"), churn.table),
+    OwnTable("churn-drift", churn.drift_title, churn.drift_table),
     OwnTable("datapath", _titled("Data path (fio)"), datapath.table),
     OwnTable("datapath-nodes", _titled("Data path per node"), datapath.node_table),
     OwnTable("datapath-zones", _titled("Data path per zone (the pods' nodes' zones)"), datapath.zone_table),
@@ -76,6 +78,8 @@ def _no_note(_a: Run, _b: Run) -> str | None:
 COMPARISONS: tuple[OwnComparison, ...] = (
     OwnComparison("density", "Density (volumes per node)", "Density, B vs A per level of volumes per node:",
                   density.compare_table, lambda _a, _b: density.COMPARE_NOTE),
+    OwnComparison("churn", "Churn (medians over the windows)", "Churn, B vs A per phase (medians over the windows):",
+                  churn.compare_table, lambda _a, _b: churn.COMPARE_NOTE),
     OwnComparison("datapath", "Data path (fio)", "Data path (fio), B vs A per workload:", datapath.compare_table,
                   datapath.compare_note),
     OwnComparison("database", "Database (pgbench)", "Database (pgbench), B vs A TPS per row:",

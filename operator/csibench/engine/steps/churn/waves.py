@@ -79,7 +79,7 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
     rows: list[ChurnWindow] = []
     with RESULTS.measuring(tracker, rows):
         churn = Churn(spec, tracker.started or time.monotonic(), rows=rows)
-        closing = asyncio.create_task(_close_windows(runner, churn, context, tracker), name="churn:windows")
+        closing = asyncio.create_task(_close_windows(runner, step, churn, context, tracker), name="churn:windows")
         slots = asyncio.Semaphore(spec.maxWavesInFlight)
         waves: list[asyncio.Task[None]] = []
         try:
@@ -106,7 +106,8 @@ async def measure(runner: Batches, step: StepSpec, tracker: StepTracker, context
         tracker.stopped = churn.started + churn.ended
 
 
-async def _close_windows(runner: Batches, churn: Churn, context: StepContext, tracker: StepTracker) -> None:
+async def _close_windows(runner: Batches, step: StepSpec, churn: Churn, context: StepContext,
+                         tracker: StepTracker) -> None:
     """Close each window at its end (the tail once the last wave ended): its row, what finished waves left
     behind by then, and the components' memory in it."""
     spec = churn.spec
@@ -137,6 +138,7 @@ async def _close_windows(runner: Batches, churn: Churn, context: StepContext, tr
             row.memory = w.memory_of(collection, MEMORY_NAME)
         churn.rows.append(row)
         keep_rows(tracker, churn.rows)
+        runner.record_rows(step, tracker)
         await runner.show(f"window {index + 1}/{spec.windows}{' (tail)' if tail else ''}: "
                           f"{len(churn.starts)}/{spec.waves} waves started, {churn.in_flight} going")
         if tail:
