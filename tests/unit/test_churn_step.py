@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -31,7 +32,7 @@ from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import NAMES, kill_when, owned_left, resume, run, running, spec, steps_of
 from tests.support.metrics import samples
 
-CHURN = {"durationSeconds": 70, "windowSeconds": 10, "everySeconds": 5, "waveSize": 2}
+CHURN = {"durationSeconds": 110, "windowSeconds": 10, "everySeconds": 5, "waveSize": 2}
 
 
 def test_a_completion_belongs_to_the_window_its_end_falls_in_and_after_the_duration_to_the_tail() -> None:
@@ -46,7 +47,7 @@ def test_a_window_row_counts_each_phase_and_names_its_first_failure() -> None:
     ended = [Completion("create", 1.0, 0.5, True), Completion("create", 2.0, 1.5, True),
              Completion("publish", 3.0, 2.0, False, "Timeout", "no terminal state within 60s"),
              Completion("delete", 4.0, 0.25, True)]
-    row = build_window(0, (0.0, 10.0), False, ended, started=3, late=1)
+    row = build_window(0, (0.0, 10.0), False, ended, lateness=[0.0, 0.4, 2.5])
     phases = {p.phase: p for p in row.phases}
     assert [p.phase for p in row.phases] == ["create", "publish", "unpublish", "delete"]
     assert (phases["create"].completed, phases["create"].failed, phases["create"].throughput) == (2, 0, 0.2)
@@ -54,21 +55,29 @@ def test_a_window_row_counts_each_phase_and_names_its_first_failure() -> None:
     assert (phases["publish"].completed, phases["publish"].failed, phases["publish"].latency) == (0, 1, None)
     assert phases["unpublish"].completed == 0 and phases["unpublish"].throughput == 0.0
     assert row.state == StepState.FAILED and row.message == "publish: Timeout: no terminal state within 60s"
-    assert (row.wavesStarted, row.wavesLate, row.tail) == (3, 1, False)
+    assert (row.wavesStarted, row.wavesLate, row.lateSeconds, row.tail) == (3, 1, 2.5, False)
 
 
 def test_leaks_are_what_finished_waves_left_the_array_and_the_cluster_holding() -> None:
     finished = {"c0": "pvc-0", "c1": "pvc-1", "c2": "pvc-2", "c3": None}
     # pvc-0 is gone from Kubernetes but the array holds it: leaked. pvc-1 still has its PV (Released): counted as
     # that, not twice. pvc-9 is a volume of a wave still going: not counted. pvc-2 still attached somewhere.
-    leaks = count_leaks(finished, {"pvc-1", "pvc-9"}, ["pvc-2", "pvc-9"], (["pvc-0", "pvc-1", "pvc-9"], 3))
+    leaked: set[str] = set()
+    leaks = count_leaks(finished, {"pvc-1", "pvc-9"}, ["pvc-2", "pvc-9"], (["pvc-0", "pvc-1", "pvc-9"], 3), leaked,
+                        True)
     assert (leaks.source, leaks.volumes, leaks.released, leaks.attachments, leaks.total) == ("Array", 1, 1, 1, 3)
-    assert leaks.message is None
-    short = count_leaks(finished, set(), [], (["pvc-0"], 5))
-    assert short.volumes == 1 and short.message == ("the array named 1 of the 5 volumes it holds: the count is of "
-                                                    "those named")
-    blind = count_leaks(finished, {"pvc-1"}, [], "the class's driver does not answer audits")
-    assert (blind.source, blind.volumes, blind.released) == ("Cluster", 0, 1)
+    assert leaks.message is None and leaked == {"pvc-0"}
+    # A later answer cut at the array's bound (pvc-0 not named) never takes a leak back
+    short = count_leaks(finished, set(), [], (["pvc-2"], 5), leaked, True)
+    assert short.volumes == 2 and leaked == {"pvc-0", "pvc-2"}
+    assert short.message == ("the array named 1 of the 5 volumes it holds: a leaked volume it did not name is "
+                             "counted once it does")
+    # The array did not answer this time: its last count stands, said stale
+    stale = count_leaks(finished, {"pvc-1"}, [], "the array did not answer within 5s", leaked, True)
+    assert (stale.source, stale.volumes, stale.released, stale.stale) == ("Array", 2, 1, True)
+    # ... and an array that never answered leaves the cluster's counts only
+    blind = count_leaks(finished, {"pvc-1"}, [], "the class's driver does not answer audits", set(), False)
+    assert (blind.source, blind.volumes, blind.released, blind.stale) == ("Cluster", 0, 1, False)
     assert blind.message == "the class's driver does not answer audits"
 
 
@@ -83,7 +92,8 @@ def test_memory_per_window_sums_replicas_and_keeps_the_largest() -> None:
     assert memory_of(None, "peakMemoryBytes") == []
 
 
-def _rows(p50s: list[float], memory: list[float] | None = None, leaks: int = 0, seed: int = 1) -> list[ChurnWindow]:
+def _rows(p50s: Sequence[float], memory: Sequence[float] | None = None, leaks: int = 0,
+          seed: int = 1) -> list[ChurnWindow]:
     """Windows with each phase's p50 as given (a little noise between phases), and a tail."""
     noise = random.Random(seed)
     rows = []
@@ -105,25 +115,31 @@ def churn_spec(**drift: Any) -> ChurnSpec:
     return ChurnSpec.model_validate({**CHURN, "drift": drift})
 
 
+STEADY = [0.2, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 0.99, 1.01, 1.0]  # a fast warm-up, then 10 steady windows
+
+
 def test_a_steady_churn_has_no_drift_and_the_warm_up_and_tail_are_never_compared() -> None:
     # The warm-up window is 5x faster and the tail 50x slower: neither is held against anything.
-    drift = judge_drift(churn_spec(), _rows([0.2, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))
-    assert drift.change == DriftChange.NO_DRIFT and drift.windows == 3, drift
+    drift = judge_drift(churn_spec(), _rows(STEADY))
+    assert drift.change == DriftChange.NO_DRIFT and drift.windows == 5, drift
     assert [m.measure for m in drift.measures] == ["create latencyP50", "publish latencyP50",
                                                    "unpublish latencyP50", "delete latencyP50"]
     assert all(m.change != "Regression" and m.first is not None and 0.9 < m.first < 1.1 for m in drift.measures)
-    assert drift.message.startswith("windows 1-3 against 4-6: no phase slower beyond 25%")
+    assert all(m.change == "Equivalent" for m in drift.measures), drift.measures
+    assert drift.message.startswith("windows 1-5 against 6-10: every phase shown within 25% or faster")
+
+
+SLOWER = [1.0, 1.0, 1.05, 0.95, 1.0, 1.02, 2.0, 2.1, 1.9, 2.0, 1.95]  # the last 5 windows twice as slow
 
 
 def test_latency_that_grows_beyond_the_threshold_is_drift() -> None:
-    drift = judge_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]))
+    drift = judge_drift(churn_spec(), _rows(SLOWER))
     assert drift.change == DriftChange.DRIFT
     assert {m.change for m in drift.measures} == {"Regression"}
     assert all(m.ratio is not None and 0.45 < m.ratio < 0.55 for m in drift.measures)  # half as fast
-    assert "create latencyP50: 0.5" in drift.message and "more than 25% slower" in drift.message
+    assert "create latencyP50: 0.49x" in drift.message and "more than 25% slower" in drift.message
     # ... but not beyond a threshold of 150%
-    assert judge_drift(churn_spec(thresholdPercent=150), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9])).change \
-        == DriftChange.NO_DRIFT
+    assert judge_drift(churn_spec(thresholdPercent=150), _rows(SLOWER)).change == DriftChange.NO_DRIFT
 
 
 def test_a_drift_of_at_most_the_threshold_is_called_drift_rarely() -> None:
@@ -132,36 +148,46 @@ def test_a_drift_of_at_most_the_threshold_is_called_drift_rarely() -> None:
     noise = random.Random(7)
     drifted = 0
     for trial in range(400):
-        p50s = [math.exp(noise.gauss(0, 0.15)) for _ in range(4)] + \
-            [1.25 * math.exp(noise.gauss(0, 0.15)) for _ in range(3)]
+        p50s = [math.exp(noise.gauss(0, 0.15)) for _ in range(6)] + \
+            [1.25 * math.exp(noise.gauss(0, 0.15)) for _ in range(5)]
         drifted += judge_drift(churn_spec(), _rows(p50s, seed=trial)).change == DriftChange.DRIFT
     assert drifted <= 0.05 * 400 + 3 * math.sqrt(400 * 0.05 * 0.95), drifted
 
 
 def test_memory_growth_and_leaks_are_read_off_the_windows() -> None:
-    drift = judge_drift(churn_spec(), _rows([1.0] * 7, memory=[50, 100, 100, 100, 150, 150, 150], leaks=3))
+    drift = judge_drift(churn_spec(), _rows(STEADY, memory=[50] + [100] * 5 + [150] * 5, leaks=3))
     assert drift.memoryGrowthPercent == 50.0 and drift.memoryComponent == "csi-provisioner"
     assert drift.leaked == 3
 
 
-def test_no_phase_to_test_is_inconclusive_and_a_failed_run_proves_nothing() -> None:
-    rows = _rows([1.0] * 7)
-    for row in rows:
+def test_what_is_not_shown_either_way_is_inconclusive_never_a_pass() -> None:
+    noisy = judge_drift(churn_spec(), _rows([1.0, 1.0, 1.4, 0.7, 1.0, 1.3, 1.5, 6.0, 2.0, 0.8, 3.0]))
+    assert noisy.change == DriftChange.INCONCLUSIVE, noisy  # 2.6x slower, but too noisy for 5 windows a side
+    assert noisy.message.startswith("windows 1-5 against 6-10: not shown either way")
+    stalled = _rows(STEADY)
+    for row in stalled[6:11]:  # publish's completions stop in the last windows (they end up in the tail)
+        row.phases = [p for p in row.phases if p.phase != "publish"]
+    drift = judge_drift(churn_spec(), stalled)
+    publish = next(m for m in drift.measures if m.measure == "publish latencyP50")
+    assert drift.change == DriftChange.INCONCLUSIVE and publish.last is None, drift
+    assert "completions in the first windows and none in the last" in publish.message
+    empty = _rows(STEADY)
+    for row in empty:
         row.phases = []
-    assert judge_drift(churn_spec(), rows).change == DriftChange.INCONCLUSIVE
+    assert judge_drift(churn_spec(), empty).change == DriftChange.INCONCLUSIVE
     failed = RunVerdict(Phase.FAILED, ConditionReason.OBJECTS_FAILED, "churn: 2 failed")
-    said = churn_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]), failed)
+    said = churn_drift(churn_spec(), _rows(SLOWER), failed)
     assert said is not None and said.change == DriftChange.INCONCLUSIVE
     assert said.message.startswith("the run failed to measure (ObjectsFailed), so its drift proves nothing")
-    assert churn_drift(None, rows, failed) is None and churn_drift(churn_spec(), [], failed) is None
+    assert churn_drift(None, empty, failed) is None and churn_drift(churn_spec(), [], failed) is None
 
 
 def test_drift_is_a_part_of_the_verdict_with_its_condition() -> None:
-    drifted = judge_drift(churn_spec(), _rows([1.0, 1.0, 1.05, 0.95, 2.0, 2.1, 1.9]))
+    drifted = judge_drift(churn_spec(), _rows(SLOWER))
     judged = Judgement(None, None, drifted)
     assert judged.verdict.value == "Fail" and judged.broken == 1
     assert judged.drift_condition() == ("False", "Drift", drifted.message)
-    steady = Judgement(None, None, judge_drift(churn_spec(), _rows([1.0] * 7)))
+    steady = Judgement(None, None, judge_drift(churn_spec(), _rows(STEADY)))
     assert steady.verdict.value == "Pass" and steady.drift_condition()[:2] == ("True", "NoDrift")  # type: ignore
     assert [event[0] for event in judged.events()] == ["ChurnDrift"]
 
@@ -169,22 +195,27 @@ def test_drift_is_a_part_of_the_verdict_with_its_condition() -> None:
 def test_the_churn_s_thresholds_read_its_leaks_and_memory_growth() -> None:
     run_spec = BenchmarkRunSpec.model_validate({
         "storageClassName": "sim", "steps": ["churn"], "churn": CHURN,
-        "thresholds": [{"step": "churn", "metric": "leaked", "max": 0},
-                       {"step": "churn", "metric": "memoryGrowthPercent", "max": 20}]})
+        "collect": {}, "thresholds": [{"step": "churn", "metric": "leaked", "max": 0},
+                                      {"step": "churn", "metric": "memoryGrowthPercent", "max": 20}]})
     status = BenchmarkRunStatus(churnDrift=judge_drift(churn_spec(), _rows(
-        [1.0] * 7, memory=[50, 100, 100, 100, 150, 150, 150], leaks=2)))
+        STEADY, memory=[50] + [100] * 5 + [150] * 5, leaks=2)))
     verdict = judge(run_spec, status, RunVerdict(Phase.SUCCEEDED, ConditionReason.SUCCEEDED, ""))
     assert verdict is not None and [r.message for r in verdict.results] == [
         "churn leaked 2 > 0 (max)", "churn memoryGrowthPercent 50 > 20 (max)"]
     with pytest.raises(ValidationError, match="a step threshold's metric is one of"):
         BenchmarkRunSpec.model_validate({"storageClassName": "sim", "thresholds": [
             {"step": "createVolume", "metric": "memoryGrowthPercent", "max": 20}]})
+    with pytest.raises(ValidationError, match=r"a memoryGrowthPercent threshold needs spec\.collect"):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sim", "steps": ["churn"], "churn": CHURN,
+                                         "thresholds": [{"step": "churn", "metric": "memoryGrowthPercent",
+                                                         "max": 20}]})
 
 
 @pytest.mark.parametrize(("churn", "words"), [
-    ({"durationSeconds": 60, "windowSeconds": 10}, r"at least drift\.warmupWindows \+ 2 x drift\.windows"),
-    ({"durationSeconds": 86400, "windowSeconds": 60}, "at most 240 windows"),
-    ({"durationSeconds": 86400, "windowSeconds": 3600, "everySeconds": 1, "waveSize": 500}, "at most 100000 volumes"),
+    ({"durationSeconds": 100, "windowSeconds": 10}, r"at least drift\.warmupWindows \+ 2 x drift\.windows"),
+    ({"durationSeconds": 1201, "windowSeconds": 10}, "at most 120 windows"),  # 121 windows, the last of 1 s
+    ({"durationSeconds": 600, "windowSeconds": 10, "everySeconds": 11}, "everySeconds must be at most windowSeconds"),
+    ({"durationSeconds": 86400, "windowSeconds": 3600, "everySeconds": 1, "waveSize": 500}, "at most 50000 volumes"),
 ])
 def test_a_churn_that_cannot_be_judged_or_kept_is_refused(churn: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
@@ -232,4 +263,19 @@ def test_a_churn_cut_by_a_restart_is_measured_again_from_scratch() -> None:
     churn = next(s for s in status.steps if s.name == "churn")
     assert churn.attempts == 2 and churn.succeeded == 6, churn
     assert sum(row.wavesStarted for row in status.churn) == 3  # the rows are the second attempt's only
+    assert owned_left(fake) == []
+
+
+def test_waves_that_cannot_start_within_the_duration_fail_as_not_started() -> None:
+    """One wave at a time, each taking longer than the interval: the second starts late, the third's time comes
+    but the slot frees only after the duration, so its volumes fail NotStarted instead of running past it."""
+    fake = FakeKube(Behaviour(bind_delay=0.8, ready_delay=0.3, release_delay=0.3))
+    run_spec = short_churn()
+    assert run_spec.churn is not None
+    run_spec.churn = ChurnSpec.model_construct(**{**run_spec.churn.__dict__, "maxWavesInFlight": 1})
+    status = run(fake, run_spec)
+    churn = next(s for s in status.steps if s.name == "churn")
+    reasons = {reason.reason: reason.count for reason in churn.failureReasons}
+    assert reasons.get("NotStarted", 0) >= 2 and churn.succeeded + churn.failed == 6, churn
+    assert max(row.lateSeconds or 0 for row in status.churn) > 0.2  # the second wave waited for the first
     assert owned_left(fake) == []

@@ -17,8 +17,11 @@ ended) are one last ``tail`` window, never compared.
 The drift verdict (``ChurnDrift``) holds the last ``drift.windows`` windows against the first ones after the
 warm-up, per phase (its median latency per window, as a speed), by the judgement a baseline gets
 (``api/regression.py``: Welch's t on the logarithms, significant and beyond ``thresholdPercent``, Holm-adjusted over
-the phases): Drift when a phase got slower beyond the threshold, shown; NoDrift when none did (a true slowdown of
-at most the threshold is called Drift at most 5% of the time); Inconclusive when no phase could be tested. The
+the phases): Drift when a phase got slower beyond the threshold, shown (a true slowdown of at most the threshold is
+called Drift at most 5% of the time, for windows as independent as separate runs); NoDrift only when every phase
+was shown within the threshold or faster (Equivalent, Improvement; or Slower: significantly slower but not shown
+beyond it, which a baseline fails only on request); Inconclusive otherwise (a phase too noisy to tell, or with no
+completions in the last windows). The
 throughput is not judged: at a target rate it is the rate as long as the storage keeps up, and waves started late
 say when it does not. Leaks and memory growth are bounded by thresholds (step churn: ``leaked``,
 ``memoryGrowthPercent``).
@@ -36,18 +39,22 @@ from csibench.api.run.common import StepState, cel
 from csibench.api.run.observations import Latency
 
 PHASES = ("create", "publish", "unpublish", "delete")
-MAX_CHURN_WINDOWS = 240  # windows within durationSeconds (a longer soak takes longer windows); status stays small
-MAX_CHURN_OBJECTS = 100000  # volumes over all waves (and as many pods)
-MAX_MEMORY_COMPONENTS = 8
+MAX_CHURN_WINDOWS = 120  # windows within durationSeconds (a longer soak takes longer windows); status stays small
+MAX_CHURN_OBJECTS = 50000  # volumes over all waves (and as many pods)
+MAX_MEMORY_COMPONENTS = 4
+MAX_COMPONENT_NAME = 63
 MAX_DRIFT_MEASURES = len(PHASES)
-DEFAULT_DRIFT_WINDOWS = 3
+DEFAULT_DRIFT_WINDOWS = 5
 
 DEFAULT_WARMUP_WINDOWS = 1
 _DRIFT_WINDOWS = f"(has(self.drift) && has(self.drift.windows) ? self.drift.windows : {DEFAULT_DRIFT_WINDOWS})"
 _WARMUP = f"(has(self.drift) && has(self.drift.warmupWindows) ? self.drift.warmupWindows : {DEFAULT_WARMUP_WINDOWS})"
 _CHURN_RULES = (
-    (f"self.durationSeconds / self.windowSeconds <= {MAX_CHURN_WINDOWS}",
-     f"churn: at most {MAX_CHURN_WINDOWS} windows (durationSeconds / windowSeconds); take longer windows"),
+    (f"(self.durationSeconds + self.windowSeconds - 1) / self.windowSeconds <= {MAX_CHURN_WINDOWS}",
+     f"churn: at most {MAX_CHURN_WINDOWS} windows (durationSeconds / windowSeconds, rounded up); take longer "
+     "windows"),
+    ("self.everySeconds <= self.windowSeconds",
+     "churn: everySeconds must be at most windowSeconds (every window starts a wave, or it has nothing to judge)"),
     (f"self.durationSeconds / self.windowSeconds >= {_WARMUP} + 2 * {_DRIFT_WINDOWS}",
      "churn: durationSeconds / windowSeconds must be at least drift.warmupWindows + 2 x drift.windows (the first "
      "windows after the warm-up are held against the last, never against themselves)"),
@@ -106,12 +113,14 @@ class ChurnSpec(_Model):
 
     def problem(self) -> str | None:
         """The CRD's rules, for a spec stored before they existed (None: none broken)."""
-        if self.durationSeconds // self.windowSeconds > MAX_CHURN_WINDOWS:
+        if self.windows > MAX_CHURN_WINDOWS:
             return _CHURN_RULES[0][1]
-        if self.durationSeconds // self.windowSeconds < self.drift.warmupWindows + 2 * self.drift.windows:
+        if self.everySeconds > self.windowSeconds:
             return _CHURN_RULES[1][1]
-        if self.volumes > MAX_CHURN_OBJECTS:
+        if self.durationSeconds // self.windowSeconds < self.drift.warmupWindows + 2 * self.drift.windows:
             return _CHURN_RULES[2][1]
+        if self.volumes > MAX_CHURN_OBJECTS:
+            return _CHURN_RULES[3][1]
         return None
 
 
@@ -129,8 +138,11 @@ class ChurnLeaks(_Model):
     """What the waves finished by a window's end left behind, counted then (totals since the step started)."""
 
     source: str = Field(..., description="Array: the array's own list of volumes (exact); Cluster: what "
-                                         "Kubernetes still holds only.")
-    volumes: int = Field(0, description="Volumes the array still holds of finished waves that no PV names.")
+                                         "Kubernetes still holds only (the array never answered).")
+    volumes: int = Field(0, description="Volumes the array held of finished waves that no PV names: every one seen "
+                                        "so far (a leaked volume stays leaked).")
+    stale: bool = Field(False, description="The array did not answer at this window's end: its count is the last "
+                                           "one it gave.")
     attachments: int = Field(0, description="VolumeAttachments of finished waves' volumes still there.")
     released: int = Field(0, description="PVs of finished waves still there (Released, not removed).")
     message: str | None = Field(None, description="Why the count is the cluster's only (the array's words).")
@@ -143,7 +155,8 @@ class ChurnLeaks(_Model):
 class ComponentMemory(_Model):
     """A CSI component's peak memory in a window (spec.collect's memory query)."""
 
-    component: str = Field(..., max_length=253, description="The container (or the series' labels).")
+    component: str = Field(..., max_length=MAX_COMPONENT_NAME, description="The container (or the series' "
+                                                                           "labels, cut).")
     bytes: float = Field(..., description="Its highest reading in the window, bytes.")
 
 
@@ -154,17 +167,20 @@ class ChurnWindow(_Model):
     startSeconds: float = Field(..., description="Its start, seconds after the step's.")
     endSeconds: float = Field(..., description="Its end, seconds after the step's.")
     tail: bool = Field(False, description="After durationSeconds: the last waves finishing (never compared).")
-    state: StepState = Field(StepState.PENDING, description="Pending, Running, Succeeded, Failed or Interrupted.")
+    state: StepState = Field(StepState.SUCCEEDED, description="Succeeded, or Failed when an object's phase failed "
+                                                             "in it.")
     wavesStarted: int = Field(0, description="Waves started in it.")
     wavesLate: int = Field(0, description="Of those, waves that started more than a second after their time "
-                                          "(maxWavesInFlight held them).")
+                                          "(maxWavesInFlight held them, or the operator was busy).")
+    lateSeconds: float | None = Field(None, description="The latest start in it: seconds after its time.")
     phases: list[ChurnPhaseWindow] = Field(default_factory=list, max_length=len(PHASES),
                                            description="Per phase, its completions in the window.")
-    leaked: int | None = Field(None, description="Leaks first counted at its end (all kinds; leaks.total less the "
-                                                 "window before's).")
+    leaked: int | None = Field(None, description="Leaks first counted at its end: leaks.total's growth over the "
+                                                 "window before's (never below 0).")
     leaks: ChurnLeaks | None = Field(None, description="What finished waves left behind, counted at its end.")
     memory: list[ComponentMemory] = Field(default_factory=list, max_length=MAX_MEMORY_COMPONENTS,
-                                          description="The CSI components' peak memory in it (spec.collect).")
+                                          description="The CSI components' peak memory in it (spec.collect; the "
+                                                      "largest 4).")
     message: str | None = Field(None, description="The first failure in it, or why it was not measured.")
 
 
@@ -178,8 +194,8 @@ class DriftMeasure(_Model):
     """One measure's last windows against its first."""
 
     measure: str = Field(..., description="The phase judged: 'publish latencyP50'.")
-    first: float | None = Field(None, description="Its median over the first windows.")
-    last: float | None = Field(None, description="Its median over the last windows.")
+    first: float | None = Field(None, description="The median of the first windows' p50s, seconds.")
+    last: float | None = Field(None, description="The median of the last windows' p50s, seconds.")
     ratio: float | None = Field(None, description="How much faster the last windows were (geometric means; below "
                                                   "1: slower).")
     low: float | None = Field(None, description="The ratio's 90% interval, low end.")
@@ -198,7 +214,7 @@ class ChurnDrift(_Model):
     thresholdPercent: float = Field(..., description="The drift threshold, percent.")
     measures: list[DriftMeasure] = Field(default_factory=list, max_length=MAX_DRIFT_MEASURES,
                                          description="Each measure judged.")
-    leaked: int | None = Field(None, description="Leaks over the whole churn (the last window's total).")
+    leaked: int | None = Field(None, description="Leaks over the whole churn (the largest window total).")
     memoryGrowthPercent: float | None = Field(None, description="The largest growth of a component's peak memory, "
                                                                 "last windows against first, percent.")
     memoryComponent: str | None = Field(None, description="The component that grew the most.")

@@ -3,10 +3,14 @@
 Per phase, each compared window gives one sample: its median latency as a speed (1 / p50, higher is better, so the
 baseline's judgement reads it unchanged). The last ``drift.windows`` windows are held against the first as many
 after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms, Holm-adjusted over the
-phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift otherwise, with
-what could and could not be told said; Inconclusive when no phase could be tested (too few windows with
-completions). The error this controls, measured by simulation in ``bench/verdicts.py``'s terms: a true slowdown of
-at most the threshold is called Drift at most alpha (5%) of the time, over all phases together.
+phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift only when every
+phase with completions was shown within the threshold or faster (Equivalent, Improvement, or Slower: significant
+but not shown beyond it, which a baseline fails only on request); Inconclusive otherwise, as a baseline's
+Inconclusive is Unknown: a phase too noisy for its windows, or one with completions in the first windows and none
+in the last (a stall). The error this controls, checked by simulation in the unit tests: a true slowdown of at most
+the threshold is called Drift at most alpha (5%) of the time, over all phases together, for windows as independent
+as separate runs; windows of one churn follow each other, and a load that lasts several windows makes neighbouring
+windows alike, which the test does not model.
 """
 
 from __future__ import annotations
@@ -54,31 +58,39 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     """The churn's drift from its rows."""
     first, last = compared(rows, spec)
     threshold = spec.drift.thresholdPercent / 100.0
-    samples = [([1.0 / x for x in _p50s(first, phase) if x > 0], [1.0 / x for x in _p50s(last, phase) if x > 0])
-               for phase in PHASES]
+    p50s = [(_p50s(first, phase), _p50s(last, phase)) for phase in PHASES]
+    # A p50 of 0 is no speed: the judgement says so (Inconclusive) rather than the sample being dropped.
+    samples = [([1.0 / x if x > 0 else 0.0 for x in a], [1.0 / x if x > 0 else 0.0 for x in b]) for a, b in p50s]
     judged = judge_changes(samples, threshold)
     measures = []
-    for phase, (a, b), result in zip(PHASES, samples, judged, strict=True):
+    for phase, (a, b), result in zip(PHASES, p50s, judged, strict=True):
+        vanished = bool(a) and not b  # completions in the first windows, none in the last: a stall, not a pass
+        message = ("completions in the first windows and none in the last: stalled, or ended after the duration"
+                   if vanished else result.describe(threshold))
         measures.append(DriftMeasure(
-            measure=f"{phase} latencyP50", first=1.0 / statistics.median(a) if a else None,
-            last=1.0 / statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
-            p=result.p, change=result.change.value, message=result.describe(threshold)))
+            measure=f"{phase} latencyP50", first=statistics.median(a) if a else None,
+            last=statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
+            p=result.p, change=result.change.value, message=message))
     drifted = [m for m, r in zip(measures, judged, strict=True) if r.change == Change.REGRESSION]
-    tested = [m for m, r in zip(measures, judged, strict=True) if r.p is not None]
-    leaks = next((row.leaks.total for row in reversed(rows) if row.leaks is not None), None)
+    shown = {Change.EQUIVALENT, Change.IMPROVEMENT, Change.SLOWER}
+    untold = [m for (a, b), m, r in zip(p50s, measures, judged, strict=True)
+              if (a or b) and (r.change not in shown or not a or not b)]
+    leaks = max((row.leaks.total for row in rows if row.leaks is not None), default=None)
     growth = memory_growth(first, last)
     span = (f"windows {first[0].index}-{first[-1].index} against {last[0].index}-{last[-1].index}"
             if first and last else "too few windows")
+    said = ", ".join(f"{m.measure.split()[0]} {m.change}" for m in measures)
     if drifted:
         change = DriftChange.DRIFT
         message = f"{span}: " + "; ".join(f"{m.measure}: {m.message}" for m in drifted)
-    elif not tested:
+    elif untold or not any(a or b for a, b in p50s):
         change = DriftChange.INCONCLUSIVE
-        message = f"{span}: no phase could be tested (each needs 2 windows a side with completions, some spread)"
+        message = (f"{span}: not shown either way ({said}); " + "; ".join(f"{m.measure}: {m.message}"
+                                                                          for m in untold)) if untold else \
+            f"{span}: no phase had completions in the windows compared"
     else:
         change = DriftChange.NO_DRIFT
-        said = [f"{m.measure.split()[0]} {m.change}" for m in measures]
-        message = f"{span}: no phase slower beyond {spec.drift.thresholdPercent:g}% ({', '.join(said)})"
+        message = f"{span}: every phase shown within {spec.drift.thresholdPercent:g}% or faster ({said})"
     return ChurnDrift(change=change, message=shorten(message, MESSAGE_MAX), windows=len(first),
                       thresholdPercent=spec.drift.thresholdPercent, measures=measures, leaked=leaks,
                       memoryGrowthPercent=round(growth[0], 2) if growth else None,

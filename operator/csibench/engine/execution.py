@@ -284,6 +284,12 @@ class StepRunner:
     def creator(self, step: StepSpec, step_context: StepContext, tracker: StepTracker) -> Callable[[str], Any]:
         return step.action.submitter(self.requests, step, step_context, tracker)
 
+    def creating(self, resource: r.Resource, body_of: Callable[[str], Json],
+                 tracker: StepTracker) -> Callable[[str], Any]:
+        """Creates objects of ``resource`` from ``body_of(name)`` (a step that knows its objects' indexes: the
+        churn's waves), as a step's own are created."""
+        return self.requests.creating(resource, body_of, tracker)
+
     def remover(self, step: StepSpec, tracker: StepTracker) -> Callable[[str], Any]:
         return self.requests.deleting(step.kind, step.resource, tracker)
 
@@ -334,7 +340,7 @@ class StepRunner:
         self.recorder.status.collection = collector.findings.listed()
         return collection
 
-    async def array_volumes(self) -> tuple[list[str], int] | str:
+    async def array_volumes(self, wait_seconds: float = ARRAY_WINDOW_WAIT_SECONDS) -> tuple[list[str], int] | str:
         """The run's volumes its array holds now, as it names them (at most its answer's list) and how many in
         all; or why it cannot say (its driver does not answer audits, no answer in time, an API error)."""
         ref, spec = self.recorder.ref, self.context.spec
@@ -342,7 +348,7 @@ class StepRunner:
             if not await array_answers(self.client, spec.storageClassName):
                 return "the class's driver does not answer audits: counted by the cluster only"
             answer = await ask_array(self.client, ref.namespace, audit_name(self.context.names.prefix), ref.name,
-                                     ref.uid, wait_seconds=ARRAY_WINDOW_WAIT_SECONDS)
+                                     ref.uid, wait_seconds=wait_seconds)
         except ApiError as error:
             return f"the array could not be asked: {error}"
         if isinstance(answer, str):
@@ -392,7 +398,7 @@ class StepRunner:
                                  retry_flags(self.context.environment.machinery), self.observed.last_attached_at)
             if progress:
                 self.publish()
-            self._live.remove(live)
+            self._live = [other for other in self._live if other is not live]  # by identity
 
     async def _submit(self, tracker: StepTracker, judge: Judge, submit: Callable[[str], Any], name: str) -> None:
         try:

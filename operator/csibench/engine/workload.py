@@ -26,6 +26,7 @@ from csibench.engine.errors import PlanError
 from csibench.engine.observed import CLAIM, POD
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
+from csibench.kube import resources as r
 from csibench.kube.client import ApiError
 from csibench.preflight.checks import pacing_floor
 
@@ -71,7 +72,9 @@ class Batches(Protocol):
 
     async def collect_window(self, label: str, start: float, stop: float) -> StepCollection | None: ...
 
-    async def array_volumes(self) -> tuple[list[str], int] | str: ...
+    async def array_volumes(self, wait_seconds: float = ...) -> tuple[list[str], int] | str: ...
+
+    def creating(self, resource: r.Resource, body_of: Callable[[str], Any], tracker: StepTracker) -> Any: ...
 
     def record_rows(self, step: StepSpec, tracker: StepTracker) -> None: ...
 

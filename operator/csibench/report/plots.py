@@ -60,7 +60,8 @@ def legend_labels(curves: Sequence[Curve]) -> list[str]:
         label = f"{item.label} ({item.samples})" if item.samples and not shared else item.label
         same = next((other for other in curves[:index] if other.points and other.points == item.points), None)
         labels.append(f"{label}, identical to {same.label}" if same is not None and item.points else label)
-    return labels
+    # A label is text from outside (a component's name from Prometheus): never matplotlib's math ("$...$").
+    return [label.replace("$", r"\$") for label in labels]
 
 
 def _coincides(curves: Sequence[Curve], index: int) -> bool:

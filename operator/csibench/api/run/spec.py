@@ -85,6 +85,8 @@ _CHURN_RULES = (
     ("!has(self.churn) || self.repeat == 1",
      "churn cannot be combined with repeat > 1: a churn is judged against itself (its drift); run it in a run of "
      "its own (repeat: 1)"),
+    ("!has(self.thresholds) || has(self.collect) || self.thresholds.all(t, t.metric != 'memoryGrowthPercent')",
+     "a memoryGrowthPercent threshold needs spec.collect: the memory is read from Prometheus"),
 )
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
@@ -404,6 +406,8 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(problem)
         if self.churn is not None and self.repeat != 1:
             raise ValueError(_CHURN_RULES[0][1])
+        if self.collect is None and any(t.metric == ThresholdMetric.MEMORY_GROWTH_PERCENT for t in self.thresholds):
+            raise ValueError(_CHURN_RULES[1][1])
         return self
 
     @model_validator(mode="after")

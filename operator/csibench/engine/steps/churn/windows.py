@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from csibench.api.churn import MAX_MEMORY_COMPONENTS, PHASES, ChurnLeaks, ChurnPhaseWindow, ChurnWindow, ComponentMemory
+from csibench.api.churn import (
+    MAX_COMPONENT_NAME,
+    MAX_MEMORY_COMPONENTS,
+    PHASES,
+    ChurnLeaks,
+    ChurnPhaseWindow,
+    ChurnWindow,
+    ComponentMemory,
+)
 from csibench.api.collect import StepCollection
 from csibench.api.models import StepState
 from csibench.api.text import shorten
@@ -20,6 +28,7 @@ from csibench.engine.timing import summarize
 
 MESSAGE_MAX = 300
 ARRAY, CLUSTER = "Array", "Cluster"
+LATE_SECONDS = 1.0  # a wave that starts more than this after its time is late
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,15 @@ def window_of(at: float, window_seconds: float, windows: int, duration: float) -
     if at >= duration:
         return windows
     return min(max(int(at // window_seconds), 0), windows - 1)
+
+
+def by_window(completions: Iterable[Completion], window_seconds: float, windows: int,
+              duration: float) -> dict[int, list[Completion]]:
+    """Completions sorted into their windows in one pass (the tail's index is ``windows``)."""
+    found: dict[int, list[Completion]] = {}
+    for completion in completions:
+        found.setdefault(window_of(completion.at, window_seconds, windows, duration), []).append(completion)
+    return found
 
 
 def window_bounds(index: int, window_seconds: float, windows: int, duration: float, ended: float) -> tuple[float,
@@ -66,35 +84,41 @@ def build_phases(completions: Iterable[Completion], length: float) -> list[Churn
 
 
 def build_window(index: int, bounds: tuple[float, float], tail: bool, completions: Sequence[Completion],
-                 started: int, late: int) -> ChurnWindow:
-    """A window's row from its completions and its waves (leaks and memory are added at its end)."""
+                 lateness: Sequence[float]) -> ChurnWindow:
+    """A window's row from its completions and its waves' lateness, seconds after their time each (leaks and
+    memory are added at its end)."""
+    started, late = len(lateness), sum(1 for seconds in lateness if seconds > LATE_SECONDS)
     start, end = bounds
     failures = [c for c in completions if not c.ok]
     message = shorten(f"{failures[0].phase}: {failures[0].reason}: {failures[0].message}", MESSAGE_MAX) \
         if failures else None
     return ChurnWindow(index=index, startSeconds=round(start, 3), endSeconds=round(end, 3), tail=tail,
                        state=StepState.FAILED if failures else StepState.SUCCEEDED, wavesStarted=started,
-                       wavesLate=late, phases=build_phases(completions, end - start), message=message)
+                       wavesLate=late, lateSeconds=round(max(lateness), 3) if lateness else None,
+                       phases=build_phases(completions, end - start), message=message)
 
 
 def count_leaks(finished_volumes: Mapping[str, str | None], existing_pvs: set[str],
-                attachments: Iterable[str], array: tuple[list[str], int] | str) -> ChurnLeaks:
-    """What the waves finished so far left behind (pure): ``finished_volumes`` maps each of their claims to the
-    PV it was bound to (None: never bound); a PV still there is Released and not removed; a VolumeAttachment of
-    one of their PVs is one without a pod (their pods are gone); a volume the array holds that was one of their
-    PVs and that no PV names any more is leaked (the array's list, when it answered, else the cluster's count
-    only, with the array's words). An array list shorter than its count is said so: the count is then a floor."""
+                attachments: Iterable[str], array: tuple[list[str], int] | str, leaked: set[str],
+                answered: bool) -> ChurnLeaks:
+    """What the waves finished so far left behind (pure but for ``leaked``, the volumes found leaked so far, which
+    it adds to): ``finished_volumes`` maps each of their claims to the volume it was (or would be) provisioned as;
+    a PV still there is Released and not removed; a VolumeAttachment of one of their PVs is one without a pod
+    (their pods are gone); a volume the array holds that was one of theirs and that no PV names any more is leaked,
+    and stays leaked (a later answer that does not list it, a list cut at the array's bound, never takes it back).
+    When the array does not answer, its last count stands (``stale``); when it never did (``answered`` False),
+    only the cluster's counts are known, with the array's words."""
     pvs = {pv for pv in finished_volumes.values() if pv}
     released = len(pvs & existing_pvs)
     attached = sum(1 for pv in attachments if pv in pvs)
     if isinstance(array, str):
-        return ChurnLeaks(source=CLUSTER, attachments=attached, released=released, message=shorten(array,
-                                                                                                    MESSAGE_MAX))
+        return ChurnLeaks(source=ARRAY if answered else CLUSTER, volumes=len(leaked), attachments=attached,
+                          released=released, stale=answered, message=shorten(array, MESSAGE_MAX))
     names, count = array
-    held = (set(names) & pvs) - existing_pvs
+    leaked |= (set(names) & pvs) - existing_pvs
     message = None if count <= len(names) else (f"the array named {len(names)} of the {count} volumes it holds: "
-                                                "the count is of those named")
-    return ChurnLeaks(source=ARRAY, volumes=len(held), attachments=attached, released=released, message=message)
+                                                "a leaked volume it did not name is counted once it does")
+    return ChurnLeaks(source=ARRAY, volumes=len(leaked), attachments=attached, released=released, message=message)
 
 
 def memory_of(collection: StepCollection | None, query: str) -> list[ComponentMemory]:
@@ -105,7 +129,8 @@ def memory_of(collection: StepCollection | None, query: str) -> list[ComponentMe
     summed: dict[str, float] = {}
     for value in collection.values:
         if value.query == query:
-            summed[component_of(value)] = summed.get(component_of(value), 0.0) + value.value
+            name = shorten(component_of(value), MAX_COMPONENT_NAME)
+            summed[name] = summed.get(name, 0.0) + value.value
     ordered = sorted(summed.items(), key=lambda item: (-item[1], item[0]))
-    return [ComponentMemory(component=shorten(name, 253), bytes=value)
+    return [ComponentMemory(component=name, bytes=value)
             for name, value in ordered[:MAX_MEMORY_COMPONENTS]]
