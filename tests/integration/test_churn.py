@@ -14,9 +14,10 @@ from localcluster.runs import TERMINAL, benchmark_run, leftovers, read_report, s
 from tests.support.runs import create_run
 
 WINDOW = 5  # seconds
-DURATION = 40  # 8 windows: one of warm-up, then 3 held against 3
-WAVE, EVERY = 2, 4  # 2 volumes every 4 s: 10 waves, 20 volumes
-LEAK_EVERY = 4  # the leaky array acknowledges every 4th delete without doing it: 5 of 20
+DURATION = 35  # 7 windows: one of warm-up, then 3 held against 3
+WAVE, EVERY = 4, 5  # 4 volumes every 5 s: 7 waves, 28 volumes
+WAVES = DURATION // EVERY
+LEAK_EVERY = 4  # the leaky array acknowledges every 4th delete without doing it: 7 of 28
 
 
 def churn_run(name: str, storage_class: str, prometheus: str, **extra: Any) -> dict[str, Any]:
@@ -31,30 +32,31 @@ def epoch(stamp: str) -> float:
 
 
 def check_windows(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows are the windows in order, the measured ones 5 s each; every volume went through every phase once
-    (the completions over the windows add up to the waves' volumes); returns the measured (non-tail) rows."""
+    """The rows are the windows in order, the measured ones 5 s each (the last to the duration's end); every volume
+    went through every phase once (the completions over the windows add up to the waves' volumes); returns the
+    measured (non-tail) rows."""
     rows = run["status"]["churn"]
     measured = [row for row in rows if not row.get("tail")]
     assert [row["index"] for row in rows] == list(range(len(rows))), rows
-    assert len(measured) == DURATION // WINDOW, rows
-    assert all(row["startSeconds"] == WINDOW * row["index"] and row["endSeconds"] == row["startSeconds"] + WINDOW
-               for row in measured), measured
+    assert len(measured) == -(-DURATION // WINDOW), rows
+    assert all(row["startSeconds"] == WINDOW * row["index"] and
+               row["endSeconds"] == min(row["startSeconds"] + WINDOW, DURATION) for row in measured), measured
     for phase in ("create", "publish", "unpublish", "delete"):
         done = sum(p["completed"] for row in rows for p in row["phases"] if p["phase"] == phase)
-        assert done == WAVE * DURATION // EVERY, (phase, rows)
-    assert sum(row["wavesStarted"] for row in rows) == DURATION // EVERY, rows
+        assert done == WAVE * WAVES, (phase, rows)
+    assert sum(row["wavesStarted"] for row in rows) == WAVES, rows
     churn = step(run, "churn")
-    assert churn["state"] == "Succeeded" and churn["succeeded"] == WAVE * DURATION // EVERY, churn
+    assert churn["state"] == "Succeeded" and churn["succeeded"] == WAVE * WAVES, churn
     return measured
 
 
 def test_a_churn_counts_its_windows_leaks_exactly_and_judges_its_drift(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any, cluster: LocalCluster) -> None:
     """A steady class and one whose array acknowledges every 4th delete without doing it, churned side by side for
-    40 s. Both: 8 windows of 5 s whose completions add up to every volume's four phases, the CSI components'
+    35 s. Both: 7 windows of 5 s whose completions add up to every volume's four phases, the CSI components'
     memory per window, a drift judged on 3 windows against 3. The steady one leaks nothing in any window. The
-    leaky one's windows count 5 leaked volumes in all, each within a window of when the array leaked it, as the
-    array's own record says; the whole-run audit after cleanup counts the same 5, and the leak bound fails its
+    leaky one's windows count 7 leaked volumes in all, each within two windows of when the array leaked it, as the
+    array's own record says; the whole-run audit after cleanup counts the same 7, and the leak bound fails its
     verdict. Nothing is left of either."""
     prometheus = cluster.prometheus_url
     steady_class = storage_class()
@@ -73,7 +75,7 @@ def test_a_churn_counts_its_windows_leaks_exactly_and_judges_its_drift(
     # The steady class: nothing left behind in any window; memory read per window; the drift judged
     rows = check_windows(done_steady)
     assert all(row["leaks"]["source"] == "Array" and row["leaked"] == 0 for row in rows), rows
-    assert all(any(m["component"] == "csi-provisioner" for m in row.get("memory", [])) for row in rows), rows
+    assert all(0 < len(row.get("memory", [])) <= 4 for row in rows), rows  # the 4 largest components each
     drift = done_steady["status"]["churnDrift"]
     assert len(drift["measures"]) == 4 and drift["windows"] == 3, drift
     changes = {m["change"] for m in drift["measures"]}
@@ -90,14 +92,15 @@ def test_a_churn_counts_its_windows_leaks_exactly_and_judges_its_drift(
     status = done_leaky["status"]
     truth = sorted(r["finish"] for r in cluster.ground_truth_records()
                    if r["storageClass"] == leaky_class and r["op"] == "deleteVolume" and r.get("leaked"))
-    expected = WAVE * DURATION // EVERY // LEAK_EVERY
+    expected = WAVE * WAVES // LEAK_EVERY
     assert len(truth) == expected, truth
     all_rows = status["churn"]
     assert sum(row["leaked"] for row in all_rows) == expected == all_rows[-1]["leaks"]["volumes"], all_rows
     started = epoch(step(done_leaky, "churn")["startTime"])
     for row in all_rows:
         counted, end = row["leaks"]["volumes"], started + row["endSeconds"]
-        assert sum(t <= end - WINDOW for t in truth) <= counted <= sum(t <= end + WINDOW for t in truth), (
+        # Counted once its wave finished, at the first window's end after that: within two windows on a busy machine
+        assert sum(t <= end - 2 * WINDOW for t in truth) <= counted <= sum(t <= end + WINDOW for t in truth), (
             row, [t - started for t in truth])
     assert status["leaks"]["volumes"] == expected, status["leaks"]  # the whole-run audit agrees
     assert status["churnDrift"]["leaked"] == expected, status["churnDrift"]
