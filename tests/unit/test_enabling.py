@@ -23,7 +23,7 @@ PARTS: dict[str, dict[str, Any]] = {
     "ephemeral": {"ephemeral": {"pods": 1}},
     "shared": {"shared": {}},
     "modify": {"modify": {"volumeAttributesClassName": "gold"}},
-    "churn": {"churn": {"durationSeconds": 70, "windowSeconds": 10}},
+    "churn": {"churn": {"durationSeconds": 110, "windowSeconds": 10}},
 }
 UNSET: dict[str, dict[str, Any]] = {"dataPath.verify": {"dataPath": {"verify": False}}}  # the part, switched off
 

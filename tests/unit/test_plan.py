@@ -31,7 +31,7 @@ def test_default_steps_depend_on_the_snapshot_class() -> None:
     every = resolve_steps(spec(volumeSnapshotClassName="snap", size="1Gi", dataPath={"verify": True}, database={},
                                expand={"by": "1Gi"}, groupSnapshot={"volumeGroupSnapshotClassName": "g"}, move={},
                                density={"volumesPerNode": [2]}, ephemeral={"pods": 2}, shared={},
-                               modify={"volumeAttributesClassName": "gold"}, churn={"durationSeconds": 70,
+                               modify={"volumeAttributesClassName": "gold"}, churn={"durationSeconds": 110,
                                                                                     "windowSeconds": 10}))
     assert [s.name for s in every] == list(StepName)  # each only with its part of the spec; the database after
     grown = resolve_steps(spec(expand={"to": "2Gi"}))  # online: after publish, while its pods mount the volumes
