@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from dataclasses import dataclass, field
 
@@ -33,8 +32,6 @@ from csibench.engine.steps.churn.table import RESULTS
 from csibench.engine.tracker import StepTracker
 from csibench.engine.workload import Batches
 from csibench.observe.queries import MEMORY_NAME
-
-log = logging.getLogger(__name__)
 
 CLOSE_GRACE_SECONDS = 1.0  # a window closes this long after its end: events stamped before it reach the loop
 ARRAY_WAIT_SECONDS = 10.0  # at most this (and half a window) for the array's answer at a window's end
