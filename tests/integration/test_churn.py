@@ -78,10 +78,6 @@ def test_a_churn_counts_its_windows_leaks_exactly_and_judges_its_drift(
     assert all(0 < len(row.get("memory", [])) <= 4 for row in rows), rows  # the 4 largest components each
     drift = done_steady["status"]["churnDrift"]
     assert len(drift["measures"]) == 4 and drift["windows"] == 3, drift
-    # The drift's samples are the waves' (one wave a window here), kept in the compared windows only: 1-3, 4-6
-    for row in rows:
-        kept = [len(p.get("waves", [])) for p in row["phases"]]
-        assert (max(kept) >= 1 and sum(kept) <= 4) if 1 <= row["index"] <= 6 else sum(kept) == 0, row
     changes = {m["change"] for m in drift["measures"]}
     expected_change = "Drift" if "Regression" in changes else "NoDrift" if changes <= {
         "Equivalent", "Improvement", "Slower"} else "Inconclusive"

@@ -15,12 +15,10 @@ components' peak memory in it (spec.collect). Completions after ``durationSecond
 ended) are one last ``tail`` window, never compared.
 
 The drift verdict (``ChurnDrift``) holds the last ``drift.windows`` windows against the first ones after the
-warm-up, per phase, by the judgement a baseline gets (``api/regression.py``: Welch's t on the logarithms,
-significant and beyond ``thresholdPercent``, Holm-adjusted over the phases). Its samples are the waves, as a
-baseline's are its iterations: a wave is a batch submitted at once, so each wave's median latency of a phase (as a
-speed) is one sample, put in the window its phase ended in (``ChurnPhaseWindow.waves``, kept in the compared
-windows only). Drift when a phase got slower beyond the threshold, shown (a true slowdown of at most the threshold
-is called Drift at most 5% of the time, for waves as independent as separate runs); NoDrift only when every phase
+warm-up, per phase (its median latency per window, as a speed), by the judgement a baseline gets
+(``api/regression.py``: Welch's t on the logarithms, significant and beyond ``thresholdPercent``, Holm-adjusted over
+the phases): Drift when a phase got slower beyond the threshold, shown (a true slowdown of at most the threshold is
+called Drift at most 5% of the time, for windows as independent as separate runs); NoDrift only when every phase
 was shown within the threshold or faster (Equivalent, Improvement; or Slower: significantly slower but not shown
 beyond it, which a baseline fails only on request); Inconclusive otherwise (a phase too noisy to tell, or with no
 completions in the last windows). The
@@ -46,7 +44,6 @@ MAX_CHURN_OBJECTS = 50000  # volumes over all waves (and as many pods)
 MAX_MEMORY_COMPONENTS = 4
 MAX_COMPONENT_NAME = 63
 MAX_DRIFT_MEASURES = len(PHASES)
-MAX_WAVE_SAMPLES = 120  # a phase's wave samples kept in one window (status stays small)
 DEFAULT_DRIFT_WINDOWS = 5
 
 DEFAULT_WARMUP_WINDOWS = 1
@@ -135,10 +132,6 @@ class ChurnPhaseWindow(_Model):
     failed: int = Field(0, description="Objects whose phase failed in the window.")
     throughput: float | None = Field(None, description="Completed per second of the window.")
     latency: Latency | None = Field(None, description="Per object, submitted to done (watch events), seconds.")
-    waves: list[float] = Field(default_factory=list, max_length=MAX_WAVE_SAMPLES,
-                               description="The drift's samples, in a window it compares: each wave's median latency "
-                               "of this phase (seconds) for the waves whose phase ended in the window (evenly "
-                               f"thinned past {MAX_WAVE_SAMPLES}); empty in the other windows.")
 
 
 class ChurnLeaks(_Model):
@@ -201,9 +194,8 @@ class DriftMeasure(_Model):
     """One measure's last windows against its first."""
 
     measure: str = Field(..., description="The phase judged: 'publish latencyP50'.")
-    first: float | None = Field(None, description="The median of the first windows' wave samples (each a wave's "
-                                                  "p50), seconds.")
-    last: float | None = Field(None, description="The median of the last windows' wave samples, seconds.")
+    first: float | None = Field(None, description="The median of the first windows' p50s, seconds.")
+    last: float | None = Field(None, description="The median of the last windows' p50s, seconds.")
     ratio: float | None = Field(None, description="How much faster the last windows were (geometric means; below "
                                                   "1: slower).")
     low: float | None = Field(None, description="The ratio's 90% interval, low end.")

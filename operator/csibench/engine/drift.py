@@ -1,20 +1,16 @@
 """The churn's drift verdict (status.churnDrift, the NoDrift condition), from its windows (pure).
 
-Per phase, each wave whose phase ended in a compared window gives one sample: its median latency as a speed
-(1 / p50, higher is better, so the baseline's judgement reads it unchanged); a wave is to the churn what an
-iteration is to a baseline, a batch submitted at once. The last ``drift.windows`` windows are held against the
-first as many after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms,
-Holm-adjusted over the phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift.
-NoDrift only when every phase with completions was shown within the threshold or faster (Equivalent, Improvement,
-or Slower: significant but not shown beyond it, which a baseline fails only on request); Inconclusive otherwise, as
-a baseline's Inconclusive is Unknown: a phase too noisy for its waves, or one with completions in the first windows
-and none in the last (a stall).
-
-The error this controls, checked by simulation in the unit tests: a true slowdown of at most the threshold is
-called Drift at most alpha (5%) of the time, over all phases together, for waves as independent as separate runs.
-Waves of one churn follow each other, and a load that lasts several waves makes neighbouring waves alike, which
-the test does not model: a machine busier during the last windows only is, to this verdict, a drift (it is one,
-as the user sees it; the rows say when it began).
+Per phase, each compared window gives one sample: its median latency as a speed (1 / p50, higher is better, so the
+baseline's judgement reads it unchanged). The last ``drift.windows`` windows are held against the first as many
+after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms, Holm-adjusted over the
+phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift only when every
+phase with completions was shown within the threshold or faster (Equivalent, Improvement, or Slower: significant
+but not shown beyond it, which a baseline fails only on request); Inconclusive otherwise, as a baseline's
+Inconclusive is Unknown: a phase too noisy for its windows, or one with completions in the first windows and none
+in the last (a stall). The error this controls, checked by simulation in the unit tests: a true slowdown of at most
+the threshold is called Drift at most alpha (5%) of the time, over all phases together, for windows as independent
+as separate runs; windows of one churn follow each other, and a load that lasts several windows makes neighbouring
+windows alike, which the test does not model.
 """
 
 from __future__ import annotations
@@ -23,36 +19,25 @@ import statistics
 from collections.abc import Sequence
 
 from csibench.api.churn import PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
-from csibench.api.regression import MAX_REPEAT, Change, Samples, judge_changes
+from csibench.api.regression import Change, judge_changes
 from csibench.api.text import shorten
 from csibench.engine.verdict import RunVerdict
 
 MESSAGE_MAX = 1000
-WAVES = Samples("one wave on a side cannot be tested", "the waves do not vary, so there is no spread to test against",
-                "more than {most} waves a side would be needed to decide at this spread",
-                "about {n} waves a side would decide (80% power): more drift.windows, or more waves a window",
-                MAX_REPEAT)
-
-
-def compared_indexes(spec: ChurnSpec) -> tuple[range, range]:
-    """(first, last): the indexes of the windows held against each other, the first ``drift.windows`` after the
-    warm-up and the last as many (halves of what is left, for a churn too short for both, which admission
-    refuses); the tail never, the warm-up never."""
-    usable = range(spec.drift.warmupWindows, spec.windows)
-    k = min(spec.drift.windows, len(usable) // 2)
-    return usable[:k], usable[len(usable) - k:]
 
 
 def compared(rows: Sequence[ChurnWindow], spec: ChurnSpec) -> tuple[list[ChurnWindow], list[ChurnWindow]]:
-    """(first, last): the windows held against each other, of those there are."""
-    first, last = compared_indexes(spec)
+    """(first, last): the windows held against each other; the tail never, the warm-up never."""
     full = [row for row in rows if not row.tail]
-    return [row for row in full if row.index in first], [row for row in full if row.index in last]
+    usable = full[spec.drift.warmupWindows:]
+    k = spec.drift.windows
+    if len(usable) < 2 * k:
+        return usable[:len(usable) // 2], usable[len(usable) - len(usable) // 2:]
+    return usable[:k], usable[-k:]
 
 
-def _samples(rows: Sequence[ChurnWindow], phase: str) -> list[float]:
-    """A phase's wave samples (each a wave's median latency, seconds) in ``rows``."""
-    return [x for row in rows for p in row.phases if p.phase == phase for x in p.waves]
+def _p50s(rows: Sequence[ChurnWindow], phase: str) -> list[float]:
+    return [p.latency.p50 for row in rows for p in row.phases if p.phase == phase and p.latency is not None]
 
 
 def memory_growth(first: Sequence[ChurnWindow], last: Sequence[ChurnWindow]) -> tuple[float, str] | None:
@@ -73,22 +58,22 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     """The churn's drift from its rows."""
     first, last = compared(rows, spec)
     threshold = spec.drift.thresholdPercent / 100.0
-    latencies = [(_samples(first, phase), _samples(last, phase)) for phase in PHASES]
+    p50s = [(_p50s(first, phase), _p50s(last, phase)) for phase in PHASES]
     # A p50 of 0 is no speed: the judgement says so (Inconclusive) rather than the sample being dropped.
-    samples = [([1.0 / x if x > 0 else 0.0 for x in a], [1.0 / x if x > 0 else 0.0 for x in b]) for a, b in latencies]
+    samples = [([1.0 / x if x > 0 else 0.0 for x in a], [1.0 / x if x > 0 else 0.0 for x in b]) for a, b in p50s]
     judged = judge_changes(samples, threshold)
     measures = []
-    for phase, (a, b), result in zip(PHASES, latencies, judged, strict=True):
+    for phase, (a, b), result in zip(PHASES, p50s, judged, strict=True):
         vanished = bool(a) and not b  # completions in the first windows, none in the last: a stall, not a pass
         message = ("completions in the first windows and none in the last: stalled, or ended after the duration"
-                   if vanished else result.describe(threshold, WAVES))
+                   if vanished else result.describe(threshold))
         measures.append(DriftMeasure(
             measure=f"{phase} latencyP50", first=statistics.median(a) if a else None,
             last=statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
             p=result.p, change=result.change.value, message=message))
     drifted = [m for m, r in zip(measures, judged, strict=True) if r.change == Change.REGRESSION]
     shown = {Change.EQUIVALENT, Change.IMPROVEMENT, Change.SLOWER}
-    untold = [m for (a, b), m, r in zip(latencies, measures, judged, strict=True)
+    untold = [m for (a, b), m, r in zip(p50s, measures, judged, strict=True)
               if (a or b) and (r.change not in shown or not a or not b)]
     leaks = max((row.leaks.total for row in rows if row.leaks is not None), default=None)
     growth = memory_growth(first, last)
@@ -98,7 +83,7 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     if drifted:
         change = DriftChange.DRIFT
         message = f"{span}: " + "; ".join(f"{m.measure}: {m.message}" for m in drifted)
-    elif untold or not any(a or b for a, b in latencies):
+    elif untold or not any(a or b for a, b in p50s):
         change = DriftChange.INCONCLUSIVE
         message = (f"{span}: not shown either way ({said}); " + "; ".join(f"{m.measure}: {m.message}"
                                                                           for m in untold)) if untold else \

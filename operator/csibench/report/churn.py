@@ -119,9 +119,8 @@ def _ratio(measure: dict[str, Any]) -> str:
 
 
 def drift_table(run: dict[str, Any]) -> Table | None:
-    """One row per measure judged (the median of its first and last windows' wave samples, how much faster the
-    last were with the 90% interval, Holm-adjusted p, the change), then the churn's leaks and its largest memory
-    growth."""
+    """One row per measure judged (its first and last windows' median p50, how much faster the last were with the
+    90% interval, Holm-adjusted p, the change), then the churn's leaks and its largest memory growth."""
     drift = drift_of(run)
     if drift is None:
         return None

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from csibench.api.churn import PHASES, ChurnSpec, ChurnWindow
 from csibench.engine import judges
-from csibench.engine.drift import compared_indexes
 from csibench.engine.judges import Verdict
 from csibench.engine.observed import CLAIM, POD, Observed
 from csibench.engine.results import keep_rows
@@ -57,35 +56,31 @@ class Churn:
     ended: float | None = None  # seconds after start: the last wave finished
     memory: list[asyncio.Task[None]] = field(default_factory=list)  # each window's ask of Prometheus
 
-    def completions_of(self, wave: int, phases: list[tuple[str, StepTracker]]) -> list[w.Completion]:
+    def completions_of(self, phases: list[tuple[str, StepTracker]]) -> list[w.Completion]:
         found = []
         for phase, tracker in phases:
             for name, outcome in tracker.outcomes.items():
                 submitted = tracker.submitted.get(name, outcome.at)
                 found.append(w.Completion(phase, outcome.at - self.started, outcome.at - submitted, outcome.ok,
-                                          outcome.reason, outcome.message, wave))
+                                          outcome.reason, outcome.message))
         return found
 
     def all_completions(self) -> list[w.Completion]:
-        return self.completed + [c for wave, phases in self.live.items() for c in self.completions_of(wave, phases)]
+        return self.completed + [c for phases in self.live.values() for c in self.completions_of(phases)]
 
     def build_rows(self, indexes: range) -> list[ChurnWindow]:
         """Windows ``indexes``' rows from what is known now (leaks and memory kept from their first build)."""
         spec = self.spec
         windows, length, duration = spec.windows, float(spec.windowSeconds), float(spec.durationSeconds)
         ended = self.ended if self.ended is not None else time.monotonic() - self.started
-        completions = self.all_completions()
-        ended_in = w.by_window(completions, length, windows, duration)
-        first, last = compared_indexes(spec)
-        samples = w.wave_samples(completions, length, windows, duration)
+        ended_in = w.by_window(self.all_completions(), length, windows, duration)
         lateness: dict[int, list[float]] = {}
         for at, late in self.starts:
             lateness.setdefault(w.window_of(at, length, windows, duration), []).append(late)
         rows = []
         for index in indexes:
             bounds = w.window_bounds(index, length, windows, duration, ended)
-            row = w.build_window(index, bounds, index >= windows, ended_in.get(index, []), lateness.get(index, []),
-                                 samples.get(index) if index in first or index in last else None)
+            row = w.build_window(index, bounds, index >= windows, ended_in.get(index, []), lateness.get(index, []))
             if index < len(self.rows):
                 kept = self.rows[index]
                 row.leaks, row.leaked, row.memory = kept.leaks, kept.leaked, kept.memory
@@ -254,7 +249,7 @@ async def _wave(runner: Batches, step: StepSpec, tracker: StepTracker, context: 
             _record(tracker, claim, pod_of[claim], trackers)
             churn.finished[claim] = _volume(observed, claim)
     finally:
-        churn.completed += churn.completions_of(wave, churn.live.pop(wave, []))
+        churn.completed += churn.completions_of(churn.live.pop(wave, []))
         churn.in_flight -= 1
         slots.release()
 

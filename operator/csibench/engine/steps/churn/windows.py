@@ -4,20 +4,16 @@ what finished waves left behind at its end.
 A completion is one object's phase ending (its watch event, on the operator's monotonic clock, as seconds after the
 step's start); it belongs to the window its end falls in, so a window's throughput is what ended in it and its
 latencies are of what ended in it (a slow object counts where it ended, as a user waiting on it would see it).
-The drift's samples are the waves' (a wave's median per phase, in the window its phase ended in): a wave is a batch
-submitted at once, so its objects share their moment and are not independent samples; waves are.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from csibench.api.churn import (
     MAX_COMPONENT_NAME,
     MAX_MEMORY_COMPONENTS,
-    MAX_WAVE_SAMPLES,
     PHASES,
     ChurnLeaks,
     ChurnPhaseWindow,
@@ -45,7 +41,6 @@ class Completion:
     ok: bool
     reason: str = ""
     message: str = ""
-    wave: int = 0
 
 
 def window_of(at: float, window_seconds: float, windows: int, duration: float) -> int:
@@ -75,33 +70,8 @@ def window_bounds(index: int, window_seconds: float, windows: int, duration: flo
     return start, min(start + window_seconds, duration)
 
 
-def wave_samples(completions: Iterable[Completion], window_seconds: float, windows: int,
-                 duration: float) -> dict[int, dict[str, list[float]]]:
-    """The drift's samples: per window, per phase, the median latency of each wave whose phase ended in it (its
-    last completion of the phase), in wave order; a wave none of whose objects ended the phase well gives none."""
-    ended: dict[tuple[int, str], list[Completion]] = {}
-    for completion in completions:
-        ended.setdefault((completion.wave, completion.phase), []).append(completion)
-    found: dict[int, dict[str, list[float]]] = {}
-    for (_, phase), mine in sorted(ended.items()):
-        good = [c.seconds for c in mine if c.ok]
-        if good:
-            index = window_of(max(c.at for c in mine), window_seconds, windows, duration)
-            found.setdefault(index, {}).setdefault(phase, []).append(statistics.median(good))
-    return found
-
-
-def thinned(samples: Sequence[float], most: int = MAX_WAVE_SAMPLES) -> list[float]:
-    """At most ``most`` of ``samples``, evenly spaced (a window with more waves than a row keeps)."""
-    if len(samples) <= most:
-        return list(samples)
-    return [samples[i * len(samples) // most] for i in range(most)]
-
-
-def build_phases(completions: Iterable[Completion], length: float,
-                 waves: Mapping[str, Sequence[float]] | None = None) -> list[ChurnPhaseWindow]:
-    """Per phase, what ended in a window of ``length`` seconds; ``waves``: its wave samples, in a compared
-    window."""
+def build_phases(completions: Iterable[Completion], length: float) -> list[ChurnPhaseWindow]:
+    """Per phase, what ended in a window of ``length`` seconds."""
     rows = []
     ended = list(completions)
     for phase in PHASES:
@@ -109,15 +79,14 @@ def build_phases(completions: Iterable[Completion], length: float,
         good = [c.seconds for c in mine if c.ok]
         rows.append(ChurnPhaseWindow(phase=phase, completed=len(good), failed=len(mine) - len(good),
                                      throughput=round(len(good) / length, 4) if length > 0 else None,
-                                     latency=summarize(good),
-                                     waves=[round(x, 4) for x in thinned((waves or {}).get(phase, []))]))
+                                     latency=summarize(good)))
     return rows
 
 
 def build_window(index: int, bounds: tuple[float, float], tail: bool, completions: Sequence[Completion],
-                 lateness: Sequence[float], waves: Mapping[str, Sequence[float]] | None = None) -> ChurnWindow:
+                 lateness: Sequence[float]) -> ChurnWindow:
     """A window's row from its completions and its waves' lateness, seconds after their time each (leaks and
-    memory are added at its end); ``waves``: the drift's samples when it is a window the drift compares."""
+    memory are added at its end)."""
     started, late = len(lateness), sum(1 for seconds in lateness if seconds > LATE_SECONDS)
     start, end = bounds
     failures = [c for c in completions if not c.ok]
@@ -126,7 +95,7 @@ def build_window(index: int, bounds: tuple[float, float], tail: bool, completion
     return ChurnWindow(index=index, startSeconds=round(start, 3), endSeconds=round(end, 3), tail=tail,
                        state=StepState.FAILED if failures else StepState.SUCCEEDED, wavesStarted=started,
                        wavesLate=late, lateSeconds=round(max(lateness), 3) if lateness else None,
-                       phases=build_phases(completions, end - start, waves), message=message)
+                       phases=build_phases(completions, end - start), message=message)
 
 
 def count_leaks(finished_volumes: Mapping[str, str | None], existing_pvs: set[str],
