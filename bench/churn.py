@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=60)
     parser.add_argument("--in-flight", type=int, default=3)
     parser.add_argument("--leak-every", type=int, default=50)
+    parser.add_argument("--save", type=Path, help="a directory to write each run's object to (<name>.json)")
     args = parser.parse_args()
     example = yaml.safe_load((REPO_ROOT / "examples" / "churn.yaml").read_text())
     with bench_cluster() as (cluster, operator, kube):
@@ -105,6 +106,9 @@ def main() -> None:
           f"{args.leak_every}, side by side\n")
     print(f"Machine: {machine_facts()}  \nCommand: `{command_line('bench.churn')}`\n")
     for name, run in runs.items():
+        if args.save is not None:
+            args.save.mkdir(parents=True, exist_ok=True)
+            (args.save / f"{name}.json").write_text(json.dumps(run, indent=1))
         status = run["status"]
         drift = status.get("churnDrift") or {}
         print(f"#### {name}: {status['phase']}, verdict {status.get('verdict')}\n")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from csibench.api.churn import ChurnSpec, ChurnWindow
+from csibench.engine.drift import judge_drift
 from localcluster.kube import Kube
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
@@ -82,6 +84,10 @@ def test_a_churn_counts_its_windows_leaks_exactly_and_judges_its_drift(
     expected_change = "Drift" if "Regression" in changes else "NoDrift" if changes <= {
         "Equivalent", "Improvement", "Slower"} else "Inconclusive"
     assert drift["change"] == expected_change, drift  # the verdict follows its phases' judgements
+    # ... and can be checked from the status alone: the rows it published, judged again, give the same verdict
+    again = judge_drift(ChurnSpec.model_validate(done_steady["spec"]["churn"]),
+                        [ChurnWindow.model_validate(row) for row in done_steady["status"]["churn"]])
+    assert again.model_dump(mode="json", exclude_none=True) == drift, (again, drift)
     condition = next(c for c in done_steady["status"]["conditions"] if c["type"] == "NoDrift")
     assert condition["reason"] == drift["change"] and condition["status"] == {
         "Drift": "False", "NoDrift": "True", "Inconclusive": "Unknown"}[drift["change"]], condition

@@ -154,6 +154,35 @@ def test_a_drift_of_at_most_the_threshold_is_called_drift_rarely() -> None:
     assert drifted <= 0.05 * 400 + 3 * math.sqrt(400 * 0.05 * 0.95), drifted
 
 
+def test_a_drift_of_at_least_the_threshold_is_called_no_drift_rarely() -> None:
+    """The other error, by simulation: 10 windows a side (enough to decide a steady churn at this spread), every
+    phase's last windows slower by exactly the threshold: NoDrift in at most 5% of 400 churns (with slack); and the
+    same churn without the slowdown is shown steady most of the time, so the test is not passed by never
+    deciding."""
+    noise = random.Random(11)
+    passed = steady = 0
+    spec_10 = ChurnSpec.model_validate({**CHURN, "durationSeconds": 210, "drift": {"windows": 10}})
+    for trial in range(400):
+        first = [math.exp(noise.gauss(0, 0.1)) for _ in range(11)]
+        last = [math.exp(noise.gauss(0, 0.1)) for _ in range(10)]
+        passed += judge_drift(spec_10, _rows(first + [1.25 * x for x in last], seed=trial)).change == \
+            DriftChange.NO_DRIFT
+        steady += judge_drift(spec_10, _rows(first + last, seed=trial)).change == DriftChange.NO_DRIFT
+    assert passed <= 0.05 * 400 + 3 * math.sqrt(400 * 0.05 * 0.95), passed
+    assert steady >= 0.8 * 400, steady
+
+
+def test_a_slowdown_of_unknown_size_is_not_no_drift() -> None:
+    """Significantly slower, shown neither beyond 25% nor within it (Slower): Inconclusive, with how many windows
+    a side would decide."""
+    rows = _rows([1.0, 1.0, 1.02, 0.98, 1.01, 0.99, 1.23, 1.27, 1.25, 1.26, 1.24])
+    drift = judge_drift(churn_spec(), rows)
+    slower = [m for m in drift.measures if m.change == "Slower"]
+    assert slower and {m.change for m in drift.measures} <= {"Slower", "Equivalent"}, drift.measures
+    assert drift.change == DriftChange.INCONCLUSIVE, drift
+    assert "windows a side (drift.windows' limit) would be needed" in slower[0].message, slower[0].message
+
+
 def test_memory_growth_and_leaks_are_read_off_the_windows() -> None:
     drift = judge_drift(churn_spec(), _rows(STEADY, memory=[50] + [100] * 5 + [150] * 5, leaks=3))
     assert drift.memoryGrowthPercent == 50.0 and drift.memoryComponent == "csi-provisioner"

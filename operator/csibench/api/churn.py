@@ -15,15 +15,15 @@ components' peak memory in it (spec.collect). Completions after ``durationSecond
 ended) are one last ``tail`` window, never compared.
 
 The drift verdict (``ChurnDrift``) holds the last ``drift.windows`` windows against the first ones after the
-warm-up, per phase (its median latency per window, as a speed), by the judgement a baseline gets
-(``api/regression.py``: Welch's t on the logarithms, significant and beyond ``thresholdPercent``, Holm-adjusted over
-the phases): Drift when a phase got slower beyond the threshold, shown (a true slowdown of at most the threshold is
-called Drift at most 5% of the time, for windows as independent as separate runs); NoDrift only when every phase
-was shown within the threshold or faster (Equivalent, Improvement; or Slower: significantly slower but not shown
-beyond it, which a baseline fails only on request); Inconclusive otherwise (a phase too noisy to tell, or with no
-completions in the last windows). The
-throughput is not judged: at a target rate it is the rate as long as the storage keeps up, and waves started late
-say when it does not. Leaks and memory growth are bounded by thresholds (step churn: ``leaked``,
+warm-up, per phase (its median latency per window, as a speed: the window is the sample, its waves overlap and are
+not independent), by the judgement a baseline gets (``api/regression.py``: Welch's t on the logarithms, significant
+and beyond ``thresholdPercent``, Holm-adjusted over the phases): Drift when a phase got slower beyond the threshold,
+shown (a true slowdown of at most the threshold is called Drift at most 5% of the time, for windows as independent
+as separate runs); NoDrift only when every phase was shown within the threshold or faster (Equivalent,
+Improvement: a true slowdown of at least the threshold is called NoDrift at most 5% of the time); Inconclusive
+otherwise (a phase too noisy to tell, significantly slower by an amount not shown, or with no completions in the
+last windows). The throughput is not judged: at a target rate it is the rate as long as the storage keeps up, and
+waves started late say when it does not. Leaks and memory growth are bounded by thresholds (step churn: ``leaked``,
 ``memoryGrowthPercent``).
 """
 
@@ -45,6 +45,7 @@ MAX_MEMORY_COMPONENTS = 4
 MAX_COMPONENT_NAME = 63
 MAX_DRIFT_MEASURES = len(PHASES)
 DEFAULT_DRIFT_WINDOWS = 5
+MAX_DRIFT_WINDOWS = 20
 
 DEFAULT_WARMUP_WINDOWS = 1
 _DRIFT_WINDOWS = f"(has(self.drift) && has(self.drift.windows) ? self.drift.windows : {DEFAULT_DRIFT_WINDOWS})"
@@ -66,7 +67,7 @@ _CHURN_RULES = (
 class ChurnDriftSpec(_Model):
     """How the churn's drift is judged: its last windows against its first."""
 
-    windows: int = Field(DEFAULT_DRIFT_WINDOWS, ge=2, le=20,
+    windows: int = Field(DEFAULT_DRIFT_WINDOWS, ge=2, le=MAX_DRIFT_WINDOWS,
                          description="Windows at each end compared: the first this many (after the warm-up) against "
                                      "the last this many (the tail after durationSeconds is never compared).")
     warmupWindows: int = Field(DEFAULT_WARMUP_WINDOWS, ge=0, le=20,

@@ -4,13 +4,22 @@ Per phase, each compared window gives one sample: its median latency as a speed 
 baseline's judgement reads it unchanged). The last ``drift.windows`` windows are held against the first as many
 after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms, Holm-adjusted over the
 phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift only when every
-phase with completions was shown within the threshold or faster (Equivalent, Improvement, or Slower: significant
-but not shown beyond it, which a baseline fails only on request); Inconclusive otherwise, as a baseline's
-Inconclusive is Unknown: a phase too noisy for its windows, or one with completions in the first windows and none
-in the last (a stall). The error this controls, checked by simulation in the unit tests: a true slowdown of at most
-the threshold is called Drift at most alpha (5%) of the time, over all phases together, for windows as independent
-as separate runs; windows of one churn follow each other, and a load that lasts several windows makes neighbouring
-windows alike, which the test does not model.
+phase with completions was shown within the threshold or faster (Equivalent or Improvement); Inconclusive
+otherwise, as a baseline's Inconclusive is Unknown: a phase too noisy for its windows, one significantly slower but
+shown neither beyond the threshold nor within it (Slower: a slowdown of unknown size is not "no drift"), or one
+with completions in the first windows and none in the last (a stall).
+
+The window is the sample, not the wave or the object: waves of one window overlap and share its minute, so they
+are not independent, and counting them as samples would buy false certainty both ways (a slowdown at the
+threshold called Drift, one beyond it called NoDrift, each well over 5% of the time when windows vary). Power comes
+from more windows (``drift.windows``, up to 20), and the message says how many would decide.
+
+The errors this controls, checked by simulation in the unit tests, for windows as independent as separate runs: a
+true slowdown of at most the threshold is called Drift at most alpha (5%) of the time, and a true slowdown of at
+least the threshold is called NoDrift at most 5% of the time, over all phases together. Windows of one churn
+follow each other, and a load that lasts several windows makes neighbouring windows alike, which the tests do not
+model: a machine busier during the last windows only is, to this verdict, a drift (as it is to a user; the rows
+say when it began).
 """
 
 from __future__ import annotations
@@ -18,12 +27,16 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from csibench.api.churn import PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
-from csibench.api.regression import Change, judge_changes
+from csibench.api.churn import MAX_DRIFT_WINDOWS, PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
+from csibench.api.regression import Change, Samples, judge_changes
 from csibench.api.text import shorten
 from csibench.engine.verdict import RunVerdict
 
 MESSAGE_MAX = 1000
+WINDOWS = Samples("one window on a side cannot be tested", "the windows do not vary, so there is no spread to test "
+                  "against", "more than {most} windows a side (drift.windows' limit) would be needed to decide at "
+                  "this spread", "about {n} windows a side would decide (80% power): a larger drift.windows, with a "
+                  "durationSeconds long enough for it", MAX_DRIFT_WINDOWS)
 
 
 def compared(rows: Sequence[ChurnWindow], spec: ChurnSpec) -> tuple[list[ChurnWindow], list[ChurnWindow]]:
@@ -66,13 +79,13 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     for phase, (a, b), result in zip(PHASES, p50s, judged, strict=True):
         vanished = bool(a) and not b  # completions in the first windows, none in the last: a stall, not a pass
         message = ("completions in the first windows and none in the last: stalled, or ended after the duration"
-                   if vanished else result.describe(threshold))
+                   if vanished else result.describe(threshold, WINDOWS))
         measures.append(DriftMeasure(
             measure=f"{phase} latencyP50", first=statistics.median(a) if a else None,
             last=statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
             p=result.p, change=result.change.value, message=message))
     drifted = [m for m, r in zip(measures, judged, strict=True) if r.change == Change.REGRESSION]
-    shown = {Change.EQUIVALENT, Change.IMPROVEMENT, Change.SLOWER}
+    shown = {Change.EQUIVALENT, Change.IMPROVEMENT}  # Slower: significant, of unknown size: not shown within
     untold = [m for (a, b), m, r in zip(p50s, measures, judged, strict=True)
               if (a or b) and (r.change not in shown or not a or not b)]
     leaks = max((row.leaks.total for row in rows if row.leaks is not None), default=None)
