@@ -58,10 +58,10 @@ def _windows() -> list[ChurnWindow]:
 
 
 def _drift() -> ChurnDrift:
-    measures = [DriftMeasure(measure="create latencyP50", first=0.5, last=0.6, ratio=0.83, low=0.7, high=0.98,
-                             p=0.2, change="Equivalent"),
+    measures = [DriftMeasure(measure="create latencyP50", first=0.5, last=0.6, ratio=0.83, low=0.82, high=0.98,
+                             p=0.2, change="NoDrift"),
                 DriftMeasure(measure="publish latencyP50", first=1.0, last=1.4, ratio=0.71, low=0.6, high=0.8,
-                             p=0.0123, change="Regression", message="0.71× slower, beyond 25%"),
+                             p=0.0123, change="Drift", message="0.71× slower, beyond 25%"),
                 DriftMeasure(measure="delete latencyP50", change="Inconclusive")]
     return ChurnDrift(change=DriftChange.DRIFT, message="windows 0-0 against 2-2: publish latencyP50: 0.71× slower",
                       windows=1, thresholdPercent=25.0, measures=measures, leaked=2, memoryGrowthPercent=20.0,
@@ -120,14 +120,14 @@ def test_the_drift_table_is_titled_by_its_verdict_and_says_each_measure_the_leak
                      "publish latencyP50: 0.71× slower")
     headers, rows = churn.drift_table(run) or ([], [])
     assert headers == ["Measure", "First", "Last", "Ratio [90% interval]", "p", "Change"]
-    assert rows == [["create latencyP50", "500 ms", "600 ms", "0.83× [0.70, 0.98]", "0.2", "Equivalent"],
-                    ["publish latencyP50", "1 s", "1.4 s", "0.71× [0.60, 0.80]", "0.0123", "Regression"],
+    assert rows == [["create latencyP50", "500 ms", "600 ms", "0.83× [0.82, 0.98]", "0.2", "NoDrift"],
+                    ["publish latencyP50", "1 s", "1.4 s", "0.71× [0.60, 0.80]", "0.0123", "Drift"],
                     ["delete latencyP50", "-", "-", "-", "-", "Inconclusive"],
                     ["leaked over the churn", "-", "2", "-", "-", "-"],
                     ["peak memory growth (csi-attacher)", "-", "+20.0%", "-", "-", "-"]]
     text = render_table(run)
     assert text.count(title) == 1
-    assert any(line.startswith("publish latencyP50") and line.rstrip().endswith("Regression")
+    assert any(line.startswith("publish latencyP50") and line.rstrip().endswith("Drift")
                for line in _section(text, title))
     # In the registry's order: the windows, then their drift, each once.
     titles = [found for _, found, _ in run_tables(run)]

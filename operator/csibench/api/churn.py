@@ -19,9 +19,9 @@ warm-up, per phase (its median latency per window, as a speed: the window is the
 not independent), by the judgement a baseline gets (``api/regression.py``: Welch's t on the logarithms, significant
 and beyond ``thresholdPercent``, Holm-adjusted over the phases): Drift when a phase got slower beyond the threshold,
 shown (a true slowdown of at most the threshold is called Drift at most 5% of the time, for windows as independent
-as separate runs); NoDrift only when every phase was shown within the threshold or faster (Equivalent,
-Improvement: a true slowdown of at least the threshold is called NoDrift at most 5% of the time); Inconclusive
-otherwise (a phase too noisy to tell, significantly slower by an amount not shown, or with no completions in the
+as separate runs); NoDrift only when every phase was shown not slower beyond the threshold (one-sided, at 5%:
+faster by any amount, or slower by an amount shown within it; a true slowdown of at least the threshold is called
+NoDrift at most 5% of the time); Inconclusive otherwise (a phase too noisy to tell, or with no completions in the
 last windows). The throughput is not judged: at a target rate it is the rate as long as the storage keeps up, and
 waves started late say when it does not. Leaks and memory growth are bounded by thresholds (step churn: ``leaked``,
 ``memoryGrowthPercent``).
@@ -202,7 +202,8 @@ class DriftMeasure(_Model):
     low: float | None = Field(None, description="The ratio's 90% interval, low end.")
     high: float | None = Field(None, description="The ratio's 90% interval, high end.")
     p: float | None = Field(None, description="Welch's two-sided p on the logarithms, Holm-adjusted.")
-    change: str = Field(..., description="Regression (drift), Improvement, Equivalent, Slower or Inconclusive.")
+    change: str = Field(..., description="Drift (shown slower beyond the threshold), NoDrift (shown not slower "
+                                         "beyond it) or Inconclusive.")
     message: str = Field("", description="The judgement in words.")
 
 

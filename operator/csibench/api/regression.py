@@ -59,6 +59,7 @@ class Tests:
     p_regression: float  # one-sided: d < -m (slower beyond the threshold)
     p_improvement: float  # one-sided: d > m
     p_equivalent: float  # TOST: the larger of the two one-sided p's of |d| < m
+    p_not_slower: float  # one-sided: d > -m (not slower beyond the threshold; non-inferiority)
 
 
 def run_tests(log_a: list[float], log_b: list[float], margin: float) -> Tests:
@@ -68,7 +69,7 @@ def run_tests(log_a: list[float], log_b: list[float], margin: float) -> Tests:
     d = statistics.fmean(log_b) - statistics.fmean(log_a)
     below, above = t_upper_p((d + margin) / se, test.df), t_upper_p((d - margin) / se, test.df)
     # P(T >= (d + m)/se) is the one-sided p of "d > -m"; its complement that of "d < -m" (a regression).
-    return Tests(d, test.p, 1.0 - below, above, max(below, 1.0 - above))
+    return Tests(d, test.p, 1.0 - below, above, max(below, 1.0 - above), below)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Judged:
     iterations_needed: int | None  # per side, to decide (Slower, Inconclusive); MAX_REPEAT + 1: more than a run can
     problem: str | None = None  # Inconclusive because a sample cannot be a throughput (zero, negative, NaN, inf)
     p_beyond: float | None = None  # the one-sided p of a change beyond the threshold, in the observed direction
+    p_not_slower: float | None = None  # the one-sided p of "not slower beyond the threshold" (unadjusted)
 
     def describe(self, threshold: float, samples: Samples | None = None) -> str:
         """'0.06x [0.05, 0.07], p=1e-06: Regression (more than 10% slower)'; why it did not decide in the words of
@@ -247,4 +249,4 @@ def _judge(baseline: list[float], current: list[float], threshold: float, alpha:
         change = Change.INCONCLUSIVE
     needed = _needed(*logs, threshold, alpha) if change in (Change.INCONCLUSIVE, Change.SLOWER) else None
     return Judged(change, ratio, interval.low, interval.high, p, len(a), len(b), needed,
-                  p_beyond=p_regression if tests.d < 0 else p_improvement)
+                  p_beyond=p_regression if tests.d < 0 else p_improvement, p_not_slower=tests.p_not_slower)

@@ -3,11 +3,17 @@
 Per phase, each compared window gives one sample: its median latency as a speed (1 / p50, higher is better, so the
 baseline's judgement reads it unchanged). The last ``drift.windows`` windows are held against the first as many
 after ``drift.warmupWindows``, by ``regression.judge_changes`` (Welch's t on the logarithms, Holm-adjusted over the
-phases, against ``thresholdPercent``): a phase shown slower beyond the threshold is Drift. NoDrift only when every
-phase with completions was shown within the threshold or faster (Equivalent or Improvement); Inconclusive
-otherwise, as a baseline's Inconclusive is Unknown: a phase too noisy for its windows, one significantly slower but
-shown neither beyond the threshold nor within it (Slower: a slowdown of unknown size is not "no drift"), or one
-with completions in the first windows and none in the last (a stall).
+phases, against ``thresholdPercent``). Drift is about getting worse, so each phase is one of:
+
+- **Drift**: shown slower beyond the threshold (the baseline's Regression, Holm-adjusted over the phases);
+- **NoDrift**: shown not slower beyond it: the one-sided test of "slower by the threshold or more" rejects at 5%
+  (non-inferiority: the lower end of the ratio's 90% interval lies above 1 / (1 + threshold)). A phase that got
+  faster, by any amount, or slower by an amount shown within the threshold, is NoDrift;
+- **Inconclusive**: anything else: too noisy for its windows (significantly slower or not), or completions in the
+  first windows and none in the last (a stall).
+
+The churn is Drift when a phase is, NoDrift when every phase with completions is (an intersection of one-sided
+tests, so no correction is needed for the phases), Inconclusive otherwise, as a baseline's Inconclusive is Unknown.
 
 The window is the sample, not the wave or the object: waves of one window overlap and share its minute, so they
 are not independent, and counting them as samples would buy false certainty both ways (a slowdown at the
@@ -28,7 +34,8 @@ import statistics
 from collections.abc import Sequence
 
 from csibench.api.churn import MAX_DRIFT_WINDOWS, PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
-from csibench.api.regression import Change, Samples, judge_changes
+from csibench.api.regression import Change, Judged, Samples, judge_changes
+from csibench.api.stats import ALPHA
 from csibench.api.text import shorten
 from csibench.engine.verdict import RunVerdict
 
@@ -67,6 +74,30 @@ def memory_growth(first: Sequence[ChurnWindow], last: Sequence[ChurnWindow]) -> 
     return max(growth) if growth else None
 
 
+def _measure(phase: str, first: list[float], last: list[float], result: Judged, threshold: float) -> DriftMeasure:
+    """One phase's p50s, first windows against last, and what the judgement shows of them: Drift (slower beyond
+    the threshold, Holm-adjusted), NoDrift (not slower beyond it: the one-sided test rejects at alpha, the lower end
+    of the ratio's 90% interval above 1 / (1 + threshold)), or Inconclusive."""
+    if first and not last:  # completions in the first windows, none in the last: a stall, not a pass
+        change, message = DriftChange.INCONCLUSIVE, ("completions in the first windows and none in the last: "
+                                                     "stalled, or ended after the duration")
+    elif not first and not last:
+        change, message = DriftChange.INCONCLUSIVE, "no completions in the windows compared"
+    elif result.change == Change.REGRESSION:
+        change, message = DriftChange.DRIFT, result.describe(threshold, WINDOWS)
+    elif first and result.p_not_slower is not None and result.p_not_slower < ALPHA and result.ratio is not None:
+        interval = f" [{result.low:.2f}, {result.high:.2f}]" if result.low is not None and result.high is not None \
+            else ""
+        change, message = DriftChange.NO_DRIFT, (
+            f"{result.ratio:.2f}x{interval}, n={result.n_a}/{result.n_b}: not slower beyond {threshold:.0%}, shown "
+            f"(one-sided p={result.p_not_slower:.2g})")
+    else:
+        change, message = DriftChange.INCONCLUSIVE, result.describe(threshold, WINDOWS)
+    return DriftMeasure(measure=f"{phase} latencyP50", first=statistics.median(first) if first else None,
+                        last=statistics.median(last) if last else None, ratio=result.ratio, low=result.low,
+                        high=result.high, p=result.p, change=change.value, message=message)
+
+
 def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     """The churn's drift from its rows."""
     first, last = compared(rows, spec)
@@ -74,20 +105,11 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     p50s = [(_p50s(first, phase), _p50s(last, phase)) for phase in PHASES]
     # A p50 of 0 is no speed: the judgement says so (Inconclusive) rather than the sample being dropped.
     samples = [([1.0 / x if x > 0 else 0.0 for x in a], [1.0 / x if x > 0 else 0.0 for x in b]) for a, b in p50s]
-    judged = judge_changes(samples, threshold)
-    measures = []
-    for phase, (a, b), result in zip(PHASES, p50s, judged, strict=True):
-        vanished = bool(a) and not b  # completions in the first windows, none in the last: a stall, not a pass
-        message = ("completions in the first windows and none in the last: stalled, or ended after the duration"
-                   if vanished else result.describe(threshold, WINDOWS))
-        measures.append(DriftMeasure(
-            measure=f"{phase} latencyP50", first=statistics.median(a) if a else None,
-            last=statistics.median(b) if b else None, ratio=result.ratio, low=result.low, high=result.high,
-            p=result.p, change=result.change.value, message=message))
-    drifted = [m for m, r in zip(measures, judged, strict=True) if r.change == Change.REGRESSION]
-    shown = {Change.EQUIVALENT, Change.IMPROVEMENT}  # Slower: significant, of unknown size: not shown within
-    untold = [m for (a, b), m, r in zip(p50s, measures, judged, strict=True)
-              if (a or b) and (r.change not in shown or not a or not b)]
+    measures = [_measure(phase, a, b, result, threshold)
+                for phase, (a, b), result in zip(PHASES, p50s, judge_changes(samples, threshold), strict=True)]
+    drifted = [m for m in measures if m.change == DriftChange.DRIFT]
+    untold = [m for (a, b), m in zip(p50s, measures, strict=True)
+              if (a or b) and m.change == DriftChange.INCONCLUSIVE]
     leaks = max((row.leaks.total for row in rows if row.leaks is not None), default=None)
     growth = memory_growth(first, last)
     span = (f"windows {first[0].index}-{first[-1].index} against {last[0].index}-{last[-1].index}"
@@ -103,7 +125,7 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
             f"{span}: no phase had completions in the windows compared"
     else:
         change = DriftChange.NO_DRIFT
-        message = f"{span}: every phase shown within {spec.drift.thresholdPercent:g}% or faster ({said})"
+        message = (f"{span}: every phase shown not slower beyond {spec.drift.thresholdPercent:g}% ({said})")
     return ChurnDrift(change=change, message=shorten(message, MESSAGE_MAX), windows=len(first),
                       thresholdPercent=spec.drift.thresholdPercent, measures=measures, leaked=leaks,
                       memoryGrowthPercent=round(growth[0], 2) if growth else None,
