@@ -86,9 +86,8 @@ class Judged:
     p_beyond: float | None = None  # the one-sided p of a change beyond the threshold, in the observed direction
     p_not_slower: float | None = None  # the one-sided p of "not slower beyond the threshold" (unadjusted)
 
-    def describe(self, threshold: float, samples: Samples | None = None) -> str:
-        """'0.06x [0.05, 0.07], p=1e-06: Regression (more than 10% slower)'; why it did not decide in the words of
-        its ``samples`` (a run's iterations unless said)."""
+    def describe(self, threshold: float) -> str:
+        """'0.06x [0.05, 0.07], p=1e-06: Regression (more than 10% slower)'."""
         if self.problem is not None:
             return f"Inconclusive: {self.problem} (n={self.n_a}/{self.n_b})"
         if self.ratio is None:
@@ -104,7 +103,7 @@ class Judged:
             return f"{head} (within {threshold:.0%} either way)"
         if self.change == Change.SLOWER:
             head = f"{head} (significantly slower, not shown beyond {threshold:.0%} nor within it)"
-        return f"{head}: {why_undecided(self, samples or ITERATIONS)}"
+        return f"{head}: {why_undecided(self, ITERATIONS)}"
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ phases, against ``thresholdPercent``). Drift is about getting worse, so each pha
 - **NoDrift**: shown not slower beyond it: the one-sided test of "slower by the threshold or more" rejects at 5%
   (non-inferiority: the lower end of the ratio's 90% interval lies above 1 / (1 + threshold)). A phase that got
   faster, by any amount, or slower by an amount shown within the threshold, is NoDrift;
-- **Inconclusive**: anything else: too noisy for its windows (significantly slower or not), or completions in the
-  first windows and none in the last (a stall).
+- **Inconclusive**: anything else: too noisy for its windows (significantly slower or not; the message says about
+  how many windows a side would decide, from the power of the test that would, ``drift_power``), or a compared
+  window without a completion of the phase while others have some (a stall is never averaged away).
 
 The churn is Drift when a phase is, NoDrift when every phase with completions is (an intersection of one-sided
 tests, so no correction is needed for the phases), Inconclusive otherwise, as a baseline's Inconclusive is Unknown.
@@ -18,7 +19,7 @@ tests, so no correction is needed for the phases), Inconclusive otherwise, as a 
 The window is the sample, not the wave or the object: waves of one window overlap and share its minute, so they
 are not independent, and counting them as samples would buy false certainty both ways (a slowdown at the
 threshold called Drift, one beyond it called NoDrift, each well over 5% of the time when windows vary). Power comes
-from more windows (``drift.windows``, up to 20), and the message says how many would decide.
+from more windows (``drift.windows``, up to 20).
 
 The errors this controls, checked by simulation in the unit tests, for windows as independent as separate runs: a
 true slowdown of at most the threshold is called Drift at most alpha (5%) of the time, and a true slowdown of at
@@ -30,20 +31,18 @@ say when it began).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
 from csibench.api.churn import MAX_DRIFT_WINDOWS, PHASES, ChurnDrift, ChurnSpec, ChurnWindow, DriftChange, DriftMeasure
-from csibench.api.regression import Change, Judged, Samples, judge_changes
+from csibench.api.regression import Change, Judged, judge_changes
 from csibench.api.stats import ALPHA
 from csibench.api.text import shorten
+from csibench.engine.drift_power import windows_needed
 from csibench.engine.verdict import RunVerdict
 
 MESSAGE_MAX = 1000
-WINDOWS = Samples("one window on a side cannot be tested", "the windows do not vary, so there is no spread to test "
-                  "against", "more than {most} windows a side (drift.windows' limit) would be needed to decide at "
-                  "this spread", "about {n} windows a side would decide (80% power): a larger drift.windows, with a "
-                  "durationSeconds long enough for it", MAX_DRIFT_WINDOWS)
 
 
 def compared(rows: Sequence[ChurnWindow], spec: ChurnSpec) -> tuple[list[ChurnWindow], list[ChurnWindow]]:
@@ -74,28 +73,63 @@ def memory_growth(first: Sequence[ChurnWindow], last: Sequence[ChurnWindow]) -> 
     return max(growth) if growth else None
 
 
-def _measure(phase: str, first: list[float], last: list[float], result: Judged, threshold: float) -> DriftMeasure:
-    """One phase's p50s, first windows against last, and what the judgement shows of them: Drift (slower beyond
-    the threshold, Holm-adjusted), NoDrift (not slower beyond it: the one-sided test rejects at alpha, the lower end
-    of the ratio's 90% interval above 1 / (1 + threshold)), or Inconclusive."""
-    if first and not last:  # completions in the first windows, none in the last: a stall, not a pass
-        change, message = DriftChange.INCONCLUSIVE, ("completions in the first windows and none in the last: "
-                                                     "stalled, or ended after the duration")
+def _gaps(rows: Sequence[ChurnWindow], phase: str) -> list[int]:
+    """The compared windows in which a phase had no completion."""
+    return [row.index for row in rows if not any(p.phase == phase and p.latency is not None for p in row.phases)]
+
+
+def _head(result: Judged) -> str:
+    """'0.83x [0.75, 0.92], n=10/10': the last windows' speed over the first's, its 90% interval, the windows."""
+    interval = f" [{result.low:.2f}, {result.high:.2f}]" if result.low is not None and result.high is not None else ""
+    ratio = f"{result.ratio:.2f}x{interval}, " if result.ratio is not None else ""
+    return f"{ratio}n={result.n_a}/{result.n_b}"
+
+
+def _undecided(first: list[float], last: list[float], result: Judged, threshold: float) -> str:
+    """Why a phase's drift was not decided, or how many windows a side would decide it."""
+    bad = [x for x in first + last if not (math.isfinite(x) and x > 0)]
+    if bad:
+        return f"{_head(result)}: Inconclusive: a window's p50 is not a positive, finite latency ({bad[0]!r})"
+    if min(len(first), len(last)) < 2:
+        return f"{_head(result)}: Inconclusive: fewer than 2 windows a side cannot be tested"
+    log_first, log_last = [-math.log(x) for x in first], [-math.log(x) for x in last]  # log speeds
+    if statistics.variance(log_first) == 0.0 and statistics.variance(log_last) == 0.0:
+        return f"{_head(result)}: Inconclusive: the windows do not vary, so there is no spread to test against"
+    needed = windows_needed(log_first, log_last, threshold, len(PHASES), MAX_DRIFT_WINDOWS)
+    slower = (f"significantly slower, by an amount shown neither beyond {threshold:.0%} nor within it; "
+              if result.change == Change.SLOWER else "")
+    advice = (f"about {needed} windows a side would decide (80% power): a larger drift.windows, with a "
+              "durationSeconds long enough for it" if needed is not None else
+              f"more than {MAX_DRIFT_WINDOWS} windows a side (drift.windows' limit) would be needed at this spread")
+    return f"{_head(result)}: Inconclusive: {slower}{advice}"
+
+
+def _measure(phase: str, first: list[float], last: list[float], gaps: list[int], result: Judged,
+             threshold: float) -> DriftMeasure:
+    """One phase's p50s, first windows against last, and what they show: Drift (slower beyond the threshold,
+    Holm-adjusted), NoDrift (not slower beyond it: the one-sided test rejects at alpha, the lower end of the
+    ratio's 90% interval above 1 / (1 + threshold)), or Inconclusive (also when a compared window has none of the
+    phase's completions while others have: a stall is never averaged away)."""
+    p: float | None = result.p_not_slower
+    if (first or last) and gaps:
+        shown = ", ".join(str(i) for i in gaps[:10]) + (", ..." if len(gaps) > 10 else "")
+        change, message, p = DriftChange.INCONCLUSIVE, (
+            f"no completions in window{'s' if len(gaps) > 1 else ''} {shown} of those compared: stalled, ended "
+            "after the duration, or a window shorter than the phase's waves need to fill it"), None
     elif not first and not last:
         change, message = DriftChange.INCONCLUSIVE, "no completions in the windows compared"
-    elif result.change == Change.REGRESSION:
-        change, message = DriftChange.DRIFT, result.describe(threshold, WINDOWS)
-    elif first and result.p_not_slower is not None and result.p_not_slower < ALPHA and result.ratio is not None:
-        interval = f" [{result.low:.2f}, {result.high:.2f}]" if result.low is not None and result.high is not None \
-            else ""
-        change, message = DriftChange.NO_DRIFT, (
-            f"{result.ratio:.2f}x{interval}, n={result.n_a}/{result.n_b}: not slower beyond {threshold:.0%}, shown "
-            f"(one-sided p={result.p_not_slower:.2g})")
+    elif result.change == Change.REGRESSION and result.p_beyond is not None:
+        change, message, p = DriftChange.DRIFT, (
+            f"{_head(result)}: slower beyond {threshold:.0%}, shown (one-sided p={result.p_beyond:.2g}, "
+            "Holm-adjusted over the phases)"), result.p_beyond
+    elif result.p_not_slower is not None and result.p_not_slower < ALPHA:
+        change, message = DriftChange.NO_DRIFT, (f"{_head(result)}: not slower beyond {threshold:.0%}, shown "
+                                                 f"(one-sided p={result.p_not_slower:.2g})")
     else:
-        change, message = DriftChange.INCONCLUSIVE, result.describe(threshold, WINDOWS)
+        change, message = DriftChange.INCONCLUSIVE, _undecided(first, last, result, threshold)
     return DriftMeasure(measure=f"{phase} latencyP50", first=statistics.median(first) if first else None,
                         last=statistics.median(last) if last else None, ratio=result.ratio, low=result.low,
-                        high=result.high, p=result.p, change=change.value, message=message)
+                        high=result.high, p=p, change=change.value, message=message)
 
 
 def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
@@ -105,7 +139,7 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     p50s = [(_p50s(first, phase), _p50s(last, phase)) for phase in PHASES]
     # A p50 of 0 is no speed: the judgement says so (Inconclusive) rather than the sample being dropped.
     samples = [([1.0 / x if x > 0 else 0.0 for x in a], [1.0 / x if x > 0 else 0.0 for x in b]) for a, b in p50s]
-    measures = [_measure(phase, a, b, result, threshold)
+    measures = [_measure(phase, a, b, _gaps(first + last, phase), result, threshold)
                 for phase, (a, b), result in zip(PHASES, p50s, judge_changes(samples, threshold), strict=True)]
     drifted = [m for m in measures if m.change == DriftChange.DRIFT]
     untold = [m for (a, b), m in zip(p50s, measures, strict=True)
@@ -125,7 +159,8 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
             f"{span}: no phase had completions in the windows compared"
     else:
         change = DriftChange.NO_DRIFT
-        message = (f"{span}: every phase shown not slower beyond {spec.drift.thresholdPercent:g}% ({said})")
+        message = (f"{span}: every phase with completions shown not slower beyond "
+                   f"{spec.drift.thresholdPercent:g}% ({said})")
     return ChurnDrift(change=change, message=shorten(message, MESSAGE_MAX), windows=len(first),
                       thresholdPercent=spec.drift.thresholdPercent, measures=measures, leaked=leaks,
                       memoryGrowthPercent=round(growth[0], 2) if growth else None,
