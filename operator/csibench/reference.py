@@ -178,8 +178,8 @@ def conditions() -> list[ConditionDoc]:
                      "`status.baseline.change`.", {str(k): v for k, v in change.items()}),
         ConditionDoc(DRIFT_CONDITION, "BenchmarkRun", "The churn's drift (`spec.churn`): its last windows against "
                      "its first, judged at the run's end; the reason is `status.churnDrift.change`.", {
-            "NoDrift": "True: every phase with completions was shown not slower beyond drift.thresholdPercent "
-                       "(one-sided, at 5%; faster by any amount counts).",
+            "NoDrift": "True: every phase was shown not slower beyond drift.thresholdPercent (one-sided, at 5%; "
+                       "faster by any amount counts).",
             "Drift": "False: a phase was shown slower beyond the threshold (Welch's t on the logarithms, "
                      "Holm-adjusted).",
             "Inconclusive": "Unknown: a phase could not be told either way, had no completions in a compared "

@@ -201,9 +201,10 @@ class DriftMeasure(_Model):
                                                   "1: slower).")
     low: float | None = Field(None, description="The ratio's 90% interval, low end.")
     high: float | None = Field(None, description="The ratio's 90% interval, high end.")
-    p: float | None = Field(None, description="The one-sided p that decided, or would have: for Drift, of a slowdown "
-                                              "beyond the threshold (Holm-adjusted over the phases); otherwise of "
-                                              "'not slower beyond it' (below 0.05 shows NoDrift).")
+    p: float | None = Field(None, description="The one-sided p that decided, or would have: of a slowdown beyond the "
+                                              "threshold (Holm-adjusted over the phases) for Drift, or for an "
+                                              "undecided phase observed slower than that; otherwise of 'not slower "
+                                              "beyond it' (below 0.05 shows NoDrift).")
     change: str = Field(..., description="Drift (shown slower beyond the threshold), NoDrift (shown not slower "
                                          "beyond it) or Inconclusive.")
     message: str = Field("", description="The judgement in words.")

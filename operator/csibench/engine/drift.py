@@ -13,7 +13,7 @@ phases, against ``thresholdPercent``). Drift is about getting worse, so each pha
   how many windows a side would decide, from the power of the test that would, ``drift_power``), or a compared
   window without a completion of the phase while others have some (a stall is never averaged away).
 
-The churn is Drift when a phase is, NoDrift when every phase with completions is (an intersection of one-sided
+The churn is Drift when a phase is, NoDrift when every phase is (an intersection of one-sided
 tests, so no correction is needed for the phases), Inconclusive otherwise, as a baseline's Inconclusive is Unknown.
 
 The window is the sample, not the wave or the object: waves of one window overlap and share its minute, so they
@@ -96,11 +96,17 @@ def _undecided(first: list[float], last: list[float], result: Judged, threshold:
     if statistics.variance(log_first) == 0.0 and statistics.variance(log_last) == 0.0:
         return f"{_head(result)}: Inconclusive: the windows do not vary, so there is no spread to test against"
     needed = windows_needed(log_first, log_last, threshold, len(PHASES), MAX_DRIFT_WINDOWS)
+    have = max(len(first), len(last))
     slower = (f"significantly slower, by an amount shown neither beyond {threshold:.0%} nor within it; "
               if result.change == Change.SLOWER else "")
-    advice = (f"about {needed} windows a side would decide (80% power): a larger drift.windows, with a "
-              "durationSeconds long enough for it" if needed is not None else
-              f"more than {MAX_DRIFT_WINDOWS} windows a side (drift.windows' limit) would be needed at this spread")
+    if needed is None:
+        advice = f"more than {MAX_DRIFT_WINDOWS} windows a side (drift.windows' limit) would be needed at this spread"
+    elif needed <= have:
+        advice = (f"at this spread {needed} windows a side decide 80% of the time; this churn's {have} did not (the "
+                  "spread and difference it reads are themselves noisy)")
+    else:
+        advice = (f"about {needed} windows a side would decide (80% power): a larger drift.windows, with a "
+                  "durationSeconds long enough for it")
     return f"{_head(result)}: Inconclusive: {slower}{advice}"
 
 
@@ -116,8 +122,8 @@ def _measure(phase: str, first: list[float], last: list[float], gaps: list[int],
         change, message, p = DriftChange.INCONCLUSIVE, (
             f"no completions in window{'s' if len(gaps) > 1 else ''} {shown} of those compared: stalled, ended "
             "after the duration, or a window shorter than the phase's waves need to fill it"), None
-    elif not first and not last:
-        change, message = DriftChange.INCONCLUSIVE, "no completions in the windows compared"
+    elif not first and not last:  # a stall through every compared window (every wave runs every phase)
+        change, message, p = DriftChange.INCONCLUSIVE, "no completions in the windows compared: stalled", None
     elif result.change == Change.REGRESSION and result.p_beyond is not None:
         change, message, p = DriftChange.DRIFT, (
             f"{_head(result)}: slower beyond {threshold:.0%}, shown (one-sided p={result.p_beyond:.2g}, "
@@ -127,6 +133,8 @@ def _measure(phase: str, first: list[float], last: list[float], gaps: list[int],
                                                  f"(one-sided p={result.p_not_slower:.2g})")
     else:
         change, message = DriftChange.INCONCLUSIVE, _undecided(first, last, result, threshold)
+        if result.ratio is not None and result.ratio < 1.0 / (1.0 + threshold):  # the slowdown's test would decide
+            p = result.p_beyond
     return DriftMeasure(measure=f"{phase} latencyP50", first=statistics.median(first) if first else None,
                         last=statistics.median(last) if last else None, ratio=result.ratio, low=result.low,
                         high=result.high, p=p, change=change.value, message=message)
@@ -142,8 +150,7 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     measures = [_measure(phase, a, b, _gaps(first + last, phase), result, threshold)
                 for phase, (a, b), result in zip(PHASES, p50s, judge_changes(samples, threshold), strict=True)]
     drifted = [m for m in measures if m.change == DriftChange.DRIFT]
-    untold = [m for (a, b), m in zip(p50s, measures, strict=True)
-              if (a or b) and m.change == DriftChange.INCONCLUSIVE]
+    untold = [m for m in measures if m.change == DriftChange.INCONCLUSIVE]  # every wave runs every phase
     leaks = max((row.leaks.total for row in rows if row.leaks is not None), default=None)
     growth = memory_growth(first, last)
     span = (f"windows {first[0].index}-{first[-1].index} against {last[0].index}-{last[-1].index}"
@@ -152,15 +159,14 @@ def judge_drift(spec: ChurnSpec, rows: Sequence[ChurnWindow]) -> ChurnDrift:
     if drifted:
         change = DriftChange.DRIFT
         message = f"{span}: " + "; ".join(f"{m.measure}: {m.message}" for m in drifted)
-    elif untold or not any(a or b for a, b in p50s):
+    elif not any(a or b for a, b in p50s):
+        change, message = DriftChange.INCONCLUSIVE, f"{span}: no phase had completions in the windows compared"
+    elif untold:
         change = DriftChange.INCONCLUSIVE
-        message = (f"{span}: not shown either way ({said}); " + "; ".join(f"{m.measure}: {m.message}"
-                                                                          for m in untold)) if untold else \
-            f"{span}: no phase had completions in the windows compared"
+        message = f"{span}: not shown either way ({said}); " + "; ".join(f"{m.measure}: {m.message}" for m in untold)
     else:
         change = DriftChange.NO_DRIFT
-        message = (f"{span}: every phase with completions shown not slower beyond "
-                   f"{spec.drift.thresholdPercent:g}% ({said})")
+        message = f"{span}: every phase shown not slower beyond {spec.drift.thresholdPercent:g}% ({said})"
     return ChurnDrift(change=change, message=shorten(message, MESSAGE_MAX), windows=len(first),
                       thresholdPercent=spec.drift.thresholdPercent, measures=measures, leaked=leaks,
                       memoryGrowthPercent=round(growth[0], 2) if growth else None,

@@ -30,15 +30,16 @@ def _power(n: int, spread: float, d: float, margin: float, phases: int) -> float
 
 def windows_needed(log_first: list[float], log_last: list[float], threshold: float, phases: int,
                    most: int) -> int | None:
-    """The fewest windows a side, more than either side has now and at most ``most``, at which the deciding test
-    reaches 80% power; None when ``most`` is not enough (or the difference sits on the threshold, where no number
-    decides). ``log_first``, ``log_last``: the windows' log speeds, at least 2 a side with some spread."""
+    """The fewest windows a side, 2 to ``most``, at which the deciding test reaches 80% power (it may be no more
+    than the churn has: then its windows were unlucky); None when ``most`` is not enough (or the difference sits on
+    the threshold, where no number decides). ``log_first``, ``log_last``: the windows' log speeds, at least 2 a side
+    with some spread."""
     spread = math.sqrt((statistics.variance(log_first) + statistics.variance(log_last)) / 2.0)
     d = statistics.fmean(log_last) - statistics.fmean(log_first)
     if spread <= 0.0 or not math.isfinite(spread) or not math.isfinite(d):
         return None
     margin = math.log1p(threshold)
-    for n in range(max(len(log_first), len(log_last)) + 1, most + 1):
+    for n in range(2, most + 1):
         if _power(n, spread, d, margin, phases) >= POWER:
             return n
     return None
