@@ -139,7 +139,8 @@ def why_undecided(judged: Judged, samples: Samples) -> str:
 
 
 @lru_cache(maxsize=512)
-def _one_sided_critical(alpha: float, df: float) -> float:
+def one_sided_critical(alpha: float, df: float) -> float:
+    """The t a one-sided test at ``alpha`` rejects beyond (cached: power searches ask for the same ones)."""
     return t_critical(2.0 * alpha, df)
 
 
@@ -154,7 +155,7 @@ def power(n: int, spread: float, d: float, threshold: float, alpha: float = ALPH
     margin = math.log1p(threshold)
     se = spread * math.sqrt(2.0 / n)
     df = 1.5 * (n - 1.0)
-    critical = _one_sided_critical(alpha, df)
+    critical = one_sided_critical(alpha, df)
     if abs(d) < margin:
         return max(0.0, noncentral_t_sf(critical, df, (margin + d) / se)
                    + noncentral_t_sf(critical, df, (margin - d) / se) - 1.0)

@@ -11,7 +11,7 @@ phases, against ``thresholdPercent``). Drift is about getting worse, so each pha
   faster, by any amount, or slower by an amount shown within the threshold, is NoDrift;
 - **Inconclusive**: anything else: too noisy for its windows (significantly slower or not; the message says about
   how many windows a side would decide, from the power of the test that would, ``drift_power``), or a compared
-  window without a completion of the phase while others have some (a stall is never averaged away).
+  window without a completion of the phase (a stall, in one window or all of them, is never averaged away).
 
 The churn is Drift when a phase is, NoDrift when every phase is (an intersection of one-sided
 tests, so no correction is needed for the phases), Inconclusive otherwise, as a baseline's Inconclusive is Unknown.
@@ -115,7 +115,7 @@ def _measure(phase: str, first: list[float], last: list[float], gaps: list[int],
     """One phase's p50s, first windows against last, and what they show: Drift (slower beyond the threshold,
     Holm-adjusted), NoDrift (not slower beyond it: the one-sided test rejects at alpha, the lower end of the
     ratio's 90% interval above 1 / (1 + threshold)), or Inconclusive (also when a compared window has none of the
-    phase's completions while others have: a stall is never averaged away)."""
+    phase's completions: a stall is never averaged away)."""
     p: float | None = result.p_not_slower
     if (first or last) and gaps:
         shown = ", ".join(str(i) for i in gaps[:10]) + (", ..." if len(gaps) > 10 else "")

@@ -15,17 +15,16 @@ from __future__ import annotations
 import math
 import statistics
 
-from csibench.api.stats import ALPHA, noncentral_t_sf, t_critical
-
-POWER = 0.80
+from csibench.api.regression import POWER, one_sided_critical
+from csibench.api.stats import ALPHA, noncentral_t_sf
 
 
 def _power(n: int, spread: float, d: float, margin: float, phases: int) -> float:
     se = spread * math.sqrt(2.0 / n)
     df = 1.5 * (n - 1.0)
     if d > -margin:  # non-inferiority: H0 d <= -margin
-        return noncentral_t_sf(t_critical(2.0 * ALPHA, df), df, (d + margin) / se)
-    return noncentral_t_sf(t_critical(2.0 * ALPHA / phases, df), df, (-d - margin) / se)
+        return noncentral_t_sf(one_sided_critical(ALPHA, df), df, (d + margin) / se)
+    return noncentral_t_sf(one_sided_critical(ALPHA / phases, df), df, (-d - margin) / se)
 
 
 def windows_needed(log_first: list[float], log_last: list[float], threshold: float, phases: int,
