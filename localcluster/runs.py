@@ -24,6 +24,7 @@ from localcluster.kube import (
 
 GROUP, VERSION, PLURAL = "csibench.io", "v1alpha1", "benchmarkruns"
 TERMINAL = {"Succeeded", "Failed"}
+POPULATION_LABEL = "csibench.io/population-of"  # a run's population (spec.population) carries its uid under it
 
 
 def benchmark_run(name: str, **spec: Any) -> dict[str, Any]:
@@ -98,8 +99,24 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
                      if c["spec"]["volumeSnapshotRef"]["namespace"] == target_namespace
                      and c["spec"]["volumeSnapshotRef"]["name"].startswith(prefix)],
         **group_leftovers(kube, target_namespace, prefix, label),
+        **population_leftovers(kube, run_uid),
     }
     return {kind: names for kind, names in found.items() if names}
+
+
+def population_leftovers(kube: Kube, owner_uid: str) -> dict[str, list[str]]:
+    """A population's objects (spec.population): everything labelled with its owner's uid, in any namespace."""
+    label = f"{POPULATION_LABEL}={owner_uid}"
+    return {
+        "populationPvcs": [present(present(p.metadata).name) for p in
+                           kube.core.list_persistent_volume_claim_for_all_namespaces(label_selector=label).items],
+        "populationPvs": [present(present(p.metadata).name)
+                          for p in kube.core.list_persistent_volume(label_selector=label).items],
+        "populationSnapshots": [s["metadata"]["name"] for s in items(kube.custom.list_cluster_custom_object(
+            *SNAPSHOT_GROUP, "volumesnapshots", label_selector=label))],
+        "populationContents": [c["metadata"]["name"] for c in items(kube.custom.list_cluster_custom_object(
+            *SNAPSHOT_GROUP, "volumesnapshotcontents", label_selector=label))],
+    }
 
 
 def group_leftovers(kube: Kube, target_namespace: str, prefix: str, label: str) -> dict[str, list[str]]:

@@ -30,6 +30,7 @@ from urllib.parse import unquote
 from csibench.kube.client import ApiError, Json, TokenBucket
 
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
+FAKE_DRIVER = "fake.csi.example.com"  # the driver the fake's PVs and snapshot contents name
 CLUSTER_SCOPED = {"namespaces", "persistentvolumes", "nodes", "storageclasses", "volumeattachments",
                   "volumesnapshotcontents", "volumesnapshotclasses", "csidrivers", "csinodes",
                   "volumegroupsnapshotcontents", "volumegroupsnapshotclasses", "volumeattributesclasses"}
@@ -620,13 +621,21 @@ class FakeKube:
                 self.put(plural, namespace, obj, "MODIFIED")
 
     def _bind(self, namespace: str, name: str) -> None:
+        def bind_static(claim: Json) -> None:  # the PV controller: a claim naming a PV made for it (pre-bound)
+            if ("persistentvolumes", "", claim["spec"]["volumeName"]) in self.objects:
+                claim["status"] = {"phase": "Bound", "capacity": {"storage": _requested(claim)}}
+
         def bind(claim: Json) -> None:
+            if claim.get("spec", {}).get("volumeName"):
+                bind_static(claim)
+                return
             pv = f"pvc-{claim['metadata']['uid']}"
             zone = self.behaviour.volume_zone(name)
             affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}} if zone else {}
             body = {"metadata": {"name": pv}, "spec": {"claimRef": {
-                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}, **affinity}}
+                "namespace": namespace, "name": name, "uid": claim["metadata"]["uid"]}, **affinity,
+                "csi": {"driver": FAKE_DRIVER, "volumeHandle": f"handle-{pv}"}}}
             if self.behaviour.pv_delay:
                 self._later(self.behaviour.pv_delay, lambda: self.put("persistentvolumes", "", body))
             else:
@@ -723,9 +732,19 @@ class FakeKube:
         """The snapshot-controller's content, then the binding and its bound finalizer. Like the real controller, it
         may already be creating the content when the snapshot is deleted unbound: the content is created all the
         same, and nothing would ever delete it (``unbound_snapshot_deletes`` counts such deletes)."""
+        snapshot_now = self.objects.get(("volumesnapshots", namespace, name)) or {}
+        given = ((snapshot_now.get("spec") or {}).get("source") or {}).get("volumeSnapshotContentName")
+        if given:  # pre-provisioned: bound to the content made for it, whose handle csi-snapshotter checked
+            def bound_given(snapshot: Json) -> None:
+                if ("volumesnapshotcontents", "", given) in self.objects:
+                    snapshot["status"] = {"readyToUse": True, "boundVolumeSnapshotContentName": given}
+            self._update_if_same("volumesnapshots", namespace, name, uid, bound_given)
+            return
         content = f"snapcontent-{uid}"
-        self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {"volumeSnapshotRef": {
-            "namespace": namespace, "name": name, "uid": uid}}})
+        self.put("volumesnapshotcontents", "", {"metadata": {"name": content}, "spec": {
+            "driver": FAKE_DRIVER, "deletionPolicy": "Delete",
+            "volumeSnapshotRef": {"namespace": namespace, "name": name, "uid": uid}},
+            "status": {"snapshotHandle": f"handle-{content}"}})
 
         cut = self.behaviour.snapshot_cut_delay
 
@@ -787,6 +806,11 @@ class FakeKube:
         group_content = (group.get("status") or {}).get("boundVolumeGroupSnapshotContentName", "")
         self._later(delay, lambda: self.remove("volumegroupsnapshotcontents", "", group_content))
 
+    def _reclaimed(self, plural: str, name: str, policy: str) -> bool:
+        """Whether the PV or content goes with its claim or snapshot: not when it is Retain (it stays, Released)."""
+        found = self.objects.get((plural, "", name)) or {}
+        return bool((found.get("spec") or {}).get(policy, "Delete") != "Retain")
+
     def _delete_one(self, plural: str, namespace: str, name: str) -> None:
         if plural == "pods" and self.behaviour.pod_termination > 0:
             def terminating(pod: Json) -> None:
@@ -814,10 +838,12 @@ class FakeKube:
             self.unready_snapshot_deletes.append(name)
         delay = self.behaviour.release_delay
         if plural == "persistentvolumeclaims" and (obj.get("spec") or {}).get("volumeName"):
-            self._later(delay, lambda: self.remove("persistentvolumes", "", obj["spec"]["volumeName"]))
+            if self._reclaimed("persistentvolumes", obj["spec"]["volumeName"], "persistentVolumeReclaimPolicy"):
+                self._later(delay, lambda: self.remove("persistentvolumes", "", obj["spec"]["volumeName"]))
         elif plural == "volumesnapshots" and (obj.get("status") or {}).get("boundVolumeSnapshotContentName"):
             content = obj["status"]["boundVolumeSnapshotContentName"]
-            self._later(delay, lambda: self.remove("volumesnapshotcontents", "", content))
+            if self._reclaimed("volumesnapshotcontents", content, "deletionPolicy"):
+                self._later(delay, lambda: self.remove("volumesnapshotcontents", "", content))
         elif plural == "namespaces":
             for key in [k for k in list(self.objects) if k[1] == name]:
                 self._delete_one(key[0], key[1], key[2])

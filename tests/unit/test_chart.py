@@ -16,6 +16,7 @@ OPTIONAL_PARTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"prometheusRule": {"enabled": True}}, ["components/alerts"]),
     ({"grafanaDashboard": {"enabled": True}}, ["grafana"]),
     ({"disruptions": {"enabled": True}}, ["components/disruptions"]),
+    ({"population": {"enabled": True}}, ["components/population"]),
     ({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
      ["components/servicemonitor", "components/alerts", "grafana"]),
 ]
@@ -31,7 +32,7 @@ def test_the_default_values_render_what_deploy_renders(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("values", "components"), OPTIONAL_PARTS,
-                         ids=["servicemonitor", "alerts", "grafana", "disruptions", "all"])
+                         ids=["servicemonitor", "alerts", "grafana", "disruptions", "population", "all"])
 def test_each_optional_part_renders_what_its_kustomize_component_adds(
         tmp_path: Path, values: dict[str, Any], components: list[str]) -> None:
     chart, kustomize = render_chart(values, tmp_path), render_kustomize(components, tmp_path)

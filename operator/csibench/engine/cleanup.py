@@ -19,12 +19,15 @@ Orphaned snapshot contents, the one kind cleanup removes without a label, are re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 from csibench.engine.cleanup_left import LeftObject, name_what_is_left
 from csibench.engine.judges import group_settled
 from csibench.engine.observed import Observed
+from csibench.engine.population.making import Owner
+from csibench.engine.population.removal import Removal, remove_population
 from csibench.engine.reclaim import Reclaim
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -49,11 +52,14 @@ class CleanupResult:
     # per plural, and the names the storage knows the run's PVs and contents still present by (``leak_audit``)
     left_names: dict[str, list[str]] = field(default_factory=dict)
     storage_names: frozenset[str] = frozenset()
+    population: Removal | None = None  # spec.population's removal, first (None: kept, between iterations)
 
     def describe(self, limit: int | None = None) -> str:
         """What cleanup did; when incomplete, what is left, named with why as far as ``limit`` characters allow
         (an Event's message is shorter than status), the rest counted."""
-        notes = "".join(f"; {note}" for note in (self._reclaimed(), self.reclaim_error, self.refused) if note)
+        population = self.population.describe() if self.population is not None and self.population.found else None
+        notes = "".join(f"; {note}" for note in (self._reclaimed(), self.reclaim_error, self.refused, population)
+                        if note)
         if self.complete:
             return f"removed every object the run created in {self.seconds:.1f}s{notes}"
         left = ", ".join(f"{count} {kind}" for kind, count in self.remaining.items() if count)
@@ -135,10 +141,25 @@ async def _namespace_gone(client: KubeApi, name: str, uid: str) -> bool:
     return found is None or (found.get("metadata") or {}).get("uid") != uid
 
 
-async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope,
-                  deadline_seconds: float, keep_namespace: bool = False) -> CleanupResult:
+async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope, deadline_seconds: float,
+                  keep_namespace: bool = False, population_deadline: float | None = None) -> CleanupResult:
+    """Remove the run's population (``engine/population``: by its own label, within ``population_deadline``, the
+    cleanup's own deadline when not given), then the run's objects."""
+    population = None
+    if not keep_namespace:
+        owner = Owner(scope.namespace, scope.prefix, scope.run_uid)
+        population = await remove_population(client, owner, population_deadline or deadline_seconds)
+    result = await _clean_up_run(client, observed, scope, deadline_seconds, keep_namespace)
+    if population is None or population.complete:
+        return dataclasses.replace(result, population=population)
+    left = {**result.remaining, **{f"population {kind}": count for kind, count in population.remaining.items()}}
+    return dataclasses.replace(result, complete=False, remaining=left, population=population)
+
+
+async def _clean_up_run(client: KubeApi, observed: Observed | None, scope: RunScope,
+                        deadline_seconds: float, keep_namespace: bool = False) -> CleanupResult:
     """Delete the run's objects and wait (event-driven) until they and their volumes are gone, or the deadline.
-    ``keep_namespace``: between two iterations of a run, the run's namespace stays."""
+    ``keep_namespace``: between two iterations of a run, the run's namespace (and its population) stays."""
     started = time.monotonic()
     watches: RunWatches | None = None
     try:

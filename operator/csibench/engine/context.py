@@ -48,6 +48,7 @@ class RunContext:
     nodes: tuple[str, ...] = ()  # schedulable nodes for the publish pods, by name (read when a step places pods)
     node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> room for the class's driver's volumes
     node_zones: dict[str, str] = field(default_factory=dict)  # node -> its zone label (of ``nodes`` labelled)
+    seed_node: str | None = None  # spec.population on a WaitForFirstConsumer class: the node its seed is made for
     collector: StepCollector | None = None  # spec.collect: Prometheus asked after each step (``collection``)
 
     @property

@@ -55,8 +55,11 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
                         f"StorageClass {spec.storageClassName!r} does not exist")
     binding_mode = storage_class.get("volumeBindingMode") or "Immediate"
     steps = [step.name for step in plan]
+    population = spec.population
     if any(step.needs_snapshot_class for step in plan):
         await _check_snapshots(spec, client, storage_class, binding_mode, steps)
+    elif population is not None and population.snapshots:
+        await _check_snapshots(spec, client, storage_class, binding_mode, steps, why="population.snapshots")
     check = await _placement(PlanCheck(spec, client, storage_class, binding_mode, steps), plan)
     for step in plan:
         if step.check is not None:
@@ -66,8 +69,9 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
+    seed_node = await _population_prerequisites(client, spec, binding_mode, steps) if population else None
     context = RunContext(
-        spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace),
+        spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace), seed_node=seed_node,
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
         environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,
@@ -143,11 +147,36 @@ async def _placement(check: PlanCheck, plan: list[StepSpec]) -> PlanCheck:
     return replace(check, nodes=names, limits=limits, attached=used, zones=zones)
 
 
+async def _population_prerequisites(client: KubeApi, spec: BenchmarkRunSpec, binding_mode: str,
+                                    steps: list[str]) -> str | None:
+    """The rights spec.population needs beyond deploy/base's (a SelfSubjectAccessReview each), and with a
+    WaitForFirstConsumer class the node its seed volume is made for (the first schedulable one by name, as if the
+    scheduler chose it: the provisioner makes the volume without a pod)."""
+    wanted = [("create", "persistentvolumes", ""), ("deletecollection", "persistentvolumes", "")]
+    if spec.population is not None and spec.population.snapshots:
+        wanted += [("create", "volumesnapshotcontents", manifests.SNAPSHOT_API_GROUP),
+                   ("deletecollection", "volumesnapshotcontents", manifests.SNAPSHOT_API_GROUP)]
+    missing = [f"{verb} {resource}" for verb, resource, group in wanted if not await client.can_i(verb, resource, "",
+                                                                                                   group)]
+    if missing:
+        raise PlanError(ConditionReason.MISSING_RIGHTS, f"spec.population needs {', '.join(missing)} (cluster-wide), "
+                        "which the operator's identity lacks (deploy/components/population grants them, and admits "
+                        "only Retain objects carrying a population's label)")
+    if binding_mode != WFFC:
+        return None
+    listed = await client.get(r.NODES.path(), query={"limit": "5000"}) or {}
+    usable = schedulable_nodes(listed.get("items") or [], RunShape.of(spec, steps, binding_mode))
+    if not usable:
+        raise PlanError(ConditionReason.NOT_ENOUGH_NODES, f"StorageClass {spec.storageClassName!r} is {WFFC} and no "
+                        "node can run the run's pods: the population's seed volume has no node to be made for")
+    return min(str(node["metadata"]["name"]) for node in usable)
+
+
 async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_class: dict[str, Any],
-                           binding_mode: str, steps: list[str]) -> None:
+                           binding_mode: str, steps: list[str], why: str = "snapshot steps") -> None:
     """The snapshot API, a class of the class's driver, and volumes that exist when the snapshots are taken."""
     if await client.get(r.SNAPSHOT_API) is None:
-        raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, "the run has snapshot steps but the cluster "
+        raise PlanError(ConditionReason.SNAPSHOT_API_NOT_INSTALLED, f"the run has {why} but the cluster "
                         "does not serve snapshot.storage.k8s.io/v1 (install the external-snapshotter CRDs)")
     assert spec.volumeSnapshotClassName is not None
     snapshot_class = await client.get(r.SNAPSHOT_CLASSES.path(name=spec.volumeSnapshotClassName))
@@ -156,7 +185,7 @@ async def _check_snapshots(spec: BenchmarkRunSpec, client: KubeApi, storage_clas
                         f"VolumeSnapshotClass {spec.volumeSnapshotClassName!r} does not exist")
     check_class_driver("VolumeSnapshotClass", spec.volumeSnapshotClassName, snapshot_class, spec, storage_class,
                         "its snapshots would never be taken, and nothing would ever delete them")
-    if binding_mode == WFFC and "publish" not in steps:
+    if binding_mode == WFFC and "publish" not in steps and why == "snapshot steps":
         raise PlanError(ConditionReason.INVALID_STEPS, f"StorageClass {spec.storageClassName!r} is {WFFC}: volumes "
                         "are only provisioned when a pod uses them, so snapshot steps need the publish step")
 

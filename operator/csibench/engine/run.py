@@ -29,7 +29,9 @@ from csibench.api.models import (
     Severity,
     StepState,
 )
+from csibench.api.population import PopulationStatus
 from csibench.api.regression import Change
+from csibench.api.text import shorten
 from csibench.engine import manifests
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.collection import build_collector
@@ -47,6 +49,7 @@ from csibench.engine.iterations import (
 from csibench.engine.judgement import Judgement
 from csibench.engine.leak_audit import audit_leaks, repeats_per_disruption
 from csibench.engine.observed import Observed
+from csibench.engine.population.making import Owner, make_population
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.restore import restore
@@ -137,6 +140,7 @@ class RunEngine:
             stop: Stop | None = None
             try:
                 await self._ensure_namespace(context)
+                await self._ensure_population(context)
                 watches = RunWatches(self.client, observed, context.scope.selector, context.needs_snapshots,
                                      on_change=runner.on_change, groups=context.needs_group_snapshots)
                 await watches.start()
@@ -311,6 +315,31 @@ class RunEngine:
                 raise TimeoutError(f"namespace {context.target_namespace} never got its default ServiceAccount")
             await asyncio.sleep(0.2)
 
+    async def _ensure_population(self, context: RunContext) -> None:
+        """spec.population made before the first step (untimed; ``engine/population``), unless status says it was
+        (an operator restart: it is still there, or its absence shows when the steps' run ends)."""
+        population = self.spec.population
+        done = self.status.population
+        if population is None or (done is not None and done.seconds is not None):
+            return
+        owner = Owner(context.target_namespace, context.names.prefix, self.ref.uid, dict(self.spec.labels))
+        self.status.population = PopulationStatus(selector=owner.selector)
+
+        async def progress(text: str) -> None:
+            self.status.progress = text
+            await self.recorder.write()
+
+        try:
+            made = await make_population(self.client, self.spec, population, owner, context.seed_node, progress)
+        except RunAborted as error:
+            self.status.population.message = shorten(str(error), 1024)
+            raise
+        self.status.population = made
+        self.status.progress = None
+        await self.recorder.write()
+        await self.recorder.event("PopulationReady", f"{made.claims} claims Bound and {made.snapshots} snapshots "
+                                  f"ready beside the run's steps, in {made.seconds:.1f}s ({owner.selector})")
+
     async def audit_leaks(self, prefix: str) -> None:
         """A run with disruptions, or a bound on what it leaked, whose cleanup ran (here, or resumed by a restarted
         operator): what it left behind (status.leaks, ``leak_audit``), from what cleanup's watches saw at its end."""
@@ -340,8 +369,12 @@ class RunEngine:
         self.status.progress = None
         await self.recorder.write()
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
-        result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup))
+        population = self.spec.population
+        result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup),
+                               population_deadline=float(population.timeoutSeconds) if population else None)
         self._cleaned = result
+        if self.status.population is not None and result.population is not None:
+            self.status.population.removedSeconds = round(result.population.seconds, 3)
         note = " (resumed after an operator restart)" if resumed else ""
         if result.complete:
             log.info("run %s: %s", self.ref.label, result.describe())

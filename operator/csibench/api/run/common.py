@@ -104,6 +104,7 @@ class ConditionReason(StrEnum):
     STORAGE_CLASS_DELETED = "StorageClassDeleted"
     RUN_ABORTED = "RunAborted"
     RESTORE_FAILED = "RestoreFailed"
+    POPULATION_FAILED = "PopulationFailed"
     RESTART_LIMIT_REACHED = "RestartLimitReached"
     OBJECTS_FAILED = "ObjectsFailed"
     CLEANUP_INCOMPLETE = "CleanupIncomplete"

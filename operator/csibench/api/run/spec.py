@@ -11,6 +11,7 @@ from csibench.api.base import Model as _Model
 from csibench.api.churn import ChurnSpec
 from csibench.api.collect import CollectSpec
 from csibench.api.enabling import LISTING_RULES, STEP_RUNS_WHEN, enabled, listing_problem
+from csibench.api.population import PopulationSpec
 from csibench.api.run.common import (
     LABEL_KEYS_RULE,
     MAX_LABELS,
@@ -88,6 +89,12 @@ _CHURN_RULES = (
     ("!has(self.thresholds) || has(self.collect) || self.thresholds.all(t, t.metric != 'memoryGrowthPercent')",
      "a memoryGrowthPercent threshold needs spec.collect: the memory is read from Prometheus"),
 )
+_POPULATION_NEEDS_SNAPSHOTS = ("population.snapshots needs volumeSnapshotClassName: the seed snapshot their "
+                               "contents name is taken through it")
+_POPULATION_RULES = (
+    ("!has(self.population) || !has(self.population.snapshots) || self.population.snapshots == 0 || "
+     "has(self.volumeSnapshotClassName)", _POPULATION_NEEDS_SNAPSHOTS),
+)
 _DATABASE_RULES = (
     ("!has(self.database) || self.repeat == 1",
      "database cannot be combined with repeat > 1 yet: run the database workload in a run of its own (repeat: 1)"),
@@ -156,8 +163,8 @@ class BenchmarkRunSpec(_Model):
     """What to benchmark: a storage class, a batch size and the lifecycle steps to time."""
 
     model_config = ConfigDict(json_schema_extra=cel(*LISTING_RULES, *_DATA_PATH_RULES, *_MODIFY_RULES, *_DATABASE_RULES,
-                                                         *_CHURN_RULES, *_EXPAND_RULES, *_DENSITY_RULES,
-                                                         *_THRESHOLDS_RULES, *_DISRUPTIONS_RULES))
+                                                         *_CHURN_RULES, *_POPULATION_RULES, *_EXPAND_RULES,
+                                                         *_DENSITY_RULES, *_THRESHOLDS_RULES, *_DISRUPTIONS_RULES))
 
     storageClassName: str = Field(..., min_length=1, max_length=v.DNS_SUBDOMAIN_MAX, pattern=v.DNS_SUBDOMAIN_PATTERN,
                                   description="StorageClass under test (must exist before the run starts).")
@@ -238,6 +245,11 @@ class BenchmarkRunSpec(_Model):
                           "waves at once; per window of windowSeconds, each phase's completions, throughput and "
                           "latency, what finished waves left behind, and the CSI components' memory "
                           "(status.churn); its last windows are judged against its first (status.churnDrift).")
+    population: PopulationSpec | None = Field(
+        None, description="Background objects that exist while the steps run (the scale envelope): claims bound to "
+                          "statically provisioned PersistentVolumes and snapshots bound to pre-provisioned contents, "
+                          "made before the first step (untimed) and removed first at cleanup; the steps never see "
+                          "them (status.population).")
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Per-step timeouts.")
     failAfterWarnings: int | None = Field(
         None, ge=1, le=1000,
@@ -408,6 +420,16 @@ class BenchmarkRunSpec(_Model):
             raise ValueError(_CHURN_RULES[0][1])
         if self.collect is None and any(t.metric == ThresholdMetric.MEMORY_GROWTH_PERCENT for t in self.thresholds):
             raise ValueError(_CHURN_RULES[1][1])
+        return self
+
+    @model_validator(mode="after")
+    def _population_consistent(self) -> BenchmarkRunSpec:
+        """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
+        problem = self.population.problem() if self.population is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        if self.population is not None and self.population.snapshots and not self.volumeSnapshotClassName:
+            raise ValueError(_POPULATION_NEEDS_SNAPSHOTS)
         return self
 
     @model_validator(mode="after")

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from csibench.api.base import Model as _Model
 from csibench.api.churn import MAX_CHURN_WINDOWS, ChurnDrift, ChurnWindow
+from csibench.api.population import PopulationStatus
 from csibench.api.run.common import MAX_FINDINGS, Phase
 from csibench.api.run.database import MAX_DATABASE_ROWS
 from csibench.api.run.datapath import MAX_WORKLOADS
@@ -126,6 +127,7 @@ class BenchmarkRunStatus(_Model):
                                      description="The churn (spec.churn): one row per window, then its tail.")
     churnDrift: ChurnDrift | None = Field(None, description="The churn's last windows against its first, judged "
                                                             "when the run ends (spec.churn).")
+    population: PopulationStatus | None = Field(None, description="What the run made of spec.population.")
     disruptions: list[DisruptionResult] = Field(default_factory=list, max_length=MAX_DISRUPTIONS,
                                                 description="What each of spec.disruptions did and cost its step.")
     leaks: LeakAudit | None = Field(None, description="What the run left behind after its cleanup (set for a run "

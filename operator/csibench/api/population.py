@@ -1,0 +1,65 @@
+"""spec.population: objects that exist while a run's steps run, so a batch is measured in a cluster that already
+holds thousands of volumes and snapshots (the scale envelope), and what the run made of it (status.population).
+
+The published failures at scale are in the machinery around the storage, not in it: informers that relist tens of
+thousands of objects, a snapshot-controller that slows with every content it holds. So the population is API
+objects the machinery must carry, made fast and honestly: claims bound to PersistentVolumes made for them
+(statically provisioned, the way an administrator imports volumes) and VolumeSnapshots bound to contents made for
+them (pre-provisioned), with no provisioner or snapshotter in the way, so 100k of them do not wait an hour.
+
+Their handles are ones the storage knows: before the population, the run makes one volume through the class (the
+seed claim, Bound by the provisioner) and, with snapshots, one snapshot of it; every population volume names the
+seed's volume handle and every population content the seed's snapshot handle. They are Retain, so removing them
+never asks the storage to delete anything; the seed is removed last, through its class, like any volume. The
+machinery sees what it would see of that many objects (the snapshotter checks each content's snapshot on the
+storage once); the storage holds one volume and one snapshot, whatever the level.
+
+The population carries its owner's uid in ``csibench.io/population-of`` and never the run's own label: the steps'
+watches, judges and cleanup select ``csibench.io/run-uid`` and never see it, and the run removes it, by that label
+only, before the rest of its cleanup.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from csibench.api.base import Model as _Model
+from csibench.api.run.common import cel
+
+MAX_POPULATION = 200000  # of each kind: the envelope's largest level is 100k
+POPULATION_PREFIX = "pop"  # population objects are "<run prefix>-pop-<index>", the seed "<run prefix>-pop-seed"
+_EMPTY = "population: claims or snapshots must be at least 1"
+
+
+class PopulationSpec(_Model):
+    """Background objects made before the first step and removed after the last."""
+
+    model_config = ConfigDict(json_schema_extra=cel(("self.claims + self.snapshots >= 1", _EMPTY)))
+
+    claims: int = Field(0, ge=0, le=MAX_POPULATION,
+                        description="Claims of the run's class, size and access modes, each bound to a "
+                                    "PersistentVolume the run makes for it (statically provisioned, Retain), all "
+                                    "naming the seed volume's handle.")
+    snapshots: int = Field(0, ge=0, le=MAX_POPULATION,
+                           description="VolumeSnapshots, each bound to a pre-provisioned VolumeSnapshotContent "
+                                       "(Retain) naming the seed snapshot's handle; needs volumeSnapshotClassName.")
+    timeoutSeconds: int = Field(3600, ge=30, le=86400,
+                                description="How long making the population (every claim Bound, every snapshot "
+                                            "ready) may take, and removing it; past it the run fails "
+                                            "(PopulationFailed) before its first step.")
+
+    def problem(self) -> str | None:
+        """The rule of the CRD's CEL, for a spec read back (pure)."""
+        return _EMPTY if self.claims + self.snapshots < 1 else None
+
+
+class PopulationStatus(_Model):
+    """What the run made of spec.population, and how long it took (never part of a step's clock)."""
+
+    claims: int = Field(0, ge=0, description="Population claims Bound.")
+    snapshots: int = Field(0, ge=0, description="Population snapshots ready to use.")
+    selector: str | None = Field(None, max_length=128, description="Label selector of the population's objects "
+                                                                   "(the seed's too).")
+    seconds: float | None = Field(None, description="From the seed's create to the last population object ready.")
+    removedSeconds: float | None = Field(None, description="How long removing the population took at cleanup.")
+    message: str | None = Field(None, max_length=1024, description="What went wrong, when something did.")

@@ -1,0 +1,233 @@
+"""Make a population: the seed through the class, then every PV and claim, content and snapshot at once (within
+the run's client limits), and wait until every claim is Bound and every snapshot ready.
+
+The seed is read by polling one object (nothing of it is measured). The population's readiness is counted from
+label-selected watches (one list, then events), so a level of 100k is not listed again and again. An object that
+exists already (409: a restarted operator making it again) counts like one just made: only the watches, which
+see the owner's label alone, say it is ready. Everything has one deadline, ``population.timeoutSeconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from csibench.api.models import BenchmarkRunSpec, ConditionReason
+from csibench.api.population import PopulationSpec, PopulationStatus
+from csibench.engine.errors import RunAborted
+from csibench.engine.population import manifests as m
+from csibench.kube import resources as r
+from csibench.kube.api import KubeApi
+from csibench.kube.watch import Watch, WatchEvent
+
+log = logging.getLogger(__name__)
+
+_POLL_SECONDS = 0.5
+_CREATES_AT_ONCE = 64  # the client's own limits (qps, burst, maxInFlight) pace them; this bounds the tasks
+Progress = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who the population belongs to: its objects' names start with ``prefix`` and carry ``uid``."""
+
+    namespace: str
+    prefix: str
+    uid: str
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return m.population_labels(self.uid, self.extra_labels)
+
+    @property
+    def selector(self) -> str:
+        return m.population_selector(self.uid)
+
+
+@dataclass
+class Seed:
+    """What the population's objects name: the seed's PV, and its snapshot's handle and driver."""
+
+    pv: dict[str, Any]
+    snapshot_handle: str | None = None
+    snapshot_driver: str | None = None
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def check(self, what: str) -> None:
+        if self.left() <= 0:
+            raise RunAborted(ConditionReason.POPULATION_FAILED,
+                             f"population: {what} within population.timeoutSeconds ({self.seconds:.0f}s)")
+
+
+async def _poll(read: Callable[[], Awaitable[Any]], deadline: _Deadline, what: str) -> Any:
+    while True:
+        found = await read()
+        if found is not None:
+            return found
+        deadline.check(what)
+        await asyncio.sleep(_POLL_SECONDS)
+
+
+async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node: str | None,
+                     deadline: _Deadline, snapshots: bool) -> Seed:
+    name = m.seed_name(owner.prefix)
+    await client.create(r.PVCS.path(owner.namespace), m.build_seed_claim(name, spec, owner.labels, node))
+
+    async def bound_volume() -> dict[str, Any] | None:
+        claim = await client.get(r.PVCS.path(owner.namespace, name)) or {}
+        if (claim.get("metadata") or {}).get("labels", {}).get(m.POPULATION_LABEL) != owner.uid and claim:
+            raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: claim {owner.namespace}/{name} "
+                             "exists and is not this population's (its label differs): it is never used")
+        volume = (claim.get("spec") or {}).get("volumeName")
+        if (claim.get("status") or {}).get("phase") != "Bound" or not volume:
+            return None
+        pv = await client.get(r.PVS.path(name=volume))
+        return pv if pv and ((pv.get("spec") or {}).get("csi") or {}).get("volumeHandle") else None
+
+    pv = await _poll(bound_volume, deadline, f"the seed claim {name} was not Bound by the class "
+                     f"{spec.storageClassName}")
+    seed = Seed(pv)
+    if not snapshots:
+        return seed
+    assert spec.volumeSnapshotClassName is not None  # the spec's rule
+    await client.create(r.SNAPSHOTS.path(owner.namespace),
+                        m.build_seed_snapshot(name, name, spec.volumeSnapshotClassName, owner.labels))
+
+    async def ready_content() -> dict[str, Any] | None:
+        snapshot = await client.get(r.SNAPSHOTS.path(owner.namespace, name)) or {}
+        status = snapshot.get("status") or {}
+        error = (status.get("error") or {}).get("message")
+        if error:
+            log.info("population seed snapshot %s: %s", name, error)
+        content = status.get("boundVolumeSnapshotContentName")
+        if not status.get("readyToUse") or not content:
+            return None
+        found = await client.get(r.SNAPSHOT_CONTENTS.path(name=content))
+        return found if found and (found.get("status") or {}).get("snapshotHandle") else None
+
+    content = await _poll(ready_content, deadline, f"the seed snapshot {name} was not ready (class "
+                          f"{spec.volumeSnapshotClassName})")
+    seed.snapshot_handle = str(content["status"]["snapshotHandle"])
+    seed.snapshot_driver = str(content["spec"]["driver"])
+    return seed
+
+
+async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Every (path, body) created, at most ``_CREATES_AT_ONCE`` in flight; one that exists already counts."""
+    gate = asyncio.Semaphore(_CREATES_AT_ONCE)
+
+    async def create(path: str, body: dict[str, Any]) -> None:
+        async with gate:
+            await client.create(path, body)
+
+    pending: set[asyncio.Task[None]] = set()
+    try:
+        for path, body in requests:
+            if len(pending) >= 4 * _CREATES_AT_ONCE:  # a bounded number of tasks, whatever the level
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+            pending.add(asyncio.create_task(create(path, body)))
+        for finished in asyncio.as_completed(pending):
+            await finished
+    finally:
+        for task in pending:
+            task.cancel()
+
+
+class _Readiness:
+    """Names of the population's claims Bound and snapshots ready, from their watches' events."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+        self.ready: set[str] = set()
+        self.changed = asyncio.Event()
+
+    def __call__(self, events: list[WatchEvent]) -> None:
+        for event in events:
+            if event.type == "SYNC":
+                continue
+            meta, status = event.obj.get("metadata") or {}, event.obj.get("status") or {}
+            name = str(meta.get("name", ""))
+            done = event.type != "DELETED" and (
+                status.get("phase") == "Bound" if event.source == "claims" else status.get("readyToUse") is True)
+            target = self.bound if event.source == "claims" else self.ready
+            if done:
+                target.add(name)
+            else:
+                target.discard(name)
+        self.changed.set()
+
+
+async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,
+                          node: str | None, progress: Progress) -> PopulationStatus:
+    """The seed, then the population, until every claim is Bound and every snapshot ready; RunAborted
+    (PopulationFailed) past the deadline, what was made left for cleanup."""
+    started = time.monotonic()
+    deadline = _Deadline(float(population.timeoutSeconds))
+    await progress("population: the seed")
+    seed = await _make_seed(client, spec, owner, node, deadline, snapshots=population.snapshots > 0)
+    readiness = _Readiness()
+    loop = asyncio.get_running_loop()
+    query = {"labelSelector": owner.selector}
+    watches = [Watch(client, "claims", r.PVCS, owner.namespace, query, loop, readiness)]
+    if population.snapshots:
+        watches.append(Watch(client, "snapshots", r.SNAPSHOTS, owner.namespace, query, loop, readiness))
+    for watch in watches:
+        watch.start()
+    try:
+        await progress(f"population: creating {population.claims} claims, {population.snapshots} snapshots")
+        seed_name = m.seed_name(owner.prefix)
+        await _create_all(client, _requests(spec, population, owner, seed))
+        # The seed carries the label too, and is ready already: it is not part of the level.
+        wanted_claims, wanted_snapshots = population.claims + 1, population.snapshots + (population.snapshots > 0)
+        last_said = 0.0
+        while len(readiness.bound) < wanted_claims or len(readiness.ready) < wanted_snapshots:
+            claims, snapshots = len(readiness.bound - {seed_name}), len(readiness.ready - {seed_name})
+            deadline.check(f"{claims}/{population.claims} claims Bound and {snapshots}/{population.snapshots} "
+                           "snapshots ready")
+            if time.monotonic() - last_said >= 5:
+                last_said = time.monotonic()
+                await progress(f"population: {claims}/{population.claims} claims Bound, "
+                               f"{snapshots}/{population.snapshots} snapshots ready")
+            readiness.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(readiness.changed.wait(), timeout=min(1.0, max(0.05, deadline.left())))
+    finally:
+        for watch in watches:
+            watch.stop()
+    return PopulationStatus(claims=population.claims, snapshots=population.snapshots,
+                            seconds=round(time.monotonic() - started, 3), selector=owner.selector)
+
+
+def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,
+              seed: Seed) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Each PV before its claim, each content before its snapshot: the claim or snapshot finds its pair there."""
+    labels = owner.labels
+    for index in range(1, population.claims + 1):
+        name = m.member_name(owner.prefix, index)
+        yield r.PVS.path(), m.build_volume(name, owner.namespace, seed.pv, spec, labels)
+        yield r.PVCS.path(owner.namespace), m.build_claim(name, spec, labels)
+    if population.snapshots:
+        assert seed.snapshot_handle is not None and seed.snapshot_driver is not None
+        assert spec.volumeSnapshotClassName is not None
+        for index in range(1, population.snapshots + 1):
+            name = m.member_name(owner.prefix, index)
+            yield r.SNAPSHOT_CONTENTS.path(), m.build_content(name, owner.namespace, seed.snapshot_driver,
+                                                              seed.snapshot_handle, spec.volumeSnapshotClassName,
+                                                              labels)
+            yield r.SNAPSHOTS.path(owner.namespace), m.build_snapshot(name, labels)

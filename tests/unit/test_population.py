@@ -1,0 +1,204 @@
+"""spec.population: its rules, its manifests, and a run with one on the in-memory fake (made before the first step,
+never counted by the steps, removed first at cleanup, another owner's population left alone)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from csibench.api.models import BenchmarkRunSpec, ConditionReason, Phase
+from csibench.api.population import PopulationSpec
+from csibench.engine.errors import RunAborted
+from csibench.engine.population import manifests as m
+from csibench.engine.population.making import Owner, make_population
+from csibench.engine.population.removal import remove_population
+from csibench.kube.ownership import RUN_UID_LABEL
+from tests.support.fake_kube import FAKE_DRIVER, FakeKube
+from tests.support.fake_runs import NAMES, UID, owned_left, run, spec, steps_of
+
+SNAPSHOT_PLURALS = ("volumesnapshots", "volumesnapshotcontents")
+
+
+def _labelled(fake: FakeKube, owner_uid: str) -> list[tuple[str, str, str]]:
+    return sorted(k for k, o in fake.objects.items()
+                  if (o["metadata"].get("labels") or {}).get(m.POPULATION_LABEL) == owner_uid)
+
+
+def _fake() -> FakeKube:
+    fake = FakeKube()
+    fake.seed_cluster()
+    return fake
+
+
+# -- the spec --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("population", "words"), [
+    ({}, "claims or snapshots must be at least 1"),
+    ({"claims": 0, "snapshots": 0}, "claims or snapshots must be at least 1"),
+    ({"snapshots": 3}, "needs volumeSnapshotClassName"),
+    ({"claims": 200001}, "less than or equal to 200000"),
+    ({"claims": 1, "timeoutSeconds": 5}, "greater than or equal to 30"),
+])
+def test_a_population_that_cannot_be_made_is_refused(population: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        BenchmarkRunSpec.model_validate({"storageClassName": "sim", "population": population})
+
+
+def test_the_crd_holds_the_same_rules_as_cel() -> None:
+    schema = BenchmarkRunSpec.model_json_schema()
+    rules = [rule["message"] for rule in schema["x-kubernetes-validations"]]
+    assert any("population.snapshots needs volumeSnapshotClassName" in rule for rule in rules)
+    population = schema["$defs"]["PopulationSpec"]["x-kubernetes-validations"]
+    assert population == [{"rule": "self.claims + self.snapshots >= 1",
+                           "message": "population: claims or snapshots must be at least 1"}]
+
+
+# -- the manifests ---------------------------------------------------------------------------------------------
+SEED_PV: dict[str, Any] = {"metadata": {"name": "pvc-1"}, "spec": {
+    "csi": {"driver": "d.example.com", "volumeHandle": "vol-7", "volumeAttributes": {"pool": "a"}},
+    "nodeAffinity": {"required": {"nodeSelectorTerms": []}}, "capacity": {"storage": "1Gi"},
+    "persistentVolumeReclaimPolicy": "Delete", "claimRef": {"name": "seed", "uid": "u"}, "storageClassName": "x"}}
+
+
+def test_a_population_volume_is_the_seeds_copy_retained_and_pre_bound_to_its_own_claim() -> None:
+    run_spec = BenchmarkRunSpec(storageClassName="gold", volumeMode="Block", accessModes=["ReadWriteMany"])
+    labels = m.population_labels("owner-uid", {"team": "a"})
+    pv = m.build_volume("p-pop-000001", "ns", SEED_PV, run_spec, labels)
+    assert pv["spec"]["csi"] == SEED_PV["spec"]["csi"] and pv["spec"]["nodeAffinity"] == SEED_PV["spec"]["nodeAffinity"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pv["spec"]["claimRef"] == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": "ns",
+                                      "name": "p-pop-000001"}
+    assert (pv["spec"]["storageClassName"], pv["spec"]["volumeMode"], pv["spec"]["accessModes"]) == (
+        "gold", "Block", ["ReadWriteMany"])
+    claim = m.build_claim("p-pop-000001", run_spec, labels)
+    assert claim["spec"]["volumeName"] == "p-pop-000001" and claim["spec"]["storageClassName"] == "gold"
+    assert labels == {"team": "a", m.POPULATION_LABEL: "owner-uid", "app.kubernetes.io/managed-by": "csibench"}
+    assert RUN_UID_LABEL not in labels, "the steps' watches would see the population"
+
+
+def test_a_population_content_names_the_seed_snapshot_retained_and_pre_bound() -> None:
+    content = m.build_content("p-pop-000002", "ns", "d.example.com", "snap-9", "snapclass", {})
+    assert content["spec"]["deletionPolicy"] == "Retain"
+    assert content["spec"]["source"] == {"snapshotHandle": "snap-9"}
+    assert content["spec"]["volumeSnapshotRef"]["name"] == "p-pop-000002"
+    assert m.build_snapshot("p-pop-000002", {})["spec"] == {"source": {"volumeSnapshotContentName": "p-pop-000002"}}
+
+
+def test_a_seed_on_a_wait_for_first_consumer_class_names_its_node() -> None:
+    run_spec = BenchmarkRunSpec(storageClassName="gold")
+    assert m.build_seed_claim("s", run_spec, {}, "node-1")["metadata"]["annotations"] == {m.SELECTED_NODE: "node-1"}
+    assert "annotations" not in m.build_seed_claim("s", run_spec, {}, None)["metadata"]
+
+
+# -- making and removing, on the fake ----------------------------------------------------------------------------
+def _make(fake: FakeKube, owner: Owner, population: PopulationSpec, **fields: Any) -> Any:
+    run_spec = BenchmarkRunSpec.model_validate({"storageClassName": "sim", "volumeSnapshotClassName": "snap",
+                                                **fields})
+    said: list[str] = []
+
+    async def progress(text: str) -> None:
+        said.append(text)
+
+    async def go() -> Any:
+        fake.loop = asyncio.get_running_loop()
+        return await make_population(fake, run_spec, population, owner, None, progress)
+    return asyncio.run(go()), said
+
+
+def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alone() -> None:
+    fake = _fake()
+    mine, theirs = Owner("runs", "mine-aaaaa", "uid-mine"), Owner("runs", "theirs-bbbbb", "uid-theirs")
+    made, said = _make(fake, mine, PopulationSpec(claims=4, snapshots=3))
+    _make(fake, theirs, PopulationSpec(claims=2))
+    assert (made.claims, made.snapshots, made.selector) == (4, 3, "csibench.io/population-of=uid-mine")
+    assert said[0] == "population: the seed" and any("creating 4 claims, 3 snapshots" in s for s in said)
+    claims = {n: o for n, o in fake.named("persistentvolumeclaims", "runs").items() if n.startswith("mine")}
+    seed = claims.pop(m.seed_name("mine-aaaaa"))
+    handle = fake.objects[("persistentvolumes", "", seed["spec"]["volumeName"])]["spec"]["csi"]["volumeHandle"]
+    assert sorted(claims) == [f"mine-aaaaa-pop-00000{i}" for i in range(1, 5)]
+    assert all(c["status"]["phase"] == "Bound" and c["spec"]["volumeName"] == n for n, c in claims.items())
+    assert {fake.objects[("persistentvolumes", "", n)]["spec"]["csi"]["volumeHandle"] for n in claims} == {handle}
+    contents = [o for k, o in fake.objects.items() if k[0] == "volumesnapshotcontents"
+                and (o["metadata"].get("labels") or {}).get(m.POPULATION_LABEL) == "uid-mine"]
+    assert len(contents) == 3 and {c["spec"]["driver"] for c in contents} == {FAKE_DRIVER}
+    seed_content = fake.named("volumesnapshots", "runs")[m.seed_name("mine-aaaaa")]["status"][
+        "boundVolumeSnapshotContentName"]
+    seed_handle = fake.objects[("volumesnapshotcontents", "", seed_content)]["status"]["snapshotHandle"]
+    assert {c["spec"]["source"]["snapshotHandle"] for c in contents} == {seed_handle}
+    theirs_before = _labelled(fake, "uid-theirs")
+
+    async def remove() -> Any:
+        fake.loop = asyncio.get_running_loop()
+        return await remove_population(fake, mine, 30)
+    removal = asyncio.run(remove())
+    assert removal.complete and removal.found, removal
+    assert _labelled(fake, "uid-mine") == []
+    assert ("persistentvolumes", "", seed["spec"]["volumeName"]) not in fake.objects, "the seed's volume stayed"
+    assert ("volumesnapshotcontents", "", seed_content) not in fake.objects, "the seed's content stayed"
+    assert _labelled(fake, "uid-theirs") == theirs_before and len(theirs_before) == 2 * 2 + 1
+
+
+def test_the_seed_volume_is_deleted_only_after_its_snapshot() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    _make(fake, owner, PopulationSpec(claims=1, snapshots=2))
+    fake.behaviour.release_delay = 0.3  # contents go a while after their snapshots
+
+    async def remove() -> Any:
+        fake.loop = asyncio.get_running_loop()
+        return await remove_population(fake, owner, 30)
+    assert asyncio.run(remove()).complete
+    deletes = [path for verb, path in fake.timeline if verb == "DELETE"]
+    first_claims = next(i for i, path in enumerate(deletes) if path.endswith("/persistentvolumeclaims"))
+    assert all(not path.endswith("/persistentvolumeclaims") for path in deletes[:first_claims])
+    assert any(path.endswith("/volumesnapshots") for path in deletes[:first_claims]), deletes
+
+
+def test_a_seed_never_bound_fails_the_population_at_its_deadline() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    fake.behaviour.never_bind = {m.seed_name("mine-aaaaa")}
+    with pytest.raises(RunAborted) as failed:
+        _make(fake, owner, PopulationSpec.model_construct(claims=2, snapshots=0, timeoutSeconds=1))
+    assert failed.value.reason == ConditionReason.POPULATION_FAILED
+    assert "the seed claim mine-aaaaa-pop-seed was not Bound by the class sim" in str(failed.value)
+
+
+def test_a_claim_of_the_seeds_name_that_is_not_the_populations_is_never_used() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    fake.put("persistentvolumeclaims", "runs", {"metadata": {"name": m.seed_name("mine-aaaaa"), "labels": {}},
+                                                "spec": {}})
+    with pytest.raises(RunAborted, match="is not this population's"):
+        _make(fake, owner, PopulationSpec(claims=1))
+
+
+# -- a run with a population -------------------------------------------------------------------------------------
+def test_a_run_makes_its_population_before_its_steps_never_counts_it_and_removes_it_first() -> None:
+    fake = _fake()
+    run_spec = spec(volumeSnapshotClassName="snap", steps=["createVolume", "createSnapshot", "deleteSnapshot",
+                                                           "deleteVolume"], population={"claims": 5, "snapshots": 2})
+    status = run(fake, run_spec)
+    assert status.phase == Phase.SUCCEEDED, status.conditions
+    assert steps_of(status)["createVolume"] == ("Succeeded", 6, 6, 0, 0)
+    assert steps_of(status)["createSnapshot"] == ("Succeeded", 6, 6, 0, 0)
+    population = status.population
+    assert population is not None and (population.claims, population.snapshots) == (5, 2)
+    assert population.seconds is not None and population.removedSeconds is not None
+    assert status.cleanup is not None and "population removed in" in status.cleanup
+    assert _labelled(fake, UID) == [] and owned_left(fake) == []
+    creates = [path for verb, path in fake.timeline if verb == "POST"]
+    first_step_claim = next(i for i, path in enumerate(creates) if path.endswith(NAMES.volume(0)))
+    assert all(not path.split("/")[-1].startswith(f"{NAMES.prefix}-pop") for path in creates[first_step_claim:])
+
+
+def test_a_run_without_the_rights_fails_before_creating_anything() -> None:
+    fake = _fake()
+    fake.denied.add(("create", "persistentvolumes", ""))
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 2}))
+    assert status.phase == Phase.FAILED
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert ready.reason == ConditionReason.MISSING_RIGHTS and "deploy/components/population" in ready.message
+    assert not [k for k in fake.objects if k[0] in ("persistentvolumeclaims", "persistentvolumes")]
