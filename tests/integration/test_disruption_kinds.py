@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from localcluster.runs import (
     wait_for_phase,
 )
 from tests.support.chart import render_kustomize
-from tests.support.cluster import cli
+from tests.support.cluster import as_operator, cli
 from tests.support.runs import create_run, run_to_end
 
 pytestmark = pytest.mark.integration
@@ -253,7 +252,6 @@ def test_a_controller_scaled_down_is_given_back_when_the_run_is_deleted_or_its_o
     assert leftovers(kube, run) == {}
 
 
-OPERATOR_USER = "system:serviceaccount:csibench-system:csibench-operator"
 COMPONENT_OBJECTS = ("csibench-disruptions", "csibench-operator-disrupts-only-csi-components",
                      "csibench-disruptions-drain", "csibench-operator-cordons-only-with-its-mark")
 BASE_POLICY = "csibench-operator-owns-what-it-touches"
@@ -269,13 +267,6 @@ def controller_deployment() -> dict[str, Any]:
     body["metadata"]["name"] = CONTROLLER
     body["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
     return body
-
-
-def as_operator(cluster: LocalCluster, *args: str) -> tuple[bool, str]:
-    """kubectl as the deployed operator's ServiceAccount: (allowed, what the API server said)."""
-    completed = subprocess.run([str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}",
-                                f"--as={OPERATOR_USER}", *args], capture_output=True, text=True, timeout=60)
-    return completed.returncode == 0, (completed.stdout + completed.stderr).strip()
 
 
 def test_the_disruptions_component_grants_its_rights_for_csi_components_only(

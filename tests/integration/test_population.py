@@ -4,11 +4,14 @@ touches them, and they go with their owner."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from localcluster.kube import SNAPSHOT_GROUP, Kube, items, json_object, present, wait_until
+from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import (
     GROUP,
@@ -23,6 +26,8 @@ from localcluster.runs import (
     unique,
     wait_until_nothing_left,
 )
+from tests.support.chart import render_kustomize
+from tests.support.cluster import as_operator
 
 pytestmark = pytest.mark.integration
 
@@ -109,3 +114,71 @@ def test_a_population_past_its_timeout_fails_the_run_and_is_removed(
     assert ready["reason"] == "PopulationFailed" and "seed claim" in ready["message"], ready
     assert step(run, "createVolume")["state"] == "Pending", status["steps"]
     wait_until_nothing_left(kube, run, 120, "the seed removed after the failed population")
+
+
+POPULATION_OBJECTS = ("csibench-population", "csibench-operator-population-is-retain")
+RECLAIM_POLICY = "csibench-operator-reclaims-only-orphaned-contents"
+
+
+def _pv(name: str, labelled: bool = True, policy: str = "Retain", csi: bool = True) -> dict[str, Any]:
+    source = {"csi": {"driver": "sim.csibench.io", "volumeHandle": "some-handle"}} if csi else \
+        {"hostPath": {"path": "/etc"}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {POPULATION_LABEL: "some-uid"} if labelled else {}},
+            "spec": {**source, "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": policy,
+                     "claimRef": {"namespace": "default", "name": name}}}
+
+
+def _content(name: str, policy: str = "Retain") -> dict[str, Any]:
+    return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+            "metadata": {"name": name, "labels": {POPULATION_LABEL: "some-uid"}},
+            "spec": {"deletionPolicy": policy, "driver": "sim.csibench.io", "source": {"snapshotHandle": "h"},
+                     "volumeSnapshotRef": {"namespace": "default", "name": name}}}
+
+
+def _dry_create(cluster: LocalCluster, body: dict[str, Any]) -> tuple[bool, str]:
+    return as_operator(cluster, "create", "--dry-run=server", "-f", "-", input_text=json.dumps(body))
+
+
+def test_the_population_component_admits_only_retained_labelled_objects_and_a_run_needs_nothing_more(
+        cluster: LocalCluster, kube: Kube, namespace: str, tmp_path: Path,
+        operator_as_service_account: OperatorProcess) -> None:
+    """deploy/components/population on the API server: as the operator's ServiceAccount, a labelled Retain CSI PV
+    and content are admitted, anything else of those kinds refused; then a run with a population as that
+    ServiceAccount succeeds without one refusal, and leaves nothing. (The base's patched policy goes back as it
+    was.)"""
+    (tmp_path / "with").mkdir()
+    rendered = render_kustomize(["components/population"], tmp_path / "with")
+    applied = [o for o in rendered if o["metadata"]["name"] in (*POPULATION_OBJECTS, RECLAIM_POLICY)]
+    assert len(applied) == 6, [o["metadata"]["name"] for o in applied]  # 2 RBAC, 2 policies and their bindings
+    unpatched = [o for o in render_kustomize([], tmp_path) if o["metadata"]["name"] == RECLAIM_POLICY]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": applied}))
+    try:
+        wait_until(lambda: _dry_create(cluster, _pv("pop-probe-ok"))[0] and
+                   not _dry_create(cluster, _pv("pop-probe-delete", policy="Delete"))[0], 60,
+                   "the component's rights and policy in effect")
+        for body, admitted in [(_pv("pop-a"), True), (_pv("pop-b", policy="Delete"), False),
+                               (_pv("pop-c", labelled=False), False), (_pv("pop-d", csi=False), False),
+                               (_content("pop-e"), True), (_content("pop-f", policy="Delete"), False)]:
+            said = _dry_create(cluster, body)
+            assert said[0] == admitted, (body["metadata"]["name"], said)
+            if not admitted and body["metadata"]["labels"]:
+                assert "of a run's population" in said[1], said
+        run = run_to_end(kube, namespace, benchmark_run(
+            unique("popsa"), storageClassName="csibench-sim", volumeSnapshotClassName="csibench-sim-snapclass",
+            volumes=2, targetNamespace=namespace, steps=["createVolume", "deleteVolume"],
+            population={"claims": 3, "snapshots": 2}), timeout=180)
+        operator = operator_as_service_account
+        assert run["status"]["phase"] == "Succeeded", (run["status"], operator.log())
+        forbidden = [line for line in operator.log(400).splitlines() if "forbidden" in line.lower()]
+        assert not forbidden, forbidden
+        wait_until_nothing_left(kube, run, 60, "the run and its population gone")
+    finally:
+        for kind in ("clusterrole", "clusterrolebinding"):
+            cluster.kubectl("delete", kind, POPULATION_OBJECTS[0], "--ignore-not-found")
+        cluster.kubectl("delete", "validatingadmissionpolicy,validatingadmissionpolicybinding",
+                        POPULATION_OBJECTS[1], "--ignore-not-found")
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                        input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": unpatched}))

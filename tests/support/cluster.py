@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
 from localcluster.launcher import REPO_ROOT, LocalCluster
+from localcluster.operator_process import OPERATOR_SA
 from localcluster.sidecars import NAMESPACE as SIDECAR_NAMESPACE
 
 # The ``storage_class`` fixture (tests/integration/conftest.py): makes a simulator StorageClass, returns its name.
@@ -71,6 +72,14 @@ def wait_pod_phase(kube: Kube, namespace: str, name: str, wanted: str, timeout: 
 def pod_gone(kube: Kube, namespace: str, name: str) -> bool:
     """No pod of that name is left in the namespace."""
     return name not in {present(p.metadata).name for p in kube.core.list_namespaced_pod(namespace).items}
+
+
+def as_operator(cluster: LocalCluster, *args: str, input_text: str | None = None) -> tuple[bool, str]:
+    """kubectl as the deployed operator's ServiceAccount: (allowed, what the API server said)."""
+    completed = subprocess.run([str(cluster.binaries.kubectl), f"--kubeconfig={cluster.config.kubeconfig}",
+                                f"--as={OPERATOR_SA}", *args], input=input_text, capture_output=True, text=True,
+                               timeout=60)
+    return completed.returncode == 0, (completed.stdout + completed.stderr).strip()
 
 
 def cli(cluster: LocalCluster, *args: str) -> str:

@@ -23,6 +23,7 @@ from csibench.engine.errors import RunAborted
 from csibench.engine.population import manifests as m
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
+from csibench.kube.resources import Resource
 from csibench.kube.watch import Watch, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,13 @@ class _Deadline:
                              f"population: {what} within population.timeoutSeconds ({self.seconds:.0f}s)")
 
 
+async def read_one(client: KubeApi, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+    """One object by name through a list (deploy/base grants list and watch on these kinds, not get)."""
+    listing = await client.get(resource.path(namespace), query={"fieldSelector": f"metadata.name={name}"})
+    found = (listing or {}).get("items") or []
+    return dict(found[0]) if found else None
+
+
 async def _poll(read: Callable[[], Awaitable[Any]], deadline: _Deadline, what: str) -> Any:
     while True:
         found = await read()
@@ -88,14 +96,14 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
     await client.create(r.PVCS.path(owner.namespace), m.build_seed_claim(name, spec, owner.labels, node))
 
     async def bound_volume() -> dict[str, Any] | None:
-        claim = await client.get(r.PVCS.path(owner.namespace, name)) or {}
+        claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
         if (claim.get("metadata") or {}).get("labels", {}).get(m.POPULATION_LABEL) != owner.uid and claim:
             raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: claim {owner.namespace}/{name} "
                              "exists and is not this population's (its label differs): it is never used")
         volume = (claim.get("spec") or {}).get("volumeName")
         if (claim.get("status") or {}).get("phase") != "Bound" or not volume:
             return None
-        pv = await client.get(r.PVS.path(name=volume))
+        pv = await read_one(client, r.PVS, None, volume)
         return pv if pv and ((pv.get("spec") or {}).get("csi") or {}).get("volumeHandle") else None
 
     pv = await _poll(bound_volume, deadline, f"the seed claim {name} was not Bound by the class "
@@ -108,7 +116,7 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
                         m.build_seed_snapshot(name, name, spec.volumeSnapshotClassName, owner.labels))
 
     async def ready_content() -> dict[str, Any] | None:
-        snapshot = await client.get(r.SNAPSHOTS.path(owner.namespace, name)) or {}
+        snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
         status = snapshot.get("status") or {}
         error = (status.get("error") or {}).get("message")
         if error:
@@ -116,7 +124,7 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
         content = status.get("boundVolumeSnapshotContentName")
         if not status.get("readyToUse") or not content:
             return None
-        found = await client.get(r.SNAPSHOT_CONTENTS.path(name=content))
+        found = await read_one(client, r.SNAPSHOT_CONTENTS, None, content)
         return found if found and (found.get("status") or {}).get("snapshotHandle") else None
 
     content = await _poll(ready_content, deadline, f"the seed snapshot {name} was not ready (class "

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from csibench.engine.population import manifests as m
-from csibench.engine.population.making import Owner
+from csibench.engine.population.making import Owner, read_one
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
@@ -73,8 +73,8 @@ async def _delete(client: KubeApi, resource: Resource, namespace: str | None, se
 async def _seed_parts(client: KubeApi, owner: Owner) -> tuple[str | None, str | None]:
     """The seed claim's PV and the seed snapshot's content, by name, while the seed still names them."""
     name = m.seed_name(owner.prefix)
-    claim = await client.get(r.PVCS.path(owner.namespace, name)) or {}
-    snapshot = await client.get(r.SNAPSHOTS.path(owner.namespace, name)) or {}
+    claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
+    snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
     owned = ((claim.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid
     volume = (claim.get("spec") or {}).get("volumeName") if owned else None
     content = ((snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
@@ -83,8 +83,8 @@ async def _seed_parts(client: KubeApi, owner: Owner) -> tuple[str | None, str | 
     return volume, content
 
 
-async def _exists(client: KubeApi, path: str | None) -> int:
-    return 0 if path is None or await client.get(path) is None else 1
+async def _exists(client: KubeApi, resource: Resource, name: str | None) -> int:
+    return 0 if name is None or await read_one(client, resource, None, name) is None else 1
 
 
 async def _left(client: KubeApi, owner: Owner, seed: tuple[str | None, str | None], exact: bool) -> dict[str, int]:
@@ -93,10 +93,10 @@ async def _left(client: KubeApi, owner: Owner, seed: tuple[str | None, str | Non
     return {
         "volumesnapshots": await _count(client, r.SNAPSHOTS, owner.namespace, selector, exact),
         "volumesnapshotcontents": await _count(client, r.SNAPSHOT_CONTENTS, None, selector, exact)
-        + await _exists(client, r.SNAPSHOT_CONTENTS.path(name=content) if content else None),
+        + await _exists(client, r.SNAPSHOT_CONTENTS, content),
         "persistentvolumeclaims": await _count(client, r.PVCS, owner.namespace, selector, exact),
         "persistentvolumes": await _count(client, r.PVS, None, selector, exact)
-        + await _exists(client, r.PVS.path(name=volume) if volume else None),
+        + await _exists(client, r.PVS, volume),
     }
 
 
