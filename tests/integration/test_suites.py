@@ -19,7 +19,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from csibench.api.suite_results import cell_results, pooled_run
-from csibench.report.suite import suite_comparisons
+from csibench.report.suite import machinery_table, suite_comparisons, view_of
 from localcluster.kube import Kube, json_object, present, wait_until
 from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
@@ -229,6 +229,34 @@ def test_a_scaling_suite_draws_the_array_model_flat_on_a_serial_class_and_growin
     off = {key: f"{curve[key]} vs model {model[key]:.2f}" for key in model
            if (measured := curve[key]) is None or abs(measured / model[key] - 1) > 0.15}
     assert off == {}, f"{curve}; {context}"
+
+
+def test_a_population_suite_measures_its_batch_at_each_level_with_the_components_memory(
+        kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster) -> None:
+    """The scale envelope in small: a batch of 2 beside a population of 0, then of 8 claims and 4 snapshots; each
+    run makes its level, its steps count the batch alone, the CSI components' memory is collected per level, and
+    nothing of either level is left."""
+    levels = [{"claims": 0}, {"claims": 8, "snapshots": 4}]
+    template = {**QUICK, "storageClassName": "csibench-sim", "targetNamespace": namespace,
+                "volumeSnapshotClassName": "csibench-sim-snapclass",
+                "steps": ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
+                "collect": {"prometheusUrl": cluster.prometheus_url}}
+    create_suite(kube, namespace, benchmark_suite("envelope", template=template, order="Sequential",
+                                                  matrix={"population": levels}))
+    suite = wait_for_suite(kube, namespace, "envelope", operator, 360)
+    context = describe_suite(kube, namespace, "envelope", operator)
+    assert suite["status"]["phase"] == "Succeeded", context
+    runs = suite_runs(kube, namespace, suite)
+    made = sorted((run["status"]["population"]["claims"], run["status"]["population"]["snapshots"],
+                   [s["objects"] for s in run["status"]["steps"]]) for run in runs)
+    assert made == [(0, 0, [2, 2, 2, 2]), (8, 4, [2, 2, 2, 2])], context
+    view = view_of(suite, runs)
+    assert view.axes == [("population", ["0", "claims=8/snapshots=4"])], view.axes
+    headers, rows = machinery_table(view) or ([], [])
+    assert "csi-provisioner MiB" in headers and "csi-snapshotter MiB" in headers, (headers, context)
+    assert [row[0] for row in rows] == ["c0", "c1"] and all(cell != "-" for row in rows for cell in row[2:]), rows
+    for run in runs:
+        wait_until_nothing_left(kube, run, 60, f"run {run['metadata']['name']} and its population gone")
 
 
 def test_deleting_a_suite_mid_run_removes_its_runs_and_everything_they_created(

@@ -12,12 +12,14 @@ from pydantic import ValidationError
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, Phase
 from csibench.api.population import PopulationSpec
 from csibench.engine.errors import RunAborted
+from csibench.engine.population import making
 from csibench.engine.population import manifests as m
 from csibench.engine.population.making import Owner, make_population
 from csibench.engine.population.removal import remove_population
 from csibench.kube.ownership import RUN_UID_LABEL
+from csibench.report.render import render_table
 from tests.support.fake_kube import FAKE_DRIVER, FakeKube
-from tests.support.fake_runs import NAMES, UID, owned_left, run, spec, steps_of
+from tests.support.fake_runs import NAMES, UID, kill_when, owned_left, resume, run, spec, steps_of
 
 SNAPSHOT_PLURALS = ("volumesnapshots", "volumesnapshotcontents")
 
@@ -35,9 +37,8 @@ def _fake() -> FakeKube:
 
 # -- the spec --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("population", "words"), [
-    ({}, "claims or snapshots must be at least 1"),
-    ({"claims": 0, "snapshots": 0}, "claims or snapshots must be at least 1"),
     ({"snapshots": 3}, "needs volumeSnapshotClassName"),
+    ({"claims": -1}, "greater than or equal to 0"),
     ({"claims": 200001}, "less than or equal to 200000"),
     ({"claims": 1, "timeoutSeconds": 5}, "greater than or equal to 30"),
 ])
@@ -50,9 +51,6 @@ def test_the_crd_holds_the_same_rules_as_cel() -> None:
     schema = BenchmarkRunSpec.model_json_schema()
     rules = [rule["message"] for rule in schema["x-kubernetes-validations"]]
     assert any("population.snapshots needs volumeSnapshotClassName" in rule for rule in rules)
-    population = schema["$defs"]["PopulationSpec"]["x-kubernetes-validations"]
-    assert population == [{"rule": "self.claims + self.snapshots >= 1",
-                           "message": "population: claims or snapshots must be at least 1"}]
 
 
 # -- the manifests ---------------------------------------------------------------------------------------------
@@ -202,3 +200,38 @@ def test_a_run_without_the_rights_fails_before_creating_anything() -> None:
     ready = next(c for c in status.conditions if c.type == "Ready")
     assert ready.reason == ConditionReason.MISSING_RIGHTS and "deploy/components/population" in ready.message
     assert not [k for k in fake.objects if k[0] in ("persistentvolumeclaims", "persistentvolumes")]
+
+
+def test_a_level_of_zero_makes_nothing_and_needs_no_rights() -> None:
+    fake = _fake()
+    fake.denied.add(("create", "persistentvolumes", ""))
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 0}))
+    assert status.phase == Phase.SUCCEEDED, status.conditions
+    assert status.population is not None and (status.population.claims, status.population.seconds) == (0, 0.0)
+    assert not [path for verb, path in fake.timeline if verb == "POST" and "-pop-" in path]
+
+
+def test_an_operator_restart_while_the_population_is_made_makes_the_rest_and_measures_the_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(making, "_PROGRESS_SECONDS", 0.0)  # progress said at every batch of creates
+    fake = _fake()
+    run_spec = spec(steps=["createVolume", "deleteVolume"], population={"claims": 400})
+    killed = kill_when(fake, run_spec, lambda status: "objects created" in (status.get("progress") or ""),
+                       extra_sleep=0.0)
+    made_before = {k for k in _labelled(fake, UID) if k[0] == "persistentvolumeclaims"}
+    assert 0 < len(made_before) < 401, (len(made_before), killed.get("progress"))
+    status = resume(fake, run_spec, killed)
+    assert status.phase == Phase.SUCCEEDED, status.conditions
+    assert status.population is not None and status.population.claims == 400
+    assert steps_of(status)["createVolume"] == ("Succeeded", 6, 6, 0, 0)
+    assert _labelled(fake, UID) == [] and owned_left(fake) == []
+
+
+def test_the_report_says_the_level_and_what_making_and_removing_it_took() -> None:
+    fake = _fake()
+    status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 3}))
+    text = render_table({"metadata": {"namespace": "runs", "name": "bench"}, "spec": {"storageClassName": "sim"},
+                         "status": status.model_dump(mode="json", exclude_none=True)})
+    line = next(line for line in text.splitlines() if line.startswith("population "))
+    assert line.startswith("population 3 claims and 0 snapshots beside the batch (statically provisioned; not in "
+                           "the steps), made in ") and ", removed in " in line, line

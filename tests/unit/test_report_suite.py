@@ -27,6 +27,8 @@ from csibench.report.compare import CompareError
 from csibench.report.suite import (
     UnknownCell,
     cell_runs,
+    machinery_table,
+    numeric_axis,
     render_suite,
     scaling_lines,
     scaling_table,
@@ -97,11 +99,11 @@ def test_the_scaling_table_is_each_cells_median_over_its_rounds() -> None:
     suite, runs = measured({"volumes": [10, 100, 1000]}, 3, by_volumes)
     view = view_of(suite, runs)
     headers, rows = scaling_table(view, "createVolume")
-    assert headers == ["Cell", "volumes", "vol/s median", "min-max", "p99 s median", "Rounds"]
+    assert headers == ["Cell", "volumes", "vol/s median", "min-max", "step s median", "p99 s median", "Rounds"]
     # Rounds at 1.0, 1.04, 0.97 of the rate: the median is the rate, p99 the median of 10 / rate of each round.
-    assert rows == [["c0", "10", "1.00", "0.97-1.04", "10.000", "3/3"],
-                    ["c1", "100", "10.00", "9.70-10.40", "1.000", "3/3"],
-                    ["c2", "1000", "100.00", "97.00-104.00", "0.100", "3/3"]]
+    assert rows == [["c0", "10", "1.00", "0.97-1.04", "10.00", "10.000", "3/3"],
+                    ["c1", "100", "10.00", "9.70-10.40", "1.00", "1.000", "3/3"],
+                    ["c2", "1000", "100.00", "97.00-104.00", "0.10", "0.100", "3/3"]]
     assert scaling_table(view, "deleteVolume")[1][2][2] == "50.00"
     text = render_suite(suite, runs)
     assert text.startswith("BenchmarkSuite bench/sweep: Succeeded\n")
@@ -283,3 +285,44 @@ def test_the_page_draws_a_scaling_curve_per_step() -> None:
     outline.feed(single)
     assert outline.plots == {f"suite-step-{step}": ["scaling"] for step in STEPS}
     assert "significance needs spec.repeat &gt;= 2 on the suite" in single
+
+
+def _with_memory(runs: list[dict[str, Any]], mib: Callable[[dict[str, Any]], float]) -> None:
+    """Give each run's steps a collection: csi-provisioner's peak memory ``mib(run)`` in its second step (the first
+    step a little lower), csi-snapshotter's a flat 50 MiB."""
+    for run in runs:
+        for index, step in enumerate(run["status"]["steps"]):
+            peak = mib(run) - (1 if index == 0 else 0)
+            step["collection"] = {"start": "s", "end": "e", "values": [
+                {"query": "peakMemoryBytes", "labels": {"container": "csi-provisioner"}, "value": peak * 2**20},
+                {"query": "peakMemoryBytes", "labels": {"container": "csi-snapshotter"}, "value": 50 * 2**20},
+                {"query": "cpuSeconds", "labels": {"container": "csi-provisioner"}, "value": 9.0}]}
+
+
+def test_a_population_axis_is_a_numeric_axis_with_the_components_memory_per_level() -> None:
+    levels = [{"claims": 0}, {"claims": 1000, "snapshots": 1000}, {"claims": 5000, "snapshots": 5000}]
+    suite, runs = measured({"population": levels}, 2, lambda cell, round_, step: 10.0)
+    level = {"c0": 60.0, "c1": 90.0, "c2": 150.0}
+    _with_memory(runs, lambda run: level[run["metadata"]["labels"][CELL_LABEL]] + _round_of_run(run))
+    view = view_of(suite, runs)
+    assert view.axes == [("population", ["0", "1000", "5000"])]
+    assert numeric_axis(view) == "population"
+    headers, rows = machinery_table(view) or ([], [])
+    assert headers == ["Cell", "population", "csi-provisioner MiB", "csi-snapshotter MiB"]
+    # the peak over the steps (the second step's), the median of rounds 1 and 2 (+1 and +2 MiB): +1.5
+    assert rows == [["c0", "0", "62", "50"], ["c1", "1000", "92", "50"], ["c2", "5000", "152", "50"]]
+    text = render_suite(suite, runs)
+    assert "CSI components: peak memory over the run's steps" in text
+    cells = suite_json(suite, runs)["cells"]
+    assert cells[2]["machineryPeakMiB"] == {"csi-provisioner": 151.5, "csi-snapshotter": 50.0}
+    assert runs[0]["spec"]["population"] == {"claims": 0}
+
+
+def test_no_collection_means_no_machinery_table() -> None:
+    suite, runs = measured({"volumes": [10, 100]}, 1, by_volumes)
+    assert machinery_table(view_of(suite, runs)) is None
+    assert "CSI components" not in render_suite(suite, runs)
+
+
+def _round_of_run(run: dict[str, Any]) -> float:
+    return float(run["metadata"]["labels"][ROUND_LABEL])

@@ -21,20 +21,17 @@ only, before the rest of its cleanup.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from csibench.api.base import Model as _Model
-from csibench.api.run.common import cel
 
 MAX_POPULATION = 200000  # of each kind: the envelope's largest level is 100k
 POPULATION_PREFIX = "pop"  # population objects are "<run prefix>-pop-<index>", the seed "<run prefix>-pop-seed"
-_EMPTY = "population: claims or snapshots must be at least 1"
 
 
 class PopulationSpec(_Model):
-    """Background objects made before the first step and removed after the last."""
-
-    model_config = ConfigDict(json_schema_extra=cel(("self.claims + self.snapshots >= 1", _EMPTY)))
+    """Background objects made before the first step and removed after the last. A level of 0 (no claims, no
+    snapshots) makes nothing: a suite's first cell on an empty cluster."""
 
     claims: int = Field(0, ge=0, le=MAX_POPULATION,
                         description="Claims of the run's class, size and access modes, each bound to a "
@@ -48,9 +45,13 @@ class PopulationSpec(_Model):
                                             "ready) may take, and removing it; past it the run fails "
                                             "(PopulationFailed) before its first step.")
 
-    def problem(self) -> str | None:
-        """The rule of the CRD's CEL, for a spec read back (pure)."""
-        return _EMPTY if self.claims + self.snapshots < 1 else None
+    @property
+    def empty(self) -> bool:
+        return self.claims + self.snapshots == 0
+
+    def shown(self) -> str:
+        """The level as a reader sees it: 1000 (as many claims as snapshots), else claims=10/snapshots=0."""
+        return str(self.claims) if self.claims == self.snapshots else f"claims={self.claims}/snapshots={self.snapshots}"
 
 
 class PopulationStatus(_Model):

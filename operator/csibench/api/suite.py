@@ -31,6 +31,7 @@ from csibench.api.models import (
     Verdict,
     cel,
 )
+from csibench.api.population import PopulationSpec
 
 SUITE_KIND = "BenchmarkSuite"
 SUITE_PLURAL = "benchmarksuites"
@@ -46,7 +47,7 @@ SUITE_NAME_LABEL = "csibench.io/suite"
 CELL_LABEL = "csibench.io/cell"
 ROUND_LABEL = "csibench.io/round"
 # The axes in the order cells are numbered (the first varies slowest), as the spec and status name them.
-AXES = ("storageClassName", "volumes", "pvcsPerPod", "size", "client", "dataPath", "database")
+AXES = ("storageClassName", "volumes", "pvcsPerPod", "size", "client", "dataPath", "database", "population")
 
 
 class SuiteOrder(StrEnum):
@@ -86,6 +87,11 @@ class SuiteMatrix(_Model):
                                                 description="Data-path shapes (spec.dataPath of a run).")
     database: list[DatabaseSpec] | None = Field(None, min_length=1, max_length=MAX_SHAPE_VALUES,
                                                 description="Database shapes (spec.database of a run).")
+    population: list[PopulationSpec] | None = Field(
+        None, min_length=1, max_length=MAX_AXIS_VALUES,
+        description="Population levels (spec.population of a run: claims and snapshots beside the batch), e.g. "
+                    "[{claims: 0}, {claims: 1000, snapshots: 1000}]: the scale envelope's x axis. Each run makes "
+                    "its level and removes it; order Sequential runs a level's rounds one after another.")
 
     @field_validator("*")
     @classmethod
@@ -172,6 +178,8 @@ def show_value(axis: str, value: Any, position: int) -> str:
         return "/".join(f"{key}={value[key]}" for key in ("qps", "burst", "maxInFlight") if key in value) or "default"
     if axis in ("dataPath", "database"):
         return f"{axis}[{position}]"
+    if axis == "population":
+        return PopulationSpec.model_validate(value).shown()
     return str(value)
 
 

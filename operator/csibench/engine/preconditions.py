@@ -69,7 +69,8 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
     if spec.targetNamespace and await client.get(r.NAMESPACES.path(name=spec.targetNamespace)) is None:
         raise PlanError(ConditionReason.TARGET_NAMESPACE_NOT_FOUND, f"target namespace {spec.targetNamespace!r} "
                         "does not exist (omit targetNamespace to let the run create its own)")
-    seed_node = await _population_prerequisites(client, spec, binding_mode, steps) if population else None
+    seed_node = await _population_prerequisites(client, spec, binding_mode, steps) \
+        if population is not None and not population.empty else None
     context = RunContext(
         spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace), seed_node=seed_node,
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,

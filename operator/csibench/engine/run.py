@@ -323,6 +323,9 @@ class RunEngine:
         if population is None or (done is not None and done.seconds is not None):
             return
         owner = Owner(context.target_namespace, context.names.prefix, self.ref.uid, dict(self.spec.labels))
+        if population.empty:  # a level of 0: nothing to make
+            self.status.population = PopulationStatus(seconds=0.0)
+            return
         self.status.population = PopulationStatus(selector=owner.selector)
 
         async def progress(text: str) -> None:

@@ -192,6 +192,21 @@ class ReportContext:
         return trailer
 
 
+def population_line(population: dict[str, Any]) -> str:
+    """spec.population as the report's header says it: the level, and what making and removing it took."""
+    made = population.get("seconds")
+    removed = population.get("removedSeconds")
+    parts = [f"population {population.get('claims', 0)} claims and {population.get('snapshots', 0)} snapshots "
+             "beside the batch (statically provisioned; not in the steps)"]
+    if made:
+        parts.append(f"made in {made:.1f}s")
+    if removed is not None:
+        parts.append(f"removed in {removed:.1f}s")
+    if population.get("message"):
+        parts.append(str(population["message"]))
+    return ", ".join(parts)
+
+
 def context_of(run: dict[str, Any]) -> ReportContext:
     """The lines above the table (run, cluster, client, machinery, iterations) and below it (notes, failures,
     preflight findings, cleanup, progress)."""
@@ -209,6 +224,9 @@ def context_of(run: dict[str, Any]) -> ReportContext:
         f"in flight {client.get('maxInFlight', '?')}, throttled {client.get('throttledSeconds', 0)}s, "
         f"{client.get('requests', 0)} requests",
     ]
+    population = status.get("population")
+    if population:
+        facts.append(population_line(population))
     notes = [f"note ({s['name']}): {s['note']}" for s in status.get("steps", []) if s.get("note")]
     failures = [f"failures ({s['name']}): " + "; ".join(f"{r['count']}× {r['reason']}: {r.get('message', '')}"
                                                         for r in s["failureReasons"])

@@ -27,7 +27,8 @@ from csibench.api.suite_results import CellResult, StepSamples, cell_results, po
 from csibench.report.compare import TERMINAL, CompareError
 from csibench.report.render import Table, align, markdown_table
 
-NUMERIC_AXES = {"volumes": "volumes (batch size)", "pvcsPerPod": "PVCs per pod"}  # axis -> the curve's x label
+NUMERIC_AXES = {"volumes": "volumes (batch size)", "pvcsPerPod": "PVCs per pod",  # axis -> the curve's x label
+                "population": "population (claims, and as many snapshots)"}
 DEFAULT_MAX_REGRESSION_PERCENT = 10.0
 
 
@@ -171,9 +172,42 @@ def scaling_table(view: SuiteView, step: str) -> Table:
         samples = result.steps.get(step) or StepSamples()
         spread = (f"{min(samples.throughputs):.2f}-{max(samples.throughputs):.2f}"
                   if len(samples.throughputs) >= 2 else "-")
+        seconds = statistics.median(samples.durations) if samples.durations else None
         rows.append([result.cell, *[result.values.get(axis, "-") for axis in axes], _number(samples.throughput),
-                     spread, _number(samples.p99, 3), f"{len(samples.throughputs)}/{view.planned(result.cell)}"])
-    return ["Cell", *axes, f"{unit}/s median", "min-max", "p99 s median", "Rounds"], rows
+                     spread, _number(seconds), _number(samples.p99, 3),
+                     f"{len(samples.throughputs)}/{view.planned(result.cell)}"])
+    return ["Cell", *axes, f"{unit}/s median", "min-max", "step s median", "p99 s median", "Rounds"], rows
+
+
+def machinery_peaks(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per CSI component (container), the median over ``runs`` of its peak memory over each run's steps, in MiB
+    (spec.collect: status.steps[].collection, peakMemoryBytes); a run that collected nothing is left out."""
+    per_run: list[dict[str, float]] = []
+    for run in runs:
+        peaks: dict[str, float] = {}
+        for step in (run.get("status") or {}).get("steps") or []:
+            for value in (step.get("collection") or {}).get("values") or []:
+                labels = value.get("labels") or {}
+                name = labels.get("container") or labels.get("job")
+                if value.get("query") == "peakMemoryBytes" and name and isinstance(value.get("value"), int | float):
+                    peaks[name] = max(peaks.get(name, 0.0), float(value["value"]) / 2**20)
+        if peaks:
+            per_run.append(peaks)
+    names = sorted({name for peaks in per_run for name in peaks})
+    return {name: statistics.median(peaks[name] for peaks in per_run if name in peaks) for name in names}
+
+
+def machinery_table(view: SuiteView) -> Table | None:
+    """One row per cell: each CSI component's peak memory over the run's steps (MiB, the median over the rounds),
+    when the runs collected it (spec.collect); None when none did."""
+    peaks = {result.cell: machinery_peaks(result.runs) for result in view.cells}
+    components = sorted({name for found in peaks.values() for name in found})
+    if not components:
+        return None
+    axes = [axis for axis, _ in view.axes]
+    rows = [[result.cell, *[result.values.get(axis, "-") for axis in axes],
+             *[_number(peaks[result.cell].get(name), 0) for name in components]] for result in view.cells]
+    return ["Cell", *axes, *[f"{name} MiB" for name in components]], rows
 
 
 def numeric_axis(view: SuiteView) -> str | None:
@@ -325,6 +359,10 @@ def render_suite(suite: dict[str, Any], runs: list[dict[str, Any]], markdown: bo
     lines += table("Runs", runs_table(view))
     for step in scaling_steps(view):
         lines += table(f"{title_and_unit(step)[0]}: median over the rounds, per cell", scaling_table(view, step))
+    machinery = machinery_table(view)
+    if machinery is not None:
+        lines += table("CSI components: peak memory over the run's steps (spec.collect), median over the rounds, "
+                       "per cell", machinery)
     if comparisons:
         lines += table("Comparisons: each axis's values against its first, the other axes equal",
                        comparison_table(comparisons))
@@ -358,7 +396,8 @@ def suite_json(suite: dict[str, Any], runs: list[dict[str, Any]], alpha: float =
     view = view_of(suite, runs)
     cells = [{"id": result.cell, "values": result.values,
               "runs": [(run.get("metadata") or {}).get("name", "") for run in result.runs],
-              "steps": {step: _samples_json(samples) for step, samples in result.steps.items()}}
+              "steps": {step: _samples_json(samples) for step, samples in result.steps.items()},
+              "machineryPeakMiB": machinery_peaks(result.runs)}
              for result in view.cells]
     return {"suite": suite, "cells": cells,
             "comparisons": [comparison_json(item) for item in comparisons_of(view, max_regression_percent, alpha)]}

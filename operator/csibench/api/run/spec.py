@@ -425,9 +425,6 @@ class BenchmarkRunSpec(_Model):
     @model_validator(mode="after")
     def _population_consistent(self) -> BenchmarkRunSpec:
         """The same rules as the CRD's CEL (a run stored before they existed is refused here)."""
-        problem = self.population.problem() if self.population is not None else None
-        if problem is not None:
-            raise ValueError(problem)
         if self.population is not None and self.population.snapshots and not self.volumeSnapshotClassName:
             raise ValueError(_POPULATION_NEEDS_SNAPSHOTS)
         return self

@@ -29,6 +29,7 @@ from csibench.kube.watch import Watch, WatchEvent
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.5
+_PROGRESS_SECONDS = 5.0  # status.progress while the population is made: no more often (each is a status write)
 _CREATES_AT_ONCE = 64  # the client's own limits (qps, burst, maxInFlight) pace them; this bounds the tasks
 Progress = Callable[[str], Awaitable[None]]
 
@@ -134,21 +135,30 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
     return seed
 
 
-async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """Every (path, body) created, at most ``_CREATES_AT_ONCE`` in flight; one that exists already counts."""
+async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, Any]]], total: int,
+                      progress: Progress) -> None:
+    """Every (path, body) created, at most ``_CREATES_AT_ONCE`` in flight; one that exists already counts. How
+    many are made is said every ``_PROGRESS_SECONDS`` (at a level of 100k this takes a while)."""
     gate = asyncio.Semaphore(_CREATES_AT_ONCE)
+    made = 0
 
     async def create(path: str, body: dict[str, Any]) -> None:
+        nonlocal made
         async with gate:
             await client.create(path, body)
+        made += 1
 
     pending: set[asyncio.Task[None]] = set()
+    said = time.monotonic()
     try:
         for path, body in requests:
             if len(pending) >= 4 * _CREATES_AT_ONCE:  # a bounded number of tasks, whatever the level
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
+                if time.monotonic() - said >= _PROGRESS_SECONDS:
+                    said = time.monotonic()
+                    await progress(f"population: {made}/{total} objects created")
             pending.add(asyncio.create_task(create(path, body)))
         for finished in asyncio.as_completed(pending):
             await finished
@@ -200,7 +210,8 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
     try:
         await progress(f"population: creating {population.claims} claims, {population.snapshots} snapshots")
         seed_name = m.seed_name(owner.prefix)
-        await _create_all(client, _requests(spec, population, owner, seed))
+        total = 2 * (population.claims + population.snapshots)
+        await _create_all(client, _requests(spec, population, owner, seed), total, progress)
         # The seed carries the label too, and is ready already: it is not part of the level.
         wanted_claims, wanted_snapshots = population.claims + 1, population.snapshots + (population.snapshots > 0)
         last_said = 0.0
@@ -208,7 +219,7 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
             claims, snapshots = len(readiness.bound - {seed_name}), len(readiness.ready - {seed_name})
             deadline.check(f"{claims}/{population.claims} claims Bound and {snapshots}/{population.snapshots} "
                            "snapshots ready")
-            if time.monotonic() - last_said >= 5:
+            if time.monotonic() - last_said >= _PROGRESS_SECONDS:
                 last_said = time.monotonic()
                 await progress(f"population: {claims}/{population.claims} claims Bound, "
                                f"{snapshots}/{population.snapshots} snapshots ready")
