@@ -326,3 +326,18 @@ def test_no_collection_means_no_machinery_table() -> None:
 
 def _round_of_run(run: dict[str, Any]) -> float:
     return float(run["metadata"]["labels"][ROUND_LABEL])
+
+
+def test_the_page_draws_the_components_memory_against_the_level() -> None:
+    pytest.importorskip("matplotlib")
+    from csibench.report.html import build_suite_html
+
+    levels = [{"claims": 0}, {"claims": 1000, "snapshots": 1000}, {"claims": 5000, "snapshots": 5000}]
+    suite, runs = measured({"population": levels}, 1, lambda cell, round_, step: 10.0)
+    _with_memory(runs, lambda run: {"c0": 60.0, "c1": 90.0, "c2": 150.0}[run["metadata"]["labels"][CELL_LABEL]])
+    page = build_suite_html(suite, runs)
+    outline = Outline()
+    outline.feed(page)
+    assert outline.plots["suite-machinery"] == ["scaling"]
+    assert outline.rows["suite-machinery"] == 1 + 3
+    assert "population (claims, and as many snapshots)" in page and "csi-provisioner" in page

@@ -344,6 +344,16 @@ def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
                  if any(c.points for c in curves) else '<p class="muted">not measured yet</p>')
         body.append(f'<section class="step" id="suite-step-{_e(step)}"><h2>{_e(title)}</h2>'
                     f"{_table(*suites.scaling_table(view, step), 'scaling')}{drawn}</section>")
+    machinery = suites.machinery_table(view)
+    if machinery is not None:
+        drawn_memory = suites.machinery_lines(view)
+        plot = "" if drawn_memory is None else (
+            '<div class="plots"><div class="plot scaling">' + plots.curve(
+                "CSI components: peak memory", drawn_memory[0], "MiB (median over rounds)",
+                [plots.Curve(label, points, f"n={len(points)} cells") for label, points in drawn_memory[1]])
+            + "</div></div>")
+        body += ['<section class="step" id="suite-machinery"><h2>CSI components: peak memory over the steps</h2>'
+                 f"{_table(*machinery, 'suite-machinery')}{plot}</section>"]
     if comparisons:
         body += ["<h2>Comparisons</h2>", _table(*suites.comparison_table(comparisons), "suite-compare")]
     notes = [*suites.comparison_notes(view, comparisons, max_regression_percent, alpha), *suites.run_notes(view)]

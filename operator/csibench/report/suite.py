@@ -210,6 +210,21 @@ def machinery_table(view: SuiteView) -> Table | None:
     return ["Cell", *axes, *[f"{name} MiB" for name in components]], rows
 
 
+def machinery_lines(view: SuiteView) -> tuple[str, list[Line]] | None:
+    """Each CSI component's peak memory (MiB, median over the rounds) against the first numeric axis (a population
+    level, a batch size): one line per component; None without a numeric axis or collected memory."""
+    axis = numeric_axis(view)
+    if axis is None:
+        return None
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for result in view.cells:
+        for name, mib in machinery_peaks(result.runs).items():
+            lines.setdefault(name, []).append((float(result.values[axis]), mib))
+    if not lines:
+        return None
+    return NUMERIC_AXES[axis], [(name, sorted(points)) for name, points in sorted(lines.items())]
+
+
 def numeric_axis(view: SuiteView) -> str | None:
     """The scaling curve's x axis: the first numeric axis (volumes, pvcsPerPod) with two or more values."""
     for axis, values in view.axes:
