@@ -26,6 +26,7 @@ from localcluster.kube import Kube, json_object, wait_until
 from localcluster.launcher import REPO_ROOT
 from localcluster.runs import GROUP, PLURAL, TERMINAL, VERSION, benchmark_run, create_run, get_run, wait_for_phase
 
+DISRUPTION_FIGURES = ("state", "recoverySeconds", "stallSeconds", "throughputBefore", "throughputAfter")
 STEPS = ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]
 COMPONENTS = ("csi-provisioner", "csi-snapshotter", "snapshot-controller", "kube-apiserver", "kube-controller-manager")
 LISTED = (("persistentvolumes", "/api/v1/persistentvolumes"),
@@ -68,7 +69,15 @@ def component_peaks(run: dict[str, Any]) -> dict[str, tuple[float, float]]:
     return peaks
 
 
-def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: float) -> dict[str, Any]:
+def restart(component: str, step: str, volumes: int) -> dict[str, Any]:
+    """A RestartComponent of ``component`` (its pods in kube-system, by app.kubernetes.io/name) once half of
+    ``step``'s objects are done: its stall says how long the component took to serve again."""
+    return {"step": step, "afterObjects": volumes // 2, "kind": "RestartComponent",
+            "component": {"namespace": "kube-system", "selector": {"app.kubernetes.io/name": component}}}
+
+
+def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: float,
+              disruption: dict[str, Any] | None = None) -> dict[str, Any]:
     name = f"envelope-{level}"
     spec: dict[str, Any] = {
         "storageClassName": "csibench-sim", "volumeSnapshotClassName": "csibench-sim-snapclass", "volumes": volumes,
@@ -77,6 +86,8 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
         "timeouts": {"cleanup": int(timeout)}}
     if level:
         spec["population"] = {"claims": level, "snapshots": level, "timeoutSeconds": int(timeout)}
+    if disruption is not None:
+        spec["disruptions"] = [disruption]
     started = time.monotonic()
     create_run(kube, BENCH_NAMESPACE, benchmark_run(name, **spec))
     run = wait_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, timeout)
@@ -90,7 +101,9 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
     return {"level": level, "wall": wall, "population": run["status"].get("population") or {},
             "removed": time.monotonic() - deleted, "lists": lists, "peaks": component_peaks(run),
             "steps": {s["name"]: (s.get("durationSeconds"), s.get("throughput")) for s in run["status"]["steps"]},
-            "client": run["status"].get("client")}
+            "client": run["status"].get("client"),
+            "disruptions": [{key: d.get(key) for key in DISRUPTION_FIGURES}
+                            for d in run["status"].get("disruptions", [])]}
 
 
 def table(results: list[dict[str, Any]]) -> list[str]:
@@ -138,6 +151,9 @@ def main() -> None:
     parser.add_argument("--volumes", type=int, default=100, help="the batch's volumes")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--save", help="write the results as JSON here")
+    parser.add_argument("--restart", metavar="COMPONENT:STEP",
+                        help="restart a CSI component (e.g. csi-snapshotter:createSnapshot) halfway through that step "
+                             "at every level: its recovery and the step's stall per level")
     parser.add_argument("--suite", help="instead of the levels: run this BenchmarkSuite file (its population "
                                         "axis) and print its report")
     args = parser.parse_args()
@@ -150,9 +166,13 @@ def main() -> None:
             return
         results = []
         for level in levels:
-            results.append(one_level(kube, level, args.volumes, cluster.prometheus_url, args.timeout))
+            component, _, step = (args.restart or "").partition(":")
+            disruption = restart(component, step, args.volumes) if args.restart else None
+            results.append(one_level(kube, level, args.volumes, cluster.prometheus_url, args.timeout, disruption))
             print(json.dumps(results[-1]), flush=True)
     print("\n".join(table(results)))
+    for result in results:
+        print(f"level {result['level']}: disruptions {json.dumps(result['disruptions'])}")
     if args.save:
         with open(args.save, "w") as out:
             json.dump(results, out, indent=1)
