@@ -3,7 +3,8 @@ deleteVolume beside a population of each level in ``--levels`` (that many claims
 local cluster, one fresh cluster for all levels, lowest level first.
 
 Per level: how long the population took to make (status.population.seconds, the run's own client limits) and to
-remove (the run deleted until gone: its deletion cleanup removes the population first); each step's time and
+remove (the run deleted until gone: its deletion cleanup removes the population first, within its timeoutSeconds;
+then nothing of the run or its population may be left, or the bench stops); each step's time and
 throughput; the CSI components' peak memory and CPU over the batch's steps (spec.collect, the local Prometheus);
 and, while the population exists, the time one client takes to LIST each kind involved (the median of 3, the
 whole list in one answer, as an informer's first list). Results go in docs/benchmarks.md.
@@ -24,7 +25,17 @@ from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, machine_
 from csibench.report.suite import render_suite
 from localcluster.kube import Kube, json_object, wait_until
 from localcluster.launcher import REPO_ROOT
-from localcluster.runs import GROUP, PLURAL, TERMINAL, VERSION, benchmark_run, create_run, get_run, wait_for_phase
+from localcluster.runs import (
+    GROUP,
+    PLURAL,
+    TERMINAL,
+    VERSION,
+    benchmark_run,
+    create_run,
+    get_run,
+    leftovers,
+    wait_for_phase,
+)
 
 DISRUPTION_FIGURES = ("state", "recoverySeconds", "stallSeconds", "throughputBefore", "throughputAfter")
 STEPS = ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]
@@ -98,6 +109,9 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
     deleted = time.monotonic()
     kube.custom.delete_namespaced_custom_object(GROUP, VERSION, BENCH_NAMESPACE, PLURAL, name)
     wait_until(lambda: get_run(kube, BENCH_NAMESPACE, name) is None, timeout, f"run {name} gone")
+    left = leftovers(kube, run)  # the run's objects, its population and the seed's volume and content
+    if left:
+        raise RuntimeError(f"level {level}: the deleted run left {json.dumps(left)[:2000]}")
     return {"level": level, "wall": wall, "population": run["status"].get("population") or {},
             "removed": time.monotonic() - deleted, "lists": lists, "peaks": component_peaks(run),
             "steps": {s["name"]: (s.get("durationSeconds"), s.get("throughput")) for s in run["status"]["steps"]},

@@ -79,7 +79,8 @@ def read_report(kube: Kube, run: dict[str, Any]) -> dict[str, Any]:
 
 
 def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
-    """Everything in the cluster that belongs to the run: labelled objects, and volumes that point at them."""
+    """Everything in the cluster that belongs to the run: labelled objects, and volumes that point at them (its
+    population's too, "pop-<prefix>": the seed's volume and content carry no label)."""
     run_uid = run["metadata"]["uid"]
     target_namespace = run["status"]["targetNamespace"]
     prefix = f"{run['metadata']['name']}-{run_uid[:5]}-"  # the run's deterministic object-name prefix
@@ -94,10 +95,10 @@ def leftovers(kube: Kube, run: dict[str, Any]) -> dict[str, list[str]]:
             *SNAPSHOT_GROUP, "volumesnapshots", label_selector=label))],
         "pvs": [present(present(p.metadata).name) for p in kube.core.list_persistent_volume().items
                 if (ref := present(p.spec).claim_ref) and ref.namespace == target_namespace
-                and present(ref.name).startswith(prefix)],
+                and present(ref.name).startswith((prefix, f"pop-{prefix}"))],
         "contents": [c["metadata"]["name"] for c in kube.snapshot_contents()
                      if c["spec"]["volumeSnapshotRef"]["namespace"] == target_namespace
-                     and c["spec"]["volumeSnapshotRef"]["name"].startswith(prefix)],
+                     and c["spec"]["volumeSnapshotRef"]["name"].startswith((prefix, f"pop-{prefix}"))],
         **group_leftovers(kube, target_namespace, prefix, label),
         **population_leftovers(kube, run_uid),
     }

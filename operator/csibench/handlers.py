@@ -32,6 +32,7 @@ from csibench.api.models import (
     Phase,
     RestartPolicy,
 )
+from csibench.api.population import DEFAULT_TIMEOUT_SECONDS
 from csibench.api.schedule import SCHEDULE_PLURAL
 from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
 from csibench.api.text import validation_problems
@@ -189,7 +190,9 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
     client = await _client_for(ClientSettings())
     try:
         undone = await _undo_deleted_run_disruptions(client, ref, plain(spec))
-        await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds())
+        population = (plain(spec) or {}).get("population") or {}
+        population_seconds = float(population.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS) if population else None
+        await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds(), population_seconds)
         if undone:  # the run's own objects are gone; what is left is retried (kopf), then the finalizer goes
             raise kopf.TemporaryError("what a disruption did was not undone: " + "; ".join(undone),
                                       delay=DELETE_BACKOFF_SECONDS)

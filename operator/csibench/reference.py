@@ -72,9 +72,10 @@ READY_REASONS: Mapping[str, str] = {
                                  "the message says why.",
     ConditionReason.RESTORE_FAILED: "After an operator restart, the interrupted step's starting state could not "
                                     "be restored.",
-    ConditionReason.POPULATION_FAILED: "`spec.population` was not ready within its `timeoutSeconds` (the seed not "
-                                       "Bound or not snapshotted, or claims not Bound, snapshots not ready); what "
-                                       "was made is removed by cleanup.",
+    ConditionReason.POPULATION_FAILED: "`spec.population` could not be made: not ready within its `timeoutSeconds` "
+                                       "(the seed not Bound or not snapshotted, claims not Bound, snapshots not "
+                                       "ready), a create the API server refused, or a seed that is not the run's or "
+                                       "not a CSI volume; what was made is removed by cleanup.",
     ConditionReason.RESTART_LIMIT_REACHED: "One step was started more than `maxStepAttempts` times across "
                                            "operator restarts.",
     ConditionReason.OBJECTS_FAILED: "A step, iteration or row failed (objects failed or timed out, a data-path or "

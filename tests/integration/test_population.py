@@ -65,7 +65,7 @@ def test_a_population_is_bound_beside_the_batch_left_alone_by_another_run_and_re
         assert (counted["objects"], counted["succeeded"]) == (VOLUMES, VOLUMES), counted
 
     claims, volumes, snapshots, contents = _population(kube, run)
-    seed = next(c for c in claims if present(c.metadata).name.endswith("-pop-seed"))
+    seed = next(c for c in claims if present(c.metadata).name.endswith("-seed"))
     seed_pv = kube.core.read_persistent_volume(present(present(seed.spec).volume_name))
     handle = present(present(seed_pv.spec).csi).volume_handle
     members = [c for c in claims if c is not seed]
@@ -76,7 +76,7 @@ def test_a_population_is_bound_beside_the_batch_left_alone_by_another_run_and_re
         spec = present(pv.spec)
         assert spec.persistent_volume_reclaim_policy == "Retain" and present(spec.csi).volume_handle == handle
     assert len(snapshots) == SNAPSHOTS + 1 and len(contents) == SNAPSHOTS, (len(snapshots), len(contents))
-    seed_snapshot = next(s for s in snapshots if s["metadata"]["name"].endswith("-pop-seed"))
+    seed_snapshot = next(s for s in snapshots if s["metadata"]["name"].endswith("-seed"))
     seed_content = json_object(kube.custom.get_cluster_custom_object(
         *SNAPSHOT_GROUP, "volumesnapshotcontents", seed_snapshot["status"]["boundVolumeSnapshotContentName"]))
     assert all(s["status"]["readyToUse"] for s in snapshots), [s.get("status") for s in snapshots]
@@ -118,6 +118,8 @@ def test_a_population_past_its_timeout_fails_the_run_and_is_removed(
 
 POPULATION_OBJECTS = ("csibench-population", "csibench-operator-population-is-retain")
 RECLAIM_POLICY = "csibench-operator-reclaims-only-orphaned-contents"
+BASE_POLICY = "csibench-operator-owns-what-it-touches"
+PATCHED = (RECLAIM_POLICY, BASE_POLICY)  # deploy/base's policies the component patches
 
 
 def _pv(name: str, labelled: bool = True, policy: str = "Retain", csi: bool = True) -> dict[str, Any]:
@@ -145,26 +147,31 @@ def test_the_population_component_admits_only_retained_labelled_objects_and_a_ru
         cluster: LocalCluster, kube: Kube, namespace: str, tmp_path: Path,
         operator_as_service_account: OperatorProcess) -> None:
     """deploy/components/population on the API server: as the operator's ServiceAccount, a labelled Retain CSI PV
-    and content are admitted, anything else of those kinds refused; then a run with a population as that
-    ServiceAccount succeeds without one refusal, and leaves nothing. (The base's patched policy goes back as it
-    was.)"""
+    and content and a labelled claim are admitted, anything else of those kinds refused; then a run with a
+    population as that ServiceAccount succeeds without one refusal, and leaves nothing. (The base's patched
+    policies go back as they were.)"""
     (tmp_path / "with").mkdir()
     rendered = render_kustomize(["components/population"], tmp_path / "with")
-    applied = [o for o in rendered if o["metadata"]["name"] in (*POPULATION_OBJECTS, RECLAIM_POLICY)]
-    assert len(applied) == 6, [o["metadata"]["name"] for o in applied]  # 2 RBAC, 2 policies and their bindings
-    unpatched = [o for o in render_kustomize([], tmp_path) if o["metadata"]["name"] == RECLAIM_POLICY]
+    applied = [o for o in rendered if o["metadata"]["name"] in (*POPULATION_OBJECTS, *PATCHED)]
+    assert len(applied) == 8, [o["metadata"]["name"] for o in applied]  # 2 RBAC, 3 policies and their bindings
+    unpatched = [o for o in render_kustomize([], tmp_path) if o["metadata"]["name"] in PATCHED]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                     input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": applied}))
     try:
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+            "name": "pop-g", "namespace": namespace, "labels": {POPULATION_LABEL: "some-uid"}}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
         wait_until(lambda: _dry_create(cluster, _pv("pop-probe-ok"))[0] and
-                   not _dry_create(cluster, _pv("pop-probe-delete", policy="Delete"))[0], 60,
-                   "the component's rights and policy in effect")
+                   not _dry_create(cluster, _pv("pop-probe-delete", policy="Delete"))[0] and
+                   _dry_create(cluster, claim)[0], 60, "the component's rights and policies in effect")
+        unlabelled_claim = {**claim, "metadata": {"name": "pop-h", "namespace": namespace}}
         for body, admitted in [(_pv("pop-a"), True), (_pv("pop-b", policy="Delete"), False),
                                (_pv("pop-c", labelled=False), False), (_pv("pop-d", csi=False), False),
-                               (_content("pop-e"), True), (_content("pop-f", policy="Delete"), False)]:
+                               (_content("pop-e"), True), (_content("pop-f", policy="Delete"), False),
+                               (claim, True), (unlabelled_claim, False)]:
             said = _dry_create(cluster, body)
             assert said[0] == admitted, (body["metadata"]["name"], said)
-            if not admitted and body["metadata"]["labels"]:
+            if not admitted and body["metadata"].get("labels"):
                 assert "of a run's population" in said[1], said
         run = run_to_end(kube, namespace, benchmark_run(
             unique("popsa"), storageClassName="csibench-sim", volumeSnapshotClassName="csibench-sim-snapclass",

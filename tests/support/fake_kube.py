@@ -185,6 +185,7 @@ class FakeKube:
         self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
         self.status_writes: list[Json] = []  # a BenchmarkRun's status as stored after each status patch, in order
         self.status_patches: list[Json] = []  # the status patches themselves
+        self.collection_deletes: list[tuple[str, str]] = []  # (path, label selector) of each delete of a collection
         self.timeline: list[tuple[str, Any]] = []  # ("status", status) and ("POST"/"DELETE", path), in order
         self.pod_events: list[tuple[str, str]] = []  # ("running" | "patched", pod name), in order
         self.pod_patches: list[tuple[str, Json]] = []  # (pod name, merge patch body), in order
@@ -311,6 +312,7 @@ class FakeKube:
             on_send(time.monotonic())
         plural, namespace, name, _sub = self.parse(path)
         if name is None:  # a collection
+            self.collection_deletes.append((path, (query or {}).get("labelSelector", "")))
             labels = _labels_of((query or {}).get("labelSelector", ""))
             for obj_name, obj in list(self.named(plural, namespace).items()):
                 if _matches(obj, labels):
@@ -871,23 +873,40 @@ def _merge(target: Json, patch: Json) -> None:
             target[key] = value
 
 
-def _labels_of(selector: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+_ABSENT, _PRESENT = object(), object()  # a selector's "!key" and "key"
 
 
-def _matches(obj: Json, labels: dict[str, str]) -> bool:
+def _labels_of(selector: str) -> dict[str, Any]:
+    """A label selector of equalities, "key" (exists) and "!key" (does not exist), as ``_matches`` reads it."""
+    wanted: dict[str, Any] = {}
+    for part in filter(None, selector.split(",")):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            wanted[key] = value
+        elif part.startswith("!"):
+            wanted[part[1:]] = _ABSENT
+        else:
+            wanted[part] = _PRESENT
+    return wanted
+
+
+def _matches(obj: Json, labels: dict[str, Any]) -> bool:
     have = (obj.get("metadata") or {}).get("labels") or {}
-    return all(have.get(k) == v for k, v in labels.items())
+    return all((k not in have) if v is _ABSENT else (k in have) if v is _PRESENT else have.get(k) == v
+               for k, v in labels.items())
 
 
 def _field_ok(obj: Json, selector: str) -> bool:
-    """The field selectors csibench sends: Warning events, Running pods (preflight discovery), one object by name
-    (cleanup's fresh read of a snapshot)."""
-    if selector == "status.phase=Running":
-        return (obj.get("status") or {}).get("phase") == "Running"
-    if selector.startswith("metadata.name="):
-        return bool(obj["metadata"]["name"] == selector.removeprefix("metadata.name="))
-    return selector != "type=Warning" or obj.get("type") == "Warning"
+    """The field selectors csibench sends (each "path=value" of a comma-separated list must hold): Warning events
+    (of one object), Running pods (preflight discovery), one object by name."""
+    for part in filter(None, selector.split(",")):
+        path, _, value = part.partition("=")
+        found: Any = obj
+        for key in path.split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        if str(found) != value:
+            return False
+    return True
 
 
 # Custom resources are written by the API server with every object's keys sorted; built-in kinds in Go struct

@@ -4,22 +4,27 @@ never counted by the steps, removed first at cleanup, another owner's population
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason, Phase
-from csibench.api.population import PopulationSpec
+from csibench.api.population import PopulationSpec, PopulationStatus
+from csibench.api.suite import POPULATION_RULE, BenchmarkSuiteSpec
+from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.errors import RunAborted
+from csibench.engine.observed import Observed
 from csibench.engine.population import making
 from csibench.engine.population import manifests as m
 from csibench.engine.population.making import Owner, make_population
 from csibench.engine.population.removal import remove_population
+from csibench.kube.client import ApiError
 from csibench.kube.ownership import RUN_UID_LABEL
 from csibench.report.render import render_table
 from tests.support.fake_kube import FAKE_DRIVER, FakeKube
-from tests.support.fake_runs import NAMES, UID, kill_when, owned_left, resume, run, spec, steps_of
+from tests.support.fake_runs import NAMES, REF, UID, kill_when, owned_left, resume, run, spec, steps_of
 
 SNAPSHOT_PLURALS = ("volumesnapshots", "volumesnapshotcontents")
 
@@ -39,7 +44,7 @@ def _fake() -> FakeKube:
 @pytest.mark.parametrize(("population", "words"), [
     ({"snapshots": 3}, "needs volumeSnapshotClassName"),
     ({"claims": -1}, "greater than or equal to 0"),
-    ({"claims": 200001}, "less than or equal to 200000"),
+    ({"claims": 100001}, "less than or equal to 100000"),
     ({"claims": 1, "timeoutSeconds": 5}, "greater than or equal to 30"),
 ])
 def test_a_population_that_cannot_be_made_is_refused(population: dict[str, Any], words: str) -> None:
@@ -99,10 +104,13 @@ def _make(fake: FakeKube, owner: Owner, population: PopulationSpec, **fields: An
     async def progress(text: str) -> None:
         said.append(text)
 
-    async def go() -> Any:
+    record = PopulationStatus()
+
+    async def go() -> None:
         fake.loop = asyncio.get_running_loop()
-        return await make_population(fake, run_spec, population, owner, None, progress)
-    return asyncio.run(go()), said
+        await make_population(fake, run_spec, population, owner, None, progress, record)
+    asyncio.run(go())
+    return record, said
 
 
 def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alone() -> None:
@@ -110,12 +118,13 @@ def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alon
     mine, theirs = Owner("runs", "mine-aaaaa", "uid-mine"), Owner("runs", "theirs-bbbbb", "uid-theirs")
     made, said = _make(fake, mine, PopulationSpec(claims=4, snapshots=3))
     _make(fake, theirs, PopulationSpec(claims=2))
-    assert (made.claims, made.snapshots, made.selector) == (4, 3, "csibench.io/population-of=uid-mine")
+    assert (made.claims, made.snapshots) == (4, 3)
     assert said[0] == "population: the seed" and any("creating 4 claims, 3 snapshots" in s for s in said)
-    claims = {n: o for n, o in fake.named("persistentvolumeclaims", "runs").items() if n.startswith("mine")}
+    claims = {n: o for n, o in fake.named("persistentvolumeclaims", "runs").items() if n.startswith("pop-mine")}
     seed = claims.pop(m.seed_name("mine-aaaaa"))
+    assert made.seedVolume == seed["spec"]["volumeName"] and made.seedSnapshotContent is not None
     handle = fake.objects[("persistentvolumes", "", seed["spec"]["volumeName"])]["spec"]["csi"]["volumeHandle"]
-    assert sorted(claims) == [f"mine-aaaaa-pop-00000{i}" for i in range(1, 5)]
+    assert sorted(claims) == [f"pop-mine-aaaaa-00000{i}" for i in range(1, 5)]
     assert all(c["status"]["phase"] == "Bound" and c["spec"]["volumeName"] == n for n, c in claims.items())
     assert {fake.objects[("persistentvolumes", "", n)]["spec"]["csi"]["volumeHandle"] for n in claims} == {handle}
     contents = [o for k, o in fake.objects.items() if k[0] == "volumesnapshotcontents"
@@ -138,20 +147,100 @@ def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alon
     assert _labelled(fake, "uid-theirs") == theirs_before and len(theirs_before) == 2 * 2 + 1
 
 
-def test_the_seed_volume_is_deleted_only_after_its_snapshot() -> None:
+def test_the_members_go_at_once_and_the_seed_volume_only_after_its_snapshot() -> None:
     fake = _fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
-    _make(fake, owner, PopulationSpec(claims=1, snapshots=2))
-    fake.behaviour.release_delay = 0.3  # contents go a while after their snapshots
+    made, _ = _make(fake, owner, PopulationSpec(claims=3, snapshots=2))
+    fake.behaviour.release_delay = 0.6  # the seed snapshot's content goes a while after the snapshot
+    seen: list[tuple[str, str, bool]] = []  # (path, selector, the seed's content still there) at each delete
+    original = fake.delete
+
+    async def delete(path: str, *args: Any, **kwargs: Any) -> bool:
+        content_there = ("volumesnapshotcontents", "", made.seedSnapshotContent) in fake.objects
+        seen.append((path, (kwargs.get("query") or {}).get("labelSelector", ""), content_there))
+        return await original(path, *args, **kwargs)
+    fake.delete = delete  # type: ignore[method-assign]  # each delete seen with the moment it was asked
 
     async def remove() -> Any:
         fake.loop = asyncio.get_running_loop()
         return await remove_population(fake, owner, 30)
     assert asyncio.run(remove()).complete
-    deletes = [path for verb, path in fake.timeline if verb == "DELETE"]
-    first_claims = next(i for i, path in enumerate(deletes) if path.endswith("/persistentvolumeclaims"))
-    assert all(not path.endswith("/persistentvolumeclaims") for path in deletes[:first_claims])
-    assert any(path.endswith("/volumesnapshots") for path in deletes[:first_claims]), deletes
+    members = [i for i, (path, selector, _) in enumerate(seen) if path.endswith("/persistentvolumeclaims")
+               and selector.endswith(f",!{m.SEED_LABEL}")]
+    seed_claim = [i for i, (path, selector, _) in enumerate(seen) if path.endswith("/persistentvolumeclaims")
+                  and selector.endswith(f",{m.SEED_LABEL}")]
+    assert members and seed_claim and members[0] < seed_claim[0], seen
+    assert all(not seen[i][2] for i in seed_claim), "the seed volume was deleted while its snapshot's content stayed"
+    assert ("persistentvolumes", "", made.seedVolume) not in fake.objects
+
+
+def test_a_delete_the_api_server_fails_is_asked_again_and_the_rest_goes_on() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    _make(fake, owner, PopulationSpec(claims=3))
+    original, failures = fake.delete, [1]
+
+    async def delete(path: str, *args: Any, **kwargs: Any) -> bool:
+        if path.endswith("/persistentvolumes") and failures:
+            failures.pop()
+            raise ApiError(504, "Timeout", "the server was unable to return a response in the time allotted")
+        return await original(path, *args, **kwargs)
+    fake.delete = delete  # type: ignore[method-assign]  # one deletecollection of PVs times out
+
+    async def remove() -> Any:
+        fake.loop = asyncio.get_running_loop()
+        return await remove_population(fake, owner, 30)
+    removal = asyncio.run(remove())
+    assert removal.complete and _labelled(fake, "uid-mine") == [], removal
+
+
+def test_a_deleted_run_removes_its_population_within_the_populations_timeout_not_the_short_cleanup() -> None:
+    fake = _fake()
+    run_spec = spec(steps=["createVolume", "deleteVolume"], cleanup="Never", population={"claims": 4})
+    status = run(fake, run_spec)
+    assert status.phase == Phase.SUCCEEDED and len(_labelled(fake, UID)) == 2 * 4 + 1
+    fake.behaviour.release_delay = 1.0  # the seed's volume goes a second after its claim
+
+    async def delete() -> Any:
+        fake.loop = asyncio.get_running_loop()
+        return await clean_up_deleted_run(fake, REF, status.model_dump(mode="json", exclude_none=True),
+                                          deadline_seconds=0.2, population_seconds=30)
+    result = asyncio.run(delete())
+    assert result is not None and result.population is not None and result.population.complete, result
+    assert _labelled(fake, UID) == [] and status.population is not None
+    assert ("persistentvolumes", "", status.population.seedVolume) not in fake.objects
+
+
+def test_a_create_the_api_server_refuses_fails_the_population_and_says_which() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    fake.behaviour.refuse_create = lambda plural, name: ApiError(403, "Forbidden", "quota exceeded") \
+        if plural == "persistentvolumes" else None
+    with pytest.raises(RunAborted) as failed:
+        _make(fake, owner, PopulationSpec(claims=2))
+    assert failed.value.reason == ConditionReason.POPULATION_FAILED
+    assert "creating PersistentVolume pop-mine-aaaaa-00000" in str(failed.value) and "quota exceeded" in str(
+        failed.value)
+
+
+def test_a_seed_the_provisioner_fails_says_why_at_the_deadline() -> None:
+    fake = _fake()
+    owner = Owner("runs", "mine-aaaaa", "uid-mine")
+    fake.behaviour.provisioning_fails = {m.seed_name("mine-aaaaa")}
+    with pytest.raises(RunAborted) as failed:
+        _make(fake, owner, PopulationSpec.model_construct(claims=1, snapshots=0, timeoutSeconds=1))
+    assert "last Warning ProvisioningFailed: injected failure" in str(failed.value), failed.value
+
+
+def test_the_runs_shared_watches_pass_the_population_over() -> None:
+    """Population PVs and contents name claims and snapshots outside the run's prefix: the run's shared PV and
+    content watches (``Observed.mentions_ours``) never decode them."""
+    observed = Observed("runs", NAMES.prefix)
+    pv = {"metadata": {"name": m.member_name(NAMES.prefix, 1)},
+          "spec": {"claimRef": {"namespace": "runs", "name": m.member_name(NAMES.prefix, 1)}}}
+    assert not observed.mentions_ours(json.dumps({"type": "ADDED", "object": pv}).encode())
+    ours = {**pv, "spec": {"claimRef": {"namespace": "runs", "name": NAMES.volume(1)}}}
+    assert observed.mentions_ours(json.dumps({"type": "ADDED", "object": ours}).encode())
 
 
 def test_a_seed_never_bound_fails_the_population_at_its_deadline() -> None:
@@ -161,7 +250,7 @@ def test_a_seed_never_bound_fails_the_population_at_its_deadline() -> None:
     with pytest.raises(RunAborted) as failed:
         _make(fake, owner, PopulationSpec.model_construct(claims=2, snapshots=0, timeoutSeconds=1))
     assert failed.value.reason == ConditionReason.POPULATION_FAILED
-    assert "the seed claim mine-aaaaa-pop-seed was not Bound by the class sim" in str(failed.value)
+    assert "the seed claim pop-mine-aaaaa-seed was not Bound by the class sim" in str(failed.value)
 
 
 def test_a_claim_of_the_seeds_name_that_is_not_the_populations_is_never_used() -> None:
@@ -189,7 +278,7 @@ def test_a_run_makes_its_population_before_its_steps_never_counts_it_and_removes
     assert _labelled(fake, UID) == [] and owned_left(fake) == []
     creates = [path for verb, path in fake.timeline if verb == "POST"]
     first_step_claim = next(i for i, path in enumerate(creates) if path.endswith(NAMES.volume(0)))
-    assert all(not path.split("/")[-1].startswith(f"{NAMES.prefix}-pop") for path in creates[first_step_claim:])
+    assert all(not path.split("/")[-1].startswith(f"pop-{NAMES.prefix}") for path in creates[first_step_claim:])
 
 
 def test_a_run_without_the_rights_fails_before_creating_anything() -> None:
@@ -208,7 +297,7 @@ def test_a_level_of_zero_makes_nothing_and_needs_no_rights() -> None:
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 0}))
     assert status.phase == Phase.SUCCEEDED, status.conditions
     assert status.population is not None and (status.population.claims, status.population.seconds) == (0, 0.0)
-    assert not [path for verb, path in fake.timeline if verb == "POST" and "-pop-" in path]
+    assert not [path for verb, path in fake.timeline if verb == "POST" and "/pop-" in path]
 
 
 def test_an_operator_restart_while_the_population_is_made_makes_the_rest_and_measures_the_batch(
@@ -235,3 +324,14 @@ def test_the_report_says_the_level_and_what_making_and_removing_it_took() -> Non
     line = next(line for line in text.splitlines() if line.startswith("population "))
     assert line.startswith("population 3 claims and 0 snapshots beside the batch (statically provisioned; not in "
                            "the steps), made in ") and ", removed in " in line, line
+
+
+@pytest.mark.parametrize(("suite", "words"), [
+    ({"matrix": {"population": [{"claims": 10}, {"claims": 10, "timeoutSeconds": 60}]}}, "lists a level twice"),
+    ({"matrix": {"population": [{"claims": 0}, {"claims": 10}]}, "parallelism": 2}, "needs parallelism 1"),
+])
+def test_a_suite_of_levels_that_would_not_measure_them_is_refused(suite: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        BenchmarkSuiteSpec.model_validate({"template": {"storageClassName": "sim"}, **suite})
+    rules = [rule["message"] for rule in BenchmarkSuiteSpec.model_json_schema()["x-kubernetes-validations"]]
+    assert POPULATION_RULE[1] in rules

@@ -5,7 +5,8 @@ The published failures at scale are in the machinery around the storage, not in 
 thousands of objects, a snapshot-controller that slows with every content it holds. So the population is API
 objects the machinery must carry, made fast and honestly: claims bound to PersistentVolumes made for them
 (statically provisioned, the way an administrator imports volumes) and VolumeSnapshots bound to contents made for
-them (pre-provisioned), with no provisioner or snapshotter in the way, so 100k of them do not wait an hour.
+them (pre-provisioned), with no provisioner or snapshotter in the way: what paces them is the API server and the
+PV controller's binding, the machinery itself, not a provisioner's calls to the storage.
 
 Their handles are ones the storage knows: before the population, the run makes one volume through the class (the
 seed claim, Bound by the provisioner) and, with snapshots, one snapshot of it; every population volume names the
@@ -14,8 +15,9 @@ never asks the storage to delete anything; the seed is removed last, through its
 machinery sees what it would see of that many objects (the snapshotter checks each content's snapshot on the
 storage once); the storage holds one volume and one snapshot, whatever the level.
 
-The population carries its owner's uid in ``csibench.io/population-of`` and never the run's own label: the steps'
-watches, judges and cleanup select ``csibench.io/run-uid`` and never see it, and the run removes it, by that label
+The population carries its owner's uid in ``csibench.io/population-of`` and never the run's own label, and its names
+start with ``pop-``, not with the run's prefix: the steps' label-selected watches never see it, the shared PV and
+content watches pass it over undecoded, no judge or step cleanup counts it, and the run removes it, by that label
 only, before the rest of its cleanup.
 """
 
@@ -25,13 +27,13 @@ from pydantic import Field
 
 from csibench.api.base import Model as _Model
 
-MAX_POPULATION = 200000  # of each kind: the envelope's largest level is 100k
-POPULATION_PREFIX = "pop"  # population objects are "<run prefix>-pop-<index>", the seed "<run prefix>-pop-seed"
+DEFAULT_TIMEOUT_SECONDS = 3600
+MAX_POPULATION = 100000  # of each kind: the envelope's largest level (4 objects a pair: 400k objects in etcd)
+POPULATION_PREFIX = "pop"  # population objects are "pop-<run prefix>-<index>", the seed "pop-<run prefix>-seed"
 
 
 class PopulationSpec(_Model):
-    """Background objects made before the first step and removed after the last. A level of 0 (no claims, no
-    snapshots) makes nothing: a suite's first cell on an empty cluster."""
+    """Background objects made before the first step and removed after the last (a level of 0 makes nothing)."""
 
     claims: int = Field(0, ge=0, le=MAX_POPULATION,
                         description="Claims of the run's class, size and access modes, each bound to a "
@@ -40,10 +42,11 @@ class PopulationSpec(_Model):
     snapshots: int = Field(0, ge=0, le=MAX_POPULATION,
                            description="VolumeSnapshots, each bound to a pre-provisioned VolumeSnapshotContent "
                                        "(Retain) naming the seed snapshot's handle; needs volumeSnapshotClassName.")
-    timeoutSeconds: int = Field(3600, ge=30, le=86400,
-                                description="How long making the population (every claim Bound, every snapshot "
-                                            "ready) may take, and removing it; past it the run fails "
-                                            "(PopulationFailed) before its first step.")
+    timeoutSeconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=30, le=86400,
+                                description="How long making the population (every object created, every claim "
+                                            "Bound, every snapshot ready) may take, past which the run fails "
+                                            "(PopulationFailed) before its first step; and how long removing it may "
+                                            "take, on every path (the run's end, the run deleted, a restart).")
 
     @property
     def empty(self) -> bool:
@@ -63,4 +66,7 @@ class PopulationStatus(_Model):
                                                                    "(the seed's too).")
     seconds: float | None = Field(None, description="From the seed's create to the last population object ready.")
     removedSeconds: float | None = Field(None, description="How long removing the population took at cleanup.")
+    seedVolume: str | None = Field(None, max_length=253, description="The seed claim's PersistentVolume (made by "
+                                                                     "the provisioner: removal waits for it).")
+    seedSnapshotContent: str | None = Field(None, max_length=253, description="The seed snapshot's content.")
     message: str | None = Field(None, max_length=1024, description="What went wrong, when something did.")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from csibench.api import validation as v
 from csibench.api.base import Model as _Model
@@ -101,6 +101,15 @@ class SuiteMatrix(_Model):
             raise ValueError(f"{info.field_name} lists a value twice: each value is a cell of its own")
         return value
 
+    @field_validator("population")
+    @classmethod
+    def _levels_differ(cls, value: list[PopulationSpec] | None) -> list[PopulationSpec] | None:
+        levels = [(level.claims, level.snapshots) for level in value or []]
+        if len(set(levels)) < len(levels):
+            raise ValueError("population lists a level twice (the same claims and snapshots): each level is a cell "
+                             "of its own")
+        return value
+
     @field_validator("size")
     @classmethod
     def _sizes_in_bounds(cls, value: list[str] | None) -> list[str] | None:
@@ -126,6 +135,8 @@ def _axis_size(axis: str) -> str:
 
 RUNS_RULE = (" * ".join([*(_axis_size(axis) for axis in AXES), "self.repeat"]) + f" <= {MAX_SUITE_RUNS}",
              f"a suite runs at most {MAX_SUITE_RUNS} BenchmarkRuns (cells x repeat): split it")
+POPULATION_RULE = ("!has(self.matrix) || !has(self.matrix.population) || self.parallelism == 1",
+                   "a population axis needs parallelism 1: a run beside another run's population measures both levels")
 CLASS_RULE = ("(has(self.matrix) && has(self.matrix.storageClassName)) || has(self.template.storageClassName)",
               "set the storage class in the template or as a matrix axis (storageClassName)")
 
@@ -133,7 +144,8 @@ CLASS_RULE = ("(has(self.matrix) && has(self.matrix.storageClassName)) || has(se
 class BenchmarkSuiteSpec(_Model):
     """A matrix of BenchmarkRuns: a run template, axes over it, and how the runs follow each other."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra=cel(RUNS_RULE, CLASS_RULE))
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra=cel(RUNS_RULE, CLASS_RULE,
+                                                                                         POPULATION_RULE))
 
     template: dict[str, Any] = Field(
         ..., description="A BenchmarkRun spec shared by every cell; each matrix axis overrides its field. Every "
@@ -153,6 +165,13 @@ class BenchmarkSuiteSpec(_Model):
                                  description="A finished run every run is compared with (replacing the template's).")
     regressionThresholdPercent: float | None = Field(None, ge=1, le=1000,
                                                      description="With baseline: given to every run.")
+
+    @model_validator(mode="after")
+    def _population_alone(self) -> BenchmarkSuiteSpec:
+        """The CEL rule POPULATION_RULE, for a suite stored before it existed."""
+        if self.matrix.population and self.parallelism != 1:
+            raise ValueError(POPULATION_RULE[1])
+        return self
 
 
 @dataclass(frozen=True)

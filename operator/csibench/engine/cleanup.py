@@ -27,7 +27,7 @@ from csibench.engine.cleanup_left import LeftObject, name_what_is_left
 from csibench.engine.judges import group_settled
 from csibench.engine.observed import Observed
 from csibench.engine.population.making import Owner
-from csibench.engine.population.removal import Removal, remove_population
+from csibench.engine.population.removal import Removal, SeedParts, remove_population
 from csibench.engine.reclaim import Reclaim
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -142,13 +142,15 @@ async def _namespace_gone(client: KubeApi, name: str, uid: str) -> bool:
 
 
 async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope, deadline_seconds: float,
-                  keep_namespace: bool = False, population_deadline: float | None = None) -> CleanupResult:
+                  keep_namespace: bool = False, population_deadline: float | None = None,
+                  population_seed: SeedParts | None = None) -> CleanupResult:
     """Remove the run's population (``engine/population``: by its own label, within ``population_deadline``, the
-    cleanup's own deadline when not given), then the run's objects."""
+    cleanup's own deadline when not given; ``population_seed``: the seed's PV and content as status recorded
+    them), then the run's objects."""
     population = None
     if not keep_namespace:
         owner = Owner(scope.namespace, scope.prefix, scope.run_uid)
-        population = await remove_population(client, owner, population_deadline or deadline_seconds)
+        population = await remove_population(client, owner, population_deadline or deadline_seconds, population_seed)
     result = await _clean_up_run(client, observed, scope, deadline_seconds, keep_namespace)
     if population is None or population.complete:
         return dataclasses.replace(result, population=population)

@@ -11,9 +11,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus, Condition
+from csibench.api.population import PopulationStatus
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.context import scope_of
 from csibench.engine.errors import PlanError
+from csibench.engine.population.removal import seed_parts
 from csibench.engine.status import StatusRecorder
 from csibench.kube.api import KubeApi
 from csibench.kube.resources import RunRef
@@ -22,9 +24,11 @@ log = logging.getLogger(__name__)
 
 
 async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, Any],
-                               deadline_seconds: float) -> CleanupResult | None:
+                               deadline_seconds: float, population_seconds: float | None = None
+                               ) -> CleanupResult | None:
     """Clean up after a deleted run; None when it never got past its preconditions (nothing was created) or its
-    status names no namespace the run can own."""
+    status names no namespace the run can own. ``population_seconds``: the spec's population.timeoutSeconds, for
+    removing its population (the seed's PV and content followed as status recorded them)."""
     if not status.get("targetNamespace"):
         return None
     try:
@@ -32,7 +36,12 @@ async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, A
     except PlanError as error:
         log.warning("run %s deleted: %s; nothing to clean up", ref.label, error)
         return None
-    result = await cleanup(client, None, scope, deadline_seconds=deadline_seconds)
+    try:
+        made: PopulationStatus | None = PopulationStatus.model_validate(status.get("population") or {})
+    except ValidationError:  # written by another version: the seed's parts are found from the seed itself
+        made = None
+    result = await cleanup(client, None, scope, deadline_seconds=deadline_seconds,
+                           population_deadline=population_seconds, population_seed=seed_parts(made))
     if result.complete:
         log.info("run %s deleted: %s", ref.label, result.describe())
         return result

@@ -50,6 +50,7 @@ from csibench.engine.judgement import Judgement
 from csibench.engine.leak_audit import audit_leaks, repeats_per_disruption
 from csibench.engine.observed import Observed
 from csibench.engine.population.making import Owner, make_population
+from csibench.engine.population.removal import seed_parts
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.restore import restore
@@ -326,22 +327,21 @@ class RunEngine:
         if population.empty:  # a level of 0: nothing to make
             self.status.population = PopulationStatus(seconds=0.0)
             return
-        self.status.population = PopulationStatus(selector=owner.selector)
+        record = self.status.population = PopulationStatus(selector=owner.selector)
 
         async def progress(text: str) -> None:
             self.status.progress = text
             await self.recorder.write()
 
         try:
-            made = await make_population(self.client, self.spec, population, owner, context.seed_node, progress)
+            await make_population(self.client, self.spec, population, owner, context.seed_node, progress, record)
         except RunAborted as error:
-            self.status.population.message = shorten(str(error), 1024)
+            record.message = shorten(str(error), 1024)
             raise
-        self.status.population = made
         self.status.progress = None
         await self.recorder.write()
-        await self.recorder.event("PopulationReady", f"{made.claims} claims Bound and {made.snapshots} snapshots "
-                                  f"ready beside the run's steps, in {made.seconds:.1f}s ({owner.selector})")
+        await self.recorder.event("PopulationReady", f"{record.claims} claims Bound and {record.snapshots} snapshots "
+                                  f"ready beside the run's steps, in {record.seconds or 0:.1f}s ({owner.selector})")
 
     async def audit_leaks(self, prefix: str) -> None:
         """A run with disruptions, or a bound on what it leaked, whose cleanup ran (here, or resumed by a restarted
@@ -372,9 +372,10 @@ class RunEngine:
         self.status.progress = None
         await self.recorder.write()
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
-        population = self.spec.population
+        population, made = self.spec.population, self.status.population
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup),
-                               population_deadline=float(population.timeoutSeconds) if population else None)
+                               population_deadline=float(population.timeoutSeconds) if population else None,
+                               population_seed=seed_parts(made))
         self._cleaned = result
         if self.status.population is not None and result.population is not None:
             self.status.population.removedSeconds = round(result.population.seconds, 3)

@@ -163,8 +163,9 @@ def _number(value: float | None, digits: int = 2) -> str:
 
 
 def scaling_table(view: SuiteView, step: str) -> Table:
-    """One row per cell: its axis values, the step's median throughput over the rounds (and their range), the
-    median of the rounds' p99, and how many rounds measured the step of those the cell runs."""
+    """One row per cell: its axis values, the step's median throughput over the rounds (and their range), its
+    median step time, the median of the rounds' p99, and how many rounds measured the step of those the cell
+    runs."""
     _, unit = title_and_unit(step)
     axes = [axis for axis, _ in view.axes]
     rows = []

@@ -19,10 +19,12 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, ConditionReason
 from csibench.api.population import PopulationSpec, PopulationStatus
+from csibench.api.text import shorten
 from csibench.engine.errors import RunAborted
 from csibench.engine.population import manifests as m
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
+from csibench.kube.client import ApiError
 from csibench.kube.resources import Resource
 from csibench.kube.watch import Watch, WatchEvent
 
@@ -69,10 +71,12 @@ class _Deadline:
     def left(self) -> float:
         return self.at - time.monotonic()
 
-    def check(self, what: str) -> None:
-        if self.left() <= 0:
-            raise RunAborted(ConditionReason.POPULATION_FAILED,
-                             f"population: {what} within population.timeoutSeconds ({self.seconds:.0f}s)")
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+    def fail(self, what: str, why: str | None = None) -> RunAborted:
+        return RunAborted(ConditionReason.POPULATION_FAILED, f"population: {what} within population.timeoutSeconds "
+                          f"({self.seconds:.0f}s)" + (f"; {why}" if why else ""))
 
 
 async def read_one(client: KubeApi, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -82,70 +86,112 @@ async def read_one(client: KubeApi, resource: Resource, namespace: str | None, n
     return dict(found[0]) if found else None
 
 
-async def _poll(read: Callable[[], Awaitable[Any]], deadline: _Deadline, what: str) -> Any:
+async def _last_warning(client: KubeApi, namespace: str, name: str) -> str | None:
+    """The newest Warning Event about object ``name`` (a provisioner's ProvisioningFailed, a snapshotter's
+    error), as 'reason: message', or None: what a failed seed says of itself."""
+    try:
+        listing = await client.get(r.EVENTS.path(namespace), query={
+            "fieldSelector": f"involvedObject.name={name},type=Warning"})
+    except ApiError:
+        return None
+    events = sorted((listing or {}).get("items") or [],
+                    key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    if not events:
+        return None
+    newest = events[-1]
+    return shorten(f"last Warning {newest.get('reason', '')}: {newest.get('message', '')}", 400)
+
+
+def _owned(obj: dict[str, Any], owner: Owner, what: str) -> None:
+    """A seed found under the seed's name must carry the owner's label: anything else is never used."""
+    if obj and ((obj.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) != owner.uid:
+        raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: {what} exists and is not this "
+                         "population's (its label differs): it is never used")
+
+
+async def _poll(read: Callable[[], Awaitable[Any]], deadline: _Deadline, what: str,
+                why: Callable[[], Awaitable[str | None]]) -> Any:
     while True:
         found = await read()
         if found is not None:
             return found
-        deadline.check(what)
+        if deadline.passed():
+            raise deadline.fail(what, await why())
         await asyncio.sleep(_POLL_SECONDS)
 
 
 async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node: str | None,
-                     deadline: _Deadline, snapshots: bool) -> Seed:
+                     deadline: _Deadline, snapshots: bool, record: PopulationStatus) -> Seed:
     name = m.seed_name(owner.prefix)
     await client.create(r.PVCS.path(owner.namespace), m.build_seed_claim(name, spec, owner.labels, node))
 
     async def bound_volume() -> dict[str, Any] | None:
         claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
-        if (claim.get("metadata") or {}).get("labels", {}).get(m.POPULATION_LABEL) != owner.uid and claim:
-            raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: claim {owner.namespace}/{name} "
-                             "exists and is not this population's (its label differs): it is never used")
+        _owned(claim, owner, f"claim {owner.namespace}/{name}")
         volume = (claim.get("spec") or {}).get("volumeName")
         if (claim.get("status") or {}).get("phase") != "Bound" or not volume:
             return None
+        record.seedVolume = str(volume)
         pv = await read_one(client, r.PVS, None, volume)
-        return pv if pv and ((pv.get("spec") or {}).get("csi") or {}).get("volumeHandle") else None
+        if pv and not ((pv.get("spec") or {}).get("csi") or {}).get("volumeHandle"):
+            raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: the seed's volume {volume} has no CSI "
+                             f"source: a population names the seed's CSI volume handle, and class "
+                             f"{spec.storageClassName} makes volumes of another kind")
+        return pv
 
     pv = await _poll(bound_volume, deadline, f"the seed claim {name} was not Bound by the class "
-                     f"{spec.storageClassName}")
+                     f"{spec.storageClassName}", lambda: _last_warning(client, owner.namespace, name))
     seed = Seed(pv)
     if not snapshots:
         return seed
     assert spec.volumeSnapshotClassName is not None  # the spec's rule
     await client.create(r.SNAPSHOTS.path(owner.namespace),
                         m.build_seed_snapshot(name, name, spec.volumeSnapshotClassName, owner.labels))
+    error: str | None = None
 
     async def ready_content() -> dict[str, Any] | None:
+        nonlocal error
         snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
+        _owned(snapshot, owner, f"VolumeSnapshot {owner.namespace}/{name}")
         status = snapshot.get("status") or {}
-        error = (status.get("error") or {}).get("message")
-        if error:
-            log.info("population seed snapshot %s: %s", name, error)
+        said = (status.get("error") or {}).get("message")
+        if said and said != error:
+            log.info("population seed snapshot %s/%s: %s", owner.namespace, name, said)
+        error = said or error
         content = status.get("boundVolumeSnapshotContentName")
+        if content:
+            record.seedSnapshotContent = str(content)
         if not status.get("readyToUse") or not content:
             return None
         found = await read_one(client, r.SNAPSHOT_CONTENTS, None, content)
         return found if found and (found.get("status") or {}).get("snapshotHandle") else None
 
+    async def why() -> str | None:
+        return shorten(f"its error: {error}", 400) if error else await _last_warning(client, owner.namespace, name)
+
     content = await _poll(ready_content, deadline, f"the seed snapshot {name} was not ready (class "
-                          f"{spec.volumeSnapshotClassName})")
+                          f"{spec.volumeSnapshotClassName})", why)
     seed.snapshot_handle = str(content["status"]["snapshotHandle"])
     seed.snapshot_driver = str(content["spec"]["driver"])
     return seed
 
 
 async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, Any]]], total: int,
-                      progress: Progress) -> None:
+                      progress: Progress, deadline: _Deadline) -> None:
     """Every (path, body) created, at most ``_CREATES_AT_ONCE`` in flight; one that exists already counts. How
-    many are made is said every ``_PROGRESS_SECONDS`` (at a level of 100k this takes a while)."""
+    many are made is said every ``_PROGRESS_SECONDS`` (at a level of 100k this takes a while). A create the API
+    server refuses, or the deadline, fails the population (what was made is cleanup's)."""
     gate = asyncio.Semaphore(_CREATES_AT_ONCE)
     made = 0
 
     async def create(path: str, body: dict[str, Any]) -> None:
         nonlocal made
         async with gate:
-            await client.create(path, body)
+            try:
+                await client.create(path, body)
+            except ApiError as error:
+                raise RunAborted(ConditionReason.POPULATION_FAILED, shorten(
+                    f"population: creating {body['kind']} {body['metadata']['name']} failed: {error}", 1000)) from error
         made += 1
 
     pending: set[asyncio.Task[None]] = set()
@@ -156,6 +202,8 @@ async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, A
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
+                if deadline.passed():
+                    raise deadline.fail(f"{made}/{total} objects created")
                 if time.monotonic() - said >= _PROGRESS_SECONDS:
                     said = time.monotonic()
                     await progress(f"population: {made}/{total} objects created")
@@ -192,13 +240,14 @@ class _Readiness:
 
 
 async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,
-                          node: str | None, progress: Progress) -> PopulationStatus:
-    """The seed, then the population, until every claim is Bound and every snapshot ready; RunAborted
-    (PopulationFailed) past the deadline, what was made left for cleanup."""
+                          node: str | None, progress: Progress, record: PopulationStatus) -> None:
+    """The seed, then the population, until every claim is Bound and every snapshot ready, filling ``record`` as it
+    goes (the seed's PV and content, so a removal after a restart follows them; the level and time at the end);
+    RunAborted (PopulationFailed) on a refused create or past the deadline, what was made left for cleanup."""
     started = time.monotonic()
     deadline = _Deadline(float(population.timeoutSeconds))
     await progress("population: the seed")
-    seed = await _make_seed(client, spec, owner, node, deadline, snapshots=population.snapshots > 0)
+    seed = await _make_seed(client, spec, owner, node, deadline, population.snapshots > 0, record)
     readiness = _Readiness()
     loop = asyncio.get_running_loop()
     query = {"labelSelector": owner.selector}
@@ -211,14 +260,15 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
         await progress(f"population: creating {population.claims} claims, {population.snapshots} snapshots")
         seed_name = m.seed_name(owner.prefix)
         total = 2 * (population.claims + population.snapshots)
-        await _create_all(client, _requests(spec, population, owner, seed), total, progress)
+        await _create_all(client, _requests(spec, population, owner, seed), total, progress, deadline)
         # The seed carries the label too, and is ready already: it is not part of the level.
         wanted_claims, wanted_snapshots = population.claims + 1, population.snapshots + (population.snapshots > 0)
         last_said = 0.0
         while len(readiness.bound) < wanted_claims or len(readiness.ready) < wanted_snapshots:
             claims, snapshots = len(readiness.bound - {seed_name}), len(readiness.ready - {seed_name})
-            deadline.check(f"{claims}/{population.claims} claims Bound and {snapshots}/{population.snapshots} "
-                           "snapshots ready")
+            if deadline.passed():
+                raise deadline.fail(f"{claims}/{population.claims} claims Bound and {snapshots}/"
+                                    f"{population.snapshots} snapshots ready")
             if time.monotonic() - last_said >= _PROGRESS_SECONDS:
                 last_said = time.monotonic()
                 await progress(f"population: {claims}/{population.claims} claims Bound, "
@@ -229,8 +279,8 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
     finally:
         for watch in watches:
             watch.stop()
-    return PopulationStatus(claims=population.claims, snapshots=population.snapshots,
-                            seconds=round(time.monotonic() - started, 3), selector=owner.selector)
+    record.claims, record.snapshots = population.claims, population.snapshots
+    record.seconds = round(time.monotonic() - started, 3)
 
 
 def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,

@@ -18,6 +18,7 @@ from csibench.engine.manifests import SNAPSHOT_API_GROUP, Manifest, claim_spec
 from csibench.kube.ownership import MANAGED_BY_LABEL, MANAGER
 
 POPULATION_LABEL = "csibench.io/population-of"  # the owner's uid: the one proof removal accepts
+SEED_LABEL = "csibench.io/population-seed"  # on the seed claim and snapshot: removed after the rest
 SELECTED_NODE = "volume.kubernetes.io/selected-node"  # the scheduler's choice, for a WaitForFirstConsumer seed
 _PV_KEYS = ("csi", "nodeAffinity", "mountOptions", "capacity")  # what a population PV copies of the seed's
 
@@ -28,25 +29,28 @@ def population_labels(owner_uid: str, extra: dict[str, str] | None = None) -> di
     return {**(extra or {}), POPULATION_LABEL: owner_uid, MANAGED_BY_LABEL: MANAGER}
 
 
-def population_selector(owner_uid: str) -> str:
-    return f"{POPULATION_LABEL}={owner_uid}"
+def population_selector(owner_uid: str, members_only: bool = False) -> str:
+    """The population's objects; ``members_only``: all but the seed's claim and snapshot."""
+    return f"{POPULATION_LABEL}={owner_uid}" + (f",!{SEED_LABEL}" if members_only else "")
 
 
 def seed_name(prefix: str) -> str:
-    return f"{prefix}-{POPULATION_PREFIX}-seed"
+    return f"{POPULATION_PREFIX}-{prefix}-seed"
 
 
 def member_name(prefix: str, index: int) -> str:
     """A population object's name: its claim, PV, snapshot and content share it (PVs and contents are cluster-
-    scoped; the prefix holds the owner's uid, so owners never meet)."""
-    return f"{prefix}-{POPULATION_PREFIX}-{index:06d}"
+    scoped; the prefix is the owner's name and 5 characters of its uid). It does not start with the run's own
+    prefix, so the run's shared PV and content watches, which keep what names the run's objects, pass the
+    population's over undecoded."""
+    return f"{POPULATION_PREFIX}-{prefix}-{index:06d}"
 
 
 def build_seed_claim(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], node: str | None) -> Manifest:
     """The one claim provisioned through the class. ``node``: with WaitForFirstConsumer, the node the scheduler
     would have chosen, so the provisioner makes it without a pod."""
     claim: Manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                       "metadata": {"name": name, "labels": labels}, "spec": claim_spec(spec)}
+                       "metadata": {"name": name, "labels": {**labels, SEED_LABEL: "true"}}, "spec": claim_spec(spec)}
     if node is not None:
         claim["metadata"]["annotations"] = {SELECTED_NODE: node}
     return claim
@@ -54,7 +58,7 @@ def build_seed_claim(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], 
 
 def build_seed_snapshot(name: str, claim: str, snapshot_class: str, labels: dict[str, str]) -> Manifest:
     return {"apiVersion": f"{SNAPSHOT_API_GROUP}/v1", "kind": "VolumeSnapshot",
-            "metadata": {"name": name, "labels": labels},
+            "metadata": {"name": name, "labels": {**labels, SEED_LABEL: "true"}},
             "spec": {"volumeSnapshotClassName": snapshot_class, "source": {"persistentVolumeClaimName": claim}}}
 
 

@@ -1,12 +1,13 @@
 """Remove a population: everything that carries its owner's population label, and the seed's PV and snapshot
-content (which the provisioner and the snapshot-controller made, so they carry no label: they are followed by the
-names the seed's claim and snapshot give).
+content (which the provisioner and the snapshot-controller made, so they carry no label: they are followed by name,
+as status recorded them when the seed was made, else as the seed's claim and snapshot still give them).
 
-Snapshots go first (the population's contents with them, Retain: the storage is asked nothing), then the claims
-and PVs (Retain too); the seed's claim only once its snapshot and content are gone, so the storage is never asked
-to delete a volume that still has a snapshot. Deletes are collections by the label, asked again every few seconds
-(a create still in flight lands after the first), and whether anything is left is a list of one item, never the
-whole level at a time (only at the deadline is what is left counted, page by page).
+Every member goes at once (PVs and contents Retain: the storage is asked nothing), and the seed's snapshot with
+them; the seed's claim only once its snapshot is gone and its content too (unless that content is Retain, kept by
+its class's choice), so the storage is never asked to delete a volume that still has a snapshot. Deletes are
+collections by the label, asked again every few seconds (a create still in flight lands after the first); a delete
+or a read the API server fails is asked again until the deadline, and said then. Whether anything is left is a list
+of one item, never the whole level at a time (only at the deadline is what is left counted, page by page).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from csibench.api.population import PopulationStatus
 from csibench.engine.population import manifests as m
 from csibench.engine.population.making import Owner, read_one
 from csibench.kube import resources as r
@@ -70,72 +72,94 @@ async def _delete(client: KubeApi, resource: Resource, namespace: str | None, se
             raise
 
 
-async def _seed_parts(client: KubeApi, owner: Owner) -> tuple[str | None, str | None]:
-    """The seed claim's PV and the seed snapshot's content, by name, while the seed still names them."""
+@dataclass
+class SeedParts:
+    """The seed's PV and snapshot content, by name (None: not known), and whether that content is Retain."""
+
+    volume: str | None = None
+    content: str | None = None
+    content_retained: bool = False
+
+
+def seed_parts(recorded: PopulationStatus | None) -> SeedParts | None:
+    """The seed's PV and content as a run's status recorded them (status.population), if it did."""
+    if recorded is None or (recorded.seedVolume is None and recorded.seedSnapshotContent is None):
+        return None
+    return SeedParts(recorded.seedVolume, recorded.seedSnapshotContent)
+
+
+async def _seed_parts(client: KubeApi, owner: Owner, known: SeedParts) -> SeedParts:
+    """The seed's parts: those status recorded, else those the seed's claim and snapshot (the owner's) name."""
     name = m.seed_name(owner.prefix)
-    claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
-    snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
-    owned = ((claim.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid
-    volume = (claim.get("spec") or {}).get("volumeName") if owned else None
-    content = ((snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
-               if ((snapshot.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid
-               else None)
-    return volume, content
+    parts = SeedParts(known.volume, known.content)
+    if parts.volume is None:
+        claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
+        if ((claim.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid:
+            parts.volume = (claim.get("spec") or {}).get("volumeName")
+    if parts.content is None:
+        snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
+        if ((snapshot.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid:
+            parts.content = (snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
+    if parts.content is not None:
+        content = await read_one(client, r.SNAPSHOT_CONTENTS, None, parts.content) or {}
+        parts.content_retained = (content.get("spec") or {}).get("deletionPolicy") == "Retain"
+    return parts
 
 
 async def _exists(client: KubeApi, resource: Resource, name: str | None) -> int:
     return 0 if name is None or await read_one(client, resource, None, name) is None else 1
 
 
-async def _left(client: KubeApi, owner: Owner, seed: tuple[str | None, str | None], exact: bool) -> dict[str, int]:
-    volume, content = seed
+async def _left(client: KubeApi, owner: Owner, seed: SeedParts, exact: bool) -> dict[str, int]:
     selector = owner.selector
     return {
         "volumesnapshots": await _count(client, r.SNAPSHOTS, owner.namespace, selector, exact),
         "volumesnapshotcontents": await _count(client, r.SNAPSHOT_CONTENTS, None, selector, exact)
-        + await _exists(client, r.SNAPSHOT_CONTENTS, content),
+        + await _exists(client, r.SNAPSHOT_CONTENTS, seed.content),
         "persistentvolumeclaims": await _count(client, r.PVCS, owner.namespace, selector, exact),
         "persistentvolumes": await _count(client, r.PVS, None, selector, exact)
-        + await _exists(client, r.PVS, volume),
+        + await _exists(client, r.PVS, seed.volume),
     }
 
 
-async def remove_population(client: KubeApi, owner: Owner, deadline_seconds: float) -> Removal:
-    """Delete the owner's population and wait until it, the seed's PV and the seed's content are gone."""
+async def remove_population(client: KubeApi, owner: Owner, deadline_seconds: float,
+                            known: SeedParts | None = None) -> Removal:
+    """Delete the owner's population and wait until it, the seed's PV and the seed's content are gone (``known``:
+    their names, as status recorded them)."""
     started = time.monotonic()
-    selector = owner.selector
-    try:
-        seed = await _seed_parts(client, owner)
-    except ApiError as error:  # the seed unreadable: its PV and content are not followed, the labelled rest is
-        log.warning("population of %s: the seed: %s", owner.selector, error)
-        seed = (None, None)
+    members = m.population_selector(owner.uid, members_only=True)
+    error: str | None = None
+    seed: SeedParts | None = None
     found = False
-    asked: dict[str, float] = {}  # "snapshots" / "volumes" -> when their deletes were last asked
+    asked: dict[str, float] = {}  # "members" / "seed snapshot" / "seed claim" -> when their deletes were last asked
 
-    async def ask(what: str, kinds: tuple[tuple[Resource, str | None], ...]) -> None:
+    async def ask(what: str, deletes: tuple[tuple[Resource, str | None, str], ...]) -> None:
         if time.monotonic() - asked.get(what, -_REDELETE_SECONDS) >= _REDELETE_SECONDS:
             asked[what] = time.monotonic()
-            for resource, namespace in kinds:
+            for resource, namespace, selector in deletes:
                 await _delete(client, resource, namespace, selector)
 
+    seed_only = f"{owner.selector},{m.SEED_LABEL}"
     while True:
-        try:
-            left = await _left(client, owner, seed, exact=False)
-        except ApiError as error:  # unreadable for now: asked again until the deadline, then said
-            log.warning("population of %s: %s", owner.selector, error)
-            if time.monotonic() - started >= deadline_seconds:
-                return Removal(False, {"population objects (unreadable)": 1}, time.monotonic() - started,
-                               error=str(error))
-            await asyncio.sleep(_POLL_SECONDS)
-            continue
         seconds = time.monotonic() - started
-        if not any(left.values()):
-            return Removal(True, left, seconds, found)
-        found = True
-        if seconds >= deadline_seconds:
-            return Removal(False, await _left(client, owner, seed, exact=True), seconds)
-        if left["volumesnapshots"] + left["volumesnapshotcontents"]:
-            await ask("snapshots", ((r.SNAPSHOTS, owner.namespace), (r.SNAPSHOT_CONTENTS, None)))
-        else:  # the seed volume outlives its snapshot
-            await ask("volumes", ((r.PVCS, owner.namespace), (r.PVS, None)))
+        try:
+            seed = seed or await _seed_parts(client, owner, known or SeedParts())
+            left = await _left(client, owner, seed, exact=False)
+            if not any(left.values()):
+                return Removal(True, left, seconds, found)
+            found = True
+            if seconds >= deadline_seconds:
+                return Removal(False, await _left(client, owner, seed, exact=True), seconds, error=error)
+            await ask("members", ((r.SNAPSHOTS, owner.namespace, members), (r.SNAPSHOT_CONTENTS, None, members),
+                                  (r.PVCS, owner.namespace, members), (r.PVS, None, members),
+                                  (r.SNAPSHOTS, owner.namespace, seed_only)))
+            seed_snapshot_left = await _count(client, r.SNAPSHOTS, owner.namespace, seed_only) + (
+                0 if seed.content_retained else await _exists(client, r.SNAPSHOT_CONTENTS, seed.content))
+            if not seed_snapshot_left:  # the seed volume outlives its snapshot
+                await ask("seed claim", ((r.PVCS, owner.namespace, seed_only),))
+        except ApiError as failed:  # asked again until the deadline, then said
+            log.warning("population of %s: %s", owner.selector, failed)
+            error = str(failed)
+            if seconds >= deadline_seconds:
+                return Removal(False, {"population objects (unreadable)": 1}, seconds, error=error)
         await asyncio.sleep(_POLL_SECONDS)
