@@ -223,15 +223,6 @@ def test_a_create_the_api_server_refuses_fails_the_population_and_says_which() -
         failed.value)
 
 
-def test_a_seed_the_provisioner_fails_says_why_at_the_deadline() -> None:
-    fake = _fake()
-    owner = Owner("runs", "mine-aaaaa", "uid-mine")
-    fake.behaviour.provisioning_fails = {m.seed_name("mine-aaaaa")}
-    with pytest.raises(RunAborted) as failed:
-        _make(fake, owner, PopulationSpec.model_construct(claims=1, snapshots=0, timeoutSeconds=1))
-    assert "last Warning ProvisioningFailed: injected failure" in str(failed.value), failed.value
-
-
 def test_the_runs_shared_watches_pass_the_population_over() -> None:
     """Population PVs and contents name claims and snapshots outside the run's prefix: the run's shared PV and
     content watches (``Observed.mentions_ours``) never decode them."""
@@ -243,14 +234,18 @@ def test_the_runs_shared_watches_pass_the_population_over() -> None:
     assert observed.mentions_ours(json.dumps({"type": "ADDED", "object": ours}).encode())
 
 
-def test_a_seed_never_bound_fails_the_population_at_its_deadline() -> None:
+@pytest.mark.parametrize(("failure", "words"), [
+    ("never_bind", "the seed claim pop-mine-aaaaa-seed was not Bound by the class sim within population."),
+    ("provisioning_fails", "; last Warning ProvisioningFailed: injected failure"),
+])
+def test_a_seed_never_bound_fails_the_population_at_its_deadline_saying_why(failure: str, words: str) -> None:
     fake = _fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
-    fake.behaviour.never_bind = {m.seed_name("mine-aaaaa")}
+    setattr(fake.behaviour, failure, {m.seed_name("mine-aaaaa")})
     with pytest.raises(RunAborted) as failed:
         _make(fake, owner, PopulationSpec.model_construct(claims=2, snapshots=0, timeoutSeconds=1))
     assert failed.value.reason == ConditionReason.POPULATION_FAILED
-    assert "the seed claim pop-mine-aaaaa-seed was not Bound by the class sim" in str(failed.value)
+    assert words in str(failed.value), failed.value
 
 
 def test_a_claim_of_the_seeds_name_that_is_not_the_populations_is_never_used() -> None:
