@@ -20,6 +20,8 @@ from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
 from csibench.kube.ownership import RunScope
+from csibench.kube.reads import read_by_name
+from csibench.kube.resources import InvalidName
 
 MAX_NAMED = 10  # objects an incomplete cleanup names (with why); the rest are counted
 WHY_LENGTH = 240  # characters of why one object is left, and of each quoted part of it
@@ -76,9 +78,8 @@ async def _why_left(client: KubeApi, resource: r.Resource, namespace: str | None
         if resource is r.NAMESPACES:
             found = await client.get(resource.path(name=name))
         else:
-            listing = await client.get(resource.path(namespace), query={"fieldSelector": f"metadata.name={name}"})
-            found = next(iter((listing or {}).get("items") or []), None)
-    except ApiError as error:
+            found = await read_by_name(client, resource, namespace, name)
+    except (ApiError, InvalidName) as error:
         return shorten(f"could not read it: {error}", WHY_LENGTH)
     if found is None:
         return "gone just after the deadline"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError, Json
+from csibench.kube.reads import read_by_name
 
 log = logging.getLogger(__name__)
 CORDONED_BY_LABEL = "csibench.io/cordoned-by"  # the uid of the run that cordoned the node
@@ -84,9 +85,7 @@ def build_replacement(manifest: Json) -> Json:
 
 async def read_node(client: KubeApi, name: str) -> Json | None:
     """The node by name, read with a list (the operator may list nodes, not get them); None when it is gone."""
-    listing = await client.get(r.NODES.path(), {"fieldSelector": f"metadata.name={name}"}) or {}
-    items = listing.get("items") or []
-    return items[0] if items else None
+    return await read_by_name(client, r.NODES, None, name)
 
 
 async def cordonable(client: KubeApi, name: str, run_uid: str) -> Json:

@@ -25,7 +25,7 @@ from csibench.engine.population import manifests as m
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
-from csibench.kube.resources import Resource
+from csibench.kube.reads import read_by_name
 from csibench.kube.watch import Watch, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -79,13 +79,6 @@ class _Deadline:
                           f"({self.seconds:.0f}s)" + (f"; {why}" if why else ""))
 
 
-async def read_one(client: KubeApi, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
-    """One object by name through a list (deploy/base grants list and watch on these kinds, not get)."""
-    listing = await client.get(resource.path(namespace), query={"fieldSelector": f"metadata.name={name}"})
-    found = (listing or {}).get("items") or []
-    return dict(found[0]) if found else None
-
-
 async def _last_warning(client: KubeApi, namespace: str, name: str) -> str | None:
     """The newest Warning Event about object ``name`` (a provisioner's ProvisioningFailed, a snapshotter's
     error), as 'reason: message', or None: what a failed seed says of itself."""
@@ -126,13 +119,13 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
     await client.create(r.PVCS.path(owner.namespace), m.build_seed_claim(name, spec, owner.labels, node))
 
     async def bound_volume() -> dict[str, Any] | None:
-        claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
+        claim = await read_by_name(client, r.PVCS, owner.namespace, name) or {}
         _owned(claim, owner, f"claim {owner.namespace}/{name}")
         volume = (claim.get("spec") or {}).get("volumeName")
         if (claim.get("status") or {}).get("phase") != "Bound" or not volume:
             return None
         record.seedVolume = str(volume)
-        pv = await read_one(client, r.PVS, None, volume)
+        pv = await read_by_name(client, r.PVS, None, volume)
         if pv and not ((pv.get("spec") or {}).get("csi") or {}).get("volumeHandle"):
             raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: the seed's volume {volume} has no CSI "
                              f"source: a population names the seed's CSI volume handle, and class "
@@ -151,7 +144,7 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
 
     async def ready_content() -> dict[str, Any] | None:
         nonlocal error
-        snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
+        snapshot = await read_by_name(client, r.SNAPSHOTS, owner.namespace, name) or {}
         _owned(snapshot, owner, f"VolumeSnapshot {owner.namespace}/{name}")
         status = snapshot.get("status") or {}
         said = (status.get("error") or {}).get("message")
@@ -163,7 +156,7 @@ async def _make_seed(client: KubeApi, spec: BenchmarkRunSpec, owner: Owner, node
             record.seedSnapshotContent = str(content)
         if not status.get("readyToUse") or not content:
             return None
-        found = await read_one(client, r.SNAPSHOT_CONTENTS, None, content)
+        found = await read_by_name(client, r.SNAPSHOT_CONTENTS, None, content)
         return found if found and (found.get("status") or {}).get("snapshotHandle") else None
 
     async def why() -> str | None:

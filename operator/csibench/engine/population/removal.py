@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from csibench.api.population import PopulationStatus
 from csibench.engine.population import manifests as m
-from csibench.engine.population.making import Owner, read_one
+from csibench.engine.population.making import Owner
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
+from csibench.kube.reads import read_by_name
 from csibench.kube.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -93,21 +94,21 @@ async def _seed_parts(client: KubeApi, owner: Owner, known: SeedParts) -> SeedPa
     name = m.seed_name(owner.prefix)
     parts = SeedParts(known.volume, known.content)
     if parts.volume is None:
-        claim = await read_one(client, r.PVCS, owner.namespace, name) or {}
+        claim = await read_by_name(client, r.PVCS, owner.namespace, name) or {}
         if ((claim.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid:
             parts.volume = (claim.get("spec") or {}).get("volumeName")
     if parts.content is None:
-        snapshot = await read_one(client, r.SNAPSHOTS, owner.namespace, name) or {}
+        snapshot = await read_by_name(client, r.SNAPSHOTS, owner.namespace, name) or {}
         if ((snapshot.get("metadata") or {}).get("labels") or {}).get(m.POPULATION_LABEL) == owner.uid:
             parts.content = (snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
     if parts.content is not None:
-        content = await read_one(client, r.SNAPSHOT_CONTENTS, None, parts.content) or {}
+        content = await read_by_name(client, r.SNAPSHOT_CONTENTS, None, parts.content) or {}
         parts.content_retained = (content.get("spec") or {}).get("deletionPolicy") == "Retain"
     return parts
 
 
 async def _exists(client: KubeApi, resource: Resource, name: str | None) -> int:
-    return 0 if name is None or await read_one(client, resource, None, name) is None else 1
+    return 0 if name is None or await read_by_name(client, resource, None, name) is None else 1
 
 
 async def _left(client: KubeApi, owner: Owner, seed: SeedParts, exact: bool) -> dict[str, int]:
