@@ -191,7 +191,7 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
     try:
         undone = await _undo_deleted_run_disruptions(client, ref, plain(spec))
         population = (plain(spec) or {}).get("population") or {}
-        population_seconds = float(population.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS) if population else None
+        population_seconds = float(population.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
         await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds(), population_seconds)
         if undone:  # the run's own objects are gone; what is left is retried (kopf), then the finalizer goes
             raise kopf.TemporaryError("what a disruption did was not undone: " + "; ".join(undone),

@@ -330,3 +330,22 @@ def test_a_suite_of_levels_that_would_not_measure_them_is_refused(suite: dict[st
         BenchmarkSuiteSpec.model_validate({"template": {"storageClassName": "sim"}, **suite})
     rules = [rule["message"] for rule in BenchmarkSuiteSpec.model_json_schema()["x-kubernetes-validations"]]
     assert POPULATION_RULE[1] in rules
+
+
+def test_a_run_whose_status_recorded_no_population_asks_nothing_about_one() -> None:
+    """Removal follows status (written before the seed is made), so the runs without a population pay nothing."""
+    def population_reads(population: dict[str, int] | None) -> list[str]:
+        fake = _fake()
+        queries: list[str] = []
+        original = fake.get
+
+        async def get(path: str, query: dict[str, str] | None = None) -> Any:
+            queries.append(json.dumps(query or {}))
+            return await original(path, query)
+        fake.get = get  # type: ignore[method-assign]  # every read's query seen
+        extra = {"population": population} if population is not None else {}
+        status = run(fake, spec(steps=["createVolume", "deleteVolume"], **extra))
+        assert status.phase == Phase.SUCCEEDED, status.conditions
+        return [query for query in queries if m.POPULATION_LABEL in query]
+    assert population_reads(None) == []
+    assert population_reads({"claims": 2}), "the spy sees a population's removal"

@@ -27,7 +27,7 @@ from csibench.engine.cleanup_left import LeftObject, name_what_is_left
 from csibench.engine.judges import group_settled
 from csibench.engine.observed import Observed
 from csibench.engine.population.making import Owner
-from csibench.engine.population.removal import Removal, SeedParts, remove_population
+from csibench.engine.population.removal import PopulationCleanup, Removal, remove_population
 from csibench.engine.reclaim import Reclaim
 from csibench.engine.watching import RunWatches
 from csibench.kube import resources as r
@@ -142,20 +142,18 @@ async def _namespace_gone(client: KubeApi, name: str, uid: str) -> bool:
 
 
 async def cleanup(client: KubeApi, observed: Observed | None, scope: RunScope, deadline_seconds: float,
-                  keep_namespace: bool = False, population_deadline: float | None = None,
-                  population_seed: SeedParts | None = None) -> CleanupResult:
-    """Remove the run's population (``engine/population``: by its own label, within ``population_deadline``, the
-    cleanup's own deadline when not given; ``population_seed``: the seed's PV and content as status recorded
-    them), then the run's objects."""
-    population = None
-    if not keep_namespace:
+                  keep_namespace: bool = False, population: PopulationCleanup | None = None) -> CleanupResult:
+    """Remove the run's population when its status recorded one (``population``: ``engine/population``, by its own
+    label, within its own deadline), then the run's objects."""
+    removal = None
+    if population is not None and not keep_namespace:
         owner = Owner(scope.namespace, scope.prefix, scope.run_uid)
-        population = await remove_population(client, owner, population_deadline or deadline_seconds, population_seed)
+        removal = await remove_population(client, owner, population.deadline_seconds, population.seed)
     result = await _clean_up_run(client, observed, scope, deadline_seconds, keep_namespace)
-    if population is None or population.complete:
-        return dataclasses.replace(result, population=population)
-    left = {**result.remaining, **{f"population {kind}": count for kind, count in population.remaining.items()}}
-    return dataclasses.replace(result, complete=False, remaining=left, population=population)
+    if removal is None or removal.complete:
+        return dataclasses.replace(result, population=removal)
+    left = {**result.remaining, **{f"population {kind}": count for kind, count in removal.remaining.items()}}
+    return dataclasses.replace(result, complete=False, remaining=left, population=removal)
 
 
 async def _clean_up_run(client: KubeApi, observed: Observed | None, scope: RunScope,

@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from csibench.api.models import BenchmarkRunStatus, Condition
-from csibench.api.population import PopulationStatus
+from csibench.api.population import DEFAULT_TIMEOUT_SECONDS, PopulationStatus
 from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.context import scope_of
 from csibench.engine.errors import PlanError
-from csibench.engine.population.removal import seed_parts
+from csibench.engine.population.removal import population_cleanup
 from csibench.engine.status import StatusRecorder
 from csibench.kube.api import KubeApi
 from csibench.kube.resources import RunRef
@@ -24,11 +24,11 @@ log = logging.getLogger(__name__)
 
 
 async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, Any],
-                               deadline_seconds: float, population_seconds: float | None = None
+                               deadline_seconds: float, population_seconds: float = DEFAULT_TIMEOUT_SECONDS
                                ) -> CleanupResult | None:
     """Clean up after a deleted run; None when it never got past its preconditions (nothing was created) or its
     status names no namespace the run can own. ``population_seconds``: the spec's population.timeoutSeconds, for
-    removing its population (the seed's PV and content followed as status recorded them)."""
+    removing the population its status recorded (the seed's PV and content followed as status named them)."""
     if not status.get("targetNamespace"):
         return None
     try:
@@ -36,12 +36,13 @@ async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, A
     except PlanError as error:
         log.warning("run %s deleted: %s; nothing to clean up", ref.label, error)
         return None
+    recorded = status.get("population")
     try:
-        made: PopulationStatus | None = PopulationStatus.model_validate(status.get("population") or {})
-    except ValidationError:  # written by another version: the seed's parts are found from the seed itself
-        made = None
+        made = PopulationStatus.model_validate(recorded) if recorded is not None else None
+    except ValidationError:  # written by another version: a population all the same, its seed found from itself
+        made = PopulationStatus()
     result = await cleanup(client, None, scope, deadline_seconds=deadline_seconds,
-                           population_deadline=population_seconds, population_seed=seed_parts(made))
+                           population=population_cleanup(made, population_seconds))
     if result.complete:
         log.info("run %s deleted: %s", ref.label, result.describe())
         return result

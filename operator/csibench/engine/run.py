@@ -29,7 +29,7 @@ from csibench.api.models import (
     Severity,
     StepState,
 )
-from csibench.api.population import PopulationStatus
+from csibench.api.population import DEFAULT_TIMEOUT_SECONDS, PopulationStatus
 from csibench.api.regression import Change
 from csibench.api.text import shorten
 from csibench.engine import manifests
@@ -50,7 +50,7 @@ from csibench.engine.judgement import Judgement
 from csibench.engine.leak_audit import audit_leaks, repeats_per_disruption
 from csibench.engine.observed import Observed
 from csibench.engine.population.making import Owner, make_population
-from csibench.engine.population.removal import seed_parts
+from csibench.engine.population.removal import population_cleanup
 from csibench.engine.preconditions import check_still_there, prepare
 from csibench.engine.report_builder import build_step_records, store_report
 from csibench.engine.restore import restore
@@ -372,10 +372,9 @@ class RunEngine:
         self.status.progress = None
         await self.recorder.write()
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
-        population, made = self.spec.population, self.status.population
+        timeout = self.spec.population.timeoutSeconds if self.spec.population else DEFAULT_TIMEOUT_SECONDS
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup),
-                               population_deadline=float(population.timeoutSeconds) if population else None,
-                               population_seed=seed_parts(made))
+                               population=population_cleanup(self.status.population, float(timeout)))
         self._cleaned = result
         if self.status.population is not None and result.population is not None:
             self.status.population.removedSeconds = round(result.population.seconds, 3)

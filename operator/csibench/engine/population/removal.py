@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from csibench.api.population import PopulationStatus
+from csibench.api.validation import is_dns_subdomain
 from csibench.engine.population import manifests as m
 from csibench.engine.population.making import Owner
 from csibench.kube import resources as r
@@ -82,11 +83,24 @@ class SeedParts:
     content_retained: bool = False
 
 
-def seed_parts(recorded: PopulationStatus | None) -> SeedParts | None:
-    """The seed's PV and content as a run's status recorded them (status.population), if it did."""
-    if recorded is None or (recorded.seedVolume is None and recorded.seedSnapshotContent is None):
+@dataclass(frozen=True)
+class PopulationCleanup:
+    """What a run's cleanup needs to remove the population its status recorded: a deadline, and the seed's PV and
+    content as status named them (None: found from the seed itself)."""
+
+    deadline_seconds: float
+    seed: SeedParts | None = None
+
+
+def population_cleanup(recorded: PopulationStatus | None, timeout_seconds: float) -> PopulationCleanup | None:
+    """The removal a run's status calls for: None when it recorded no population (status.population is written
+    before the seed is created, so a run that made one says so); the seed's names only when they are names (a
+    tampered status cannot send a read elsewhere)."""
+    if recorded is None:
         return None
-    return SeedParts(recorded.seedVolume, recorded.seedSnapshotContent)
+    volume, content = (name if name is not None and is_dns_subdomain(name) else None
+                       for name in (recorded.seedVolume, recorded.seedSnapshotContent))
+    return PopulationCleanup(timeout_seconds, SeedParts(volume, content) if volume or content else None)
 
 
 async def _seed_parts(client: KubeApi, owner: Owner, known: SeedParts) -> SeedParts:
