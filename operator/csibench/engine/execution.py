@@ -13,6 +13,7 @@ write and the StepStarted Event happen before the clock starts, so they cost the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,6 +33,7 @@ from csibench.engine.requests import NotOwned, NotSeen, OwnedRequests
 from csibench.engine.retries import RETRIED_BY, retried_warnings
 from csibench.engine.status import StatusRecorder
 from csibench.engine.step import StepContext, StepSpec
+from csibench.engine.submission import UNSENT_PER_IN_FLIGHT, Submissions
 from csibench.engine.timing import rfc3339
 from csibench.engine.tracker import StepTracker
 from csibench.kube import resources as r
@@ -381,7 +383,9 @@ class StepRunner:
         live = (kind, tracker, judge, boundaries)
         self._live.append(live)
         tracker.start()
-        submissions = [asyncio.create_task(self._submit(tracker, judge, submit, name)) for name in tracker.active]
+        submissions = Submissions(UNSENT_PER_IN_FLIGHT * self.context.spec.client.maxInFlight)
+        tracker.on_sent = submissions.sent
+        submissions.start(tracker.active, functools.partial(self._submit, tracker, judge, submit))
         reporting = asyncio.create_task(self._report_progress()) if progress else None
         try:
             await tracker.wait(timeout, lambda: self.observed.complaints(kind))
@@ -389,8 +393,8 @@ class StepRunner:
             tracker.interrupted = True
             raise
         finally:
-            for task in submissions:
-                task.cancel()
+            submissions.cancel()
+            tracker.on_sent = None
             if reporting is not None:
                 reporting.cancel()
             assert tracker.started is not None

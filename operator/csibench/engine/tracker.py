@@ -65,6 +65,7 @@ class StepTracker:
     saved: StepStatus | None = None  # a step finished before an operator restart: its status as recorded then
     saved_objects: dict[str, Any] | None = None  # ... and its per-object record from the stored report
     on_outcome: Callable[[bool, float], None] | None = None  # (ok, latency seconds), e.g. for metrics
+    on_sent: Callable[[str], None] | None = None  # an object's first request left (submission.Submissions.sent)
     extra: dict[str, Any] | None = None  # a measuring step's own results (the data path's rows), kept in its record
     # What the report keeps about each succeeded object besides its times (moveVolume: "node-0 → node-2"), and how
     # the step says it (StepSpec.object_note, called when an object succeeds)
@@ -95,7 +96,10 @@ class StepTracker:
         self._check_all_done()
 
     def mark_submitted(self, name: str, at: float | None = None) -> None:
-        self.submitted.setdefault(name, at if at is not None else time.monotonic())
+        if name not in self.submitted:
+            self.submitted[name] = at if at is not None else time.monotonic()
+            if self.on_sent is not None:
+                self.on_sent(name)
 
     def mark_boundary(self, name: str, boundary: int, at: float) -> None:
         """The part of the object's latency before ``boundary`` ended at ``at`` (the first event that said so)."""
