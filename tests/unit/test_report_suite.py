@@ -36,6 +36,8 @@ from csibench.report.suite import (
     suite_json,
     view_of,
 )
+from csibench.report.suite_queries import TITLE as OWN_QUERIES_TITLE
+from csibench.report.suite_queries import own_queries_table
 from tests.support.report_page import Outline
 
 UID = "5e1f0000-0000-4000-8000-00000000000a"
@@ -341,3 +343,34 @@ def test_the_page_draws_the_components_memory_against_the_level() -> None:
     assert outline.plots["suite-machinery"] == ["scaling"]
     assert outline.rows["suite-machinery"] == 1 + 3
     assert "population (claims, and as many snapshots)" in page and "csi-provisioner" in page
+
+
+def test_own_queries_show_their_highest_reading_per_cell_with_each_series_and_unit() -> None:
+    """The envelope's own questions (the PV controller's queue, the snapshot-controller's operations in flight):
+    per series, the highest reading over the steps, the median over the rounds; the profile's own stay out."""
+    levels = [{"claims": 0}, {"claims": 1000, "snapshots": 1000}]
+    suite, runs = measured({"population": levels}, 2, lambda cell, round_, step: 10.0)
+    depth = {"c0": 10.0, "c1": 900.0}
+    _with_memory(runs, lambda run: 60.0)
+    for run in runs:
+        level = depth[run["metadata"]["labels"][CELL_LABEL]] + _round_of_run(run)
+        for index, step in enumerate(run["status"]["steps"]):
+            step["collection"]["values"] += [
+                {"query": "claimQueue", "labels": {"job": "kube-controller-manager"}, "value": level - index},
+                {"query": "snapshotsInFlight", "labels": {}, "value": 3.0 * index, "unit": "ops"}]
+    view = view_of(suite, runs)
+    headers, rows = own_queries_table(view) or ([], [])
+    assert headers == ["Cell", "population", "claimQueue{job=kube-controller-manager}", "snapshotsInFlight ops"]
+    last = 3.0 * (len(runs[0]["status"]["steps"]) - 1)
+    # the first step's reading is the highest (minus index), the median of rounds 1 and 2 (+1 and +2): +1.5
+    assert rows == [["c0", "0", "11.5", f"{last:.4g}"], ["c1", "1000", "901.5", f"{last:.4g}"]]
+    assert OWN_QUERIES_TITLE in render_suite(suite, runs)
+    assert suite_json(suite, runs)["cells"][1]["ownQueryPeaks"] == {
+        "claimQueue{job=kube-controller-manager}": 901.5, "snapshotsInFlight": last}
+
+
+def test_a_suite_without_own_queries_has_no_such_table() -> None:
+    suite, runs = measured({"volumes": [10, 100]}, 1, by_volumes)
+    _with_memory(runs, lambda run: 60.0)
+    assert own_queries_table(view_of(suite, runs)) is None
+    assert OWN_QUERIES_TITLE not in render_suite(suite, runs)

@@ -31,6 +31,8 @@ from csibench.report import suite as suites
 from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
+from csibench.report.suite_queries import TITLE as OWN_QUERIES_TITLE
+from csibench.report.suite_queries import own_queries_table
 from csibench.report.tables import comparison_tables
 
 STYLE = """
@@ -354,6 +356,10 @@ def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
             + "</div></div>")
         body += ['<section class="step" id="suite-machinery"><h2>CSI components: peak memory over the steps</h2>'
                  f"{_table(*machinery, 'suite-machinery')}{plot}</section>"]
+    own = own_queries_table(view)
+    if own is not None:
+        body += [f'<section class="step" id="suite-own-queries"><h2>{_e(OWN_QUERIES_TITLE)}</h2>'
+                 f"{_table(*own, 'suite-own-queries')}</section>"]
     if comparisons:
         body += ["<h2>Comparisons</h2>", _table(*suites.comparison_table(comparisons), "suite-compare")]
     notes = [*suites.comparison_notes(view, comparisons, max_regression_percent, alpha), *suites.run_notes(view)]

@@ -26,6 +26,8 @@ from csibench.api.suite import AXES, CELL_LABEL, MAX_ROUNDS, ROUND_LABEL, SUITE_
 from csibench.api.suite_results import CellResult, StepSamples, cell_results, pooled_run
 from csibench.report.compare import TERMINAL, CompareError
 from csibench.report.render import Table, align, markdown_table
+from csibench.report.suite_queries import TITLE as OWN_QUERIES_TITLE
+from csibench.report.suite_queries import own_queries_table, own_query_peaks
 
 NUMERIC_AXES = {"volumes": "volumes (batch size)", "pvcsPerPod": "PVCs per pod",  # axis -> the curve's x label
                 "population": "population (claims, and as many snapshots)"}
@@ -379,6 +381,9 @@ def render_suite(suite: dict[str, Any], runs: list[dict[str, Any]], markdown: bo
     if machinery is not None:
         lines += table("CSI components: peak memory over the run's steps (spec.collect), median over the rounds, "
                        "per cell", machinery)
+    own = own_queries_table(view)
+    if own is not None:
+        lines += table(OWN_QUERIES_TITLE, own)
     if comparisons:
         lines += table("Comparisons: each axis's values against its first, the other axes equal",
                        comparison_table(comparisons))
@@ -413,7 +418,7 @@ def suite_json(suite: dict[str, Any], runs: list[dict[str, Any]], alpha: float =
     cells = [{"id": result.cell, "values": result.values,
               "runs": [(run.get("metadata") or {}).get("name", "") for run in result.runs],
               "steps": {step: _samples_json(samples) for step, samples in result.steps.items()},
-              "machineryPeakMiB": machinery_peaks(result.runs)}
+              "machineryPeakMiB": machinery_peaks(result.runs), "ownQueryPeaks": own_query_peaks(result.runs)[0]}
              for result in view.cells]
     return {"suite": suite, "cells": cells,
             "comparisons": [comparison_json(item) for item in comparisons_of(view, max_regression_percent, alpha)]}

@@ -1,0 +1,67 @@
+"""A suite's own Prometheus queries per cell: each query's highest reading over a run's steps, median over rounds.
+
+The envelope's questions reach past what the CSIMachinery profile costs: how deep the PV controller's claim queue
+grew, how many operations the snapshot-controller had in flight, how long the API server took to list claims. A
+suite asks them as spec.collect queries of its own; each step records its reading (status.steps[].collection),
+and this table shows, per cell, the highest over the run's steps: the batch's worst moment at that level.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from csibench.api.collect import PROFILE_QUERY_NAMES
+from csibench.report.render import Table
+
+if TYPE_CHECKING:  # suite.py renders this table
+    from csibench.report.suite import SuiteView
+
+
+def series_name(value: dict[str, Any]) -> str:
+    """``query`` or ``query{label=value,...}`` (labels sorted): one column per series a query returned."""
+    labels = value.get("labels") or {}
+    shown = ",".join(f"{key}={labels[key]}" for key in sorted(labels))
+    return f"{value['query']}{{{shown}}}" if shown else str(value["query"])
+
+
+def own_query_peaks(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, str]]:
+    """Per series of the runs' own queries (not the profile's), the median over ``runs`` of its highest reading
+    over each run's steps; and each series' unit where the query gave one. A run that read nothing is left out."""
+    per_run: list[dict[str, float]] = []
+    units: dict[str, str] = {}
+    for run in runs:
+        peaks: dict[str, float] = {}
+        for step in (run.get("status") or {}).get("steps") or []:
+            for value in (step.get("collection") or {}).get("values") or []:
+                if value.get("query") in PROFILE_QUERY_NAMES or not isinstance(value.get("value"), int | float):
+                    continue
+                name = series_name(value)
+                peaks[name] = max(peaks.get(name, float("-inf")), float(value["value"]))
+                if value.get("unit"):
+                    units[name] = str(value["unit"])
+        if peaks:
+            per_run.append(peaks)
+    names = sorted({name for peaks in per_run for name in peaks})
+    return {name: statistics.median(peaks[name] for peaks in per_run if name in peaks) for name in names}, units
+
+
+def _reading(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def own_queries_table(view: SuiteView) -> Table | None:
+    """One row per cell, one column per series of the suite's own queries: its highest reading over the run's
+    steps, the median over the rounds; None when the runs read none."""
+    found = {result.cell: own_query_peaks(result.runs) for result in view.cells}
+    series = sorted({name for peaks, _ in found.values() for name in peaks})
+    if not series:
+        return None
+    units = {name: unit for _, named in found.values() for name, unit in named.items()}
+    axes = [axis for axis, _ in view.axes]
+    rows = [[result.cell, *[result.values.get(axis, "-") for axis in axes],
+             *[_reading(found[result.cell][0].get(name)) for name in series]] for result in view.cells]
+    return ["Cell", *axes, *[f"{name} {units[name]}" if name in units else name for name in series]], rows
+
+
+TITLE = "Own queries (spec.collect): the highest reading over the run's steps, median over the rounds, per cell"
