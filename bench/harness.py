@@ -51,13 +51,14 @@ def command_line(module: str) -> str:
 
 @contextmanager
 def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: dict[str, dict[str, str]] | None = None,
-                  state_dir: Path | None = None, standby_sidecars: tuple[str, ...] = ()
-                  ) -> Iterator[tuple[LocalCluster, OperatorProcess, Kube]]:
+                  state_dir: Path | None = None, standby_sidecars: tuple[str, ...] = (),
+                  scrape_control_plane: bool = False) -> Iterator[tuple[LocalCluster, OperatorProcess, Kube]]:
     # CSIBENCH_BENCH_API_PORT: a second checkout's benchmarks on the same machine need a port of their own.
     port = api_port or int(os.environ.get("CSIBENCH_BENCH_API_PORT", "20443"))
     cluster = LocalCluster(ClusterConfig(state_dir=state_dir or REPO_ROOT / ".localcluster" / "bench", api_port=port,
                                          nodes=nodes, sidecar_flags=sidecar_flags or {},
-                                         standby_sidecars=standby_sidecars))
+                                         standby_sidecars=standby_sidecars,
+                                         scrape_control_plane=scrape_control_plane))
     cluster.up()
     operator = OperatorProcess(cluster, cluster.config.log_dir / "operator.log")
     try:

@@ -7,7 +7,10 @@ remove (the run deleted until gone: its deletion cleanup removes the population 
 then nothing of the run or its population may be left, or the bench stops); each step's time and
 throughput; the CSI components' peak memory and CPU over the batch's steps (spec.collect, the local Prometheus);
 and, while the population exists, the time one client takes to LIST each kind involved (the median of 3, the
-whole list in one answer, as an informer's first list). Results go in docs/benchmarks.md.
+whole list in one answer, as an informer's first list), and from the control plane's own metrics (the cluster's
+Prometheus scrapes it here) the API server's LIST p99 per kind, its memory, the PV controller's claim queue and
+the snapshot-controller's operations in flight, each the highest over the batch's steps. Results go in
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import yaml
 
 from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, machine_facts
 from csibench.report.suite import render_suite
+from csibench.report.suite_queries import own_query_peaks
 from localcluster.kube import Kube, json_object, wait_until
 from localcluster.launcher import REPO_ROOT
 from localcluster.runs import (
@@ -44,6 +48,12 @@ LISTED = (("persistentvolumes", "/api/v1/persistentvolumes"),
           ("persistentvolumeclaims", "/api/v1/persistentvolumeclaims"),
           ("volumesnapshots", "/apis/snapshot.storage.k8s.io/v1/volumesnapshots"),
           ("volumesnapshotcontents", "/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents"))
+
+
+# The envelope's own questions of the control plane, as examples/suite-envelope.yaml asks them (the cluster runs
+# with Prometheus scraping it, under kube-prometheus's job names), beside the CSIMachinery profile.
+ENVELOPE_QUERIES: list[dict[str, Any]] = yaml.safe_load(
+    (REPO_ROOT / "examples" / "suite-envelope.yaml").read_text())["spec"]["template"]["collect"]["queries"]
 
 
 def list_seconds(kube: Kube, path: str) -> float:
@@ -93,7 +103,8 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
     spec: dict[str, Any] = {
         "storageClassName": "csibench-sim", "volumeSnapshotClassName": "csibench-sim-snapclass", "volumes": volumes,
         "steps": STEPS, "cleanup": "Never",
-        "collect": {"prometheusUrl": prometheus, "components": ["kube-apiserver", "kube-controller-manager"]},
+        "collect": {"prometheusUrl": prometheus, "components": ["kube-apiserver", "kube-controller-manager"],
+                    "queries": ENVELOPE_QUERIES},
         "timeouts": {"cleanup": int(timeout)}}
     if level:
         spec["population"] = {"claims": level, "snapshots": level, "timeoutSeconds": int(timeout)}
@@ -115,7 +126,7 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
     return {"level": level, "wall": wall, "population": run["status"].get("population") or {},
             "removed": time.monotonic() - deleted, "lists": lists, "peaks": component_peaks(run),
             "steps": {s["name"]: (s.get("durationSeconds"), s.get("throughput")) for s in run["status"]["steps"]},
-            "client": run["status"].get("client"),
+            "client": run["status"].get("client"), "own": own_query_peaks([run])[0],
             "disruptions": [{key: d.get(key) for key in DISRUPTION_FIGURES}
                             for d in run["status"].get("disruptions", [])]}
 
@@ -143,7 +154,8 @@ def run_suite(kube: Kube, cluster: Any, path: str, timeout: float) -> str:
     cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarksuite.yaml"))
     cluster.wait_established("benchmarksuites.csibench.io")
     body = yaml.safe_load(Path(path).read_text())
-    body["spec"]["template"]["collect"] = {"prometheusUrl": cluster.prometheus_url}
+    body["spec"]["template"]["collect"] = {**body["spec"]["template"].get("collect", {}),
+                                           "prometheusUrl": cluster.prometheus_url}
     name = body["metadata"]["name"]
     create_run(kube, BENCH_NAMESPACE, body, "benchmarksuites")
     started = time.monotonic()
@@ -174,7 +186,7 @@ def main() -> None:
     levels = sorted(int(level) for level in args.levels.split(","))
     print(command_line("bench.population"))
     print(machine_facts())
-    with bench_cluster() as (cluster, _operator, kube):
+    with bench_cluster(scrape_control_plane=True) as (cluster, _operator, kube):
         if args.suite:
             print(run_suite(kube, cluster, args.suite, args.timeout))
             return
@@ -186,6 +198,7 @@ def main() -> None:
             print(json.dumps(results[-1]), flush=True)
     print("\n".join(table(results)))
     for result in results:
+        print(f"level {result['level']}: control plane (highest over the steps) {json.dumps(result['own'])}")
         print(f"level {result['level']}: disruptions {json.dumps(result['disruptions'])}")
     if args.save:
         with open(args.save, "w") as out:

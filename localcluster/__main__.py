@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-prometheus", action="store_true",
                         help="start no Prometheus (by default one scrapes the sidecars and the simulator every "
                              "second, at http://127.0.0.1:<api port + 6>)")
+    parser.add_argument("--scrape-control-plane", action="store_true",
+                        help="Prometheus also scrapes the API server and the controller-manager every 5 s (jobs "
+                             "apiserver and kube-controller-manager: list latency, stored objects, the PV "
+                             "controller's queues, memory)")
     args = parser.parse_args(argv)
     sidecar_flags: dict[str, dict[str, str]] = {}
     for component, flags in args.sidecar:
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                                          sidecar_flags=sidecar_flags,
                                          upstream_sidecar_defaults=args.upstream_sidecar_defaults,
                                          standby_sidecars=tuple(args.standby),
-                                         prometheus=not args.no_prometheus))
+                                         prometheus=not args.no_prometheus,
+                                         scrape_control_plane=args.scrape_control_plane))
     if args.command == "up":
         started = time.monotonic()
         if cluster.running():

@@ -101,6 +101,8 @@ class ClusterConfig:
     standby_sidecars: tuple[str, ...] = ()
     # A Prometheus (built from its Go module) scraping the sidecars and the simulator every second.
     prometheus: bool = True
+    # ... and the API server and the controller-manager every 5 s (localcluster.prometheus: the scale benches).
+    scrape_control_plane: bool = False
 
     @property
     def etcd_client_port(self) -> int:
@@ -769,7 +771,8 @@ class LocalCluster:
         token_file.write_text(self._tokens["prometheus"])
         config_file = c.state_dir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(prometheus.build_prometheus_config(
-            c.server, (c.state_dir / "pki" / "ca.crt").resolve(), token_file.resolve()), sort_keys=False))
+            c.server, (c.state_dir / "pki" / "ca.crt").resolve(), token_file.resolve(),
+            f"127.0.0.1:{c.controller_manager_port}" if c.scrape_control_plane else None), sort_keys=False))
         self._spawn("prometheus", str(self.binaries.prometheus), prometheus.command_args(
             config_file.resolve(), (c.state_dir / "prometheus").resolve(), c.prometheus_port))
 

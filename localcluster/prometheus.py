@@ -15,6 +15,14 @@ Two jobs:
   namespace, labelled as the prometheus-operator labels a ServiceMonitor's targets (``namespace``, ``pod``,
   ``container``, ``service``, ``endpoint``; see deploy/components/servicemonitor).
 
+And, with ``scrape_control_plane`` (``localcluster up --scrape-control-plane``; the scale benches), two more:
+``apiserver`` and ``kube-controller-manager``, the job names kube-prometheus gives them, so a query written here
+reads a real cluster's too. They answer how the control plane bears a population: the API server's list latency
+per kind (``apiserver_request_duration_seconds``), its objects (``apiserver_storage_objects``) and memory, the PV
+controller's claim queue (``workqueue_depth{name="claims"}``). Off by default: the API server's /metrics is 2.6 MB of
+text, 0.15 s to render, so they are scraped every 5 s and only the families kept below are stored. The
+controller-manager serves a certificate it made itself, which kube-prometheus also scrapes without verifying.
+
 The binary is upstream's, built from its Go module with only the Kubernetes service discovery
 (``localcluster.build``): Debian's package has no Kubernetes service discovery at all.
 
@@ -40,6 +48,13 @@ OPERATOR_POD_LABEL = "app.kubernetes.io/name=csibench-operator"  # the Service's
 USER = "csibench-prometheus"
 CLUSTER_ROLE = "csibench-local-prometheus"
 INTERVAL = "1s"
+JOB_API_SERVER = "apiserver"
+JOB_CONTROLLER_MANAGER = "kube-controller-manager"
+CONTROL_PLANE_INTERVAL = "5s"
+# The families stored of the control plane's: list latency, stored objects, queues, the processes' CPU and memory.
+CONTROL_PLANE_FAMILIES = ("apiserver_request_duration_seconds_(bucket|sum|count)|apiserver_storage_objects|"
+                          "apiserver_current_inflight_requests|workqueue_depth|workqueue_adds_total|"
+                          "process_resident_memory_bytes|process_cpu_seconds_total")
 RETENTION = "1d"
 
 
@@ -52,8 +67,24 @@ def _copy(source: str, target: str) -> dict[str, Any]:
     return {"source_labels": [source], "target_label": target}
 
 
-def build_prometheus_config(api_server: str, ca_file: Path, token_file: Path) -> dict[str, Any]:
-    """The whole prometheus.yml as a dict: 1 s global intervals, the two jobs described above (pure)."""
+def control_plane_job(job: str, address: str, token_file: Path, ca_file: Path | None) -> dict[str, Any]:
+    """A scrape job of one control-plane process at ``address`` (host:port, https, Prometheus's token): every 5 s,
+    only CONTROL_PLANE_FAMILIES kept; ``ca_file`` None: its certificate is its own, not verified (pure)."""
+    tls: dict[str, Any] = {"ca_file": str(ca_file)} if ca_file is not None else {"insecure_skip_verify": True}
+    return {
+        "job_name": job, "scheme": "https", "metrics_path": "/metrics",
+        "scrape_interval": CONTROL_PLANE_INTERVAL, "scrape_timeout": CONTROL_PLANE_INTERVAL,
+        "tls_config": tls, "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+        "static_configs": [{"targets": [address]}],
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": CONTROL_PLANE_FAMILIES,
+                                    "action": "keep"}],
+    }
+
+
+def build_prometheus_config(api_server: str, ca_file: Path, token_file: Path,
+                            controller_manager: str | None = None) -> dict[str, Any]:
+    """The whole prometheus.yml as a dict: 1 s global intervals, the two jobs described above, and with
+    ``controller_manager`` (its host:port) the control plane's two (pure)."""
 
     def discovery(role: str, selectors: list[dict[str, str]], namespaces: list[str] | None = None) -> dict[str, Any]:
         sd: dict[str, Any] = {
@@ -103,9 +134,12 @@ def build_prometheus_config(api_server: str, ca_file: Path, token_file: Path) ->
             _copy("__meta_kubernetes_endpointslice_port_name", "endpoint"),
         ],
     }
+    control_plane = [] if controller_manager is None else [
+        control_plane_job(JOB_API_SERVER, api_server.removeprefix("https://"), token_file, ca_file),
+        control_plane_job(JOB_CONTROLLER_MANAGER, controller_manager, token_file, None)]
     return {
         "global": {"scrape_interval": INTERVAL, "scrape_timeout": INTERVAL, "evaluation_interval": INTERVAL},
-        "scrape_configs": [machinery, operator],
+        "scrape_configs": [machinery, operator, *control_plane],
     }
 
 
@@ -117,13 +151,14 @@ def command_args(config_file: Path, data_dir: Path, port: int) -> list[str]:
 
 
 def rbac_objects(user: str = USER) -> list[dict[str, Any]]:
-    """A ClusterRole for what the service discovery reads (pod, endpointslice and service informers, nodes) and
-    its binding to Prometheus's token user (pure)."""
+    """A ClusterRole for what the service discovery reads (pod, endpointslice and service informers, nodes), the
+    control plane's /metrics, and its binding to Prometheus's token user (pure)."""
     verbs = ["get", "list", "watch"]
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": CLUSTER_ROLE},
          "rules": [{"apiGroups": [""], "resources": ["pods", "services", "endpoints", "nodes"], "verbs": verbs},
-                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": verbs}]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": verbs},
+                   {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": CLUSTER_ROLE},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},

@@ -124,10 +124,13 @@ def test_prometheus_command_line_keeps_it_on_loopback_with_a_day_of_data() -> No
 
 def test_prometheus_reads_discovery_objects_only_under_its_own_identity() -> None:
     role, binding = prometheus.rbac_objects()
-    rules = {(group, resource): rule["verbs"] for rule in role["rules"] for group in rule["apiGroups"]
+    rules = {(group, resource): rule["verbs"] for rule in role["rules"] for group in rule.get("apiGroups", [])
              for resource in rule["resources"]}
     assert rules == {(group, resource): ["get", "list", "watch"] for group, resource in [
         ("", "pods"), ("", "services"), ("", "endpoints"), ("", "nodes"), ("discovery.k8s.io", "endpointslices")]}
+    # ... and the control plane's metrics, read only (nothing else without an API group)
+    assert [rule for rule in role["rules"] if "apiGroups" not in rule] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                     "name": pki.identity("prometheus").user}]
@@ -249,3 +252,25 @@ def test_a_paused_component_is_stopped_inside_the_block_and_running_after_it_wha
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_control_plane_is_scraped_only_when_asked_every_5_s_keeping_only_the_families_it_needs() -> None:
+    assert [j["job_name"] for j in config()["scrape_configs"]] == [prometheus.JOB_MACHINERY, prometheus.JOB_OPERATOR]
+    jobs = prometheus.build_prometheus_config(API_SERVER, CA, TOKEN, "127.0.0.1:19446")["scrape_configs"]
+    api, manager = jobs[2:]
+    assert (api["job_name"], manager["job_name"]) == ("apiserver", "kube-controller-manager")  # kube-prometheus's
+    assert api["static_configs"] == [{"targets": ["127.0.0.1:19443"]}] and api["tls_config"] == {"ca_file": str(CA)}
+    assert manager["static_configs"] == [{"targets": ["127.0.0.1:19446"]}]
+    assert manager["tls_config"] == {"insecure_skip_verify": True}  # a certificate it made itself
+    for scraped in (api, manager):
+        assert scraped["scheme"] == "https" and scraped["scrape_interval"] == "5s"
+        assert scraped["authorization"] == {"type": "Bearer", "credentials_file": str(TOKEN)}
+        (keep,) = scraped["metric_relabel_configs"]
+        kept = [name for name in ("apiserver_request_duration_seconds_bucket", "apiserver_storage_objects",
+                                  "workqueue_depth", "process_resident_memory_bytes",
+                                  "apiserver_request_duration_seconds_count",
+                                  "apiserver_watch_events_sizes_bucket", "etcd_request_duration_seconds_bucket",
+                                  "workqueue_depth_total") if re.fullmatch(keep["regex"], name)]
+        assert keep["action"] == "keep" and kept == [
+            "apiserver_request_duration_seconds_bucket", "apiserver_storage_objects", "workqueue_depth",
+            "process_resident_memory_bytes", "apiserver_request_duration_seconds_count"]
