@@ -11,9 +11,9 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from csibench.api.collect import Aggregation, CollectSpec
+from csibench.api.collect import MAX_COLLECTED_VALUES, Aggregation, CollectSpec
 from csibench.api.crd import render_crd
-from csibench.observe.collector import StepCollector
+from csibench.observe.collector import StepCollector, fair_shares
 from csibench.observe.prometheus import Prometheus, PrometheusError, Series
 from csibench.observe.queries import build_queries, escape_label_value
 from csibench.observe.window import highest, increase, readings
@@ -231,3 +231,15 @@ def test_a_redirect_is_refused_not_followed() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(("wanted", "shares"), [
+    ([10, 10, 1, 1, 1, 4], [10, 10, 1, 1, 1, 4]),  # everything fits: each keeps all it read
+    ([30, 30, 1, 1, 1, 4], [20, 21, 1, 1, 1, 4]),  # the small ones' room goes to the two large ones
+    ([100, 0], [48, 0]),
+    ([], []),
+])
+def test_the_values_room_goes_where_series_are_and_no_query_is_cut_below_an_equal_share(
+        wanted: list[int], shares: list[int]) -> None:
+    assert fair_shares(wanted, MAX_COLLECTED_VALUES) == shares
+    assert sum(shares) <= MAX_COLLECTED_VALUES

@@ -66,6 +66,20 @@ class Findings:
         return list(self.found.values())
 
 
+def fair_shares(wanted: list[int], room: int) -> list[int]:
+    """How many values each query keeps of ``room``: an equal share each, and what a query needs less of goes to
+    the others (water-filling; pure). A profile query over many containers then keeps them all beside a few
+    single-series queries of the run's own, where equal fixed shares cut it to room / queries."""
+    shares = [0] * len(wanted)
+    left, pending = room, sorted(range(len(wanted)), key=lambda index: wanted[index])
+    while pending:
+        share = left // len(pending)
+        index = pending.pop(0)
+        shares[index] = min(wanted[index], share)
+        left -= shares[index]
+    return shares
+
+
 @dataclass
 class QueryReading:
     """One query's answer over the window as status keeps it, read in a worker thread (an answer may hold many
@@ -101,7 +115,7 @@ class StepCollector:
             return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(max(stop, now)), values=[])
         until = time.monotonic() + self.budget
         end = await self._settle(step, stop, until)
-        values: list[CollectedValue] = []
+        reads: list[tuple[Query, QueryReading]] = []
         for index, query in enumerate(self.queries):
             if time.monotonic() >= until:
                 left = [q.name for q in self.queries[index:]]
@@ -130,9 +144,14 @@ class StepCollector:
                 self.findings.add("CollectionFailed", Severity.WARNING, query.name, step,
                                   f"{query.name}: {type(error).__name__}: {error}")
                 continue
+            reads.append((query, read))
+        values: list[CollectedValue] = []
+        for (query, read), room in zip(reads, fair_shares([len(read.values) for _, read in reads],
+                                                          MAX_COLLECTED_VALUES), strict=True):
+            read.values = read.values[:room]  # each read is largest first
             self._say(step, query, read)
             values += read.values
-        return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(end), values=values[:MAX_COLLECTED_VALUES])
+        return StepCollection(start=rfc3339_ms(start), end=rfc3339_ms(end), values=values)
 
     def _say(self, step: str, query: Query, read: QueryReading) -> None:
         """The findings of one query's reading: what was left out or cut."""
@@ -196,8 +215,9 @@ class StepCollector:
         else:
             answer = ask.instant(query.promql, end, until)
             found = latest(answer)
-        room = max(1, MAX_COLLECTED_VALUES // len(self.queries))  # every query keeps its share
-        values, series, non_finite = readings(query.name, query.unit, query.aggregation, found, seconds, room)
+        # Up to the whole room; collect() then shares it out among the queries (fair_shares).
+        values, series, non_finite = readings(query.name, query.unit, query.aggregation, found, seconds,
+                                              MAX_COLLECTED_VALUES)
         cut = {item.key() for item in answer if item.labels_cut}
         labels_cut = sum(1 for labels, _ in found if tuple(sorted(labels.items())) in cut)
         return QueryReading(values, series, missing, labels_cut, non_finite)
