@@ -175,3 +175,15 @@ def test_a_pod_of_zonal_volumes_moves_only_to_a_node_of_their_zone_when_there_is
     status = run(fake, moved())
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     assert [pinned(body) for body in pod_creates(fake)[6:12]] == ["node-2"] * 6  # never zone-b's node-1
+
+
+def test_every_delete_of_a_move_leaves_at_once_however_few_requests_the_client_sends_together() -> None:
+    """A move waits for its pod to be gone after its delete left; that wait holds none of the batch's slots for
+    unsent objects (4 x maxInFlight = 4 here), so all twelve deletes leave before the first successor is made."""
+    fake = FakeKube(Behaviour(pod_termination=0.5))
+    status = run(fake, moved(volumes=12, client={"maxInFlight": 1}))
+    assert status.phase is not None and status.phase.value == "Succeeded", status.message
+    pods = [(verb, path) for verb, path in fake.log if "/pods" in path and verb in ("POST", "DELETE")]
+    first_delete = next(i for i, (verb, _) in enumerate(pods) if verb == "DELETE")
+    moves = pods[first_delete:first_delete + 24]
+    assert [verb for verb, _ in moves] == ["DELETE"] * 12 + ["POST"] * 12, moves
