@@ -357,16 +357,19 @@ def test_own_queries_show_their_highest_reading_per_cell_with_each_series_and_un
         for index, step in enumerate(run["status"]["steps"]):
             step["collection"]["values"] += [
                 {"query": "claimQueue", "labels": {"job": "kube-controller-manager"}, "value": level - index},
+                {"query": "apiserverMemory", "labels": {}, "value": 1234567890.0, "unit": "bytes"},
                 {"query": "snapshotsInFlight", "labels": {}, "value": 3.0 * index, "unit": "ops"}]
     view = view_of(suite, runs)
     headers, rows = own_queries_table(view) or ([], [])
-    assert headers == ["Cell", "population", "claimQueue{job=kube-controller-manager}", "snapshotsInFlight ops"]
+    assert headers == ["Cell", "population", "apiserverMemory bytes", "claimQueue{job=kube-controller-manager}",
+                       "snapshotsInFlight ops"]
     last = 3.0 * (len(runs[0]["status"]["steps"]) - 1)
     # the first step's reading is the highest (minus index), the median of rounds 1 and 2 (+1 and +2): +1.5
-    assert rows == [["c0", "0", "11.5", f"{last:.4g}"], ["c1", "1000", "901.5", f"{last:.4g}"]]
+    assert rows == [["c0", "0", "1234567890", "11.5", f"{last:.4g}"], ["c1", "1000", "1234567890", "901.5",
+                                                                         f"{last:.4g}"]]
     assert OWN_QUERIES_TITLE in render_suite(suite, runs)
     assert suite_json(suite, runs)["cells"][1]["ownQueryPeaks"] == {
-        "claimQueue{job=kube-controller-manager}": 901.5, "snapshotsInFlight": last}
+        "apiserverMemory": 1234567890.0, "claimQueue{job=kube-controller-manager}": 901.5, "snapshotsInFlight": last}
 
 
 def test_a_suite_without_own_queries_has_no_such_table() -> None:

@@ -116,7 +116,8 @@ def align(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines = ["| " + " | ".join(header.replace("|", "\\|") for header in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
     return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
 
 

@@ -27,7 +27,9 @@ def series_name(value: dict[str, Any]) -> str:
 
 def own_query_peaks(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, str]]:
     """Per series of the runs' own queries (not the profile's), the median over ``runs`` of its highest reading
-    over each run's steps; and each series' unit where the query gave one. A run that read nothing is left out."""
+    over each run's steps; and each series' unit where the query gave one. A run that did not read a series is left
+    out of its median (a LIST latency exists only where something listed). For an Increase or Rate query the
+    highest is that of the step that counted most."""
     per_run: list[dict[str, float]] = []
     units: dict[str, str] = {}
     for run in runs:
@@ -47,7 +49,10 @@ def own_query_peaks(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
 
 
 def _reading(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+    """99997 as 99997 (a queue, bytes), 0.01234 as 0.01234: four significant digits, never an exponent above 1."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def own_queries_table(view: SuiteView) -> Table | None:
@@ -64,4 +69,5 @@ def own_queries_table(view: SuiteView) -> Table | None:
     return ["Cell", *axes, *[f"{name} {units[name]}" if name in units else name for name in series]], rows
 
 
-TITLE = "Own queries (spec.collect): the highest reading over the run's steps, median over the rounds, per cell"
+TITLE = ("Own queries (spec.collect): the highest reading over the run's steps, median over the rounds that read "
+         "it, per cell")
