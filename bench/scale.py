@@ -2,8 +2,8 @@
 
 Samples the operator's resident memory (VmRSS, and VmHWM at the end), the BenchmarkRun object's size, and the
 run's API request rate (status.client.requests, read every 5 s) against the configured QPS.
-Targets: completes; peak RSS <= 300 MB (<= 500 MB at 100,000); object <= 32 KB; request rate within the configured
-QPS. At the end it reads the stored report the way a user does (`csibench report -o json`, timed) and sums its
+Targets: completes; peak RSS <= 300 MB up to 10,000 volumes (<= 500 MB beyond: issue 46's goal at 100,000);
+object <= 32 KB; request rate within the configured QPS. At the end it reads the stored report the way a user does (`csibench report -o json`, timed) and sums its
 ConfigMaps, since the per-object data lives there and not in status.
 """
 
@@ -109,7 +109,10 @@ def main() -> None:
         user_after, system_after = cpu_times(pid)
         elapsed = time.monotonic() - started
         status = run["status"]
-        stored_bytes, chunks, read_seconds, read_bytes = stored_report(cluster)
+        try:
+            stored: tuple[int, int, float, int] | str = stored_report(cluster)
+        except (subprocess.CalledProcessError, json.JSONDecodeError, RuntimeError) as error:
+            stored = f"not read: {error}"  # the run's figures are printed all the same
     # Samples 30 s apart: the count is as of the run's last status write (every 2 s), so a narrow window would
     # swing by that much either way.
     apart = round(30 / STATUS_SECONDS)
@@ -138,8 +141,13 @@ def main() -> None:
     print(f"| operator CPU per object-step ({object_steps} object-steps) | {per_step_ms:.2f} ms | <= 0.7 ms |")
     print(f"| client-side throttled time, summed over requests | {status['client']['throttledSeconds']:.1f} s over "
           f"{status['client']['requests']} requests | |")
-    print(f"| stored report | {stored_bytes / 1024:.0f} KiB compressed in {chunks} ConfigMap(s); "
-          f"`csibench report -o json` read it in {read_seconds:.1f} s ({read_bytes / 1024:.0f} KiB of JSON) | |")
+    if isinstance(stored, str):
+        print(f"| stored report | {stored} | |")
+    else:
+        stored_bytes, chunks, read_seconds, read_bytes = stored
+        print(f"| stored report | {stored_bytes / 1024:.0f} KiB compressed in {chunks} ConfigMap(s); `csibench "
+              f"report -o json` read it in {read_seconds:.1f} s, a fresh process ({read_bytes / 1024:.0f} KiB of "
+              "JSON) | |")
     print(f"\nFull status: {json.dumps({k: status[k] for k in ('phase', 'totalStepSeconds', 'cleanup')})}")
     if args.profile:
         print("\n" + summary(args.profile, f"Operator CPU by py-spy, {args.volumes} volumes"))

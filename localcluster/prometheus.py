@@ -54,6 +54,7 @@ CONTROL_PLANE_INTERVAL = "5s"
 # The families stored of the control plane's: list latency, stored objects, queues, the processes' CPU and memory.
 CONTROL_PLANE_FAMILIES = ("apiserver_request_duration_seconds_(bucket|sum|count)|apiserver_storage_objects|"
                           "apiserver_current_inflight_requests|workqueue_depth|workqueue_adds_total|"
+                          "workqueue_work_duration_seconds_(sum|count)|"
                           "process_resident_memory_bytes|process_cpu_seconds_total")
 RETENTION = "1d"
 

@@ -346,7 +346,8 @@ def test_cluster_starts_every_time_on_a_busy_machine(busy_cores: None, tmp_path:
 
 def the_control_plane_is_scraped(cluster: LocalCluster) -> None:
     """The API server's and the controller-manager's targets up under Prometheus's own identity, and what the
-    envelope reads of them there: claims listed, the PV controller's claim queue."""
+    envelope reads of them there: LIST latency of claims (the cluster's own components listed them at start), the
+    API server's memory, the PV controller's claim queue."""
     def up() -> bool:
         found = {s["metric"]["job"]: s["value"][1] for s in prometheus_query(
             cluster, 'up{job=~"apiserver|kube-controller-manager"}')}
@@ -354,7 +355,9 @@ def the_control_plane_is_scraped(cluster: LocalCluster) -> None:
 
     wait_until(up, 60, "the control plane's targets up")
     assert prometheus_query(cluster, 'workqueue_depth{job="kube-controller-manager", name="claims"}')
-    assert prometheus_query(cluster, 'apiserver_storage_objects{job="apiserver", resource="persistentvolumes"}')
+    assert prometheus_query(cluster, 'apiserver_request_duration_seconds_count{job="apiserver", verb="LIST", '
+                                     'resource="persistentvolumeclaims"}')
+    assert prometheus_query(cluster, 'process_resident_memory_bytes{job="apiserver"}')
     assert not prometheus_query(cluster, '{job="apiserver", __name__=~"etcd_.*"}')  # only the families kept
 
 

@@ -68,8 +68,8 @@ GROUP_LATENCY = LATENCY * PER_GROUP
 STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
 CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
 # Which steps a trial kills: half of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds 2k and
-# 2k+1 kill complementary halves, so two days' CI runs cover every step between them, and a failure names its seed
-# to be re-run. Every step killed in one run cost 255 s of a 37-minute command on a busy machine (2026-12-06);
+# 2k+1 kill complementary halves, so an even day's CI run and the next day's cover every step between them, and a
+# failure names its seed to be re-run (a bisect pins it). Every step killed in one run cost 255 s of a 37-minute command on a busy machine (2026-12-06);
 # CSIBENCH_KILL_STEPS=all kills all.
 KILL_SEED = int(os.environ.get("CSIBENCH_KILL_SEED", str(datetime.date.today().toordinal())))
 KILL_ALL = os.environ.get("CSIBENCH_KILL_STEPS") == "all"
@@ -122,7 +122,7 @@ def test_operator_killed_inside_its_steps_redoes_each_and_the_run_succeeds(
         return any(s["name"] == target and s["state"] == "Running" for s in (run.get("status") or {}).get("steps", []))
 
     def stuck(error: AssertionError) -> AssertionError:  # the summary on the first line: CI shows a long output's ends
-        return AssertionError(f"{error} (killed in {targets}, CSIBENCH_KILL_SEED={KILL_SEED}); "
+        return AssertionError(f"{error} (killed in {targets}, CSIBENCH_KILL_SEED={KILL_SEED + seed}); "
                               f"{describe_stuck_run(kube, namespace, name)}\noperator log:\n{operator.log(80)}")
 
     progress_at_kill: dict[str, str | None] = {}
@@ -142,7 +142,7 @@ def test_operator_killed_inside_its_steps_redoes_each_and_the_run_succeeds(
     except AssertionError as error:
         raise stuck(error) from None
     status = run["status"]
-    seeded = f"killed in {targets}, CSIBENCH_KILL_SEED={KILL_SEED}"
+    seeded = f"killed in {targets}, CSIBENCH_KILL_SEED={KILL_SEED + seed}"
     assert status["phase"] == "Succeeded", f"{seeded}: {describe_stuck_run(kube, namespace, name)}\n{operator.log()}"
     assert [s["state"] for s in status["steps"]] == ["Succeeded"] * len(ALL_STEPS), seeded
     for measured in status["steps"]:
