@@ -3,8 +3,8 @@
 Samples the operator's resident memory (VmRSS, and VmHWM at the end), the BenchmarkRun object's size, and the
 run's API request rate (status.client.requests, read every 5 s) against the configured QPS.
 Targets: completes; peak RSS <= 300 MB up to 10,000 volumes (<= 500 MB beyond: issue 46's goal at 100,000);
-object <= 32 KB; request rate within the configured QPS. At the end it reads the stored report the way a user does (`csibench report -o json`, timed) and sums its
-ConfigMaps, since the per-object data lives there and not in status.
+object <= 32 KB; request rate within the configured QPS. At the end it reads the stored report the way a user does
+(`csibench report -o json`, timed) and sums its ConfigMaps, since the per-object data lives there, not in status.
 """
 
 from __future__ import annotations

@@ -69,8 +69,8 @@ STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
 CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
 # Which steps a trial kills: half of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds 2k and
 # 2k+1 kill complementary halves, so an even day's CI run and the next day's cover every step between them, and a
-# failure names its seed to be re-run (a bisect pins it). Every step killed in one run cost 255 s of a 37-minute command on a busy machine (2026-12-06);
-# CSIBENCH_KILL_STEPS=all kills all.
+# failure names its seed to be re-run (a bisect pins it). Every step killed in one run cost 255 s of a 37-minute
+# command on a busy machine (2026-12-06); CSIBENCH_KILL_STEPS=all kills all.
 KILL_SEED = int(os.environ.get("CSIBENCH_KILL_SEED", str(datetime.date.today().toordinal())))
 KILL_ALL = os.environ.get("CSIBENCH_KILL_STEPS") == "all"
 

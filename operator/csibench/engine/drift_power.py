@@ -38,7 +38,13 @@ def windows_needed(log_first: list[float], log_last: list[float], threshold: flo
     if spread <= 0.0 or not math.isfinite(spread) or not math.isfinite(d):
         return None
     margin = math.log1p(threshold)
-    for n in range(2, most + 1):
-        if _power(n, spread, d, margin, phases) >= POWER:
-            return n
-    return None
+    if most < 2 or _power(most, spread, d, margin, phases) < POWER:
+        return None
+    low, high = 1, most  # power(high) reaches POWER, and power grows with n: bisect (5 powers for 20, not 19)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _power(middle, spread, d, margin, phases) >= POWER:
+            high = middle
+        else:
+            low = middle
+    return max(2, high)
