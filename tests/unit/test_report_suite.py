@@ -360,7 +360,7 @@ def test_own_queries_show_their_highest_reading_per_cell_with_each_series_and_un
                 {"query": "apiserverMemory", "labels": {}, "value": 1234567890.0, "unit": "bytes"},
                 {"query": "snapshotsInFlight", "labels": {}, "value": 3.0 * index, "unit": "ops"}]
     view = view_of(suite, runs)
-    headers, rows = own_queries_table(view) or ([], [])
+    headers, rows = own_queries_table(view.cells, [axis for axis, _ in view.axes]) or ([], [])
     assert headers == ["Cell", "population", "apiserverMemory bytes", "claimQueue{job=kube-controller-manager}",
                        "snapshotsInFlight ops"]
     last = 3.0 * (len(runs[0]["status"]["steps"]) - 1)
@@ -375,5 +375,5 @@ def test_own_queries_show_their_highest_reading_per_cell_with_each_series_and_un
 def test_a_suite_without_own_queries_has_no_such_table() -> None:
     suite, runs = measured({"volumes": [10, 100]}, 1, by_volumes)
     _with_memory(runs, lambda run: 60.0)
-    assert own_queries_table(view_of(suite, runs)) is None
+    assert own_queries_table(view_of(suite, runs).cells, ["volumes"]) is None
     assert OWN_QUERIES_TITLE not in render_suite(suite, runs)

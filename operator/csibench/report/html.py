@@ -356,7 +356,7 @@ def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
             + "</div></div>")
         body += ['<section class="step" id="suite-machinery"><h2>CSI components: peak memory over the steps</h2>'
                  f"{_table(*machinery, 'suite-machinery')}{plot}</section>"]
-    own = own_queries_table(view)
+    own = own_queries_table(view.cells, [axis for axis, _ in view.axes])
     if own is not None:
         body += [f'<section class="step" id="suite-own-queries"><h2>{_e(OWN_QUERIES_TITLE)}</h2>'
                  f"{_table(*own, 'suite-own-queries')}</section>"]

@@ -381,7 +381,7 @@ def render_suite(suite: dict[str, Any], runs: list[dict[str, Any]], markdown: bo
     if machinery is not None:
         lines += table("CSI components: peak memory over the run's steps (spec.collect), median over the rounds, "
                        "per cell", machinery)
-    own = own_queries_table(view)
+    own = own_queries_table(view.cells, [axis for axis, _ in view.axes])
     if own is not None:
         lines += table(OWN_QUERIES_TITLE, own)
     if comparisons:

@@ -9,13 +9,12 @@ and this table shows, per cell, the highest over the run's steps: the batch's wo
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from csibench.api.collect import PROFILE_QUERY_NAMES
+from csibench.api.suite_results import CellResult
 from csibench.report.render import Table
-
-if TYPE_CHECKING:  # suite.py renders this table
-    from csibench.report.suite import SuiteView
 
 
 def series_name(value: dict[str, Any]) -> str:
@@ -55,17 +54,16 @@ def _reading(value: float | None) -> str:
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def own_queries_table(view: SuiteView) -> Table | None:
-    """One row per cell, one column per series of the suite's own queries: its highest reading over the run's
-    steps, the median over the rounds; None when the runs read none."""
-    found = {result.cell: own_query_peaks(result.runs) for result in view.cells}
+def own_queries_table(cells: Sequence[CellResult], axes: list[str]) -> Table | None:
+    """One row per cell (its values of ``axes``), one column per series of the suite's own queries: its highest
+    reading over the run's steps, the median over the rounds; None when the runs read none."""
+    found = {result.cell: own_query_peaks(result.runs) for result in cells}
     series = sorted({name for peaks, _ in found.values() for name in peaks})
     if not series:
         return None
     units = {name: unit for _, named in found.values() for name, unit in named.items()}
-    axes = [axis for axis, _ in view.axes]
     rows = [[result.cell, *[result.values.get(axis, "-") for axis in axes],
-             *[_reading(found[result.cell][0].get(name)) for name in series]] for result in view.cells]
+             *[_reading(found[result.cell][0].get(name)) for name in series]] for result in cells]
     return ["Cell", *axes, *[f"{name} {units[name]}" if name in units else name for name in series]], rows
 
 
