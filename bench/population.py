@@ -41,7 +41,8 @@ from localcluster.runs import (
     wait_for_phase,
 )
 
-DISRUPTION_FIGURES = ("state", "recoverySeconds", "stallSeconds", "throughputBefore", "throughputAfter")
+DISRUPTION_FIGURES = ("state", "recoverySeconds", "stallSeconds", "throughputBefore", "throughputAfter",
+                      "leaderSeconds", "leaseTransitions", "message")
 STEPS = ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"]
 COMPONENTS = ("csi-provisioner", "csi-snapshotter", "snapshot-controller", "kube-apiserver", "kube-controller-manager")
 LISTED = (("persistentvolumes", "/api/v1/persistentvolumes"),
