@@ -67,21 +67,26 @@ LATENCY = 2.0 * CONCURRENCY / VOLUMES
 GROUP_LATENCY = LATENCY * PER_GROUP
 STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
 CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
-# Which steps a trial kills: half of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds 2k and
-# 2k+1 kill complementary halves, so an even day's CI run and the next day's cover every step between them, and a
-# failure names its seed to be re-run (a bisect pins it). Every step killed in one run cost 255 s of a 37-minute
-# command on a busy machine (2026-12-06); CSIBENCH_KILL_STEPS=all kills all.
+# Which steps a trial kills: a third of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds 3k,
+# 3k+1 and 3k+2 kill the three disjoint thirds of one shuffle, so three days' CI runs in a row (from a day whose
+# number divides by 3) cover every step, and a failure names its seed to be re-run (a bisect pins it). All twelve
+# kills cost 255 s of a 37-minute command on a busy machine (2026-12-06), six 151 s of a 32-minute one
+# (2026-12-07); CSIBENCH_KILL_STEPS=all kills all.
 KILL_SEED = int(os.environ.get("CSIBENCH_KILL_SEED", str(datetime.date.today().toordinal())))
 KILL_ALL = os.environ.get("CSIBENCH_KILL_STEPS") == "all"
+KILL_PARTS = 3
 
 
 def killed_steps(seed: int, kill_all: bool = KILL_ALL) -> list[str]:
-    """The steps a trial kills, in run order: all of them, or a seeded half (an odd seed: the other half of the one
-    before it)."""
+    """The steps a trial kills, in run order: all of them, or one of KILL_PARTS disjoint parts of a seeded shuffle
+    (seed // KILL_PARTS picks the shuffle, seed % KILL_PARTS the part)."""
     if kill_all:
         return list(ALL_STEPS)
-    half = set(random.Random(seed // 2).sample(ALL_STEPS, len(ALL_STEPS) // 2))
-    return [target for target in ALL_STEPS if (target in half) != (seed % 2 == 1)]
+    shuffled = list(ALL_STEPS)
+    random.Random(seed // KILL_PARTS).shuffle(shuffled)
+    size = len(ALL_STEPS) // KILL_PARTS
+    part = set(shuffled[seed % KILL_PARTS * size:(seed % KILL_PARTS + 1) * size])
+    return [target for target in ALL_STEPS if target in part]
 
 
 def _progress(status: dict[str, Any]) -> int:
@@ -94,8 +99,8 @@ def _progress(status: dict[str, Any]) -> int:
 def test_operator_killed_inside_its_steps_redoes_each_and_the_run_succeeds(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
         seed: int) -> None:
-    """One run of twelve steps, killed inside half of them (a seeded draw; CSIBENCH_KILL_STEPS=all: every one) in
-    turn, a seeded 0.2-1.2 s after the step showed Running (every step takes at least 2 s on this array, so each
+    """One run of twelve steps, killed inside a third of them (a seeded draw; CSIBENCH_KILL_STEPS=all: every one)
+    in turn, a seeded 0.2-1.2 s after the step showed Running (every step takes at least 2 s on this array, so each
     kill lands inside it). Each restart must restore the interrupted step and redo it in full, the restores of
     earlier steps must not disturb later ones, and a step no kill touched runs once. (The expansion's restore makes
     the claims again at their first size, with the publish pods that hold them; the move's deletes the pods
