@@ -110,15 +110,19 @@ def test_a_pinned_pod_names_its_node_by_field_not_by_label() -> None:
 
 def test_multi_attach_warnings_are_counted_with_their_repeats_not_fatal() -> None:
     """The fake's attach/detach controller keeps ReadWriteOnce: a successor whose volume is still attached to the
-    old node (its detach takes 400 ms) gets a Multi-Attach Event whose count grows at each retry (every 20 ms; 150
-    ms left some pods one retry each under two CPU burners)."""
-    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.4, start_delay=0.02))
+    old node (its detach takes 800 ms) gets a Multi-Attach Event whose count grows at each retry (every 20 ms; 150
+    ms left some pods one retry each under two CPU burners, and 400 ms left three of six pods none at all beside
+    the integration tests and two burners, 2026-12-07: which pods meet it is the machine's, that repeats are
+    counted is the step's)."""
+    fake = FakeKube(Behaviour(ready_delay=0.05, release_delay=0.8, start_delay=0.02))
     status = run(fake, moved())
     assert status.phase is not None and status.phase.value == "Succeeded", status.message
     step = next(s for s in status.steps if s.name == "moveVolume")
     (retried,) = step.retriedWarnings
     assert retried.reason == "FailedAttachVolume" and retried.message.startswith("Multi-Attach error")
-    assert retried.count > 6  # at most one Event per pod (6): more means their repeats were counted
+    # One Event per pod that met the error; a count above the pods means their repeats were counted
+    met = retried.objects or 0
+    assert 1 <= met <= 6 and retried.count > met, retried
     assert all(not s.retriedWarnings for s in status.steps if s.name != "moveVolume")
     # No attach on the new node before the old node let go.
     assert len(fake.attaches) == 12 and owned_left(fake) == []
