@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -168,12 +169,19 @@ def iterations_for_power(spread: float, d: float, threshold: float, alpha: float
     when even MAX_REPEAT does not (or the truth sits on the threshold, where no n decides)."""
     if spread <= 0.0 or not math.isfinite(spread) or not math.isfinite(d):
         raise ValueError("a positive, finite spread and a finite difference are needed")
-    if power(MAX_REPEAT, spread, d, threshold, alpha) < target:
-        return MAX_REPEAT + 1
-    low, high = 1, MAX_REPEAT  # power(high) >= target; power grows with n
+    found = fewest_reaching(lambda n: power(n, spread, d, threshold, alpha), MAX_REPEAT, target)
+    return MAX_REPEAT + 1 if found is None else found
+
+
+def fewest_reaching(power_at: Callable[[int], float], most: int, target: float) -> int | None:
+    """The fewest n from 2 to ``most`` at which ``power_at(n)`` reaches ``target``, by bisection (a test's power
+    grows with n); None when even ``most`` does not."""
+    if most < 2 or power_at(most) < target:
+        return None
+    low, high = 1, most  # power_at(high) >= target
     while high - low > 1:
         middle = (low + high) // 2
-        if power(middle, spread, d, threshold, alpha) >= target:
+        if power_at(middle) >= target:
             high = middle
         else:
             low = middle

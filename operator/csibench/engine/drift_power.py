@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from csibench.api.regression import POWER, one_sided_critical
+from csibench.api.regression import POWER, fewest_reaching, one_sided_critical
 from csibench.api.stats import ALPHA, noncentral_t_sf
 
 
@@ -38,13 +38,5 @@ def windows_needed(log_first: list[float], log_last: list[float], threshold: flo
     if spread <= 0.0 or not math.isfinite(spread) or not math.isfinite(d):
         return None
     margin = math.log1p(threshold)
-    if most < 2 or _power(most, spread, d, margin, phases) < POWER:
-        return None
-    low, high = 1, most  # power(high) reaches POWER, and power grows with n: bisect (5 powers for 20, not 19)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if _power(middle, spread, d, margin, phases) >= POWER:
-            high = middle
-        else:
-            low = middle
-    return max(2, high)
+    # Bisection: 5 powers for 20 windows, not 19 one after the other.
+    return fewest_reaching(lambda n: _power(n, spread, d, margin, phases), most, POWER)
