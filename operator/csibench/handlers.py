@@ -34,9 +34,10 @@ from csibench.api.models import (
 )
 from csibench.api.population import DEFAULT_TIMEOUT_SECONDS
 from csibench.api.schedule import SCHEDULE_PLURAL
-from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase
+from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase, shared_population_seconds
 from csibench.api.text import validation_problems
 from csibench.engine.deletion import clean_up_deleted_run
+from csibench.engine.population.sharing import remove_suite_population, suite_owner
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
 from csibench.engine.resume import resume
@@ -230,20 +231,48 @@ async def handle_run_benchmarksuite(body: kopf.Body, meta: kopf.Meta, status: ko
         controller = SuiteController(ref, spec, client, plain(status))
         if status.get("phase") in SUITE_TERMINAL:
             await controller.restore_metrics()
-            return
-        try:
-            await controller.run()
-        except SuiteRetry as retry:  # a quota or missing rights: status says so; kopf starts the daemon again
-            raise kopf.TemporaryError(str(retry), delay=SUITE_RETRY_SECONDS) from retry
+        else:
+            try:
+                await controller.run()
+            except SuiteRetry as retry:  # a quota or missing rights: status says so; kopf starts the daemon again
+                raise kopf.TemporaryError(str(retry), delay=SUITE_RETRY_SECONDS) from retry
+        if controller.status.phase in (SuitePhase.SUCCEEDED, SuitePhase.FAILED) and not controller.population_removed:
+            await _remove_suite_population(controller, client, shared_population_seconds(spec))
     finally:
         await client.close()
 
 
-@kopf.on.delete(GROUP, VERSION, SUITE_PLURAL)
-async def handle_delete_benchmarksuite(meta: kopf.Meta, **_: Any) -> None:
+async def _remove_suite_population(controller: SuiteController, client: KubeClient, deadline_seconds: float) -> None:
+    """A suite's shared population removed (its last run has ended, or the suite is deleted), and status told; what
+    is left is retried by kopf (the finished suite's daemon starts again, a deletion's handler is called again)."""
+    ref = controller.ref
+    removal = await remove_suite_population(client, ref, {}, deadline_seconds)
+    await controller.record_population(suite_owner(ref.namespace, ref.name, ref.uid, {}).selector, removal.complete,
+                                       removal.seconds, removal.describe() if removal.found else "nothing to remove")
+    if not removal.complete:
+        raise kopf.TemporaryError(removal.describe(), delay=SUITE_RETRY_SECONDS)
+
+
+@kopf.on.delete(GROUP, VERSION, SUITE_PLURAL, retries=DELETE_RETRIES, backoff=DELETE_BACKOFF_SECONDS)
+async def handle_delete_benchmarksuite(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, **_: Any) -> None:
     """The suite's runs are deleted by the garbage collector (owner references), each cleaned up by its own
-    finalizer; only the suite's series are the operator's to drop."""
+    finalizer. A suite that shares its population first deletes its runs itself (so none grows it any more), then
+    removes the population; what is left after the operator's deleted-run deadline is retried, then said in a
+    Warning when the finalizer goes."""
     METRICS.forget_suite(f"{meta['namespace']}/{meta['name']}")
+    if not spec.get("sharePopulation") and not status.get("population"):
+        return
+    ref = SuiteRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    client = await _client_for(SUITE_CLIENT)
+    try:
+        controller = SuiteController(ref, BenchmarkSuiteSpec(template={}), client, plain(status))
+        await controller.stop_runs()
+        await _remove_suite_population(controller, client, deleted_run_cleanup_seconds())
+    except ApiError as error:
+        raise kopf.TemporaryError(f"removing the suite's population failed: {error}",
+                                  delay=DELETE_BACKOFF_SECONDS) from error
+    finally:
+        await client.close()
 
 
 @kopf.daemon(GROUP, VERSION, SCHEDULE_PLURAL, cancellation_timeout=2.0)

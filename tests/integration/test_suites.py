@@ -25,11 +25,13 @@ from localcluster.launcher import LocalCluster
 from localcluster.operator_process import OPERATOR_SA, OperatorProcess
 from localcluster.runs import (
     GROUP,
+    POPULATION_LABEL,
     VERSION,
     create_run,
     describe_stuck_run,
     get_run,
     leftovers,
+    population_leftovers,
     wait_until_nothing_left,
 )
 
@@ -231,32 +233,72 @@ def test_a_scaling_suite_draws_the_array_model_flat_on_a_serial_class_and_growin
     assert off == {}, f"{curve}; {context}"
 
 
-def test_a_population_suite_measures_its_batch_at_each_level_with_the_components_memory(
+def test_a_population_suite_grows_one_population_measures_its_batch_at_each_level_and_removes_it(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster) -> None:
-    """The scale envelope in small: a batch of 2 beside a population of 0, then of 8 claims and 4 snapshots; each
-    run makes its level, its steps count the batch alone, the CSI components' memory is collected per level, and
-    nothing of either level is left."""
-    levels = [{"claims": 0}, {"claims": 8, "snapshots": 4}]
+    """The scale envelope in small, with one population the suite shares: a batch of 2 beside 4 claims and 2
+    snapshots, then beside 8 and 4 (the first run makes 4 and 2, the second finds them and adds as many); each
+    run's steps count the batch alone, the CSI components' memory is collected per level, the population outlives
+    the first run, and the suite removes all of it, the seed's volume and content too, when it ends."""
+    levels = [{"claims": 4, "snapshots": 2}, {"claims": 8, "snapshots": 4}]
     template = {**QUICK, "storageClassName": "csibench-sim", "targetNamespace": namespace,
                 "volumeSnapshotClassName": "csibench-sim-snapclass",
                 "steps": ["createVolume", "createSnapshot", "deleteSnapshot", "deleteVolume"],
                 "collect": {"prometheusUrl": cluster.prometheus_url}}
-    create_suite(kube, namespace, benchmark_suite("envelope", template=template, order="Sequential",
-                                                  matrix={"population": levels}))
+    created = create_suite(kube, namespace, benchmark_suite("envelope", template=template, order="Sequential",
+                                                            sharePopulation=True, matrix={"population": levels}))
+    suite_uid = created["metadata"]["uid"]
     suite = wait_for_suite(kube, namespace, "envelope", operator, 360)
     context = describe_suite(kube, namespace, "envelope", operator)
     assert suite["status"]["phase"] == "Succeeded", context
-    runs = suite_runs(kube, namespace, suite)
-    made = sorted((run["status"]["population"]["claims"], run["status"]["population"]["snapshots"],
-                   [s["objects"] for s in run["status"]["steps"]]) for run in runs)
-    assert made == [(0, 0, [2, 2, 2, 2]), (8, 4, [2, 2, 2, 2])], context
+    runs = sorted(suite_runs(kube, namespace, suite), key=lambda run: run["metadata"]["name"])
+    made = [(run["status"]["population"]["claims"], run["status"]["population"]["snapshots"],
+             run["status"]["population"].get("foundClaims"), run["status"]["population"].get("foundSnapshots"),
+             [s["objects"] for s in run["status"]["steps"]]) for run in runs]
+    assert made == [(4, 2, 0, 0, [2, 2, 2, 2]), (8, 4, 4, 2, [2, 2, 2, 2])], context
+    for run in runs:
+        population = run["status"]["population"]
+        assert population["sharedBy"] == "envelope" and population["selector"] == (
+            f"{POPULATION_LABEL}={suite_uid}") and "removedSeconds" not in population, population
     view = view_of(suite, runs)
-    assert view.axes == [("population", ["0", "claims=8/snapshots=4"])], view.axes
+    assert view.axes == [("population", ["claims=4/snapshots=2", "claims=8/snapshots=4"])], view.axes
     headers, rows = machinery_table(view) or ([], [])
     assert "csi-provisioner MiB" in headers and "csi-snapshotter MiB" in headers, (headers, context)
     assert [row[0] for row in rows] == ["c0", "c1"] and all(cell != "-" for row in rows for cell in row[2:]), rows
     for run in runs:
-        wait_until_nothing_left(kube, run, 60, f"run {run['metadata']['name']} and its population gone")
+        wait_until_nothing_left(kube, run, 60, f"run {run['metadata']['name']}'s own objects gone")
+    wait_until(lambda: (get_suite(kube, namespace, "envelope") or {}).get("status", {}).get(
+        "population", {}).get("removed"), 120, f"the suite's population removed; {context}")
+    assert not any(population_leftovers(kube, suite_uid).values()), population_leftovers(kube, suite_uid)
+    claimed = [str(getattr(present(pv.spec).claim_ref, "name", "")) for pv in kube.core.list_persistent_volume().items]
+    assert [name for name in claimed if name.startswith("pop-envelope-")] == [], "the seed's volume was left"
+
+
+def test_deleting_a_suite_that_shares_its_population_stops_its_run_and_removes_the_population(
+        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
+    slow = storage_class(createVolumeLatency="3s")
+    template = {**QUICK, "storageClassName": slow, "population": {"claims": 6}}
+    suite = create_suite(kube, namespace, benchmark_suite("popdoomed", template=template, repeat=2,
+                                                          sharePopulation=True))
+    suite_uid = suite["metadata"]["uid"]
+
+    def population_made() -> dict[str, Any] | None:
+        return next((run for run in suite_runs(kube, namespace, suite)
+                     if ((run.get("status") or {}).get("population") or {}).get("seconds")), None)
+    try:
+        child = wait_until(population_made, 90, "the suite's first run to make the population", interval=0.3)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; {describe_suite(kube, namespace, 'popdoomed', operator)}") from None
+    assert len(population_leftovers(kube, suite_uid)["populationPvcs"]) == 6 + 1
+    kube.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, SUITES, "popdoomed")
+    wait_until(lambda: get_suite(kube, namespace, "popdoomed") is None, 120,
+               f"the suite gone (its finalizer released); operator log:\n{operator.log(40)}")
+    assert not any(population_leftovers(kube, suite_uid).values()), population_leftovers(kube, suite_uid)
+    wait_until(lambda: not suite_runs(kube, namespace, suite), 90,
+               f"the suite's runs gone; operator log:\n{operator.log(40)}", interval=0.5)
+    wait_until_nothing_left(kube, child, 90, "the deleted suite's run cleaned up")
+    volumes = [present(pv.metadata).name for pv in kube.core.list_persistent_volume().items
+               if present(pv.spec).storage_class_name == slow]
+    assert volumes == [], f"the seed's volume was left: {volumes}"
 
 
 def test_deleting_a_suite_mid_run_removes_its_runs_and_everything_they_created(

@@ -39,11 +39,13 @@ def spec(**fields: Any) -> BenchmarkRunSpec:
 HANG_SECONDS = 90.0
 
 
-def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | None = None) -> BenchmarkRunStatus:
-    """The run to its end (execute; with ``previous``, after a restart as its restart policy says)."""
+def run(fake: FakeKube, run_spec: BenchmarkRunSpec, previous: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None) -> BenchmarkRunStatus:
+    """The run to its end (execute; with ``previous``, after a restart as its restart policy says). ``metadata``:
+    more of the run object's metadata (a suite's labels and owner reference)."""
     async def go() -> BenchmarkRunStatus:
         fake.loop = asyncio.get_running_loop()
-        fake.put("benchmarkruns", REF.namespace, {"metadata": {"name": REF.name, "uid": REF.uid},
+        fake.put("benchmarkruns", REF.namespace, {"metadata": {**(metadata or {}), "name": REF.name, "uid": REF.uid},
                                                   "spec": run_spec.model_dump(mode="json")})
         engine = RunEngine(REF, run_spec, fake)
         if previous is None:

@@ -47,6 +47,10 @@ class PopulationSpec(_Model):
                                             "Bound, every snapshot ready) may take, past which the run fails "
                                             "(PopulationFailed) before its first step; and how long removing it may "
                                             "take, on every path (the run's end, the run deleted, a restart).")
+    shared: bool = Field(False, description="The population of the run's BenchmarkSuite, set by a suite with "
+                                            "sharePopulation (a run that is not that suite's own is refused): made "
+                                            "by its first run, grown to each later run's level (never shrunk), kept "
+                                            "after each run and removed by the suite when it ends or is deleted.")
 
     @property
     def empty(self) -> bool:
@@ -70,3 +74,9 @@ class PopulationStatus(_Model):
                                                                      "the provisioner: removal waits for it).")
     seedSnapshotContent: str | None = Field(None, max_length=253, description="The seed snapshot's content.")
     message: str | None = Field(None, max_length=1024, description="What went wrong, when something did.")
+    sharedBy: str | None = Field(None, max_length=253, description="The BenchmarkSuite the population belongs to "
+                                                                   "(population.shared): the run leaves it to the "
+                                                                   "suite.")
+    foundClaims: int | None = Field(None, ge=0, description="Shared: claims the population held when the run "
+                                                            "came (made by the suite's earlier runs).")
+    foundSnapshots: int | None = Field(None, ge=0, description="Shared: snapshots it held then.")

@@ -137,6 +137,8 @@ RUNS_RULE = (" * ".join([*(_axis_size(axis) for axis in AXES), "self.repeat"]) +
              f"a suite runs at most {MAX_SUITE_RUNS} BenchmarkRuns (cells x repeat): split it")
 POPULATION_RULE = ("!has(self.matrix) || !has(self.matrix.population) || self.parallelism == 1",
                    "a population axis needs parallelism 1: a run beside another run's population measures both levels")
+SHARED_POPULATION_RULE = ("!has(self.sharePopulation) || !self.sharePopulation || self.parallelism == 1",
+                          "sharePopulation needs parallelism 1: two runs would grow one population at once")
 CLASS_RULE = ("(has(self.matrix) && has(self.matrix.storageClassName)) || has(self.template.storageClassName)",
               "set the storage class in the template or as a matrix axis (storageClassName)")
 
@@ -145,7 +147,8 @@ class BenchmarkSuiteSpec(_Model):
     """A matrix of BenchmarkRuns: a run template, axes over it, and how the runs follow each other."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra=cel(RUNS_RULE, CLASS_RULE,
-                                                                                         POPULATION_RULE))
+                                                                                         POPULATION_RULE,
+                                                                                         SHARED_POPULATION_RULE))
 
     template: dict[str, Any] = Field(
         ..., description="A BenchmarkRun spec shared by every cell; each matrix axis overrides its field. Every "
@@ -165,13 +168,59 @@ class BenchmarkSuiteSpec(_Model):
                                  description="A finished run every run is compared with (replacing the template's).")
     regressionThresholdPercent: float | None = Field(None, ge=1, le=1000,
                                                      description="With baseline: given to every run.")
+    sharePopulation: bool = Field(False, description="One population for the whole suite instead of one per run: "
+                                                     "the first run makes it, each later run grows it to its own "
+                                                     "level, and the suite removes it when it ends or is deleted. "
+                                                     "Levels must never fall in the order the runs go (Sequential, "
+                                                     "or one round), and no axis may change the claims it holds "
+                                                     "(storageClassName, size).")
 
     @model_validator(mode="after")
     def _population_alone(self) -> BenchmarkSuiteSpec:
         """The CEL rule POPULATION_RULE, for a suite stored before it existed."""
         if self.matrix.population and self.parallelism != 1:
             raise ValueError(POPULATION_RULE[1])
+        if self.sharePopulation:
+            shared_population_problem = _shared_population_problem(self)
+            if shared_population_problem:
+                raise ValueError(shared_population_problem)
         return self
+
+
+def _shared_population_problem(spec: BenchmarkSuiteSpec) -> str | None:
+    """Why a suite cannot share one population among its runs, or None: it shares one when every run has a level,
+    the runs go one at a time, no axis changes what a population claim is, and no run's level is below the one
+    before it (a shared population only grows)."""
+    if spec.parallelism != 1:
+        return SHARED_POPULATION_RULE[1]
+    changing = [axis for axis in ("storageClassName", "size") if getattr(spec.matrix, axis)]
+    if changing:
+        return (f"sharePopulation: the axis {changing[0]} changes what a population claim is; one population "
+                "cannot serve every cell")
+    levels: list[PopulationSpec] = []
+    for slot in schedule(spec):
+        raw = child_spec(spec, slot.cell).get("population")
+        if raw is None:
+            return f"sharePopulation: cell {slot.cell.id} has no population (set one in the template or as an axis)"
+        try:
+            levels.append(PopulationSpec.model_validate(raw))
+        except ValueError:
+            return None  # the cell's own check says what is wrong with it
+    for before, after in itertools.pairwise(levels):
+        if after.claims < before.claims or after.snapshots < before.snapshots:
+            return (f"sharePopulation: a shared population only grows, and the runs' levels go from "
+                    f"{before.shown()} to {after.shown()} (list the levels ascending; with repeat, use order "
+                    "Sequential; the population axis varies fastest, so beside another axis of several values "
+                    "its levels would fall)")
+    return None
+
+
+def shared_population_seconds(spec: BenchmarkSuiteSpec) -> float:
+    """How long removing a suite's shared population may take: the longest timeoutSeconds among its runs' levels
+    (the largest level is the last made)."""
+    seconds = [PopulationSpec.model_validate(raw).timeoutSeconds for slot in schedule(spec)
+               if (raw := child_spec(spec, slot.cell).get("population")) is not None]
+    return float(max(seconds, default=PopulationSpec().timeoutSeconds))
 
 
 @dataclass(frozen=True)
@@ -237,6 +286,8 @@ def child_spec(spec: BenchmarkSuiteSpec, cell: Cell) -> dict[str, Any]:
         merged["baseline"] = spec.baseline
     if spec.regressionThresholdPercent is not None:
         merged["regressionThresholdPercent"] = spec.regressionThresholdPercent
+    if spec.sharePopulation and isinstance(merged.get("population"), dict):
+        merged["population"] = {**merged["population"], "shared": True}
     return merged
 
 
@@ -260,6 +311,15 @@ class SuiteRunStatus(_Model):
                                                   "deleted before it ended).")
 
 
+class SuitePopulationStatus(_Model):
+    """A shared population's removal, by the suite that owns it."""
+
+    selector: str | None = Field(None, max_length=128, description="Label selector of its objects.")
+    removed: bool = Field(False, description="Whether nothing of it is left.")
+    removedSeconds: float | None = Field(None, description="How long removing it took.")
+    message: str | None = Field(None, max_length=1024, description="What removing it found or left.")
+
+
 class BenchmarkSuiteStatus(_Model):
     """Where the suite is: its cells, and each run's phase."""
 
@@ -279,3 +339,5 @@ class BenchmarkSuiteStatus(_Model):
                                          description="The cells of the matrix.")
     runs: list[SuiteRunStatus] = Field(default_factory=list, max_length=MAX_SUITE_RUNS,
                                        description="Every run in the order they start.")
+    population: SuitePopulationStatus | None = Field(None, description="The shared population (sharePopulation) "
+                                                                       "and its removal.")

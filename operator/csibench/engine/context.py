@@ -15,6 +15,7 @@ from typing import Any
 from csibench.api.models import BenchmarkRunSpec, Environment, Finding
 from csibench.engine.naming import Names
 from csibench.engine.observed import Observed
+from csibench.engine.population.sharing import SharedPopulation
 from csibench.engine.step import StepContext, StepSpec
 from csibench.engine.tracker import StepTracker
 from csibench.kube.ownership import RunScope
@@ -49,6 +50,7 @@ class RunContext:
     node_limits: dict[str, int | None] = field(default_factory=dict)  # node -> room for the class's driver's volumes
     node_zones: dict[str, str] = field(default_factory=dict)  # node -> its zone label (of ``nodes`` labelled)
     seed_node: str | None = None  # spec.population on a WaitForFirstConsumer class: the node its seed is made for
+    shared_population: SharedPopulation | None = None  # population.shared: the suite's, proven by preconditions
     collector: StepCollector | None = None  # spec.collect: Prometheus asked after each step (``collection``)
 
     @property

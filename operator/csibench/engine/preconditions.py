@@ -28,6 +28,7 @@ from csibench.engine.errors import PlanError, RunAborted
 from csibench.engine.naming import Names
 from csibench.engine.observed import ZONE_KEY, Observed
 from csibench.engine.plan import resolve_steps
+from csibench.engine.population.sharing import shared_population
 from csibench.engine.step import StepSpec
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
@@ -71,8 +72,11 @@ async def prepare(ref: RunRef, spec: BenchmarkRunSpec, client: KubeApi) -> RunCo
                         "does not exist (omit targetNamespace to let the run create its own)")
     seed_node = await _population_prerequisites(client, spec, binding_mode, steps) \
         if population is not None and not population.empty else None
+    shared = await shared_population(client, ref, spec.labels) \
+        if population is not None and population.shared else None
     context = RunContext(
         spec=spec, names=names, plan=plan, scope=scope_of(ref, spec.targetNamespace), seed_node=seed_node,
+        shared_population=shared,
         own_namespace=spec.targetNamespace is None, binding_mode=binding_mode,
         labels=run_labels(ref.name, ref.uid, spec.labels),
         environment=await _environment(client, storage_class, binding_mode), nodes=nodes, node_limits=node_limits,

@@ -323,11 +323,14 @@ class RunEngine:
         done = self.status.population
         if population is None or (done is not None and done.seconds is not None):
             return
-        owner = Owner(context.target_namespace, context.names.prefix, self.ref.uid, dict(self.spec.labels))
+        shared = context.shared_population  # the suite's (population.shared), proven by the preconditions
+        owner = shared.owner if shared is not None else Owner(context.target_namespace, context.names.prefix,
+                                                              self.ref.uid, dict(self.spec.labels))
+        shared_by = shared.suite if shared is not None else None
         if population.empty:  # a level of 0: nothing to make
-            self.status.population = PopulationStatus(seconds=0.0)
+            self.status.population = PopulationStatus(seconds=0.0, sharedBy=shared_by)
             return
-        record = self.status.population = PopulationStatus(selector=owner.selector)
+        record = self.status.population = PopulationStatus(selector=owner.selector, sharedBy=shared_by)
 
         async def progress(text: str) -> None:
             self.status.progress = text
@@ -340,8 +343,11 @@ class RunEngine:
             raise
         self.status.progress = None
         await self.recorder.write()
+        grown = (f", grown from the suite's {record.foundClaims or 0} claims and {record.foundSnapshots or 0} "
+                 f"snapshots" if shared_by else "")
         await self.recorder.event("PopulationReady", f"{record.claims} claims Bound and {record.snapshots} snapshots "
-                                  f"ready beside the run's steps, in {record.seconds or 0:.1f}s ({owner.selector})")
+                                  f"ready beside the run's steps, in {record.seconds or 0:.1f}s{grown} "
+                                  f"({owner.selector})")
 
     async def audit_leaks(self, prefix: str) -> None:
         """A run with disruptions, or a bound on what it leaked, whose cleanup ran (here, or resumed by a restarted

@@ -199,8 +199,11 @@ def population_line(population: dict[str, Any]) -> str:
     removed = population.get("removedSeconds")
     parts = [f"population {population.get('claims', 0)} claims and {population.get('snapshots', 0)} snapshots "
              "beside the batch (statically provisioned; not in the steps)"]
+    if population.get("sharedBy"):
+        parts.append(f"the suite {population['sharedBy']}'s, found with {population.get('foundClaims') or 0} claims "
+                     f"and {population.get('foundSnapshots') or 0} snapshots and kept for the suite")
     if made:
-        parts.append(f"made in {made:.1f}s")
+        parts.append(f"{'grown' if population.get('sharedBy') else 'made'} in {made:.1f}s")
     if removed is not None:
         parts.append(f"removed in {removed:.1f}s")
     if population.get("message"):

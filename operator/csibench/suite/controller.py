@@ -26,6 +26,7 @@ from csibench.api.suite import (
     Slot,
     SuiteCellStatus,
     SuitePhase,
+    SuitePopulationStatus,
     SuiteRunStatus,
     cells_of,
     child_spec,
@@ -260,6 +261,30 @@ class SuiteController:
             "cells": self.status.cells or self.cells(),  # a report of a suite that never started still has them
             "completionTime": now(), "conditions": self._conditions("False", reason, message)})
         await self.write()
+
+    @property
+    def population_removed(self) -> bool:
+        """Whether status says the shared population is gone (a suite that shares none has nothing to remove)."""
+        return not self.spec.sharePopulation or (self.status.population is not None and self.status.population.removed)
+
+    async def record_population(self, selector: str, removed: bool, seconds: float, message: str) -> None:
+        """What removing the shared population did (``engine/population/sharing`` does it, for the handler)."""
+        self.status = self.status.model_copy(update={"population": SuitePopulationStatus(
+            selector=selector, removed=removed, removedSeconds=round(seconds, 3), message=message[:1024])})
+        if not removed:
+            log.warning("suite %s: %s", self.ref.label, message)
+        await self.write()
+
+    async def stop_runs(self) -> list[str]:
+        """Delete the suite's own runs (uid-checked) now, not after the suite is gone as the garbage collector
+        would: a deleted suite's shared population is removed only once no run of it can grow it."""
+        stopped = []
+        for name, run in (await self.children()).items():
+            if not (run.get("metadata") or {}).get("deletionTimestamp"):
+                await self.client.delete(r.BENCHMARK_RUNS.path(self.ref.namespace, name),
+                                         uid=str(run["metadata"]["uid"]))
+            stopped.append(name)
+        return stopped
 
     async def write(self) -> None:
         await self.patcher.write(self.status.model_dump(mode="json"))

@@ -209,19 +209,28 @@ async def _create_all(client: KubeApi, requests: Iterable[tuple[str, dict[str, A
 
 
 class _Readiness:
-    """Names of the population's claims Bound and snapshots ready, from their watches' events."""
+    """Names of the population's claims Bound and snapshots ready, from their watches' events; and, once each
+    watch has listed (``listed``), every name it holds (``present``): what exists already is not made again."""
 
     def __init__(self) -> None:
         self.bound: set[str] = set()
         self.ready: set[str] = set()
+        self.present: dict[str, set[str]] = {"claims": set(), "snapshots": set()}
+        self.listed: set[str] = set()
         self.changed = asyncio.Event()
 
     def __call__(self, events: list[WatchEvent]) -> None:
         for event in events:
             if event.type == "SYNC":
+                self.listed.add(event.source)
+                self.present[event.source] = {key.rpartition("/")[2] for key in event.obj.get("present") or ()}
                 continue
             meta, status = event.obj.get("metadata") or {}, event.obj.get("status") or {}
             name = str(meta.get("name", ""))
+            if event.type == "DELETED":
+                self.present[event.source].discard(name)
+            else:
+                self.present[event.source].add(name)
             done = event.type != "DELETED" and (
                 status.get("phase") == "Bound" if event.source == "claims" else status.get("readyToUse") is True)
             target = self.bound if event.source == "claims" else self.ready
@@ -250,10 +259,19 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
     for watch in watches:
         watch.start()
     try:
-        await progress(f"population: creating {population.claims} claims, {population.snapshots} snapshots")
         seed_name = m.seed_name(owner.prefix)
-        total = 2 * (population.claims + population.snapshots)
-        await _create_all(client, _requests(spec, population, owner, seed), total, progress, deadline)
+        found = await _found(readiness, {watch.source for watch in watches}, owner, deadline)
+        if population.shared:
+            record.foundClaims, record.foundSnapshots = len(found["claims"]), len(found["snapshots"])
+            if record.foundClaims > population.claims or record.foundSnapshots > population.snapshots:
+                raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: the suite's population holds "
+                                 f"{record.foundClaims} claims and {record.foundSnapshots} snapshots, more than "
+                                 f"this run's level ({population.shown()}): a shared population only grows")
+        missing_claims = population.claims - len(found["claims"] & set(range(1, population.claims + 1)))
+        missing_snapshots = population.snapshots - len(found["snapshots"] & set(range(1, population.snapshots + 1)))
+        await progress(f"population: creating {missing_claims} claims, {missing_snapshots} snapshots")
+        total = 2 * (missing_claims + missing_snapshots)
+        await _create_all(client, _requests(spec, population, owner, seed, found), total, progress, deadline)
         # The seed carries the label too, and is ready already: it is not part of the level.
         wanted_claims, wanted_snapshots = population.claims + 1, population.snapshots + (population.snapshots > 0)
         last_said = 0.0
@@ -276,11 +294,28 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
     record.seconds = round(time.monotonic() - started, 3)
 
 
-def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,
-              seed: Seed) -> Iterable[tuple[str, dict[str, Any]]]:
-    """Each PV before its claim, each content before its snapshot: the claim or snapshot finds its pair there."""
+async def _found(readiness: _Readiness, sources: set[str], owner: Owner, deadline: _Deadline) -> dict[str, set[int]]:
+    """The indices of the members each watch found when it first listed (a shared population's earlier levels, or
+    what an operator made before it restarted), waiting for every watch's first list."""
+    while not sources <= readiness.listed:
+        if deadline.passed():
+            raise deadline.fail("the population's objects listed")
+        readiness.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(readiness.changed.wait(), timeout=min(1.0, max(0.05, deadline.left())))
+    return {source: {index for name in readiness.present[source]
+                     if (index := m.member_index(owner.prefix, name)) is not None}
+            for source in ("claims", "snapshots")}
+
+
+def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner, seed: Seed,
+              found: dict[str, set[int]]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Each PV before its claim, each content before its snapshot: the claim or snapshot finds its pair there.
+    A pair whose claim (snapshot) was ``found`` is not asked for again."""
     labels = owner.labels
     for index in range(1, population.claims + 1):
+        if index in found["claims"]:
+            continue
         name = m.member_name(owner.prefix, index)
         yield r.PVS.path(), m.build_volume(name, owner.namespace, seed.pv, spec, labels)
         yield r.PVCS.path(owner.namespace), m.build_claim(name, spec, labels)
@@ -288,6 +323,8 @@ def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner,
         assert seed.snapshot_handle is not None and seed.snapshot_driver is not None
         assert spec.volumeSnapshotClassName is not None
         for index in range(1, population.snapshots + 1):
+            if index in found["snapshots"]:
+                continue
             name = m.member_name(owner.prefix, index)
             yield r.SNAPSHOT_CONTENTS.path(), m.build_content(name, owner.namespace, seed.snapshot_driver,
                                                               seed.snapshot_handle, spec.volumeSnapshotClassName,

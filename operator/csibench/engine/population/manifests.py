@@ -46,6 +46,13 @@ def member_name(prefix: str, index: int) -> str:
     return f"{POPULATION_PREFIX}-{prefix}-{index:06d}"
 
 
+def member_index(prefix: str, name: str) -> int | None:
+    """The index ``member_name`` gave ``name``, or None when it is not a member's name (the seed's)."""
+    head = f"{POPULATION_PREFIX}-{prefix}-"
+    digits = name[len(head):] if name.startswith(head) else ""
+    return int(digits) if len(digits) >= 6 and digits.isdigit() else None
+
+
 def build_seed_claim(name: str, spec: BenchmarkRunSpec, labels: dict[str, str], node: str | None) -> Manifest:
     """The one claim provisioned through the class. ``node``: with WaitForFirstConsumer, the node the scheduler
     would have chosen, so the provisioner makes it without a pod."""

@@ -94,9 +94,9 @@ class PopulationCleanup:
 
 def population_cleanup(recorded: PopulationStatus | None, timeout_seconds: float) -> PopulationCleanup | None:
     """The removal a run's status calls for: None when it recorded no population (status.population is written
-    before the seed is created, so a run that made one says so); the seed's names only when they are names (a
-    tampered status cannot send a read elsewhere)."""
-    if recorded is None:
+    before the seed is created, so a run that made one says so) or its suite's shared one; the seed's names only
+    when they are names (a tampered status cannot send a read elsewhere)."""
+    if recorded is None or recorded.sharedBy is not None:  # shared: the suite's to remove, never a run's
         return None
     volume, content = (name if name is not None and is_dns_subdomain(name) else None
                        for name in (recorded.seedVolume, recorded.seedSnapshotContent))
