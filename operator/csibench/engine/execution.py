@@ -222,13 +222,17 @@ class StepRunner:
                 disruptors.append(disruptor)
         return disruptors
 
-    def close_disruptions(self) -> None:
+    async def close_disruptions(self) -> None:
         """After the run's last step: the container restarts the earlier disruptions caused, as seen until now,
-        and their watches stopped (idempotent)."""
-        for disruptor in self._lingering:
+        the leader Leases no new holder had taken when their steps ended, and their watches stopped (idempotent)."""
+        lingering, self._lingering = self._lingering, []
+        for disruptor in lingering:
             disruptor.note_restarts()
             disruptor.disarm()
-        self._lingering.clear()
+            try:
+                await disruptor.follow_leases()
+            except ApiError as error:  # the figure stays unmeasured; the run's end does not wait on it
+                log.info("disruption in %s: its Leases not read again: %s", disruptor.spec.step, error)
 
     async def _injected(self) -> None:
         """Pods the run did not create were just deleted: status says so now, not at the next progress write."""

@@ -165,7 +165,7 @@ class RunEngine:
             except (ApiError, TimeoutError, OSError) as error:
                 log.exception("run %s aborted", self.ref.label)
                 stop = Stop(ConditionReason.RUN_ABORTED, f"run aborted: {error}")
-            runner.close_disruptions()
+            await runner.close_disruptions()
             await self._store_report(context)
             runner.publish()
             iterations = status.iterations
@@ -174,7 +174,7 @@ class RunEngine:
             complete = await self.clean_up(context.scope, observed, measured_well)
             await self.audit_leaks(context.names.prefix)
         finally:
-            runner.close_disruptions()
+            await runner.close_disruptions()
             if watches is not None:
                 watches.stop()
         return await self.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",

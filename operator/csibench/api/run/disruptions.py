@@ -323,7 +323,9 @@ class DisruptionResult(_Model):
     leaseTransitions: int | None = Field(None, description="How often those Leases changed holder by the step's end.")
     leaderAcquiredAtSeconds: float | None = Field(
         None, description="When the last of those Leases was taken by a new holder (its acquireTime, on the step's "
-                          "clock); none while one is still held by a deleted pod's identity.")
+                          "clock; read when the step ends, and again after the run's last step when no new holder "
+                          "had it yet, so it may lie past the step's end); none while one is still held by a "
+                          "deleted pod's identity.")
     leaderSeconds: float | None = Field(None, description="leaderAcquiredAtSeconds - injectedAtSeconds: how long the "
                                                           "component had no working leader.")
     warnings: list[RetriedWarnings] = Field(
