@@ -273,39 +273,16 @@ def test_a_population_suite_grows_one_population_measures_its_batch_at_each_leve
     assert [name for name in claimed if name.startswith("pop-envelope-")] == [], "the seed's volume was left"
 
 
-def test_deleting_a_suite_that_shares_its_population_stops_its_run_and_removes_the_population(
-        kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
-    slow = storage_class(createVolumeLatency="3s")
-    template = {**QUICK, "storageClassName": slow, "population": {"claims": 6}}
-    suite = create_suite(kube, namespace, benchmark_suite("popdoomed", template=template, repeat=2,
-                                                          sharePopulation=True))
-    suite_uid = suite["metadata"]["uid"]
-
-    def population_made() -> dict[str, Any] | None:
-        return next((run for run in suite_runs(kube, namespace, suite)
-                     if ((run.get("status") or {}).get("population") or {}).get("seconds")), None)
-    try:
-        child = wait_until(population_made, 90, "the suite's first run to make the population", interval=0.3)
-    except AssertionError as error:
-        raise AssertionError(f"{error}; {describe_suite(kube, namespace, 'popdoomed', operator)}") from None
-    assert len(population_leftovers(kube, suite_uid)["populationPvcs"]) == 6 + 1
-    kube.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, SUITES, "popdoomed")
-    wait_until(lambda: get_suite(kube, namespace, "popdoomed") is None, 120,
-               f"the suite gone (its finalizer released); operator log:\n{operator.log(40)}")
-    assert not any(population_leftovers(kube, suite_uid).values()), population_leftovers(kube, suite_uid)
-    wait_until(lambda: not suite_runs(kube, namespace, suite), 90,
-               f"the suite's runs gone; operator log:\n{operator.log(40)}", interval=0.5)
-    wait_until_nothing_left(kube, child, 90, "the deleted suite's run cleaned up")
-    volumes = [present(pv.metadata).name for pv in kube.core.list_persistent_volume().items
-               if present(pv.spec).storage_class_name == slow]
-    assert volumes == [], f"the seed's volume was left: {volumes}"
-
-
 def test_deleting_a_suite_mid_run_removes_its_runs_and_everything_they_created(
         kube: Kube, namespace: str, operator: OperatorProcess, storage_class: Any) -> None:
+    """Deleted while its first run's batch is under way, beside the population the suite shares: the runs go,
+    each cleaned up by its own finalizer, and the suite's finalizer stays until the population, its seed's volume
+    included, is gone."""
     slow = storage_class(createVolumeLatency="4s")
     suite = create_suite(kube, namespace, benchmark_suite(
-        "doomed", template={**QUICK, "storageClassName": slow}, repeat=3))
+        "doomed", template={**QUICK, "storageClassName": slow, "population": {"claims": 6}}, repeat=3,
+        sharePopulation=True))
+    suite_uid = suite["metadata"]["uid"]
 
     def running_with_claims() -> dict[str, Any] | None:
         for run in suite_runs(kube, namespace, suite):
@@ -315,17 +292,23 @@ def test_deleting_a_suite_mid_run_removes_its_runs_and_everything_they_created(
         return None
 
     try:
-        child = wait_until(running_with_claims, 60, "the suite's first run to create claims", interval=0.3)
+        child = wait_until(running_with_claims, 90, "the suite's first run to create claims", interval=0.3)
     except AssertionError as error:
         raise AssertionError(f"{error}; {describe_suite(kube, namespace, 'doomed', operator)}") from None
+    assert len(population_leftovers(kube, suite_uid)["populationPvcs"]) == 6 + 1  # and the seed
     kube.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, SUITES, "doomed")
-    wait_until(lambda: get_suite(kube, namespace, "doomed") is None, 60, "the suite gone")
+    wait_until(lambda: get_suite(kube, namespace, "doomed") is None, 90,
+               f"the suite gone (its finalizer released); operator log:\n{operator.log(40)}")
+    assert not any(population_leftovers(kube, suite_uid).values()), population_leftovers(kube, suite_uid)
     wait_until(lambda: not suite_runs(kube, namespace, suite), 90,
                f"the suite's runs gone; operator log:\n{operator.log(40)}", interval=0.5)
     assert get_run(kube, namespace, child["metadata"]["name"]) is None
     wait_until_nothing_left(kube, child, 90, "the deleted suite's run cleaned up")
     assert leftovers(kube, child) == {}
     assert [run for run in suite_runs(kube, namespace, suite)] == []
+    volumes = [present(pv.metadata).name for pv in kube.core.list_persistent_volume().items
+               if present(pv.spec).storage_class_name == slow]
+    assert volumes == [], f"the seed's volume (or a run's) was left: {volumes}"
 
 
 @pytest.mark.parametrize(("spec", "words"), [

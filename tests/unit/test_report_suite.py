@@ -37,7 +37,7 @@ from csibench.report.suite import (
     view_of,
 )
 from csibench.report.suite_queries import TITLE as OWN_QUERIES_TITLE
-from csibench.report.suite_queries import own_queries_table
+from csibench.report.suite_queries import own_queries_table, own_query_lines
 from tests.support.report_page import Outline
 
 UID = "5e1f0000-0000-4000-8000-00000000000a"
@@ -370,6 +370,16 @@ def test_own_queries_show_their_highest_reading_per_cell_with_each_series_and_un
     assert OWN_QUERIES_TITLE in render_suite(suite, runs)
     assert suite_json(suite, runs)["cells"][1]["ownQueryPeaks"] == {
         "apiserverMemory": 1234567890.0, "claimQueue{job=kube-controller-manager}": 901.5, "snapshotsInFlight": last}
+    # Drawn against the level: one plot per query, one line per series, a point per cell.
+    assert own_query_lines(view.cells, "population") == [
+        ("apiserverMemory", "bytes", [("apiserverMemory", [(0.0, 1234567890.0), (1000.0, 1234567890.0)])]),
+        ("claimQueue", None, [("job=kube-controller-manager", [(0.0, 11.5), (1000.0, 901.5)])]),
+        ("snapshotsInFlight", "ops", [("snapshotsInFlight", [(0.0, last), (1000.0, last)])])]
+    pytest.importorskip("matplotlib")
+    from csibench.report.html import build_suite_html
+    outline = Outline()
+    outline.feed(build_suite_html(suite, runs))
+    assert outline.plots["suite-own-queries"] == ["scaling"] * 3, outline.plots
 
 
 def test_a_suite_without_own_queries_has_no_such_table() -> None:

@@ -32,7 +32,7 @@ from csibench.report.compare import comparison_rows
 from csibench.report.machinery import finding_lines, machinery_lines
 from csibench.report.render import context_of, step_table
 from csibench.report.suite_queries import TITLE as OWN_QUERIES_TITLE
-from csibench.report.suite_queries import own_queries_table
+from csibench.report.suite_queries import own_queries_table, own_query_lines
 from csibench.report.tables import comparison_tables
 
 STYLE = """
@@ -358,8 +358,15 @@ def build_suite_html(suite: dict[str, Any], runs: list[dict[str, Any]],
                  f"{_table(*machinery, 'suite-machinery')}{plot}</section>"]
     own = own_queries_table(view.cells, [axis for axis, _ in view.axes])
     if own is not None:
+        axis = suites.numeric_axis(view)
+        drawn_queries = [] if axis is None else [
+            '<div class="plot scaling">' + plots.curve(
+                query, suites.NUMERIC_AXES[axis], f"{unit or 'reading'} (highest over the steps, median over rounds)",
+                [plots.Curve(label, points, f"n={len(points)} cells") for label, points in lines]) + "</div>"
+            for query, unit, lines in own_query_lines(view.cells, axis)]
+        queries_plot = f'<div class="plots">{"".join(drawn_queries)}</div>' if drawn_queries else ""
         body += [f'<section class="step" id="suite-own-queries"><h2>{_e(OWN_QUERIES_TITLE)}</h2>'
-                 f"{_table(*own, 'suite-own-queries')}</section>"]
+                 f"{_table(*own, 'suite-own-queries')}{queries_plot}</section>"]
     if comparisons:
         body += ["<h2>Comparisons</h2>", _table(*suites.comparison_table(comparisons), "suite-compare")]
     notes = [*suites.comparison_notes(view, comparisons, max_regression_percent, alpha), *suites.run_notes(view)]

@@ -67,5 +67,28 @@ def own_queries_table(cells: Sequence[CellResult], axes: list[str]) -> Table | N
     return ["Cell", *axes, *[f"{name} {units[name]}" if name in units else name for name in series]], rows
 
 
+Line = tuple[str, list[tuple[float, float]]]  # a curve's label and its (x, y) points, in x order
+
+
+def own_query_lines(cells: Sequence[CellResult], axis: str) -> list[tuple[str, str | None, list[Line]]]:
+    """Per own query, a curve against the numeric ``axis`` (a population level): its unit, and one line per
+    series (labelled by the series' labels, or by the query when it has none), each point a cell's median peak.
+    Cells whose value of ``axis`` is not a number are left out."""
+    per_query: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    units: dict[str, str] = {}
+    for result in cells:
+        value = result.values.get(axis, "")
+        if not value.isdigit():
+            continue
+        peaks, named_units = own_query_peaks(result.runs)
+        for name, peak in peaks.items():
+            query, _, labels = name.partition("{")
+            per_query.setdefault(query, {}).setdefault(labels.rstrip("}") or query, []).append((float(value), peak))
+            if name in named_units:
+                units[query] = named_units[name]
+    return [(query, units.get(query), [(label, sorted(points)) for label, points in sorted(lines.items())])
+            for query, lines in sorted(per_query.items())]
+
+
 TITLE = ("Own queries (spec.collect): the highest reading over the run's steps, median over the rounds that read "
          "it, per cell")
