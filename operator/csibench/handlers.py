@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -34,9 +35,16 @@ from csibench.api.models import (
 )
 from csibench.api.population import DEFAULT_TIMEOUT_SECONDS
 from csibench.api.schedule import SCHEDULE_PLURAL
-from csibench.api.suite import SUITE_PLURAL, BenchmarkSuiteSpec, SuitePhase, shared_population_seconds
+from csibench.api.suite import (
+    SUITE_KIND,
+    SUITE_PLURAL,
+    BenchmarkSuiteSpec,
+    SuitePhase,
+    shared_population_seconds,
+)
 from csibench.api.text import validation_problems
 from csibench.engine.deletion import clean_up_deleted_run
+from csibench.engine.population.removal import SeedParts
 from csibench.engine.population.sharing import remove_suite_population, suite_owner
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report, restore_run_metrics
@@ -46,6 +54,7 @@ from csibench.engine.status import StatusRecorder
 from csibench.engine.undo import undo_all
 from csibench.engine.verdict import RunVerdict
 from csibench.kube.client import ApiError, KubeClient, load_configuration
+from csibench.kube.events import post_event
 from csibench.kube.resources import InvalidName, RunRef, ScheduleRef, SuiteRef
 from csibench.metrics import METRICS
 from csibench.schedule.controller import ScheduleController
@@ -193,7 +202,8 @@ async def handle_delete_benchmarkrun(meta: kopf.Meta, spec: kopf.Spec, status: k
         undone = await _undo_deleted_run_disruptions(client, ref, plain(spec))
         population = (plain(spec) or {}).get("population") or {}
         population_seconds = float(population.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
-        await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds(), population_seconds)
+        await clean_up_deleted_run(client, ref, plain(status), deleted_run_cleanup_seconds(), population_seconds,
+                                   population_shared=population.get("shared") is True)
         if undone:  # the run's own objects are gone; what is left is retried (kopf), then the finalizer goes
             raise kopf.TemporaryError("what a disruption did was not undone: " + "; ".join(undone),
                                       delay=DELETE_BACKOFF_SECONDS)
@@ -242,32 +252,64 @@ async def handle_run_benchmarksuite(body: kopf.Body, meta: kopf.Meta, status: ko
         await client.close()
 
 
-async def _remove_suite_population(controller: SuiteController, client: KubeClient, deadline_seconds: float) -> None:
+async def _remove_suite_population(controller: SuiteController, client: KubeClient, deadline_seconds: float,
+                                   last_try: bool = False) -> None:
     """A suite's shared population removed (its last run has ended, or the suite is deleted), and status told; what
-    is left is retried by kopf (the finished suite's daemon starts again, a deletion's handler is called again)."""
+    is left is retried by kopf (the finished suite's daemon starts again, a deletion's handler is called again),
+    and on the ``last_try`` said in a Warning Event instead."""
     ref = controller.ref
-    removal = await remove_suite_population(client, ref, {}, deadline_seconds)
-    await controller.record_population(suite_owner(ref.namespace, ref.name, ref.uid, {}).selector, removal.complete,
-                                       removal.seconds, removal.describe() if removal.found else "nothing to remove")
-    if not removal.complete:
-        raise kopf.TemporaryError(removal.describe(), delay=SUITE_RETRY_SECONDS)
+    volume, content = controller.recorded_seed()
+
+    async def remember(parts: SeedParts) -> None:
+        await controller.record_seed(parts.volume, parts.content)
+    removal = await remove_suite_population(client, ref, SeedParts(volume, content), deadline_seconds, remember)
+    if removal.found or not controller.population_removed:
+        await controller.record_population(suite_owner(ref.namespace, ref.name, ref.uid, {}).selector,
+                                           removal.complete, removal.seconds,
+                                           removal.describe() if removal.found else "nothing to remove")
+    if removal.complete:
+        return
+    if last_try:
+        await post_event(client, SUITE_KIND, ref, "PopulationLeft", removal.describe(), warning=True)
+        return
+    raise kopf.TemporaryError(removal.describe(), delay=SUITE_RETRY_SECONDS)
+
+
+async def _wait_for_runs_gone(controller: SuiteController, seconds: float) -> None:
+    """Until none of the suite's runs is left (each one's own finalizer cleans up after it, and none grows the
+    population any more once it is gone); TemporaryError past ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while left := await controller.runs_left():
+        if time.monotonic() > deadline:
+            raise kopf.TemporaryError(f"waiting for the suite's runs to go first: {', '.join(left[:5])}",
+                                      delay=DELETE_BACKOFF_SECONDS)
+        await asyncio.sleep(1.0)
 
 
 @kopf.on.delete(GROUP, VERSION, SUITE_PLURAL, retries=DELETE_RETRIES, backoff=DELETE_BACKOFF_SECONDS)
-async def handle_delete_benchmarksuite(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, **_: Any) -> None:
+async def handle_delete_benchmarksuite(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, retry: int,
+                                       **_: Any) -> None:
     """The suite's runs are deleted by the garbage collector (owner references), each cleaned up by its own
-    finalizer. A suite that shares its population first deletes its runs itself (so none grows it any more), then
-    removes the population; what is left after the operator's deleted-run deadline is retried, then said in a
-    Warning when the finalizer goes."""
+    finalizer. A suite that shares its population first deletes its runs itself and waits until they are gone (so
+    none grows it any more), then removes the population within its levels' timeoutSeconds; what is left is
+    retried, then said in a Warning Event (PopulationLeft) when the finalizer goes."""
     METRICS.forget_suite(f"{meta['namespace']}/{meta['name']}")
     if not spec.get("sharePopulation") and not status.get("population"):
         return
     ref = SuiteRef(meta["namespace"], meta["name"], meta["uid"], int(meta.get("generation", 1)))
+    try:
+        deadline = shared_population_seconds(BenchmarkSuiteSpec.model_validate(plain(spec)))
+    except ValidationError:  # a spec another version wrote: the population's default deadline
+        deadline = float(DEFAULT_TIMEOUT_SECONDS)
     client = await _client_for(SUITE_CLIENT)
     try:
-        controller = SuiteController(ref, BenchmarkSuiteSpec(template={}), client, plain(status))
+        try:
+            controller = SuiteController(ref, BenchmarkSuiteSpec(template={}), client, plain(status))
+        except ValidationError:  # a status another version wrote: what it recorded of the seed is not used
+            controller = SuiteController(ref, BenchmarkSuiteSpec(template={}), client)
         await controller.stop_runs()
-        await _remove_suite_population(controller, client, deleted_run_cleanup_seconds())
+        await _wait_for_runs_gone(controller, deleted_run_cleanup_seconds() + 30.0)
+        await _remove_suite_population(controller, client, deadline, last_try=retry >= DELETE_RETRIES - 1)
     except ApiError as error:
         raise kopf.TemporaryError(f"removing the suite's population failed: {error}",
                                   delay=DELETE_BACKOFF_SECONDS) from error

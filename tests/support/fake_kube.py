@@ -496,6 +496,12 @@ class FakeKube:
                 self._later(behaviour.bind_delay, lambda: self.warn(obj, "ProvisioningFailed", "injected failure"))
             elif name not in behaviour.never_bind:
                 self._later(behaviour.bind_delay, lambda: self._bind(namespace, name))
+        elif plural == "persistentvolumes" and (ref := (obj.get("spec") or {}).get("claimRef")):
+            # The PV controller's volume sync: a pre-bound PV binds the Pending claim that names it.
+            claim = self.objects.get(("persistentvolumeclaims", ref.get("namespace", ""), ref.get("name", "")))
+            if claim is not None and (claim.get("spec") or {}).get("volumeName") == name and \
+                    (claim.get("status") or {}).get("phase") != "Bound":
+                self._later(behaviour.bind_delay, lambda: self._bind(ref["namespace"], ref["name"]))
         elif plural == "pods":
             uid = obj["metadata"]["uid"]
             self._make_ephemeral_claims(namespace, obj)

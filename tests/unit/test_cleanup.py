@@ -16,7 +16,7 @@ from csibench.engine.cleanup import CleanupResult, cleanup
 from csibench.engine.deletion import clean_up_deleted_run
 from csibench.engine.observed import BEING_CREATED, CONTENT_FINALIZER, Observed
 from csibench.engine.reclaim import BEING_DELETED
-from csibench.engine.status import MAX_EVENT_MESSAGE
+from csibench.kube.events import MAX_EVENT_MESSAGE
 from csibench.kube.ownership import RunScope
 from csibench.kube.watch import WatchEvent
 from tests.support.fake_kube import Behaviour, FakeKube

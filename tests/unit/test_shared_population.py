@@ -23,11 +23,11 @@ from csibench.api.suite import (
 from csibench.engine.errors import RunAborted
 from csibench.engine.population import manifests as m
 from csibench.engine.population.making import Owner, make_population
-from csibench.engine.population.removal import population_cleanup
+from csibench.engine.population.removal import SeedParts, population_cleanup
 from csibench.engine.population.sharing import remove_suite_population, suite_owner
 from csibench.kube.resources import SuiteRef
 from csibench.report.render import population_line
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import Behaviour, FakeKube
 from tests.support.fake_runs import REF, UID, owned_left, run, spec, steps_of
 
 SUITE = SuiteRef(REF.namespace, "envelope", "5a17e000-0000-4000-8000-00000000abcd")
@@ -58,6 +58,9 @@ def _fake() -> FakeKube:
     ({"matrix": {"population": [{"claims": 10}], "size": ["1Gi", "2Gi"]}}, "axis size"),
     ({"matrix": {"volumes": [1, 2]}}, "has no population"),
     ({"template": {**TEMPLATE, "population": {"claims": 10}}, "parallelism": 2}, "needs parallelism 1"),
+    ({"sharePopulation": False, "template": {**TEMPLATE, "population": {"claims": 10, "shared": True}}},
+     "the suite's to set"),
+    ({"sharePopulation": False, "matrix": {"population": [{"claims": 10, "shared": True}]}}, "the suite's to set"),
 ])
 def test_a_suite_whose_runs_could_not_share_one_population_is_refused(fields: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
@@ -126,6 +129,21 @@ def test_a_shared_population_grows_by_what_a_level_adds_and_never_shrinks() -> N
         _make(fake, owner, PopulationSpec(claims=4, snapshots=4, shared=True))
 
 
+def test_a_claim_left_without_its_volume_gets_its_pair_asked_for_again() -> None:
+    """A run stopped between a PV's create and its claim's (or a refused PV create) leaves a claim that never binds:
+    the next level asks for its pair again instead of waiting for it until the deadline."""
+    fake = _fake()
+    owner = suite_owner(REF.namespace, SUITE.name, SUITE.uid, {})
+    _make(fake, owner, PopulationSpec(claims=3, shared=True))
+    orphan = m.member_name(owner.prefix, 4)
+    fake.put("persistentvolumeclaims", REF.namespace, {**m.build_claim(orphan, BenchmarkRunSpec.model_validate(
+        TEMPLATE), owner.labels), "status": {"phase": "Pending"}})
+    grown, _ = _make(fake, owner, PopulationSpec(claims=5, shared=True, timeoutSeconds=30))
+    assert (grown.claims, grown.foundClaims) == (5, 4)
+    assert ("persistentvolumes", "", orphan) in fake.objects
+    assert fake.named("persistentvolumeclaims", REF.namespace)[orphan]["status"]["phase"] == "Bound"
+
+
 def test_member_names_are_read_back_as_their_indices_and_nothing_else_is() -> None:
     assert m.member_index("s-abcde", m.member_name("s-abcde", 42)) == 42
     assert m.member_index("s-abcde", m.seed_name("s-abcde")) is None
@@ -134,8 +152,9 @@ def test_member_names_are_read_back_as_their_indices_and_nothing_else_is() -> No
 
 
 # -- a run of a suite --------------------------------------------------------------------------------------------
-def _suite_object(fake: FakeKube, share: bool = True) -> None:
-    fake.put("benchmarksuites", SUITE.namespace, {"metadata": {"name": SUITE.name, "uid": SUITE.uid},
+def _suite_object(fake: FakeKube, share: bool = True, deleting: bool = False) -> None:
+    deleted = {"deletionTimestamp": "2026-12-07T00:00:00Z"} if deleting else {}
+    fake.put("benchmarksuites", SUITE.namespace, {"metadata": {"name": SUITE.name, "uid": SUITE.uid, **deleted},
                                                   "spec": {"template": TEMPLATE, "sharePopulation": share}})
 
 
@@ -159,7 +178,9 @@ def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_remove
     population = status.population
     assert population is not None and population.sharedBy == SUITE.name, population
     assert population.selector == m.population_selector(SUITE.uid) and population.removedSeconds is None
-    assert population_cleanup(population, 60) is None
+    assert population_cleanup(population, 60, shared=True) is None
+    # Status alone decides nothing: a run whose spec is not shared removes its own population whatever status says.
+    assert population_cleanup(population, 60) is not None
     line = population_line(population.model_dump(mode="json", exclude_none=True))
     assert "the suite envelope's, found with 0 claims and 0 snapshots and kept for the suite, grown in " in line, line
     assert owned_left(fake) == [] and _members(fake, UID) == []
@@ -170,13 +191,45 @@ def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_remove
     seed_volume = fake.named("persistentvolumeclaims", REF.namespace)[m.seed_name(seed_owner.prefix)]["spec"][
         "volumeName"]
 
+    remembered: list[SeedParts] = []
+
+    async def remember(parts: SeedParts) -> None:
+        remembered.append(parts)
+
     async def remove() -> Any:
         fake.loop = asyncio.get_running_loop()
-        return await remove_suite_population(fake, SUITE, {}, 30)
+        return await remove_suite_population(fake, SUITE, SeedParts(), 30, remember)
     removal = asyncio.run(remove())
     assert removal.complete and removal.found, removal
     assert _members(fake, SUITE.uid) == []
     assert ("persistentvolumes", "", seed_volume) not in fake.objects, "the seed's volume was left"
+    assert [parts.volume for parts in remembered] == [seed_volume]
+
+
+def test_a_retried_suite_removal_still_waits_for_the_seed_volume_its_first_try_recorded() -> None:
+    """Once the first try deleted the seed claim, nothing but the suite's status names the seed's PV: a retry
+    given those names waits for it; one without them would call the population gone while its volume is not."""
+    fake = FakeKube(Behaviour(release_delay=2.0))  # the seed's PV outlives its claim by 2 s (the provisioner)
+    fake.seed_cluster()
+    owner = suite_owner(REF.namespace, SUITE.name, SUITE.uid, {})
+    _make(fake, owner, PopulationSpec(claims=2, shared=True))
+    remembered: list[SeedParts] = []
+
+    async def remember(parts: SeedParts) -> None:
+        remembered.append(parts)
+
+    async def removals() -> tuple[Any, Any, Any]:
+        fake.loop = asyncio.get_running_loop()
+        first = await remove_suite_population(fake, SUITE, SeedParts(), 0.3, remember)
+        unknowing = await remove_suite_population(fake, SUITE, SeedParts(), 10, remember)
+        retried = await remove_suite_population(fake, SUITE, remembered[0], 10, remember)
+        return first, unknowing, retried
+    first, unknowing, retried = asyncio.run(removals())
+    seed_volume = remembered[0].volume
+    assert not first.complete and first.remaining["persistentvolumes"] == 1, first
+    assert unknowing.complete and not unknowing.found  # the trap the recorded names avoid
+    assert retried.complete and retried.found, retried
+    assert seed_volume is not None and ("persistentvolumes", "", seed_volume) not in fake.objects
 
 
 @pytest.mark.parametrize(("metadata", "share", "words"), [
@@ -184,11 +237,12 @@ def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_remove
     (_childs_metadata(controller=False), True, "is not a BenchmarkSuite's"),
     (_childs_metadata(uid="5a17e000-0000-4000-8000-0000000fffff"), True, "is gone"),  # another uid than the suite's
     (_childs_metadata(), False, "does not share its population"),
+    (_childs_metadata(), None, "is being deleted"),  # its population is being removed: nothing may grow it
 ])
 def test_a_run_that_cannot_prove_it_is_the_sharing_suites_fails_before_creating_anything(
-        metadata: dict[str, Any], share: bool, words: str) -> None:
+        metadata: dict[str, Any], share: bool | None, words: str) -> None:
     fake = _fake()
-    _suite_object(fake, share)
+    _suite_object(fake, share is not False, deleting=share is None)
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={**SHARED, "snapshots": 0}),
                  metadata=metadata)
     assert status.phase == Phase.FAILED

@@ -184,6 +184,9 @@ class BenchmarkSuiteSpec(_Model):
             shared_population_problem = _shared_population_problem(self)
             if shared_population_problem:
                 raise ValueError(shared_population_problem)
+        elif any(level.shared for level in self.matrix.population or []) or (
+                isinstance(template_level := self.template.get("population"), dict) and template_level.get("shared")):
+            raise ValueError("population.shared is the suite's to set: use sharePopulation: true")
         return self
 
 
@@ -318,6 +321,11 @@ class SuitePopulationStatus(_Model):
     removed: bool = Field(False, description="Whether nothing of it is left.")
     removedSeconds: float | None = Field(None, description="How long removing it took.")
     message: str | None = Field(None, max_length=1024, description="What removing it found or left.")
+    seedVolume: str | None = Field(None, max_length=253, description="The seed claim's PersistentVolume, recorded "
+                                                                     "before the removal deletes the claim that "
+                                                                     "names it: a retried removal still waits for it.")
+    seedSnapshotContent: str | None = Field(None, max_length=253, description="The seed snapshot's content, "
+                                                                              "likewise.")
 
 
 class BenchmarkSuiteStatus(_Model):

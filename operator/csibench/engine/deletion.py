@@ -24,11 +24,12 @@ log = logging.getLogger(__name__)
 
 
 async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, Any],
-                               deadline_seconds: float, population_seconds: float = DEFAULT_TIMEOUT_SECONDS
-                               ) -> CleanupResult | None:
+                               deadline_seconds: float, population_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+                               population_shared: bool = False) -> CleanupResult | None:
     """Clean up after a deleted run; None when it never got past its preconditions (nothing was created) or its
     status names no namespace the run can own. ``population_seconds``: the spec's population.timeoutSeconds, for
-    removing the population its status recorded (the seed's PV and content followed as status named them)."""
+    removing the population its status recorded (the seed's PV and content followed as status named them);
+    ``population_shared``: the spec's population.shared (its suite's population, left to the suite)."""
     if not status.get("targetNamespace"):
         return None
     try:
@@ -42,7 +43,7 @@ async def clean_up_deleted_run(client: KubeApi, ref: RunRef, status: dict[str, A
     except ValidationError:  # written by another version: a population all the same, its seed found from itself
         made = PopulationStatus()
     result = await cleanup(client, None, scope, deadline_seconds=deadline_seconds,
-                           population=population_cleanup(made, population_seconds))
+                           population=population_cleanup(made, population_seconds, population_shared))
     if result.complete:
         log.info("run %s deleted: %s", ref.label, result.describe())
         return result

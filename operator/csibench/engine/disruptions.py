@@ -694,14 +694,17 @@ class Disruptor:
         and that wait often falls in the next step; only the final read says the Lease was never taken over."""
         if not self._leases or self.injected is None or self.tracker.anchor is None:
             return
-        transitions, acquired, kept, still_unread = 0, [], [], False
+        transitions, acquired, kept, still_unread, again = 0, [], [], False, []
         for name, (holder, before) in self._leases.items():
             try:
                 lease = await self.client.get(r.LEASES.path(self.spec.target_namespace(), name))
             except ApiError:
                 return
             spec = (lease or {}).get("spec") or {}
-            transitions += max(0, whole(spec.get("leaseTransitions")) - before)
+            moved = max(0, whole(spec.get("leaseTransitions")) - before)
+            transitions += moved
+            if moved > 1:  # taken over more than once: its acquireTime is the last takeover's, not the first's
+                again.append(name)
             if spec.get("holderIdentity") == holder:
                 kept.append(name)  # the deleted pod's identity holds it still, or again (a StatefulSet's same name)
             elif spec.get("holderIdentity") and spec.get("acquireTime"):
@@ -715,11 +718,15 @@ class Disruptor:
             return
         self._leader_pending = bool(kept) and not final
         if kept and final:
-            note = (f"Lease {', '.join(kept)} still names the identity of a pod that went after the run's last "
-                    "step: not taken over (or taken back under the same name, which no transition shows)")
+            note = (f"Lease {', '.join(kept)} still named a deleted pod's identity after the run's last step: "
+                    "not taken over (or taken back under the same name, which no transition shows)")
             self.result.message = shorten(f"{self.result.message}; {note}" if self.result.message else note, 300)
         elif kept:
             return
+        elif again:
+            note = (f"Lease {', '.join(again)} changed holder more than once since the injection: the first "
+                    "takeover's time is not in the Lease, so no leader time is given")
+            self.result.message = shorten(f"{self.result.message}; {note}" if self.result.message else note, 300)
         elif acquired and len(acquired) == len(self._leases) and not still_unread:
             anchor = self.tracker.anchor
             at = anchor.mono + (max(acquired) - anchor.wall)  # the new holder's clock, read as the operator's

@@ -222,17 +222,16 @@ class StepRunner:
                 disruptors.append(disruptor)
         return disruptors
 
-    async def close_disruptions(self) -> None:
+    async def close_disruptions(self, read_leases: bool = True) -> None:
         """After the run's last step: the container restarts the earlier disruptions caused, as seen until now,
-        the leader Leases no new holder had taken when their steps ended, and their watches stopped (idempotent)."""
+        and their watches stopped (idempotent); then, with ``read_leases`` (not while the run is being torn down),
+        the leader Leases no new holder had taken when their steps ended, read again."""
         lingering, self._lingering = self._lingering, []
         for disruptor in lingering:
             disruptor.note_restarts()
             disruptor.disarm()
-            try:
-                await disruptor.follow_leases()
-            except ApiError as error:  # the figure stays unmeasured; the run's end does not wait on it
-                log.info("disruption in %s: its Leases not read again: %s", disruptor.spec.step, error)
+        for disruptor in lingering if read_leases else ():
+            await disruptor.follow_leases()
 
     async def _injected(self) -> None:
         """Pods the run did not create were just deleted: status says so now, not at the next progress write."""

@@ -174,7 +174,7 @@ class RunEngine:
             complete = await self.clean_up(context.scope, observed, measured_well)
             await self.audit_leaks(context.names.prefix)
         finally:
-            await runner.close_disruptions()
+            await runner.close_disruptions(read_leases=False)  # done above, unless the run is being torn down
             if watches is not None:
                 watches.stop()
         return await self.finish(decide(status.steps, stop, complete, status.cleanup, status.duration or "",
@@ -380,7 +380,9 @@ class RunEngine:
         log.info("run %s: cleaning up (deadline %ss)", self.ref.label, self.spec.timeouts.cleanup)
         timeout = self.spec.population.timeoutSeconds if self.spec.population else DEFAULT_TIMEOUT_SECONDS
         result = await cleanup(self.client, observed, scope, float(self.spec.timeouts.cleanup),
-                               population=population_cleanup(self.status.population, float(timeout)))
+                               population=population_cleanup(self.status.population, float(timeout),
+                                                             self.spec.population is not None
+                                                             and self.spec.population.shared))
         self._cleaned = result
         if self.status.population is not None and result.population is not None:
             self.status.population.removedSeconds = round(result.population.seconds, 3)

@@ -35,9 +35,9 @@ from csibench.engine.judgement import BASELINE_CONDITION, DRIFT_CONDITION, Judge
 from csibench.engine.thresholds import CONDITION as THRESHOLDS_CONDITION
 from csibench.engine.timing import rfc3339
 from csibench.engine.verdict import RunVerdict
-from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
+from csibench.kube.events import MAX_EVENT_MESSAGE, post_event
 from csibench.kube.resources import RunRef
 from csibench.metrics import METRICS
 
@@ -51,7 +51,6 @@ TEXT_LIMITS = (4096, 256, 64)
 MINIMAL_FIELDS = ("phase", "message", "conditions", "currentStep", "progress", "observedGeneration", "startTime",
                   "completionTime")
 MAX_STATUS_BYTES = 512 * 1024  # far under etcd's 1.5 MiB per object, which holds the spec and metadata too
-MAX_EVENT_MESSAGE = 1024
 OWN_TEXT = 1024  # the run's message and conditions, at every level
 
 
@@ -186,20 +185,7 @@ class StatusRecorder:
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
         # The log says what the Events say: when a run hangs, the operator's log shows where.
         log.log(logging.WARNING if warning else logging.INFO, "run %s: %s: %s", self.ref.label, reason, message)
-        stamp = now()
-        body = {
-            "metadata": {"generateName": f"{self.ref.name}.", "namespace": self.ref.namespace},
-            "involvedObject": {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkRun",
-                               "name": self.ref.name, "namespace": self.ref.namespace, "uid": self.ref.uid},
-            "reason": reason, "message": shorten(message, MAX_EVENT_MESSAGE),
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": "csibench"}, "reportingComponent": "csibench.io/operator",
-            "reportingInstance": "csibench", "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
-        try:
-            await self.client.create(r.EVENTS.path(self.ref.namespace), body)
-        except ApiError as error:
-            log.warning("could not record event %s: %s", reason, error)
+        await post_event(self.client, "BenchmarkRun", self.ref, reason, message, warning)
 
     async def cleanup_incomplete(self, result: CleanupResult, when: str = "", note: str = "",
                                  patch_now: bool = False) -> None:

@@ -34,6 +34,7 @@ from csibench.api.suite import (
 )
 from csibench.api.suite_results import cell_results
 from csibench.api.text import validation_problems
+from csibench.api.validation import is_dns_subdomain
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.client import ApiError
@@ -267,13 +268,35 @@ class SuiteController:
         """Whether status says the shared population is gone (a suite that shares none has nothing to remove)."""
         return not self.spec.sharePopulation or (self.status.population is not None and self.status.population.removed)
 
+    def recorded_seed(self) -> tuple[str | None, str | None]:
+        """The seed's PV and content as status recorded them, only where they are names (a tampered status cannot
+        send a read elsewhere)."""
+        population = self.status.population or SuitePopulationStatus()
+
+        def named(value: str | None) -> str | None:
+            return value if value is not None and is_dns_subdomain(value) else None
+        return named(population.seedVolume), named(population.seedSnapshotContent)
+
+    async def record_seed(self, volume: str | None, content: str | None) -> None:
+        """The seed's PV and content, before the removal deletes the claim and snapshot that name them."""
+        population = self.status.population or SuitePopulationStatus()
+        self.status = self.status.model_copy(update={"population": population.model_copy(update={
+            "seedVolume": volume, "seedSnapshotContent": content})})
+        await self.write()
+
     async def record_population(self, selector: str, removed: bool, seconds: float, message: str) -> None:
         """What removing the shared population did (``engine/population/sharing`` does it, for the handler)."""
-        self.status = self.status.model_copy(update={"population": SuitePopulationStatus(
-            selector=selector, removed=removed, removedSeconds=round(seconds, 3), message=message[:1024])})
+        population = self.status.population or SuitePopulationStatus()
+        self.status = self.status.model_copy(update={"population": population.model_copy(update={
+            "selector": selector, "removed": removed, "removedSeconds": round(seconds, 3),
+            "message": message[:1024]})})
         if not removed:
             log.warning("suite %s: %s", self.ref.label, message)
         await self.write()
+
+    async def runs_left(self) -> list[str]:
+        """The suite's own runs still there (being deleted or not)."""
+        return sorted(await self.children())
 
     async def stop_runs(self) -> list[str]:
         """Delete the suite's own runs (uid-checked) now, not after the suite is gone as the garbage collector

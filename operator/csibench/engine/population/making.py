@@ -260,18 +260,18 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
         watch.start()
     try:
         seed_name = m.seed_name(owner.prefix)
-        found = await _found(readiness, {watch.source for watch in watches}, owner, deadline)
+        found, done = await _found(readiness, {watch.source for watch in watches}, owner, deadline)
         if population.shared:
             record.foundClaims, record.foundSnapshots = len(found["claims"]), len(found["snapshots"])
             if record.foundClaims > population.claims or record.foundSnapshots > population.snapshots:
                 raise RunAborted(ConditionReason.POPULATION_FAILED, f"population: the suite's population holds "
                                  f"{record.foundClaims} claims and {record.foundSnapshots} snapshots, more than "
                                  f"this run's level ({population.shown()}): a shared population only grows")
-        missing_claims = population.claims - len(found["claims"] & set(range(1, population.claims + 1)))
-        missing_snapshots = population.snapshots - len(found["snapshots"] & set(range(1, population.snapshots + 1)))
+        missing_claims = population.claims - len(done["claims"] & set(range(1, population.claims + 1)))
+        missing_snapshots = population.snapshots - len(done["snapshots"] & set(range(1, population.snapshots + 1)))
         await progress(f"population: creating {missing_claims} claims, {missing_snapshots} snapshots")
         total = 2 * (missing_claims + missing_snapshots)
-        await _create_all(client, _requests(spec, population, owner, seed, found), total, progress, deadline)
+        await _create_all(client, _requests(spec, population, owner, seed, done), total, progress, deadline)
         # The seed carries the label too, and is ready already: it is not part of the level.
         wanted_claims, wanted_snapshots = population.claims + 1, population.snapshots + (population.snapshots > 0)
         last_said = 0.0
@@ -294,24 +294,32 @@ async def make_population(client: KubeApi, spec: BenchmarkRunSpec, population: P
     record.seconds = round(time.monotonic() - started, 3)
 
 
-async def _found(readiness: _Readiness, sources: set[str], owner: Owner, deadline: _Deadline) -> dict[str, set[int]]:
+Indices = dict[str, set[int]]  # "claims" / "snapshots" -> member indices
+
+
+async def _found(readiness: _Readiness, sources: set[str], owner: Owner,
+                 deadline: _Deadline) -> tuple[Indices, Indices]:
     """The indices of the members each watch found when it first listed (a shared population's earlier levels, or
-    what an operator made before it restarted), waiting for every watch's first list."""
+    what an operator made before it restarted), waiting for every watch's first list; and of those, the ones
+    already Bound or ready. Only those are not asked for again: a claim whose PV was never made (a create refused,
+    a run stopped between the two) has its pair asked for again, and the PV's 409 counts like a create."""
     while not sources <= readiness.listed:
         if deadline.passed():
             raise deadline.fail("the population's objects listed")
         readiness.changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(readiness.changed.wait(), timeout=min(1.0, max(0.05, deadline.left())))
-    return {source: {index for name in readiness.present[source]
-                     if (index := m.member_index(owner.prefix, name)) is not None}
-            for source in ("claims", "snapshots")}
+
+    def indices(names: set[str]) -> set[int]:
+        return {index for name in names if (index := m.member_index(owner.prefix, name)) is not None}
+    found = {source: indices(readiness.present[source]) for source in ("claims", "snapshots")}
+    return found, {"claims": indices(readiness.bound), "snapshots": indices(readiness.ready)}
 
 
 def _requests(spec: BenchmarkRunSpec, population: PopulationSpec, owner: Owner, seed: Seed,
-              found: dict[str, set[int]]) -> Iterable[tuple[str, dict[str, Any]]]:
+              found: Indices) -> Iterable[tuple[str, dict[str, Any]]]:
     """Each PV before its claim, each content before its snapshot: the claim or snapshot finds its pair there.
-    A pair whose claim (snapshot) was ``found`` is not asked for again."""
+    A pair whose claim is Bound (snapshot ready) in ``found`` is not asked for again."""
     labels = owner.labels
     for index in range(1, population.claims + 1):
         if index in found["claims"]:

@@ -92,18 +92,20 @@ class PopulationCleanup:
     seed: SeedParts | None = None
 
 
-def population_cleanup(recorded: PopulationStatus | None, timeout_seconds: float) -> PopulationCleanup | None:
+def population_cleanup(recorded: PopulationStatus | None, timeout_seconds: float,
+                       shared: bool = False) -> PopulationCleanup | None:
     """The removal a run's status calls for: None when it recorded no population (status.population is written
-    before the seed is created, so a run that made one says so) or its suite's shared one; the seed's names only
-    when they are names (a tampered status cannot send a read elsewhere)."""
-    if recorded is None or recorded.sharedBy is not None:  # shared: the suite's to remove, never a run's
+    before the seed is created, so a run that made one says so), or when its spec (immutable, unlike status) says
+    the population is its suite's (``shared``: the suite removes it); the seed's names only when they are names (a
+    tampered status cannot send a read elsewhere)."""
+    if recorded is None or shared:
         return None
     volume, content = (name if name is not None and is_dns_subdomain(name) else None
                        for name in (recorded.seedVolume, recorded.seedSnapshotContent))
     return PopulationCleanup(timeout_seconds, SeedParts(volume, content) if volume or content else None)
 
 
-async def _seed_parts(client: KubeApi, owner: Owner, known: SeedParts) -> SeedParts:
+async def seed_parts(client: KubeApi, owner: Owner, known: SeedParts) -> SeedParts:
     """The seed's parts: those status recorded, else those the seed's claim and snapshot (the owner's) name."""
     name = m.seed_name(owner.prefix)
     parts = SeedParts(known.volume, known.content)
@@ -158,7 +160,7 @@ async def remove_population(client: KubeApi, owner: Owner, deadline_seconds: flo
     while True:
         seconds = time.monotonic() - started
         try:
-            seed = seed or await _seed_parts(client, owner, known or SeedParts())
+            seed = seed or await seed_parts(client, owner, known or SeedParts())
             left = await _left(client, owner, seed, exact=False)
             if not any(left.values()):
                 return Removal(True, left, seconds, found)

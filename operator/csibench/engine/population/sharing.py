@@ -14,6 +14,7 @@ shares its population. A run alone that asks for ``shared`` fails before it crea
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from csibench.api.models import ConditionReason
 from csibench.api.suite import SUITE_KIND, SUITE_UID_LABEL
 from csibench.engine.errors import PlanError
 from csibench.engine.population.making import Owner
-from csibench.engine.population.removal import Removal, remove_population
+from csibench.engine.population.removal import Removal, SeedParts, remove_population, seed_parts
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.ownership import controlled_by
@@ -70,14 +71,21 @@ async def shared_population(client: KubeApi, ref: RunRef, extra_labels: dict[str
     suite = await client.get(r.BENCHMARK_SUITES.path(ref.namespace, suite_name))
     if suite is None or (suite.get("metadata") or {}).get("uid") != suite_uid:
         raise _refused(f"the suite {ref.namespace}/{suite_name} that owns run {ref.label} is gone")
+    if (suite.get("metadata") or {}).get("deletionTimestamp"):  # its population is being removed: none grows it
+        raise _refused(f"the suite {ref.namespace}/{suite_name} that owns run {ref.label} is being deleted")
     if not (suite.get("spec") or {}).get("sharePopulation"):
         raise _refused(f"the suite {ref.namespace}/{suite_name} does not share its population")
     return SharedPopulation(suite_owner(ref.namespace, suite_name, suite_uid, extra_labels), suite_name)
 
 
-async def remove_suite_population(client: KubeApi, ref: SuiteRef, extra_labels: dict[str, str],
-                                  deadline_seconds: float) -> Removal:
-    """Remove the suite's shared population: everything carrying its uid as the population's owner, the seed's
-    PV and content followed from the seed itself."""
-    return await remove_population(client, suite_owner(ref.namespace, ref.name, ref.uid, extra_labels),
-                                   deadline_seconds)
+async def remove_suite_population(client: KubeApi, ref: SuiteRef, known: SeedParts, deadline_seconds: float,
+                                  remember: Callable[[SeedParts], Awaitable[None]]) -> Removal:
+    """Remove the suite's shared population: everything carrying its uid as the population's owner, and the seed's
+    PV and content. Those two are found from the seed claim and snapshot (or ``known``, as the suite's status
+    recorded them) and handed to ``remember`` before anything is deleted: once the seed claim is gone nothing else
+    names its PV, and a retried removal must still wait for it."""
+    owner = suite_owner(ref.namespace, ref.name, ref.uid, {})
+    parts = await seed_parts(client, owner, known)
+    if parts.volume != known.volume or parts.content != known.content:
+        await remember(parts)
+    return await remove_population(client, owner, deadline_seconds, parts)
