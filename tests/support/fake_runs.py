@@ -16,6 +16,7 @@ from typing import Any
 
 from csibench.api.models import BenchmarkRunSpec, BenchmarkRunStatus
 from csibench.engine.naming import Names
+from csibench.engine.population.manifests import POPULATION_LABEL
 from csibench.engine.recovery import recover_after_restart
 from csibench.engine.report_store import load_report
 from csibench.engine.resume import resume as resume_run
@@ -76,6 +77,19 @@ def owned_left(fake: FakeKube) -> list[tuple[str, str, str]]:
     left += [k for k, o in fake.objects.items() if k[0] == "volumesnapshotcontents"
              and GROUP_HANDLE in (o["metadata"].get("annotations") or {})]
     return left
+
+
+def population_objects(fake: FakeKube, owner_uid: str) -> list[tuple[str, str, str]]:
+    """Every object of the population whose owner has ``owner_uid`` (a run's, or a suite's shared one), sorted."""
+    return sorted(k for k, o in fake.objects.items()
+                  if (o["metadata"].get("labels") or {}).get(POPULATION_LABEL) == owner_uid)
+
+
+def seeded_fake() -> FakeKube:
+    """The fake with its cluster's classes, nodes and namespace (``FakeKube.seed_cluster``)."""
+    fake = FakeKube()
+    fake.seed_cluster()
+    return fake
 
 
 def status_of_a_lost_run(states: list[tuple[str, str]]) -> dict[str, Any]:

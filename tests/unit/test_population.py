@@ -24,20 +24,23 @@ from csibench.kube.client import ApiError
 from csibench.kube.ownership import RUN_UID_LABEL
 from csibench.report.render import render_table
 from tests.support.fake_kube import FAKE_DRIVER, FakeKube
-from tests.support.fake_runs import NAMES, REF, UID, kill_when, owned_left, resume, run, spec, steps_of
+from tests.support.fake_runs import (
+    NAMES,
+    REF,
+    UID,
+    kill_when,
+    owned_left,
+    population_objects,
+    resume,
+    run,
+    seeded_fake,
+    spec,
+    steps_of,
+)
 
 SNAPSHOT_PLURALS = ("volumesnapshots", "volumesnapshotcontents")
 
 
-def _labelled(fake: FakeKube, owner_uid: str) -> list[tuple[str, str, str]]:
-    return sorted(k for k, o in fake.objects.items()
-                  if (o["metadata"].get("labels") or {}).get(m.POPULATION_LABEL) == owner_uid)
-
-
-def _fake() -> FakeKube:
-    fake = FakeKube()
-    fake.seed_cluster()
-    return fake
 
 
 # -- the spec --------------------------------------------------------------------------------------------------
@@ -114,7 +117,7 @@ def _make(fake: FakeKube, owner: Owner, population: PopulationSpec, **fields: An
 
 
 def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alone() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     mine, theirs = Owner("runs", "mine-aaaaa", "uid-mine"), Owner("runs", "theirs-bbbbb", "uid-theirs")
     made, said = _make(fake, mine, PopulationSpec(claims=4, snapshots=3))
     _make(fake, theirs, PopulationSpec(claims=2))
@@ -134,21 +137,21 @@ def test_a_population_is_made_from_one_seed_and_removed_by_its_owners_label_alon
         "boundVolumeSnapshotContentName"]
     seed_handle = fake.objects[("volumesnapshotcontents", "", seed_content)]["status"]["snapshotHandle"]
     assert {c["spec"]["source"]["snapshotHandle"] for c in contents} == {seed_handle}
-    theirs_before = _labelled(fake, "uid-theirs")
+    theirs_before = population_objects(fake, "uid-theirs")
 
     async def remove() -> Any:
         fake.loop = asyncio.get_running_loop()
         return await remove_population(fake, mine, 30)
     removal = asyncio.run(remove())
     assert removal.complete and removal.found, removal
-    assert _labelled(fake, "uid-mine") == []
+    assert population_objects(fake, "uid-mine") == []
     assert ("persistentvolumes", "", seed["spec"]["volumeName"]) not in fake.objects, "the seed's volume stayed"
     assert ("volumesnapshotcontents", "", seed_content) not in fake.objects, "the seed's content stayed"
-    assert _labelled(fake, "uid-theirs") == theirs_before and len(theirs_before) == 2 * 2 + 1
+    assert population_objects(fake, "uid-theirs") == theirs_before and len(theirs_before) == 2 * 2 + 1
 
 
 def test_the_members_go_at_once_and_the_seed_volume_only_after_its_snapshot() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
     made, _ = _make(fake, owner, PopulationSpec(claims=3, snapshots=2))
     fake.behaviour.release_delay = 0.6  # the seed snapshot's content goes a while after the snapshot
@@ -175,7 +178,7 @@ def test_the_members_go_at_once_and_the_seed_volume_only_after_its_snapshot() ->
 
 
 def test_a_delete_the_api_server_fails_is_asked_again_and_the_rest_goes_on() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
     _make(fake, owner, PopulationSpec(claims=3))
     original, failures = fake.delete, [1]
@@ -191,14 +194,14 @@ def test_a_delete_the_api_server_fails_is_asked_again_and_the_rest_goes_on() -> 
         fake.loop = asyncio.get_running_loop()
         return await remove_population(fake, owner, 30)
     removal = asyncio.run(remove())
-    assert removal.complete and _labelled(fake, "uid-mine") == [], removal
+    assert removal.complete and population_objects(fake, "uid-mine") == [], removal
 
 
 def test_a_deleted_run_removes_its_population_within_the_populations_timeout_not_the_short_cleanup() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     run_spec = spec(steps=["createVolume", "deleteVolume"], cleanup="Never", population={"claims": 4})
     status = run(fake, run_spec)
-    assert status.phase == Phase.SUCCEEDED and len(_labelled(fake, UID)) == 2 * 4 + 1
+    assert status.phase == Phase.SUCCEEDED and len(population_objects(fake, UID)) == 2 * 4 + 1
     fake.behaviour.release_delay = 1.0  # the seed's volume goes a second after its claim
 
     async def delete() -> Any:
@@ -207,12 +210,12 @@ def test_a_deleted_run_removes_its_population_within_the_populations_timeout_not
                                           deadline_seconds=0.2, population_seconds=30)
     result = asyncio.run(delete())
     assert result is not None and result.population is not None and result.population.complete, result
-    assert _labelled(fake, UID) == [] and status.population is not None
+    assert population_objects(fake, UID) == [] and status.population is not None
     assert ("persistentvolumes", "", status.population.seedVolume) not in fake.objects
 
 
 def test_a_create_the_api_server_refuses_fails_the_population_and_says_which() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
     fake.behaviour.refuse_create = lambda plural, name: ApiError(403, "Forbidden", "quota exceeded") \
         if plural == "persistentvolumes" else None
@@ -239,7 +242,7 @@ def test_the_runs_shared_watches_pass_the_population_over() -> None:
     ("provisioning_fails", "; last Warning ProvisioningFailed: injected failure"),
 ])
 def test_a_seed_never_bound_fails_the_population_at_its_deadline_saying_why(failure: str, words: str) -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
     setattr(fake.behaviour, failure, {m.seed_name("mine-aaaaa")})
     with pytest.raises(RunAborted) as failed:
@@ -249,7 +252,7 @@ def test_a_seed_never_bound_fails_the_population_at_its_deadline_saying_why(fail
 
 
 def test_a_claim_of_the_seeds_name_that_is_not_the_populations_is_never_used() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = Owner("runs", "mine-aaaaa", "uid-mine")
     fake.put("persistentvolumeclaims", "runs", {"metadata": {"name": m.seed_name("mine-aaaaa"), "labels": {}},
                                                 "spec": {}})
@@ -259,7 +262,7 @@ def test_a_claim_of_the_seeds_name_that_is_not_the_populations_is_never_used() -
 
 # -- a run with a population -------------------------------------------------------------------------------------
 def test_a_run_makes_its_population_before_its_steps_never_counts_it_and_removes_it_first() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     run_spec = spec(volumeSnapshotClassName="snap", steps=["createVolume", "createSnapshot", "deleteSnapshot",
                                                            "deleteVolume"], population={"claims": 5, "snapshots": 2})
     status = run(fake, run_spec)
@@ -270,14 +273,14 @@ def test_a_run_makes_its_population_before_its_steps_never_counts_it_and_removes
     assert population is not None and (population.claims, population.snapshots) == (5, 2)
     assert population.seconds is not None and population.removedSeconds is not None
     assert status.cleanup is not None and "population removed in" in status.cleanup
-    assert _labelled(fake, UID) == [] and owned_left(fake) == []
+    assert population_objects(fake, UID) == [] and owned_left(fake) == []
     creates = [path for verb, path in fake.timeline if verb == "POST"]
     first_step_claim = next(i for i, path in enumerate(creates) if path.endswith(NAMES.volume(0)))
     assert all(not path.split("/")[-1].startswith(f"pop-{NAMES.prefix}") for path in creates[first_step_claim:])
 
 
 def test_a_run_without_the_rights_fails_before_creating_anything() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     fake.denied.add(("create", "persistentvolumes", ""))
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 2}))
     assert status.phase == Phase.FAILED
@@ -287,7 +290,7 @@ def test_a_run_without_the_rights_fails_before_creating_anything() -> None:
 
 
 def test_a_level_of_zero_makes_nothing_and_needs_no_rights() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     fake.denied.add(("create", "persistentvolumes", ""))
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 0}))
     assert status.phase == Phase.SUCCEEDED, status.conditions
@@ -298,21 +301,21 @@ def test_a_level_of_zero_makes_nothing_and_needs_no_rights() -> None:
 def test_an_operator_restart_while_the_population_is_made_makes_the_rest_and_measures_the_batch(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(making, "_PROGRESS_SECONDS", 0.0)  # progress said at every batch of creates
-    fake = _fake()
+    fake = seeded_fake()
     run_spec = spec(steps=["createVolume", "deleteVolume"], population={"claims": 400})
     killed = kill_when(fake, run_spec, lambda status: "objects created" in (status.get("progress") or ""),
                        extra_sleep=0.0)
-    made_before = {k for k in _labelled(fake, UID) if k[0] == "persistentvolumeclaims"}
+    made_before = {k for k in population_objects(fake, UID) if k[0] == "persistentvolumeclaims"}
     assert 0 < len(made_before) < 401, (len(made_before), killed.get("progress"))
     status = resume(fake, run_spec, killed)
     assert status.phase == Phase.SUCCEEDED, status.conditions
     assert status.population is not None and status.population.claims == 400
     assert steps_of(status)["createVolume"] == ("Succeeded", 6, 6, 0, 0)
-    assert _labelled(fake, UID) == [] and owned_left(fake) == []
+    assert population_objects(fake, UID) == [] and owned_left(fake) == []
 
 
 def test_the_report_says_the_level_and_what_making_and_removing_it_took() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={"claims": 3}))
     text = render_table({"metadata": {"namespace": "runs", "name": "bench"}, "spec": {"storageClassName": "sim"},
                          "status": status.model_dump(mode="json", exclude_none=True)})
@@ -335,7 +338,7 @@ def test_a_suite_of_levels_that_would_not_measure_them_is_refused(suite: dict[st
 def test_a_run_whose_status_recorded_no_population_asks_nothing_about_one() -> None:
     """Removal follows status (written before the seed is made), so the runs without a population pay nothing."""
     def population_reads(population: dict[str, int] | None) -> list[str]:
-        fake = _fake()
+        fake = seeded_fake()
         queries: list[str] = []
         original = fake.get
 

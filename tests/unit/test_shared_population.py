@@ -28,7 +28,7 @@ from csibench.engine.population.sharing import remove_suite_population, suite_ow
 from csibench.kube.resources import SuiteRef
 from csibench.report.render import population_line
 from tests.support.fake_kube import Behaviour, FakeKube
-from tests.support.fake_runs import REF, UID, owned_left, run, spec, steps_of
+from tests.support.fake_runs import REF, UID, owned_left, population_objects, run, seeded_fake, spec, steps_of
 
 SUITE = SuiteRef(REF.namespace, "envelope", "5a17e000-0000-4000-8000-00000000abcd")
 TEMPLATE = {"storageClassName": "sim", "volumeSnapshotClassName": "snap"}
@@ -38,15 +38,6 @@ def _suite(**fields: Any) -> BenchmarkSuiteSpec:
     return BenchmarkSuiteSpec.model_validate({"template": TEMPLATE, "sharePopulation": True, **fields})
 
 
-def _members(fake: FakeKube, owner_uid: str) -> list[tuple[str, str, str]]:
-    return sorted(k for k, o in fake.objects.items()
-                  if (o["metadata"].get("labels") or {}).get(m.POPULATION_LABEL) == owner_uid)
-
-
-def _fake() -> FakeKube:
-    fake = FakeKube()
-    fake.seed_cluster()
-    return fake
 
 
 # -- the suite's rules -------------------------------------------------------------------------------------------
@@ -107,7 +98,7 @@ def _population_posts(fake: FakeKube, prefix: str) -> list[str]:
 
 
 def test_a_shared_population_grows_by_what_a_level_adds_and_never_shrinks() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     owner = suite_owner(REF.namespace, SUITE.name, SUITE.uid, {})
     first, _ = _make(fake, owner, PopulationSpec(claims=3, snapshots=2, shared=True))
     assert (first.foundClaims, first.foundSnapshots) == (0, 0)
@@ -132,7 +123,7 @@ def test_a_shared_population_grows_by_what_a_level_adds_and_never_shrinks() -> N
 def test_a_claim_left_without_its_volume_gets_its_pair_asked_for_again() -> None:
     """A run stopped between a PV's create and its claim's (or a refused PV create) leaves a claim that never binds:
     the next level asks for its pair again instead of waiting for it until the deadline."""
-    fake = _fake()
+    fake = seeded_fake()
     owner = suite_owner(REF.namespace, SUITE.name, SUITE.uid, {})
     _make(fake, owner, PopulationSpec(claims=3, shared=True))
     orphan = m.member_name(owner.prefix, 4)
@@ -168,7 +159,7 @@ SHARED = {"claims": 4, "snapshots": 2, "shared": True}
 
 
 def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_removes_it() -> None:
-    fake = _fake()
+    fake = seeded_fake()
     _suite_object(fake)
     run_spec = spec(volumeSnapshotClassName="snap", steps=["createVolume", "createSnapshot", "deleteSnapshot",
                                                            "deleteVolume"], population=SHARED)
@@ -183,8 +174,8 @@ def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_remove
     assert population_cleanup(population, 60) is not None
     line = population_line(population.model_dump(mode="json", exclude_none=True))
     assert "the suite envelope's, found with 0 claims and 0 snapshots and kept for the suite, grown in " in line, line
-    assert owned_left(fake) == [] and _members(fake, UID) == []
-    kept = _members(fake, SUITE.uid)
+    assert owned_left(fake) == [] and population_objects(fake, UID) == []
+    kept = population_objects(fake, SUITE.uid)
     assert len(kept) == 2 * 4 + 2 * 2 + 2, kept  # members, and the seed claim and snapshot
     assert all(k[1] in ("", REF.namespace) for k in kept)
     seed_owner = suite_owner(REF.namespace, SUITE.name, SUITE.uid, {})
@@ -201,7 +192,7 @@ def test_a_suites_run_grows_the_suites_population_leaves_it_and_the_suite_remove
         return await remove_suite_population(fake, SUITE, SeedParts(), 30, remember)
     removal = asyncio.run(remove())
     assert removal.complete and removal.found, removal
-    assert _members(fake, SUITE.uid) == []
+    assert population_objects(fake, SUITE.uid) == []
     assert ("persistentvolumes", "", seed_volume) not in fake.objects, "the seed's volume was left"
     assert [parts.volume for parts in remembered] == [seed_volume]
 
@@ -241,7 +232,7 @@ def test_a_retried_suite_removal_still_waits_for_the_seed_volume_its_first_try_r
 ])
 def test_a_run_that_cannot_prove_it_is_the_sharing_suites_fails_before_creating_anything(
         metadata: dict[str, Any], share: bool | None, words: str) -> None:
-    fake = _fake()
+    fake = seeded_fake()
     _suite_object(fake, share is not False, deleting=share is None)
     status = run(fake, spec(steps=["createVolume", "deleteVolume"], population={**SHARED, "snapshots": 0}),
                  metadata=metadata)
