@@ -38,6 +38,7 @@ from localcluster.runs import (
     create_run,
     get_run,
     leftovers,
+    population_leftovers,
     wait_for_phase,
 )
 
@@ -168,8 +169,14 @@ def run_suite(kube: Kube, cluster: Any, path: str, timeout: float) -> str:
     for run in runs:
         print(f"{run['metadata']['name']}: population {json.dumps(run['status'].get('population'))}, "
               f"cleanup {run['status'].get('cleanup')!r}", flush=True)
-    return f"suite {name}: {suite['status']['phase']} in {time.monotonic() - started:.0f} s\n" + \
-        render_suite(suite, runs, markdown=True)
+    ended = f"suite {name}: {suite['status']['phase']} in {time.monotonic() - started:.0f} s\n"
+    if suite["spec"].get("sharePopulation"):  # the suite removes its population after its last run
+        removed = wait_until(lambda: (found := (get_run(kube, BENCH_NAMESPACE, name, "benchmarksuites") or {}).get(
+            "status", {}).get("population")) and (found.get("removed") or found.get("message")) and found,
+            timeout, f"suite {name}'s population removed", interval=5)
+        left = {kind: len(names) for kind, names in population_leftovers(kube, suite["metadata"]["uid"]).items()}
+        ended += f"shared population: {json.dumps(removed)}; left after it: {json.dumps(left)}\n"
+    return ended + render_suite(suite, runs, markdown=True)
 
 
 def main() -> None:

@@ -67,14 +67,14 @@ LATENCY = 2.0 * CONCURRENCY / VOLUMES
 GROUP_LATENCY = LATENCY * PER_GROUP
 STEP_FLOOR_SECONDS = VOLUMES * LATENCY / CONCURRENCY
 CLAIM_STEPS = {"createVolume", "expandVolume", "cloneFromSnapshot", "deleteClone", "deleteVolume"}
-# Which steps a trial kills: a third of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds 3k,
-# 3k+1 and 3k+2 kill the three disjoint thirds of one shuffle, so three days' CI runs in a row (from a day whose
-# number divides by 3) cover every step, and a failure names its seed to be re-run (a bisect pins it). All twelve
-# kills cost 255 s of a 37-minute command on a busy machine (2026-12-06), six 151 s of a 32-minute one
-# (2026-12-07); CSIBENCH_KILL_STEPS=all kills all.
+# Which steps a trial kills: a quarter of them, drawn from CSIBENCH_KILL_SEED (default: the day's number). Seeds
+# 4k to 4k+3 kill the four disjoint quarters of one shuffle, so four days' CI runs in a row (from a day whose
+# number divides by 4) cover every step, and a failure names its seed to be re-run (a bisect pins it). All twelve
+# kills cost 255 s of a 37-minute command on a busy machine (2026-12-06), six 151 s of a 32-minute one, four 124 s
+# of a 30.3-minute one (2026-12-07); CSIBENCH_KILL_STEPS=all kills all.
 KILL_SEED = int(os.environ.get("CSIBENCH_KILL_SEED", str(datetime.date.today().toordinal())))
 KILL_ALL = os.environ.get("CSIBENCH_KILL_STEPS") == "all"
-KILL_PARTS = 3
+KILL_PARTS = 4
 
 
 def killed_steps(seed: int, kill_all: bool = KILL_ALL) -> list[str]:
@@ -99,7 +99,7 @@ def _progress(status: dict[str, Any]) -> int:
 def test_operator_killed_inside_its_steps_redoes_each_and_the_run_succeeds(
         kube: Kube, namespace: str, operator: OperatorProcess, cluster: LocalCluster, storage_class: Any,
         seed: int) -> None:
-    """One run of twelve steps, killed inside a third of them (a seeded draw; CSIBENCH_KILL_STEPS=all: every one)
+    """One run of twelve steps, killed inside a quarter of them (a seeded draw; CSIBENCH_KILL_STEPS=all: every one)
     in turn, a seeded 0.2-1.2 s after the step showed Running (every step takes at least 2 s on this array, so each
     kill lands inside it). Each restart must restore the interrupted step and redo it in full, the restores of
     earlier steps must not disturb later ones, and a step no kill touched runs once. (The expansion's restore makes
