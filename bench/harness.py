@@ -62,8 +62,12 @@ def bench_cluster(api_port: int | None = None, nodes: int = 3, sidecar_flags: di
     cluster.up()
     operator = OperatorProcess(cluster, cluster.config.log_dir / "operator.log")
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "benchmarkrun.yaml"))
-        cluster.wait_established("benchmarkruns.csibench.io")
+        # Every CRD before the operator starts: kopf did not serve a kind whose CRD came after it (a suite bench
+        # applied benchmarksuites later and its suite was never picked up, 2026-12-07).
+        for crd, kind in (("benchmarkrun", "benchmarkruns"), ("benchmarksuite", "benchmarksuites"),
+                          ("benchmarkschedule", "benchmarkschedules")):
+            cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / f"{crd}.yaml"))
+            cluster.wait_established(f"{kind}.csibench.io")
         operator.start()
         kube = Kube.from_kubeconfig(cluster.config.kubeconfig)
         kube.core.create_namespace({"metadata": {"name": BENCH_NAMESPACE}})  # type: ignore[arg-type]  # the client validates a dict body
