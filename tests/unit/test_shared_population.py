@@ -229,6 +229,9 @@ def test_a_retried_suite_removal_still_waits_for_the_seed_volume_its_first_try_r
     (_childs_metadata(uid="5a17e000-0000-4000-8000-0000000fffff"), True, "is gone"),  # another uid than the suite's
     (_childs_metadata(), False, "does not share its population"),
     (_childs_metadata(), None, "is being deleted"),  # its population is being removed: nothing may grow it
+    ({"labels": {SUITE_UID_LABEL: SUITE.uid}, "ownerReferences": [
+        {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSuite", "name": "../x", "uid": SUITE.uid,
+         "controller": True}]}, True, "names no valid suite"),
 ])
 def test_a_run_that_cannot_prove_it_is_the_sharing_suites_fails_before_creating_anything(
         metadata: dict[str, Any], share: bool | None, words: str) -> None:

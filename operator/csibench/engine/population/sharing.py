@@ -26,7 +26,7 @@ from csibench.engine.population.removal import Removal, SeedParts, remove_popula
 from csibench.kube import resources as r
 from csibench.kube.api import KubeApi
 from csibench.kube.ownership import controlled_by
-from csibench.kube.resources import RunRef, SuiteRef
+from csibench.kube.resources import InvalidName, RunRef, SuiteRef
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,11 @@ async def shared_population(client: KubeApi, ref: RunRef, extra_labels: dict[str
         raise _refused(f"run {ref.label} is not a BenchmarkSuite's (no controller reference to a suite matching its "
                        f"{SUITE_UID_LABEL} label)")
     suite_name, suite_uid = found
-    suite = await client.get(r.BENCHMARK_SUITES.path(ref.namespace, suite_name))
+    try:
+        suite_path = r.BENCHMARK_SUITES.path(ref.namespace, suite_name)
+    except InvalidName as error:  # an owner reference's name is not checked as a name by the API server
+        raise _refused(f"run {ref.label}'s owner reference names no valid suite: {error}") from None
+    suite = await client.get(suite_path)
     if suite is None or (suite.get("metadata") or {}).get("uid") != suite_uid:
         raise _refused(f"the suite {ref.namespace}/{suite_name} that owns run {ref.label} is gone")
     if (suite.get("metadata") or {}).get("deletionTimestamp"):  # its population is being removed: none grows it
