@@ -27,7 +27,9 @@ To trace what the pods' side has that the direct side has not (docs/benchmarks.m
 further"): ``--direct-sandbox`` runs each direct fio in the simulated kubelet's sandbox, ``--direct-sessions`` in a
 session of its own as the kubelet starts containers, ``--direct-noise`` beside a process burning a fraction of a
 core, ``--start-delay`` sets the pods' delay after the start barrier's release; and every trial prints the CPU that
-every process but fio used in each measured window (``bench/proc_cpu.py``).
+every process but fio used in each measured window (``bench/proc_cpu.py``). ``--freeze-cluster`` takes the other
+way: it stops the cluster's processes and the operator while fio measures, on both sides (``bench/freeze.py``), so
+the two compare the I/O paths alone, without the control plane's own CPU on the same cores.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.freeze import ClusterFreeze
 from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, machine_facts, operator_run
 from bench.proc_cpu import CpuSampler, describe
 from csibench.api.models import DataPathSpec, default_workloads
@@ -62,7 +65,8 @@ from csibench.engine.steps.datapath.fio import (
 from csibench.engine.steps.datapath.rows import build_row
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
-from localcluster.launcher import LocalCluster
+from localcluster.launcher import ClusterState, LocalCluster
+from localcluster.operator_process import OperatorProcess
 from localcluster.runs import get_run
 
 WORKLOAD_USER = "65532"
@@ -126,7 +130,8 @@ def sandboxed(command: list[str], device: Path, root: Path) -> list[str]:
 
 def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: float = 0.0,
                        sandbox_dir: Path | None = None,
-                       windows: dict[str, tuple[float, float]] | None = None, sessions: bool = False) -> Trial:
+                       windows: dict[str, tuple[float, float]] | None = None, sessions: bool = False,
+                       freeze: ClusterFreeze | None = None) -> Trial:
     """Every workload with one fio process per device file (csibench's volumes' own), at once; the regions
     written first, as the first workload's layout does in the pods; ``gap_seconds`` idle before each workload
     but the first (csibench's side spends that deleting one row's pods and making the next's). With
@@ -134,7 +139,7 @@ def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: flo
     a pod's container does to its log; ``windows`` gets each workload's measured window (epoch seconds). With
     ``sessions`` each fio starts a session of its own, as the simulated kubelet starts each container: with the
     kernel's autogroups (``/proc/sys/kernel/sched_autogroup_enabled``) that is a scheduling group of its own, as a
-    pod's CPU cgroup is on a real node."""
+    pod's CPU cgroup is on a real node. With ``freeze`` the cluster is stopped while each workload runs."""
     totals: Trial = {}
 
     def one(device: Path, command: list[str]) -> str:
@@ -158,7 +163,8 @@ def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: flo
                 time.sleep(gap_seconds)
             command = build_fio_command(data, workload, block=True)
             started, began = time.monotonic(), time.time()
-            logs = list(pool.map(one, devices, [command] * len(devices)))
+            with freeze.frozen() if freeze else contextlib.nullcontext():
+                logs = list(pool.map(one, devices, [command] * len(devices)))
             if windows is not None:
                 windows[workload.name] = (began + data.rampSeconds, began + data.rampSeconds + data.runtimeSeconds)
             row = build_row(data, workload, [parse_fio_log(log) for log in logs], [], time.monotonic() - started)
@@ -205,6 +211,16 @@ def idle_pods(kube: Kube, count: int) -> Iterator[None]:
             kube.core.delete_namespaced_pod(name, BENCH_NAMESPACE, grace_period_seconds=0)
         wait_until(lambda: not [pod for pod in kube.core.list_namespaced_pod(BENCH_NAMESPACE).items
                                 if str(present(pod.metadata).name).startswith("idle-")], 120, "idle pods gone")
+
+
+def cluster_pids(cluster: LocalCluster, operator: OperatorProcess) -> list[int]:
+    """Every process of the cluster (supervisors and the binaries they run) and the operator's."""
+    state = ClusterState.load(cluster.config.state_dir)
+    pids = [record.pid for record in (state.processes if state else [])]
+    pids += list(cluster.process_pids().values())
+    if operator.process is not None:
+        pids.append(operator.process.pid)
+    return pids
 
 
 def delete_run(kube: Kube, name: str) -> None:
@@ -264,6 +280,9 @@ def main() -> None:
             "cluster's work around it",
         "--direct-sessions": "Block: each direct fio in a session of its own, as the simulated kubelet starts each "
             "container (with the kernel's autogroups, a scheduling group of its own)",
+        "--freeze-cluster": "Block: stop the cluster's processes and the operator (SIGSTOP) while fio measures, "
+            "on both sides (csibench's from each row's start time to the end of its ramp and runtime): the "
+            "comparison without the control plane's own CPU beside fio",
         "--direct-beside-pods": "Block: as many pods as volumes, sleeping, Running on the cluster's nodes while the "
             "direct side runs (the cluster's work for running pods, without their I/O)",
     }
@@ -295,7 +314,8 @@ def main() -> None:
             print(f"  {side} {name}: besides fio {describe(used, end - start)}", flush=True)
         sampler.forget_before(max((end for _, end in windows.values()), default=time.time()))
 
-    with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, _operator, kube):
+    with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, operator, kube):
+        freeze = ClusterFreeze(cluster_pids(cluster, operator)) if args.freeze_cluster else None
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         if args.volume_mode == "Block":
             order = ["csibench", "direct", "direct"] * args.trials
@@ -308,7 +328,7 @@ def main() -> None:
                     sandbox_dir = cluster.config.state_dir / "direct-sandbox" if args.direct_sandbox else None
                     totals = direct_block_trial(data, device_files(kube, cluster, BENCH_NAMESPACE), gap,
                                                 sandbox_dir=sandbox_dir, windows=windows,
-                                                sessions=args.direct_sessions)
+                                                sessions=args.direct_sessions, freeze=freeze)
                 other_cpu("direct", windows)
                 after = order[trial - 1]
                 for name, value in totals.items():
@@ -322,9 +342,17 @@ def main() -> None:
                           "steps": ["createVolume", "dataPath"]} if args.volume_mode == "Block"
                          else {"steps": ["createVolume", "dataPath", "deleteVolume"]})
                 made = f"dp-{trial}"
-                run = operator_run(kube, made, 900, storageClassName=args.storage_class, size=size,
-                                   volumes=args.volumes, dataPath=data.model_dump(mode="json", exclude_none=True),
-                                   **shape)
+                measured = data.rampSeconds + data.runtimeSeconds
+                with freeze.at_start_times(kube, BENCH_NAMESPACE, measured) if freeze else contextlib.nullcontext():
+                    run = operator_run(kube, made, 900, storageClassName=args.storage_class, size=size,
+                                       volumes=args.volumes,
+                                       dataPath=data.model_dump(mode="json", exclude_none=True), **shape)
+                if freeze:
+                    print("frozen windows (s after each row's start time): " + "; ".join(
+                        f"{stopped - int(row['startAt']):+.2f} to {resumed - int(row['startAt']):+.2f}"
+                        for row in run["status"]["dataPath"] if row.get("startAt")
+                        for stopped, resumed in freeze.windows
+                        if int(row["startAt"]) - 5 < stopped < int(row["startAt"]) + measured), flush=True)
                 totals = {row["name"]: (float(row.get("readMiBps") or 0.0) + float(row.get("writeMiBps") or 0.0),
                                         _p99_ms(row.get("latency") or {}))
                           for row in run["status"]["dataPath"]}
