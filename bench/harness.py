@@ -26,7 +26,7 @@ from localcluster import manifests
 from localcluster.kube import Kube
 from localcluster.launcher import REPO_ROOT, ClusterConfig, LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.runs import TERMINAL, benchmark_run, create_run, wait_for_phase
+from localcluster.runs import TERMINAL, benchmark_run, create_run, watch_for_phase
 from localcluster.versions import ATTACHER, ETCD_VERSION, KUBERNETES_VERSION, PROVISIONER, RESIZER, SNAPSHOTTER
 
 BENCH_NAMESPACE = "bench"
@@ -85,7 +85,7 @@ def storage_class(kube: Kube, **parameters: str) -> str:
 
 def operator_run(kube: Kube, name: str, timeout: float, **spec: Any) -> dict[str, Any]:
     create_run(kube, BENCH_NAMESPACE, benchmark_run(name, **spec))
-    run = wait_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, timeout)
+    run = watch_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, timeout)
     if run["status"]["phase"] != "Succeeded":
         raise RuntimeError(f"run {name} ended {run['status']['phase']}: {run['status'].get('message')}")
     return run

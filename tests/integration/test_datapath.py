@@ -26,6 +26,7 @@ from localcluster.runs import (
     step,
     wait_for_phase,
     wait_until_nothing_left,
+    watch_for_phase,
 )
 from tests.support.cluster import cli, create_pod, pod_gone, wait_pod_phase
 from tests.support.datapath import SIM, TINY, assert_host_clean, assert_latency_is_the_merge_of_the_pods
@@ -117,7 +118,7 @@ def test_kubectl_logs_of_a_running_workload_pod_shows_fio_as_non_root_under_rest
     owners = {line.split()[1] for line in subprocess.run(["ps", "-eo", "pid,uid,args"], capture_output=True,
                                                          text=True).stdout.splitlines() if "--name=seqWrite" in line}
     assert owners == {"65532"}, owners
-    run = wait_for_phase(kube, namespace, "logs", TERMINAL, 120)
+    run = watch_for_phase(kube, namespace, "logs", TERMINAL, 120)  # as the benches wait: no GETs while fio runs
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
     cache = [f for f in run["status"]["preflight"] if f["check"] == "DataPathCache"]
     assert len(cache) == 1 and cache[0]["severity"] == "Warning" and "page cache" in cache[0]["message"], cache
