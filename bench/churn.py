@@ -21,7 +21,7 @@ import yaml
 
 from bench.harness import BENCH_NAMESPACE, bench_cluster, command_line, ground_truth, machine_facts, storage_class
 from localcluster.launcher import REPO_ROOT
-from localcluster.runs import TERMINAL, create_run, wait_for_phase
+from localcluster.runs import TERMINAL, create_run, watch_for_phase
 
 
 def epoch(stamp: str) -> float:
@@ -93,7 +93,7 @@ def main() -> None:
                                          everySeconds=args.every, windowSeconds=args.window,
                                          maxWavesInFlight=args.in_flight)
             create_run(kube, BENCH_NAMESPACE, body)
-        runs = {name: wait_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, args.minutes * 60 + 1800)
+        runs = {name: watch_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, args.minutes * 60 + 1800)
                 for name in names}
         assert operator.process is not None
         rss = peak_rss_mib(operator.process.pid)

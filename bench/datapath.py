@@ -65,7 +65,7 @@ from csibench.engine.steps.datapath.fio import (
 from csibench.engine.steps.datapath.rows import build_row
 from localcluster import manifests
 from localcluster.kube import Kube, present, wait_until
-from localcluster.launcher import ClusterState, LocalCluster
+from localcluster.launcher import ClusterState, LocalCluster, pid_runs
 from localcluster.operator_process import OperatorProcess
 from localcluster.runs import get_run
 
@@ -163,7 +163,7 @@ def direct_block_trial(data: DataPathSpec, devices: list[Path], gap_seconds: flo
                 time.sleep(gap_seconds)
             command = build_fio_command(data, workload, block=True)
             started, began = time.monotonic(), time.time()
-            with freeze.frozen() if freeze else contextlib.nullcontext():
+            with freeze.frozen(data.rampSeconds + data.runtimeSeconds) if freeze else contextlib.nullcontext():
                 logs = list(pool.map(one, devices, [command] * len(devices)))
             if windows is not None:
                 windows[workload.name] = (began + data.rampSeconds, began + data.rampSeconds + data.runtimeSeconds)
@@ -214,13 +214,14 @@ def idle_pods(kube: Kube, count: int) -> Iterator[None]:
 
 
 def cluster_pids(cluster: LocalCluster, operator: OperatorProcess) -> list[int]:
-    """Every process of the cluster (supervisors and the binaries they run) and the operator's."""
+    """Every process of the cluster that still runs what the launcher started (supervisors and the binaries they
+    run), and the operator's: read afresh, so a restarted sidecar is found under its new pid."""
     state = ClusterState.load(cluster.config.state_dir)
-    pids = [record.pid for record in (state.processes if state else [])]
+    pids = [record.pid for record in (state.processes if state else []) if pid_runs(record)]
     pids += list(cluster.process_pids().values())
-    if operator.process is not None:
+    if operator.process is not None and operator.process.poll() is None:
         pids.append(operator.process.pid)
-    return pids
+    return [pid for pid in pids if pid != os.getpid()]
 
 
 def delete_run(kube: Kube, name: str) -> None:
@@ -315,7 +316,7 @@ def main() -> None:
         sampler.forget_before(max((end for _, end in windows.values()), default=time.time()))
 
     with bench_cluster(api_port=args.api_port, state_dir=args.state_dir) as (cluster, operator, kube):
-        freeze = ClusterFreeze(cluster_pids(cluster, operator)) if args.freeze_cluster else None
+        freeze = ClusterFreeze(lambda: cluster_pids(cluster, operator)) if args.freeze_cluster else None
         order = ["direct", "csibench", "csibench", "direct"] * ((args.trials + 1) // 2)
         if args.volume_mode == "Block":
             order = ["csibench", "direct", "direct"] * args.trials
@@ -343,7 +344,9 @@ def main() -> None:
                          else {"steps": ["createVolume", "dataPath", "deleteVolume"]})
                 made = f"dp-{trial}"
                 measured = data.rampSeconds + data.runtimeSeconds
-                with freeze.at_start_times(kube, BENCH_NAMESPACE, measured) if freeze else contextlib.nullcontext():
+                frozen = (freeze.at_start_times(kube, BENCH_NAMESPACE, data.rampSeconds, data.runtimeSeconds)
+                          if freeze else contextlib.nullcontext())
+                with frozen:
                     run = operator_run(kube, made, 900, storageClassName=args.storage_class, size=size,
                                        volumes=args.volumes,
                                        dataPath=data.model_dump(mode="json", exclude_none=True), **shape)

@@ -39,7 +39,7 @@ from localcluster.runs import (
     get_run,
     leftovers,
     population_leftovers,
-    wait_for_phase,
+    watch_for_phase,
 )
 
 DISRUPTION_FIGURES = ("state", "recoverySeconds", "stallSeconds", "throughputBefore", "throughputAfter",
@@ -114,7 +114,7 @@ def one_level(kube: Kube, level: int, volumes: int, prometheus: str, timeout: fl
         spec["disruptions"] = [disruption]
     started = time.monotonic()
     create_run(kube, BENCH_NAMESPACE, benchmark_run(name, **spec))
-    run = wait_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, timeout)
+    run = watch_for_phase(kube, BENCH_NAMESPACE, name, TERMINAL, timeout)
     wall = time.monotonic() - started
     if run["status"]["phase"] != "Succeeded":
         raise RuntimeError(f"level {level}: run ended {run['status']['phase']}: {json.dumps(run['status'])[:2000]}")

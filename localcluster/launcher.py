@@ -233,7 +233,7 @@ def _argv0(pid: int) -> str:
         return ""
 
 
-def _pid_runs(record: ProcessRecord) -> bool:
+def pid_runs(record: ProcessRecord) -> bool:
     """True when the PID is alive and still runs what we launched (PIDs get reused). Only for processes another
     invocation started: a child of ours may show an empty command line right after ``Popen`` returns."""
     try:
@@ -444,7 +444,7 @@ class LocalCluster:
         if child is not None:
             code = child.poll()
             return None if code is None else describe_exit(code)
-        return None if _pid_runs(record) else "not running"
+        return None if pid_runs(record) else "not running"
 
     def _signal(self, record: ProcessRecord, sig: signal.Signals) -> None:
         """Signal a process that still runs. A child of ours is signalled through its handle, which refuses once

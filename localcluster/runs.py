@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from localcluster.kube import (
     GROUP_HANDLE,
@@ -62,7 +63,9 @@ def wait_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], time
 def watch_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
     """``wait_for_phase`` from a watch of the one run instead of a GET every 0.2 s: for benches, whose own requests
     must not load the API server while the run measures (five GETs a second of a run with a data path's status
-    cost it 0.02-0.05 of a core, which moved a sub-millisecond fio p99 on 2 cores: docs/benchmarks.md §6)."""
+    cost it 0.02-0.05 of a core, which moved a sub-millisecond fio p99 on 2 cores: docs/benchmarks.md §6). A watch
+    that ends (its timeout, a version too old or not yet in the API server's cache, a dropped connection) is
+    followed by a GET and a new watch; a run deleted before it got there fails at once."""
     deadline = time.monotonic() + timeout
     while True:
         run = get_run(kube, namespace, name)  # where it is now, and the version to watch from
@@ -77,13 +80,19 @@ def watch_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], tim
         try:
             for event in watch.Watch().stream(  # type: ignore[no-untyped-call]  # the watch module is unannotated
                     kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                    field_selector=f"metadata.name={name}", timeout_seconds=seconds, **since):
+                    field_selector=f"metadata.name={name}", timeout_seconds=seconds,
+                    _request_timeout=seconds + 10, **since):
                 found = event["object"]
+                if event["type"] == "DELETED":
+                    raise _stuck(kube, namespace, name, AssertionError(
+                        f"BenchmarkRun {namespace}/{name} was deleted before it reached phase {sorted(phases)}"))
                 if event["type"] in ("ADDED", "MODIFIED") and (found.get("status") or {}).get("phase") in phases:
                     return json_object(found)
         except ApiException as error:
-            if error.status != 410:  # a version too old to watch from: read it again
+            if error.status not in (410, 504):  # a version too old, or not yet in the watch cache: read it again
                 raise
+        except (ReadTimeoutError, ProtocolError):  # a stalled or dropped connection: read it again
+            pass
 
 
 def _stuck(kube: Kube, namespace: str, name: str, error: AssertionError) -> AssertionError:

@@ -221,7 +221,7 @@ def test_a_child_checked_right_after_spawning_runs_whatever_proc_shows(spawner: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # Right after Popen returns, /proc/<pid>/cmdline can still be empty (execve under way): the /proc check
     # would call the child dead. Our own children are judged by their handle only.
-    monkeypatch.setattr(launcher, "_pid_runs", lambda record: False)
+    monkeypatch.setattr(launcher, "pid_runs", lambda record: False)
     record = _python(spawner, "sleeper", "import time; time.sleep(60)")
     assert spawner.exit_of(record) is None
     spawner._check_alive()  # does not raise
