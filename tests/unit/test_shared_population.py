@@ -232,6 +232,9 @@ def test_a_retried_suite_removal_still_waits_for_the_seed_volume_its_first_try_r
     ({"labels": {SUITE_UID_LABEL: SUITE.uid}, "ownerReferences": [
         {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSuite", "name": "../x", "uid": SUITE.uid,
          "controller": True}]}, True, "names no valid suite"),
+    ({"labels": {SUITE_UID_LABEL: SUITE.uid}, "ownerReferences": [
+        {"apiVersion": "csibench.io/v1alpha1", "kind": "BenchmarkSuite", "name": "s" * 100_000, "uid": SUITE.uid,
+         "controller": True}]}, True, "names no valid suite"),
 ])
 def test_a_run_that_cannot_prove_it_is_the_sharing_suites_fails_before_creating_anything(
         metadata: dict[str, Any], share: bool | None, words: str) -> None:
@@ -242,6 +245,6 @@ def test_a_run_that_cannot_prove_it_is_the_sharing_suites_fails_before_creating_
     assert status.phase == Phase.FAILED
     ready = next(c for c in status.conditions if c.type == "Ready")
     assert ready.reason == ConditionReason.INVALID_SPEC and words in ready.message, ready
-    assert "population.shared" in ready.message
+    assert "population.shared" in ready.message and len(ready.message) < 1000, len(ready.message)
     assert not [k for k in fake.objects if k[0] in ("persistentvolumeclaims", "persistentvolumes", "namespaces")
                 and k[2].startswith(("pop-", "csibench-"))]

@@ -20,6 +20,7 @@ from typing import Any
 
 from csibench.api.models import ConditionReason
 from csibench.api.suite import SUITE_KIND, SUITE_UID_LABEL
+from csibench.api.text import shorten
 from csibench.engine.errors import PlanError
 from csibench.engine.population.making import Owner
 from csibench.engine.population.removal import Removal, SeedParts, remove_population, seed_parts
@@ -71,7 +72,8 @@ async def shared_population(client: KubeApi, ref: RunRef, extra_labels: dict[str
     try:
         suite_path = r.BENCHMARK_SUITES.path(ref.namespace, suite_name)
     except InvalidName as error:  # an owner reference's name is not checked as a name by the API server
-        raise _refused(f"run {ref.label}'s owner reference names no valid suite: {error}") from None
+        raise _refused(f"run {ref.label}'s owner reference names no valid suite: {shorten(str(error), 300)}") \
+            from None  # the name is anyone's, of any length: only a bounded part reaches status
     suite = await client.get(suite_path)
     if suite is None or (suite.get("metadata") or {}).get("uid") != suite_uid:
         raise _refused(f"the suite {ref.namespace}/{suite_name} that owns run {ref.label} is gone")
