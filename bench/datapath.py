@@ -214,14 +214,18 @@ def idle_pods(kube: Kube, count: int) -> Iterator[None]:
 
 
 def cluster_pids(cluster: LocalCluster, operator: OperatorProcess) -> list[int]:
-    """Every process of the cluster that still runs what the launcher started (supervisors and the binaries they
-    run), and the operator's: read afresh, so a restarted sidecar is found under its new pid."""
+    """Every process of the cluster that still runs what the launcher started (supervisors, and the binaries they
+    run as ``process_pids`` finds them by their command line), and the operator's: read afresh, so a restarted
+    sidecar is found under its new pid, and a recycled pid is never signalled."""
     state = ClusterState.load(cluster.config.state_dir)
-    pids = [record.pid for record in (state.processes if state else []) if pid_runs(record)]
-    pids += list(cluster.process_pids().values())
+    records = state.processes if state else []
+    pids = {record.pid for record in records if pid_runs(record)}
+    recorded = {record.pid for record in records}
+    pids |= {pid for pid in cluster.process_pids().values() if pid not in recorded}  # supervised binaries
     if operator.process is not None and operator.process.poll() is None:
-        pids.append(operator.process.pid)
-    return [pid for pid in pids if pid != os.getpid()]
+        pids.add(operator.process.pid)
+    pids.discard(os.getpid())
+    return sorted(pids)
 
 
 def delete_run(kube: Kube, name: str) -> None:
@@ -282,7 +286,8 @@ def main() -> None:
         "--direct-sessions": "Block: each direct fio in a session of its own, as the simulated kubelet starts each "
             "container (with the kernel's autogroups, a scheduling group of its own)",
         "--freeze-cluster": "Block: stop the cluster's processes and the operator (SIGSTOP) while fio measures, "
-            "on both sides (csibench's from each row's start time to the end of its ramp and runtime): the "
+            "on both sides (csibench's from half a ramp after each row's start time to the end of its ramp and "
+            "runtime): the "
             "comparison without the control plane's own CPU beside fio",
         "--direct-beside-pods": "Block: as many pods as volumes, sleeping, Running on the cluster's nodes while the "
             "direct side runs (the cluster's work for running pods, without their I/O)",

@@ -49,10 +49,14 @@ def get_run(kube: Kube, namespace: str, name: str, plural: str = PLURAL) -> dict
         raise
 
 
+def _in_phase(run: dict[str, Any] | None, phases: set[str]) -> bool:
+    return bool(run) and ((run or {}).get("status") or {}).get("phase") in phases
+
+
 def wait_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         run = get_run(kube, namespace, name)
-        return run if run and (run.get("status") or {}).get("phase") in phases else None
+        return run if _in_phase(run, phases) else None
 
     try:
         return wait_until(probe, timeout, f"BenchmarkRun {namespace}/{name} in phase {sorted(phases)}", interval=0.2)
@@ -69,7 +73,7 @@ def watch_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], tim
     deadline = time.monotonic() + timeout
     while True:
         run = get_run(kube, namespace, name)  # where it is now, and the version to watch from
-        if run and (run.get("status") or {}).get("phase") in phases:
+        if run and _in_phase(run, phases):
             return run
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -86,7 +90,7 @@ def watch_for_phase(kube: Kube, namespace: str, name: str, phases: set[str], tim
                 if event["type"] == "DELETED":
                     raise _stuck(kube, namespace, name, AssertionError(
                         f"BenchmarkRun {namespace}/{name} was deleted before it reached phase {sorted(phases)}"))
-                if event["type"] in ("ADDED", "MODIFIED") and (found.get("status") or {}).get("phase") in phases:
+                if event["type"] in ("ADDED", "MODIFIED") and _in_phase(found, phases):
                     return json_object(found)
         except ApiException as error:
             if error.status not in (410, 504):  # a version too old, or not yet in the watch cache: read it again
