@@ -154,7 +154,9 @@ def test_a_component_restarted_inside_create_volume_is_measured_and_the_batch_st
     assert result.pods == ["csi-provisioner-0"] and deleted == [first_uid]
     assert result.injectedAtSeconds is not None and result.recoverySeconds is not None
     assert 0.3 <= result.recoverySeconds < 5, result
-    assert result.injectedAtSeconds == pytest.approx(0.1, abs=0.1)
+    # Not before its afterSeconds, and before the first bind (completedBefore 0): order, not the wall clock, which a
+    # busy machine stretches (3.6 s once, with two CPU burners beside the test command).
+    assert result.injectedAtSeconds >= 0.1, result
     assert (result.completedBefore, result.completedAfter, result.unrecovered) == (0, 6, 0)
     # Nothing completed from the start to the binds at 0.8 s: the stall is that stretch.
     assert result.stallSeconds is not None and 0.5 <= result.stallSeconds <= 2, result
